@@ -31,6 +31,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::config::{EngineConfig, Policy};
+use crate::device_time::DeviceClock;
 use crate::event::{Event, EventKind, EventSink};
 use crate::op::{OpBlock, OpError, OpId, OpRef, OpSpec, OpState, Outcome, Signal, Work};
 use crate::ready_queue::{runs_before, Group};
@@ -631,7 +632,12 @@ impl Shared {
         if let Some(error) = first_read_error(op) {
             return Outcome::Skipped(error);
         }
-        let message = match catch_unwind(AssertUnwindSafe(exec)) {
+        let run = || catch_unwind(AssertUnwindSafe(exec));
+        let result = match &self.sink {
+            Some(sink) if self.sim.is_none() => DeviceClock::run_as(op.id, sink, self.start, run),
+            _ => run(),
+        };
+        let message = match result {
             Ok(Ok(())) => return Outcome::Ok,
             Ok(Err(message)) => message,
             Err(payload) => panic_message(payload.as_ref()),

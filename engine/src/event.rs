@@ -77,6 +77,19 @@ pub enum EventKind {
         /// The error message for failed, skipped and cancelled ops.
         message: Option<String>,
     },
+    /// Work the op enqueued on a device (its GPU kernels) ran from `start_ns` to `end_ns`, on
+    /// `lane` (a stream, such as `gpu0:s1`). Reported through a [`crate::DeviceClock`] once the
+    /// device says so, usually after the op's `Finished`.
+    DeviceSpan {
+        /// The op that enqueued the work.
+        op: OpId,
+        /// Where it ran.
+        lane: Arc<str>,
+        /// When the device started it.
+        start_ns: u64,
+        /// When the device finished it.
+        end_ns: u64,
+    },
 }
 
 /// Receives the engine's events. Called from whichever thread the event happens on, so it must

@@ -36,6 +36,8 @@ mod config;
 #[cfg(not(loom))]
 mod device;
 #[cfg(not(loom))]
+mod device_time;
+#[cfg(not(loom))]
 mod engine;
 #[cfg(not(loom))]
 mod event;
@@ -54,6 +56,7 @@ mod snapshot;
 pub use crate::{
     config::{parse_threads, EngineConfig, Policy},
     device::{Device, MAX_GPUS},
+    device_time::DeviceClock,
     engine::{current_lane, Engine, Monitor, Var, VarId, CALLER_WORKER},
     event::{Event, EventKind, EventLog, EventSink},
     memory::{MemoryMeter, MemoryStats},

@@ -4,7 +4,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dep_engine::{Device, Engine, EngineConfig, EventKind, EventLog, OpSpec, OpState, Policy};
+use dep_engine::{
+    Device, DeviceClock, Engine, EngineConfig, EventKind, EventLog, OpSpec, OpState, Policy,
+};
 use rand::{Rng, SeedableRng};
 
 fn engine(policy: Policy, threads: usize) -> Engine {
@@ -436,6 +438,7 @@ fn events_tell_the_whole_story_in_order() {
             EventKind::Ready { op } => format!("ready {op}"),
             EventKind::Started { op, worker } => format!("start {op} w{worker}"),
             EventKind::Finished { op, state, .. } => format!("finish {op} {}", state.name()),
+            EventKind::DeviceSpan { op, lane, .. } => format!("device {op} {lane}"),
         })
         .collect();
     assert_eq!(
@@ -461,6 +464,83 @@ fn events_tell_the_whole_story_in_order() {
         times.windows(2).all(|pair| pair[0] <= pair[1]),
         "timestamps are monotonic"
     );
+}
+
+#[test]
+fn device_time_is_reported_after_the_op_from_another_thread() {
+    let log = Arc::new(EventLog::new());
+    let engine = Engine::new(EngineConfig {
+        policy: Policy::PerDevice,
+        gpu_streams: 2,
+        sink: Some(log.clone()),
+        ..EngineConfig::default()
+    });
+    let x = engine.new_var("X");
+    let (send, receive) = std::sync::mpsc::channel();
+    engine.push(
+        OpSpec::new("X = kernel()", move || {
+            send.send(DeviceClock::current()).unwrap();
+            Ok(())
+        })
+        .writes(&[x.clone()])
+        .device(Device::Gpu(0)),
+    );
+    engine.wait_var(&x).unwrap();
+    let clock = receive.recv().unwrap().expect("an observed op has a clock");
+    // The "device" reports later, from a thread of its own, as a GPU timing thread does.
+    let enqueued = std::time::Instant::now();
+    std::thread::spawn(move || {
+        clock.report("gpu0:s0", enqueued, enqueued + Duration::from_micros(250));
+    })
+    .join()
+    .unwrap();
+    let events = log.events();
+    let finished_at = events
+        .iter()
+        .position(|event| matches!(event.kind, EventKind::Finished { .. }))
+        .unwrap();
+    let (at, start_ns, end_ns) = events
+        .iter()
+        .enumerate()
+        .find_map(|(index, event)| match &event.kind {
+            EventKind::DeviceSpan {
+                lane,
+                start_ns,
+                end_ns,
+                ..
+            } if &**lane == "gpu0:s0" => Some((index, *start_ns, *end_ns)),
+            _ => None,
+        })
+        .expect("a device span");
+    assert!(at > finished_at);
+    assert_eq!(end_ns - start_ns, 250_000);
+    assert!(DeviceClock::current().is_none(), "no clock outside ops");
+}
+
+#[test]
+fn unobserved_and_simulated_ops_have_no_device_clock() {
+    for (policy, sink) in [
+        (Policy::Threaded, None),
+        (Policy::Sim, Some(Arc::new(EventLog::new()))),
+    ] {
+        let engine = Engine::new(EngineConfig {
+            policy,
+            sink: sink.map(|log| log as Arc<dyn dep_engine::EventSink>),
+            ..EngineConfig::default()
+        });
+        let x = engine.new_var("X");
+        let had_clock = Arc::new(Mutex::new(None));
+        let seen = had_clock.clone();
+        engine.push(
+            OpSpec::new("X = 1", move || {
+                *seen.lock().unwrap() = Some(DeviceClock::current().is_some());
+                Ok(())
+            })
+            .writes(&[x.clone()]),
+        );
+        engine.wait_var(&x).unwrap();
+        assert_eq!(*had_clock.lock().unwrap(), Some(false), "{policy:?}");
+    }
 }
 
 #[test]

@@ -72,6 +72,7 @@ impl ComputeOp {
 /// are used where they live (copied or uploaded when elsewhere), outputs stay on the GPU. Returns
 /// once the kernels are enqueued; the engine then releases the op's dependencies (RFC 18951),
 /// and consumers on other streams wait on the outputs' events, CPU consumers download them.
+/// When the engine is observed, the kernels are timed and their span reported later.
 fn run_on_gpu(
     index: u16,
     plan: &Plan,
@@ -88,17 +89,37 @@ fn run_on_gpu(
     if let Some(rng) = rng_guard.as_deref_mut() {
         ctx = ctx.with_rng(rng);
     }
+    let clock = engine::DeviceClock::current();
+    if clock.is_some() {
+        ctx = ctx.with_timing();
+    }
+    let enqueued = enqueue_on_gpu(index, plan, inputs, outputs, update, &mut ctx);
+    if let (Some(clock), Some(span)) = (clock, ctx.take_span()) {
+        gpu::report_later(clock, ctx.lane_name(), span);
+    }
+    enqueued
+}
+
+/// Enqueues the op's kernels in `ctx` and stores its results in the outputs' slots.
+fn enqueue_on_gpu(
+    index: u16,
+    plan: &Plan,
+    inputs: &[Arc<Slot>],
+    outputs: &[Arc<Slot>],
+    update: Option<tensor::BinaryOp>,
+    ctx: &mut gpu::GpuOpContext<'_>,
+) -> Result<(), tensor::TensorError> {
     let values = inputs
         .iter()
-        .map(|slot| slot.get_on_device(index, &mut ctx))
+        .map(|slot| slot.get_on_device(index, ctx))
         .collect::<Result<Vec<_>, _>>()?;
     if let Some(op) = update {
-        let target = outputs[0].get_on_device(index, &mut ctx)?;
-        let rhs = gpu::eval(plan, &values, &mut ctx)?.remove(0);
-        outputs[0].set_on_device(gpu::binary(&target, op, &rhs, &mut ctx)?);
+        let target = outputs[0].get_on_device(index, ctx)?;
+        let rhs = gpu::eval(plan, &values, ctx)?.remove(0);
+        outputs[0].set_on_device(gpu::binary(&target, op, &rhs, ctx)?);
         return Ok(());
     }
-    let results = gpu::eval(plan, &values, &mut ctx)?;
+    let results = gpu::eval(plan, &values, ctx)?;
     if results.len() != outputs.len() {
         return Err(tensor::TensorError::new(format!(
             "the right side gives {} values but {} names are assigned",

@@ -217,10 +217,20 @@ impl Session {
         runner.run_statements(&parsed.program.statements)
     }
 
-    /// Waits for every pushed op, then reports the ops that failed and were not reported yet.
+    /// Waits for every pushed op (and for the kernel times of GPU ops, when observed, so that
+    /// views drawn next show them), then reports the ops that failed and were not reported yet.
     pub fn finish(&mut self) -> Result<(), RunError> {
         self.engine.wait_all();
+        self.wait_for_kernel_times();
         self.take_failures()
+    }
+
+    /// When the engine is observed: waits (10 s at most) until the kernel times of the GPU ops
+    /// that finished so far are in the event log, so that views drawn next show them.
+    pub fn wait_for_kernel_times(&self) {
+        if self.engine.is_observed() {
+            crate::gpu::flush_kernel_times(std::time::Duration::from_secs(10));
+        }
     }
 
     /// Reports failures the engine saw and nobody reported yet, without waiting.

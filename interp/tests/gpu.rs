@@ -1,7 +1,11 @@
 //! GPU tests through the public API: detection and its message, upload/download round trips,
-//! elementwise ops against the CPU kernels, a cross-stream dependency, and freeing under load.
+//! elementwise ops against the CPU kernels, a cross-stream dependency, freeing under load, and
+//! programs (a fixed one, and the random programs of the property test) placed on cpu, gpu0 or
+//! both giving the same numbers within float32 bounds.
 //! Each test prints `skipped: no GPU (...)` and returns on a machine without a GPU;
 //! `scripts/gpu-check` runs them (and the plan-level GPU tests in `src/gpu/tests.rs`) on one.
+
+mod common;
 
 use std::sync::Arc;
 
@@ -195,6 +199,80 @@ fn programs_placed_on_cpu_gpu0_or_both_print_the_same_numbers() {
                     (got - want).abs() <= 1e-3 * want.abs().max(1.0),
                     "{name} on {policy}: {got} != {want}"
                 );
+            }
+        }
+    }
+}
+
+/// How far a value computed with GPU placements may be from the CPU's: relative to the CPU's
+/// value, and absolute below 1 (|gpu - cpu| <= TOLERANCE * max(1, |cpu|)).
+///
+/// The GPU rounds differently in the last bits: `+ - * /` (one kernel per operator) are
+/// correctly rounded on both, but CUDA's `tanhf` and `expf` (in `softmax`) are within 2 ulps
+/// of the CPU's, and cuBLAS (with FMAs) and the reductions add in another order. The programs
+/// chain up to ~250 statements (loops and `mix` add more) and amplify these differences: values
+/// multiplied and matmul'd into each other reach 1e29 (program 13), and differences cancel
+/// (`y - z`, `sum`). Measured on the CPU by perturbing the result of every statement, in loops
+/// and functions too, by a factor 1 + k * 2^-23 (the same sign everywhere, the worst case), the
+/// saved values of programs 0..25 move by at most 3.2e-5 relative for k = 1, and 1.3e-4 for
+/// k = 4 (programs 13 and 18). 1e-3 leaves a margin of 8 over that; a wrong placement (a stale
+/// value, a lost update, the other device's random numbers) is off by far more.
+const TOLERANCE: f64 = 1e-3;
+
+/// Checks that the arrays saved with a GPU placement (`got`) are the CPU reference's (`want`):
+/// the same files, the same shapes, values within [`TOLERANCE`] (NaN where the CPU has NaN,
+/// infinities exact).
+fn assert_saves_close(got: &[(String, Vec<u8>)], want: &[(String, Vec<u8>)], what: &str) {
+    let names = |saves: &[(String, Vec<u8>)]| -> Vec<String> {
+        saves.iter().map(|(name, _)| name.clone()).collect()
+    };
+    assert_eq!(names(got), names(want), "{what}: other files were saved");
+    for ((name, got), (_, want)) in got.iter().zip(want) {
+        let got = tensor::read_npy(&mut got.as_slice()).unwrap();
+        let want = tensor::read_npy(&mut want.as_slice()).unwrap();
+        assert_eq!(got.shape(), want.shape(), "{what}: {name}");
+        for (index, (&g, &w)) in got.data().iter().zip(want.data()).enumerate() {
+            let (g64, w64) = (f64::from(g), f64::from(w));
+            let ok = (g.is_nan() && w.is_nan())
+                || g == w
+                || (w.is_finite() && (g64 - w64).abs() <= TOLERANCE * w64.abs().max(1.0));
+            assert!(
+                ok,
+                "{what}: {name}[{index}] is {g} with the GPU, {w} on the CPU"
+            );
+        }
+    }
+}
+
+/// The random-program property test across placements: for 25 seeds, the program of
+/// `random_programs.rs` placed on the CPU (on the naive engine, the reference), all on gpu0, and
+/// in random runs on gpu0 and the CPU (values crossing both ways), each on the threaded and the
+/// per-device engines, saves the same arrays: bit for bit on the CPU, within [`TOLERANCE`] with
+/// the GPU. Random draws (`rand`, `randn`) stay on the CPU in every placement: on a GPU they
+/// draw from Philox (`src/gpu/philox.rs`), not from the CPU's ChaCha, and give other numbers.
+#[test]
+fn random_programs_placed_on_cpu_gpu0_or_both_save_the_same_arrays() {
+    use common::random_program::{random_program, run, Placement};
+    if gpu0().is_none() {
+        return;
+    }
+    for seed in 0..25 {
+        let cpu = random_program(seed, Placement::Cpu);
+        let reference_dir = tempfile::tempdir().unwrap();
+        let reference = run(&cpu, reference_dir.path(), dep_engine::Policy::Naive, 1);
+        assert!(!reference.is_empty());
+        for placement in [Placement::Cpu, Placement::Gpu0, Placement::Mixed(seed)] {
+            let program = random_program(seed, placement);
+            for policy in [dep_engine::Policy::Threaded, dep_engine::Policy::PerDevice] {
+                let dir = tempfile::tempdir().unwrap();
+                let got = run(&program, dir.path(), policy, 4);
+                let what = format!("program {seed} placed {} on {policy}", placement.name());
+                if placement == Placement::Cpu {
+                    assert!(got == reference, "{what} differs:\n{program}");
+                } else {
+                    let what = format!("{what}\n{program}\n");
+                    assert_saves_close(&got, &reference, &what);
+                }
             }
         }
     }

@@ -300,6 +300,9 @@ impl Executor {
             }
         }
         interrupted |= self.wait_idle(mark);
+        if !interrupted {
+            self.session.wait_for_kernel_times();
+        }
         let failures = self.session.take_failures().err();
         let failure = if interrupted {
             let n_cancelled = self.display_source(&path).map_or(0, |source| {

@@ -58,8 +58,8 @@ mod util;
 pub use crate::{
     error::{Error, ErrorKind},
     frame::{Frame, FrameOp, FrameVar},
-    replay::{renumber_times, Edge, Hazard, OpRecord, Replay},
-    summary::Summary,
+    replay::{renumber_times, Bar, DeviceSpan, Edge, Hazard, Lane, OpRecord, Replay},
+    summary::{KernelGaps, Summary},
     text::TextStyle,
     util::format_ns,
 };

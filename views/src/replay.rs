@@ -68,6 +68,41 @@ pub struct OpRecord {
     pub pushed_at: usize,
     /// The index of its `Finished` event in the log.
     pub finished_at: Option<usize>,
+    /// When the work it enqueued on a device ran (its GPU kernels), once the device said so.
+    pub device_span: Option<DeviceSpan>,
+}
+
+/// When an op's device work (its kernels) ran: from the device's timing events, in the engine's
+/// clock. An op that enqueues kernels finishes, for the engine, before they run (RFC 18951).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceSpan {
+    /// The device lane (a stream, such as `gpu0:s1`).
+    pub lane: Arc<str>,
+    /// When the first kernel started.
+    pub start_ns: u64,
+    /// When the last kernel ended.
+    pub end_ns: u64,
+}
+
+/// One row of a timeline: a worker (the host thread that ran, or enqueued, ops) or a device lane
+/// (a GPU stream, where enqueued kernels ran).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// A worker, by index into the worker names.
+    Worker(u32),
+    /// A device lane, by name.
+    Device(Arc<str>),
+}
+
+/// One op's bar on a [`Lane`]: from its start to its end (the end of the run while it runs).
+#[derive(Clone, Copy, Debug)]
+pub struct Bar<'a> {
+    /// The op.
+    pub op: &'a OpRecord,
+    /// Where the bar starts.
+    pub start_ns: u64,
+    /// Where the bar ends.
+    pub end_ns: u64,
 }
 
 impl OpRecord {
@@ -169,6 +204,54 @@ impl Replay {
         worker_name(&self.worker_names, worker)
     }
 
+    /// The rows of a timeline: every worker of [`Replay::lanes`], then every device lane, by name.
+    pub fn timeline_lanes(&self) -> Vec<Lane> {
+        let mut device_lanes: Vec<Arc<str>> = Vec::new();
+        for span in self.ops.iter().filter_map(|op| op.device_span.as_ref()) {
+            if !device_lanes.contains(&span.lane) {
+                device_lanes.push(span.lane.clone());
+            }
+        }
+        device_lanes.sort();
+        let workers = self.lanes().into_iter().map(Lane::Worker);
+        workers
+            .chain(device_lanes.into_iter().map(Lane::Device))
+            .collect()
+    }
+
+    /// A lane's label: the worker's name, or `dev:` and the device lane (`dev:gpu0:s0`).
+    pub fn lane_name(&self, lane: &Lane) -> String {
+        match lane {
+            Lane::Worker(worker) => self.worker_name(*worker),
+            Lane::Device(name) => format!("dev:{name}"),
+        }
+    }
+
+    /// The bars on one lane, in push order: ops that started on a worker, or device spans.
+    pub fn bars(&self, lane: &Lane) -> Vec<Bar<'_>> {
+        let (_, end) = self.span_ns();
+        self.ops
+            .iter()
+            .filter_map(|op| {
+                let (start_ns, end_ns) = match lane {
+                    Lane::Worker(worker) if op.worker == Some(*worker) => {
+                        (op.started_ns?, op.finished_ns.unwrap_or(end))
+                    }
+                    Lane::Device(name) => {
+                        let span = op.device_span.as_ref().filter(|span| span.lane == *name)?;
+                        (span.start_ns, span.end_ns)
+                    }
+                    Lane::Worker(_) => return None,
+                };
+                Some(Bar {
+                    op,
+                    start_ns,
+                    end_ns,
+                })
+            })
+            .collect()
+    }
+
     /// The workers to draw lanes for: every named worker and every worker that ran an op.
     pub fn lanes(&self) -> Vec<u32> {
         let mut lanes: Vec<u32> = (0..self.worker_names.len() as u32).collect();
@@ -253,13 +336,22 @@ impl Replay {
         path
     }
 
-    /// The earliest push and the latest finish: the span the views draw.
+    /// The earliest push and the latest finish (of an op or of its device work): the span the
+    /// views draw.
     pub fn span_ns(&self) -> (u64, u64) {
         let start = self.ops.iter().map(|op| op.pushed_ns).min().unwrap_or(0);
         let end = self
             .ops
             .iter()
-            .flat_map(|op| [op.finished_ns, op.started_ns, Some(op.pushed_ns)])
+            .flat_map(|op| {
+                let device_end = op.device_span.as_ref().map(|span| span.end_ns);
+                [
+                    op.finished_ns,
+                    op.started_ns,
+                    Some(op.pushed_ns),
+                    device_end,
+                ]
+            })
             .flatten()
             .max()
             .unwrap_or(start);
@@ -307,6 +399,16 @@ impl Replay {
             EventKind::Finished { op, state, .. } => {
                 format!("{} {}", state.name(), op_text(op))
             }
+            EventKind::DeviceSpan {
+                op,
+                lane,
+                start_ns,
+                end_ns,
+            } => format!(
+                "{lane} ran the kernels of {} for {}",
+                op_text(op),
+                crate::format_ns(end_ns.saturating_sub(*start_ns))
+            ),
         }
     }
 }
@@ -428,6 +530,7 @@ impl Fold {
                     message: None,
                     pushed_at: index,
                     finished_at: None,
+                    device_span: None,
                 });
             }
             EventKind::Granted { op, var } => {
@@ -467,7 +570,27 @@ impl Fold {
                     }
                 }
             }
+            EventKind::DeviceSpan {
+                op,
+                lane,
+                start_ns,
+                end_ns,
+            } => self.record_device_span(*op, lane, *start_ns, *end_ns),
         }
+    }
+
+    fn record_device_span(&mut self, op: OpId, lane: &Arc<str>, start_ns: u64, end_ns: u64) {
+        let Some(record) = self.record_mut(op) else {
+            return;
+        };
+        // Several reports for one op (its kernels timed in parts) cover them all.
+        let span = record.device_span.get_or_insert_with(|| DeviceSpan {
+            lane: lane.clone(),
+            start_ns,
+            end_ns,
+        });
+        span.start_ns = span.start_ns.min(start_ns);
+        span.end_ns = span.end_ns.max(end_ns);
     }
 
     fn record_mut(&mut self, op: OpId) -> Option<&mut OpRecord> {

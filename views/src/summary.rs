@@ -1,8 +1,9 @@
-//! The run summary: ops, wall time, busy time per worker, parallelism and the critical path.
+//! The run summary: ops, wall time, busy time per worker, parallelism, the critical path, and
+//! for GPU runs the kernels' busy time and the device's idle time between dependent kernels.
 
 use dep_engine::{OpId, OpState};
 
-use crate::replay::Replay;
+use crate::replay::{Lane, Replay};
 
 /// Figures of a run, computed from its [`Replay`].
 #[derive(Clone, Debug, PartialEq)]
@@ -21,6 +22,44 @@ pub struct Summary {
     pub critical_path_ns: u64,
     /// The critical path's ops, in order: (op, "statement (line N)").
     pub critical_path: Vec<(OpId, String)>,
+    /// Time each device lane spent running kernels: (lane name, ns); empty without device spans.
+    pub device_busy_ns: Vec<(String, u64)>,
+    /// The device's idle time between dependent kernels, when some ran.
+    pub kernel_gaps: Option<KernelGaps>,
+}
+
+/// How long the device sat idle between dependent kernels: for every dependency edge whose two
+/// ops both ran device work, the time from the end of the producer's kernels to the start of the
+/// consumer's (zero when the consumer's started first, which cannot happen on one stream).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelGaps {
+    /// How many dependent pairs.
+    pub n_pairs: usize,
+    /// Their mean gap.
+    pub mean_ns: u64,
+    /// Their largest gap.
+    pub max_ns: u64,
+}
+
+impl KernelGaps {
+    /// The gaps of a replay, or `None` when no dependent pair ran on a device.
+    pub fn of(replay: &Replay) -> Option<KernelGaps> {
+        let gaps: Vec<u64> = replay
+            .edges()
+            .iter()
+            .filter_map(|edge| {
+                let from = replay.op(edge.from)?.device_span.as_ref()?;
+                let to = replay.op(edge.to)?.device_span.as_ref()?;
+                Some(to.start_ns.saturating_sub(from.end_ns))
+            })
+            .collect();
+        let n_pairs = gaps.len();
+        (n_pairs > 0).then(|| KernelGaps {
+            n_pairs,
+            mean_ns: gaps.iter().sum::<u64>() / n_pairs as u64,
+            max_ns: gaps.iter().copied().max().unwrap_or(0),
+        })
+    }
 }
 
 impl Summary {
@@ -42,6 +81,16 @@ impl Summary {
             })
             .collect();
         let total_busy: u64 = busy_ns.iter().map(|(_, busy)| busy).sum();
+        let device_busy_ns = replay
+            .timeline_lanes()
+            .into_iter()
+            .filter(|lane| matches!(lane, Lane::Device(_)))
+            .map(|lane| {
+                let bars = replay.bars(&lane);
+                let busy = bars.iter().map(|bar| bar.end_ns - bar.start_ns).sum();
+                (replay.lane_name(&lane), busy)
+            })
+            .collect();
         let mut n_by_state: Vec<(OpState, usize)> = Vec::new();
         for op in replay.ops() {
             match n_by_state.iter_mut().find(|(state, _)| *state == op.state) {
@@ -71,6 +120,8 @@ impl Summary {
             busy_ns,
             critical_path_ns,
             critical_path,
+            device_busy_ns,
+            kernel_gaps: KernelGaps::of(replay),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The timeline as SVG: a Gantt chart with one lane per worker, ops as bars labelled with their
+//! The timeline as SVG: a Gantt chart with one lane per worker and one per device lane (where a
+//! GPU op's kernels ran, after the worker enqueued them), ops as bars labelled with their
 //! statements, idle time as the bare lane, the critical path outlined, a time axis, and optional
 //! dependency arrows.
 //!
@@ -11,7 +12,7 @@ use std::fmt::Write;
 use dep_engine::OpState;
 
 use crate::color::Role;
-use crate::replay::Replay;
+use crate::replay::{Lane, Replay};
 use crate::util::{escape_xml, format_ns, truncate};
 
 /// How the timeline is drawn.
@@ -47,11 +48,14 @@ const AXIS_PX: f64 = 34.0;
 
 /// The timeline of a replay as a standalone SVG document.
 pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
-    let lanes = replay.lanes();
-    let lane_of: HashMap<u32, usize> = lanes
+    let lanes = replay.timeline_lanes();
+    let worker_row: HashMap<u32, usize> = lanes
         .iter()
         .enumerate()
-        .map(|(row, worker)| (*worker, row))
+        .filter_map(|(row, lane)| match lane {
+            Lane::Worker(worker) => Some((*worker, row)),
+            Lane::Device(_) => None,
+        })
         .collect();
     let width = f64::from(options.width_px.max(400));
     let height = TOP_PX + LANE_PX * lanes.len() as f64 + AXIS_PX;
@@ -85,20 +89,20 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
     );
     legend(&mut svg, replay, width);
 
-    for (row, worker) in lanes.iter().enumerate() {
+    for (row, lane) in lanes.iter().enumerate() {
         let y = TOP_PX + row as f64 * LANE_PX;
         let busy: u64 = replay
-            .ops()
+            .bars(lane)
             .iter()
-            .filter(|op| op.worker == Some(*worker))
-            .filter_map(|op| op.duration_ns())
+            .filter(|bar| bar.op.finished_ns.is_some())
+            .map(|bar| bar.end_ns - bar.start_ns)
             .sum();
         let _ = writeln!(
             svg,
             r#"<rect x="{LEFT_PX}" y="{y:.1}" width="{plot:.1}" height="{BAR_PX}" fill="{}"/><text x="10" y="{:.1}">{}</text><text x="{:.1}" y="{:.1}" text-anchor="end" fill="{}" font-size="9">{:.0}%</text>"#,
             Role::Idle.hex(),
             y + 15.0,
-            escape_xml(&truncate(&replay.worker_name(*worker), 10)),
+            escape_xml(&truncate(&replay.lane_name(lane), 11)),
             LEFT_PX - 6.0,
             y + 15.0,
             Role::Dim.hex(),
@@ -106,58 +110,66 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
         );
     }
 
-    for op in replay.ops() {
-        let (Some(op_start), Some(worker)) = (op.started_ns, op.worker) else {
-            continue;
-        };
-        let op_end = op.finished_ns.unwrap_or(end);
-        let y = TOP_PX + lane_of[&worker] as f64 * LANE_PX;
-        let x = x_of(op_start);
-        let bar = (x_of(op_end) - x).max(1.0);
-        let critical = on_path.contains(&op.id);
-        let stroke = if critical {
-            format!(r#" stroke="{}" stroke-width="2""#, Role::Critical.hex())
-        } else {
-            r##" stroke="#ffffff" stroke-width="0.5""##.to_string()
-        };
-        let tooltip = format!(
-            "{} · {} · {} on {} from {} for {}",
-            op.describe(),
-            op.state.name(),
-            op.id,
-            replay.worker_name(worker),
-            format_ns(op_start - start),
-            format_ns(op_end - op_start)
-        );
-        let _ = writeln!(
-            svg,
-            r#"<g><title>{}</title><rect x="{x:.1}" y="{:.1}" width="{bar:.1}" height="{BAR_PX}" rx="2" fill="{}"{stroke}/>"#,
-            escape_xml(&tooltip),
-            y,
-            Role::State(op.state).hex(),
-        );
-        let n_chars = ((bar - 6.0) / CHAR_PX).floor();
-        if n_chars >= 2.0 {
-            let _ = write!(
-                svg,
-                r#"<text x="{:.1}" y="{:.1}" fill="{}">{}</text>"#,
-                x + 3.0,
-                y + 15.0,
-                if op.state == OpState::Running {
-                    "#ffffff"
-                } else {
-                    "#1f2328"
-                },
-                escape_xml(&truncate(&op.label, n_chars as usize))
+    for (row, lane) in lanes.iter().enumerate() {
+        let y = TOP_PX + row as f64 * LANE_PX;
+        for bar in replay.bars(lane) {
+            let op = bar.op;
+            let x = x_of(bar.start_ns);
+            let width = (x_of(bar.end_ns) - x).max(1.0);
+            let on_device = matches!(lane, Lane::Device(_));
+            let stroke = if on_path.contains(&op.id) && !on_device {
+                format!(r#" stroke="{}" stroke-width="2""#, Role::Critical.hex())
+            } else {
+                r##" stroke="#ffffff" stroke-width="0.5""##.to_string()
+            };
+            let what = if on_device {
+                let enqueued = op.started_ns.map_or_else(String::new, |enqueued| {
+                    format!(
+                        ", {} after its enqueue",
+                        format_ns(bar.start_ns.saturating_sub(enqueued))
+                    )
+                });
+                format!("kernels on {}{enqueued}", replay.lane_name(lane))
+            } else {
+                format!("{} on {}", op.id, replay.lane_name(lane))
+            };
+            let tooltip = format!(
+                "{} · {} · {what} from {} for {}",
+                op.describe(),
+                op.state.name(),
+                format_ns(bar.start_ns - start),
+                format_ns(bar.end_ns - bar.start_ns)
             );
+            let _ = writeln!(
+                svg,
+                r#"<g><title>{}</title><rect x="{x:.1}" y="{:.1}" width="{width:.1}" height="{BAR_PX}" rx="2" fill="{}"{stroke}/>"#,
+                escape_xml(&tooltip),
+                y,
+                Role::State(op.state).hex(),
+            );
+            let n_chars = ((width - 6.0) / CHAR_PX).floor();
+            if n_chars >= 2.0 {
+                let _ = write!(
+                    svg,
+                    r#"<text x="{:.1}" y="{:.1}" fill="{}">{}</text>"#,
+                    x + 3.0,
+                    y + 15.0,
+                    if op.state == OpState::Running {
+                        "#ffffff"
+                    } else {
+                        "#1f2328"
+                    },
+                    escape_xml(&truncate(&op.label, n_chars as usize))
+                );
+            }
+            svg.push_str("</g>\n");
         }
-        svg.push_str("</g>\n");
     }
 
     if options.arrows {
         let centre = |id| {
             let op = replay.op(id)?;
-            let y = TOP_PX + *lane_of.get(&op.worker?)? as f64 * LANE_PX + BAR_PX / 2.0;
+            let y = TOP_PX + *worker_row.get(&op.worker?)? as f64 * LANE_PX + BAR_PX / 2.0;
             Some((x_of(op.started_ns?), x_of(op.finished_ns.unwrap_or(end)), y))
         };
         for edge in replay.edges() {

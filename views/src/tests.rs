@@ -411,12 +411,118 @@ fn player_shows_the_final_state_without_scripts() {
     );
 }
 
+/// A chain of three GPU ops whose kernels a "device" thread reports after the ops finished, as
+/// the GPU timing thread does; times renumbered, kernel times then set to fixed values (each
+/// kernel 5 µs, starting 2 µs after the one before ended).
+fn gpu_chain_replay() -> Replay {
+    let log = Arc::new(EventLog::new());
+    let engine = Engine::new(EngineConfig {
+        policy: Policy::Naive,
+        sink: Some(log.clone()),
+        ..EngineConfig::default()
+    });
+    let (clocks, reported) = mpsc::channel();
+    let mut previous: Option<Var> = None;
+    for (index, statement) in ["X = 1", "Y = X + 1", "Z = Y * 2"].into_iter().enumerate() {
+        let var = engine.new_var(&statement[..1]);
+        let clocks = clocks.clone();
+        engine.push(
+            OpSpec::new(statement, move || {
+                clocks
+                    .send(dep_engine::DeviceClock::current().unwrap())
+                    .unwrap();
+                Ok(())
+            })
+            .reads(previous.as_slice())
+            .writes(&[var.clone()])
+            .line(index as u32 + 1)
+            .device(dep_engine::Device::Gpu(0)),
+        );
+        previous = Some(var);
+    }
+    engine.wait_all();
+    drop(clocks);
+    std::thread::spawn(move || {
+        let now = Instant::now();
+        for clock in reported {
+            clock.report("gpu0:s0", now, now);
+        }
+    })
+    .join()
+    .unwrap();
+    let mut events = log.events();
+    crate::renumber_times(&mut events);
+    let mut kernel_start = 40_000;
+    for event in &mut events {
+        if let dep_engine::EventKind::DeviceSpan {
+            start_ns, end_ns, ..
+        } = &mut event.kind
+        {
+            (*start_ns, *end_ns) = (kernel_start, kernel_start + 5_000);
+            kernel_start += 7_000;
+        }
+    }
+    Replay::new(events, engine.worker_names())
+}
+
+#[test]
+fn gpu_kernels_show_on_a_device_lane_with_their_idle_gaps() {
+    let replay = gpu_chain_replay();
+    check_text(
+        text::timeline(&replay, &STYLE),
+        expect![[r#"
+            timeline  (58 µs wall; ━ critical path)
+              main        │····X·········Y·········▕Z··························································│
+              dev:gpu0:s0 │························································▕X = 1─···▕Y = X ···▕Z = Y *│
+                          └ 0                                                                              58 µs
+        "#]],
+    );
+    check_text(
+        text::summary(&Summary::of(&replay), &STYLE),
+        expect![[r#"
+            summary: 3 ops (3 done), wall 58 µs
+              busy: main 3 µs (5%)
+              parallelism: 0.05 (total busy time / wall time)
+              kernels: dev:gpu0:s0 15 µs; device idle between dependent kernels: mean 2 µs, max 2 µs over 2
+              pairs
+              critical path: 3 µs over 3 ops: X = 1 (line 1) → Y = X + 1 (line 2) → Z = Y * 2 (line 3)
+        "#]],
+    );
+    let svg = svg::timeline(&replay, &svg::TimelineOptions::default());
+    assert!(svg.contains(">dev:gpu0:s0<"), "{svg}");
+    assert!(
+        svg.contains("Y = X + 1 (line 2) · done · kernels on dev:gpu0:s0"),
+        "{svg}"
+    );
+
+    let json = trace::chrome_trace(&replay);
+    check_trace(&json, &replay);
+    let document: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let events = document["traceEvents"].as_array().unwrap();
+    let kernels: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|event| event["ph"] == "X" && event["cat"] == "device")
+        .collect();
+    assert_eq!(kernels.len(), 3);
+    assert!(kernels.iter().all(|kernel| kernel["tid"] == 10_000));
+    assert_eq!(kernels[1]["ts"], 47.0);
+    let launches = events
+        .iter()
+        .filter(|event| event["cat"] == "launch")
+        .count();
+    assert_eq!(launches, 6, "a launch flow per kernel");
+    let back = trace::read_trace(&json).unwrap();
+    assert_eq!(back.ops(), replay.ops(), "device spans survive the trace");
+}
+
 /// Parses a Chrome trace and checks it against the replay it came from.
 fn check_trace(json: &str, replay: &Replay) {
     let document: serde_json::Value = serde_json::from_str(json).unwrap();
     let events = document["traceEvents"].as_array().unwrap();
-    let slices: Vec<&serde_json::Value> =
-        events.iter().filter(|event| event["ph"] == "X").collect();
+    let slices: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|event| event["ph"] == "X" && event["cat"] == "op")
+        .collect();
     // Every op exactly once.
     let mut seen: Vec<u64> = slices
         .iter()
@@ -457,7 +563,7 @@ fn check_trace(json: &str, replay: &Replay) {
     };
     let flows: Vec<&serde_json::Value> = events
         .iter()
-        .filter(|event| event["ph"] == "s" || event["ph"] == "f")
+        .filter(|event| (event["ph"] == "s" || event["ph"] == "f") && event["cat"] == "dependency")
         .collect();
     assert_eq!(flows.len(), 2 * replay.edges().len());
     assert!(!replay.edges().is_empty());

@@ -9,7 +9,7 @@ use dep_engine::OpState;
 
 use crate::color::{paint, Role};
 use crate::frame::Frame;
-use crate::replay::Replay;
+use crate::replay::{Lane, Replay};
 use crate::summary::Summary;
 use crate::util::{format_ns, pad, truncate};
 
@@ -166,13 +166,14 @@ pub fn ops(frame: &Frame, style: &TextStyle) -> String {
     text
 }
 
-/// A compact Gantt chart: one lane per worker, each op a bar holding as much of its statement as
-/// fits, `·` where the worker is idle; bars of the critical path are drawn with `━`.
+/// A compact Gantt chart: one lane per worker (then one per device lane, where GPU kernels ran),
+/// each op a bar holding as much of its statement as fits, `·` where the lane is idle; bars of
+/// the critical path are drawn with `━`.
 pub fn timeline(replay: &Replay, style: &TextStyle) -> String {
-    let lanes = replay.lanes();
+    let lanes = replay.timeline_lanes();
     let name_width = lanes
         .iter()
-        .map(|worker| replay.worker_name(*worker).chars().count())
+        .map(|lane| replay.lane_name(lane).chars().count())
         .max()
         .unwrap_or(4)
         .clamp(4, 12);
@@ -190,16 +191,13 @@ pub fn timeline(replay: &Replay, style: &TextStyle) -> String {
         Role::Dim,
     ));
     text.push('\n');
-    for worker in lanes {
+    for lane in lanes {
         let mut cells: Vec<(char, Option<Role>)> = vec![('·', None); n_cols];
-        for op in replay.ops().iter().filter(|op| op.worker == Some(worker)) {
-            let Some(op_start) = op.started_ns else {
-                continue;
-            };
-            let op_end = op.finished_ns.unwrap_or(end);
-            let first = column(op_start).min(n_cols - 1);
-            let last = column(op_end).clamp(first + 1, n_cols);
-            let on_path = critical.contains(&op.id);
+        for bar in replay.bars(&lane) {
+            let op = bar.op;
+            let first = column(bar.start_ns).min(n_cols - 1);
+            let last = column(bar.end_ns).clamp(first + 1, n_cols);
+            let on_path = critical.contains(&op.id) && matches!(lane, Lane::Worker(_));
             let role = if on_path {
                 Role::Critical
             } else {
@@ -218,7 +216,7 @@ pub fn timeline(replay: &Replay, style: &TextStyle) -> String {
         }
         text.push_str(&format!(
             "  {} │",
-            pad(&replay.worker_name(worker), name_width)
+            pad(&replay.lane_name(&lane), name_width)
         ));
         let mut run = String::new();
         let mut run_role: Option<Role> = None;
@@ -286,6 +284,26 @@ pub fn summary(summary: &Summary, style: &TextStyle) -> String {
         "  parallelism: {:.2} (total busy time / wall time)\n",
         summary.parallelism
     ));
+    if !summary.device_busy_ns.is_empty() {
+        let kernels: Vec<String> = summary
+            .device_busy_ns
+            .iter()
+            .map(|(lane, busy)| format!("{lane} {}", format_ns(*busy)))
+            .collect();
+        let mut line = format!("kernels: {}", kernels.join(", "));
+        if let Some(gaps) = &summary.kernel_gaps {
+            line.push_str(&format!(
+                "; device idle between dependent kernels: mean {}, max {} over {} pair{}",
+                format_ns(gaps.mean_ns),
+                format_ns(gaps.max_ns),
+                gaps.n_pairs,
+                if gaps.n_pairs == 1 { "" } else { "s" }
+            ));
+        }
+        for line in wrap(&line, style.columns() - 2) {
+            text.push_str(&format!("  {line}\n"));
+        }
+    }
     let mut path: Vec<&str> = summary
         .critical_path
         .iter()

@@ -4,6 +4,8 @@
 //! - one `ph:"X"` slice per op that started, on one thread (`tid`) per worker, with the op's
 //!   reads, writes, line and state in `args`;
 //! - `ph:"M"` metadata naming the process and each worker's thread;
+//! - one slice per op's device work (its GPU kernels) on a thread per device lane, numbered from
+//!   10000, with a `launch` flow from the op's enqueue to it;
 //! - one flow pair per dependency edge: `ph:"s"` at the producer's start, `ph:"f"` at the
 //!   consumer's start, with the same `id` and `bp:"e"` so that both bind to the enclosing slice;
 //! - the raw event log under the top-level key `depEvents` (trace viewers ignore unknown keys),
@@ -18,12 +20,14 @@ use dep_engine::{Device, Event, EventKind, OpId, OpState, VarId};
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, ErrorKind};
-use crate::replay::Replay;
+use crate::replay::{Lane, Replay};
 
 /// The version of the `depEvents` layout.
 const DEP_EVENTS_VERSION: u64 = 1;
 /// The trace's one process id.
 const PID: u64 = 1;
+/// The thread id of the first device lane (workers count from 0).
+const DEVICE_TID: u64 = 10_000;
 
 /// The replay as a Chrome trace JSON document.
 pub fn chrome_trace(replay: &Replay) -> String {
@@ -38,6 +42,22 @@ pub fn chrome_trace(replay: &Replay) -> String {
         trace_events.push(json!({
             "ph": "M", "name": "thread_sort_index", "pid": PID, "tid": worker,
             "args": {"sort_index": worker}
+        }));
+    }
+    let device_lanes: Vec<Lane> = replay
+        .timeline_lanes()
+        .into_iter()
+        .filter(|lane| matches!(lane, Lane::Device(_)))
+        .collect();
+    for (index, lane) in device_lanes.iter().enumerate() {
+        let tid = DEVICE_TID + index as u64;
+        trace_events.push(json!({
+            "ph": "M", "name": "thread_name", "pid": PID, "tid": tid,
+            "args": {"name": replay.lane_name(lane)}
+        }));
+        trace_events.push(json!({
+            "ph": "M", "name": "thread_sort_index", "pid": PID, "tid": tid,
+            "args": {"sort_index": tid}
         }));
     }
     let (_, end) = replay.span_ns();
@@ -91,6 +111,35 @@ pub fn chrome_trace(replay: &Replay) -> String {
             "ph": "f", "id": index + 1, "name": &name, "cat": "dependency", "bp": "e",
             "pid": PID, "tid": to_worker, "ts": micros(to_start),
         }));
+    }
+    for (index, lane) in device_lanes.iter().enumerate() {
+        let tid = DEVICE_TID + index as u64;
+        for bar in replay.bars(lane) {
+            let op = bar.op;
+            trace_events.push(json!({
+                "ph": "X",
+                "name": &*op.label,
+                "cat": "device",
+                "pid": PID,
+                "tid": tid,
+                "ts": micros(bar.start_ns),
+                "dur": micros(bar.end_ns - bar.start_ns),
+                "args": {"op": op.id.0, "line": op.line},
+            }));
+            // The launch: from the op's enqueue on its worker to its kernels on the device.
+            let (Some(enqueued), Some(worker)) = (op.started_ns, op.worker) else {
+                continue;
+            };
+            let id = format!("launch {}", op.id.0);
+            trace_events.push(json!({
+                "ph": "s", "id": &id, "name": "launch", "cat": "launch", "bp": "e",
+                "pid": PID, "tid": worker, "ts": micros(enqueued),
+            }));
+            trace_events.push(json!({
+                "ph": "f", "id": &id, "name": "launch", "cat": "launch", "bp": "e",
+                "pid": PID, "tid": tid, "ts": micros(bar.start_ns),
+            }));
+        }
     }
     let document = json!({
         "traceEvents": trace_events,
@@ -188,6 +237,15 @@ fn event_to_json(event: &Event) -> Value {
         EventKind::Finished { op, state, message } => {
             json!({"kind": "finished", "op": op.0, "state": state.name(), "message": message})
         }
+        EventKind::DeviceSpan {
+            op,
+            lane,
+            start_ns,
+            end_ns,
+        } => json!({
+            "kind": "device_span", "op": op.0, "lane": &**lane,
+            "start": start_ns, "end": end_ns,
+        }),
     };
     value["t"] = Value::from(event.time_ns);
     value
@@ -234,6 +292,12 @@ fn event_from_json(value: &Value) -> Result<Event, String> {
                 .get("message")
                 .and_then(Value::as_str)
                 .map(str::to_string),
+        },
+        "device_span" => EventKind::DeviceSpan {
+            op: op()?,
+            lane: Arc::from(str_field(object, "lane")?),
+            start_ns: u64_field(object, "start")?,
+            end_ns: u64_field(object, "end")?,
         },
         other => return Err(format!("unknown event kind `{other}`")),
     };

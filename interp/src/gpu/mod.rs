@@ -35,9 +35,6 @@
 mod access;
 mod api;
 mod detect;
-// The lead wires `eval` into exec.rs (issue 7: `with gpuN { ... }`); until then only the GPU
-// tests call it, so outside tests it would be reported as unused.
-#[cfg_attr(not(test), allow(dead_code))]
 mod eval;
 mod geometry;
 mod ops;
@@ -46,14 +43,16 @@ mod runtime;
 mod source;
 #[cfg(test)]
 mod tests;
+mod timing;
 
 pub use access::StreamId;
 pub use api::{binary, binary_scalar, full, matmul, unary};
 pub use detect::{detect, placement_error, GpuAvailability, DISABLE_ENV};
-#[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use eval::eval;
 pub use philox::{reference_normal, reference_uniform, Draw, GpuRng};
 pub use runtime::{
     copy_to_device, download, upload, DeviceBuffer, GpuConfig, GpuDevice, GpuOpContext, GpuRuntime,
     GpuTensor, KernelSpan, SYNC_ENV,
 };
+pub use timing::flush_kernel_times;
+pub(crate) use timing::report_later;

@@ -33,6 +33,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use cudarc::cublas;
 use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaFunction, CudaStream};
@@ -140,6 +141,8 @@ pub struct GpuDevice {
     sync_every_op: bool,
     deferred_error: Mutex<Option<String>>,
     epoch: CudaEvent,
+    /// When `epoch` completed, on the host's clock (it was waited for when the device opened).
+    epoch_at: Instant,
 }
 
 impl fmt::Debug for GpuDevice {
@@ -249,6 +252,8 @@ impl GpuDevice {
                 .stream
                 .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(driver_error)?;
+            epoch.synchronize().map_err(driver_error)?;
+            let epoch_at = Instant::now();
             Ok(GpuDevice {
                 index,
                 name,
@@ -260,6 +265,7 @@ impl GpuDevice {
                 sync_every_op: config.sync_every_op,
                 deferred_error: Mutex::new(None),
                 epoch,
+                epoch_at,
             })
         });
         match opened {
@@ -318,6 +324,12 @@ impl GpuDevice {
         }
         // SAFETY: both events belong to this device's context and have completed.
         unsafe { result::event::elapsed(self.epoch.cu_event(), event.cu_event()) }.ok()
+    }
+
+    /// The epoch event and when it completed on the host's clock: the first anchor from which
+    /// kernel times are placed on the host's clock (see `timing.rs`).
+    pub(crate) fn epoch(&self) -> (&CudaEvent, Instant) {
+        (&self.epoch, self.epoch_at)
     }
 
     pub(crate) fn stream(&self, index: usize) -> Result<&GpuStream, TensorError> {
@@ -641,14 +653,27 @@ impl<'a> GpuOpContext<'a> {
         self.device.stream_id(self.stream)
     }
 
-    /// The kernel times of the latest op run in this context, when it was created
+    /// The time of the kernels enqueued in this context since the last take, when it was created
     /// [`with_timing`](GpuOpContext::with_timing).
     pub fn take_span(&mut self) -> Option<KernelSpan> {
         self.span.take()
     }
 
+    /// Notes the span of kernels just enqueued: an op enqueued in several parts (an upload, then
+    /// its plan) spans from the first part's start to the last part's end.
     pub(crate) fn set_span(&mut self, span: Option<KernelSpan>) {
-        self.span = span;
+        self.span = match (self.span.take(), span) {
+            (Some(earlier), Some(later)) => Some(KernelSpan {
+                start: earlier.start,
+                ..later
+            }),
+            (earlier, later) => later.or(earlier),
+        };
+    }
+
+    /// The device lane the op's kernels run on, as the views name it: `gpu0:s1`.
+    pub fn lane_name(&self) -> String {
+        format!("gpu{}:s{}", self.device.index, self.stream)
     }
 
     pub(crate) fn rng(&mut self) -> Option<&mut super::philox::GpuRng> {
@@ -659,9 +684,9 @@ impl<'a> GpuOpContext<'a> {
 /// The GPU time of one op's kernels, from two timing events: read it once the kernels ran.
 #[derive(Debug)]
 pub struct KernelSpan {
-    device: Arc<GpuDevice>,
-    start: CudaEvent,
-    end: CudaEvent,
+    pub(crate) device: Arc<GpuDevice>,
+    pub(crate) start: CudaEvent,
+    pub(crate) end: CudaEvent,
 }
 
 impl KernelSpan {

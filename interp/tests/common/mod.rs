@@ -1,4 +1,9 @@
-//! Helpers shared by the graph-mode tests.
+//! Helpers shared by the integration tests: the graph-mode sample, and the random programs of
+//! the property tests (`random_program`).
+// Each test binary compiles the whole module and uses a part of it.
+#![allow(dead_code)]
+
+pub mod random_program;
 
 use std::path::Path;
 
