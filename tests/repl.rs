@@ -240,7 +240,7 @@ fn ctrl_c_cancels_the_pending_ops_and_clears_the_line() {
 #[test]
 fn piped_stdin_runs_like_a_script_and_exits_1_after_a_failure() {
     let dir = TestDir::new();
-    let input = "A = 2\nB = A + 1\nC = A + 2\nD = B * C\nprint D\nE = ones(2) @ ones(3)\nfor i in 0..2 {\n  print i\n}\n:vars\n";
+    let input = "A = 2\nB = A + 1\nC = A + 2\nD = B * C\nprint D\nE = ones(2) @ ones(3)\nfor i in 0..2 {\n  print i\n}\n:vars\nfor j in 0..1 {\n  print zz\n}\n";
     let mut child = dir
         .dep()
         .env("HOME", dir.path())
@@ -270,7 +270,9 @@ fn piped_stdin_runs_like_a_script_and_exits_1_after_a_failure() {
         "{}",
         run.stderr
     );
-    assert!(run.stderr.contains("--> <stdin>:1:1"), "{}", run.stderr);
+    // Errors name the line of the input, also inside a block read over several lines.
+    assert!(run.stderr.contains("--> <stdin>:6:1"), "{}", run.stderr);
+    assert!(run.stderr.contains("--> <stdin>:12:9"), "{}", run.stderr);
 
     let run = Run::of(
         Command::new(crate::util::dep_binary())

@@ -47,10 +47,22 @@ impl Diagnostic {
     /// Like [`Diagnostic::render`], reusing a [`LineIndex`] of the source
     /// (cheaper when rendering many diagnostics of one file).
     pub fn render_with_index(&self, path: &str, line_index: &LineIndex<'_>) -> String {
+        self.render_from_line(path, line_index, 1)
+    }
+
+    /// Like [`Diagnostic::render_with_index`], for a source that starts at line `first_line` of
+    /// `path` (a statement read from the middle of a pipe).
+    pub fn render_from_line(
+        &self,
+        path: &str,
+        line_index: &LineIndex<'_>,
+        first_line: usize,
+    ) -> String {
         let start = line_index.line_column(self.span.start);
         let end = line_index.line_column(self.span.end);
         let line_text = line_index.line_text(start.line);
-        let line_number = start.line.to_string();
+        let file_line = start.line + first_line.max(1) - 1;
+        let line_number = file_line.to_string();
         let gutter = " ".repeat(line_number.len());
         // Keep tabs in the padding so that the caret lines up with the text.
         let padding: String = line_text
@@ -66,7 +78,8 @@ impl Diagnostic {
         };
         let caret_count = caret_end_column.saturating_sub(start.column).max(1);
         let mut rendered = format!(
-            "error: {message}\n{gutter}--> {path}:{start}\n{gutter} |\n{line_number} | {line_text}\n{gutter} | {padding}{carets}",
+            "error: {message}\n{gutter}--> {path}:{line_number}:{column}\n{gutter} |\n{line_number} | {line_text}\n{gutter} | {padding}{carets}",
+            column = start.column,
             message = self.message,
             carets = "^".repeat(caret_count),
         );

@@ -1425,13 +1425,7 @@ impl<'a> Runner<'a> {
 
     fn error(&self, span: Span, message: impl Into<String>, label: &str) -> RunError {
         let chunk = &self.session.sources[self.source_index];
-        let diagnostic = grammar::Diagnostic::new(message, span, label);
-        let line_index = grammar::LineIndex::new(&chunk.text);
-        RunError::runtime(Report {
-            rendered: diagnostic.render_with_index(&chunk.path, &line_index),
-            line: line_index.line_column(span.start).line as u32,
-            message: diagnostic.message,
-        })
+        RunError::runtime(chunk.report(grammar::Diagnostic::new(message, span, label)))
     }
 
     fn write_line(&mut self, text: &str) {

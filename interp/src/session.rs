@@ -64,6 +64,8 @@ pub(crate) struct SourceChunk {
     pub(crate) path: String,
     /// The session-wide number of the chunk's first line.
     pub(crate) first_line: u32,
+    /// The number of the chunk's first line in `path` (1 unless read from the middle of a pipe).
+    file_first_line: u32,
     pub(crate) text: Arc<str>,
     /// Byte offsets where each line starts.
     line_starts: Vec<usize>,
@@ -72,7 +74,7 @@ pub(crate) struct SourceChunk {
 }
 
 impl SourceChunk {
-    fn new(path: &str, first_line: u32, text: Arc<str>) -> SourceChunk {
+    fn new(path: &str, first_line: u32, file_first_line: u32, text: Arc<str>) -> SourceChunk {
         let mut line_starts = vec![0];
         line_starts.extend(
             text.bytes()
@@ -83,6 +85,7 @@ impl SourceChunk {
         SourceChunk {
             path: path.to_string(),
             first_line,
+            file_first_line,
             text,
             line_starts,
             labels: HashMap::new(),
@@ -96,6 +99,17 @@ impl SourceChunk {
             .entry(span.start)
             .or_insert_with(|| Arc::from(span.text(text).trim()))
             .clone()
+    }
+
+    /// A statement error at `diagnostic`'s span, as a report naming the line in the file.
+    pub(crate) fn report(&self, diagnostic: grammar::Diagnostic) -> Report {
+        let line_index = grammar::LineIndex::new(&self.text);
+        let first = self.file_first_line;
+        Report {
+            rendered: diagnostic.render_from_line(&self.path, &line_index, first as usize),
+            line: line_index.line_column(diagnostic.span.start).line as u32 + first - 1,
+            message: diagnostic.message,
+        }
     }
 
     /// The session-wide line number of a byte offset in this chunk.
@@ -190,6 +204,19 @@ impl Session {
         source: &str,
         out: &mut dyn Write,
     ) -> Result<(), RunError> {
+        self.run_source_from_line(path, 1, source, out)
+    }
+
+    /// Like [`Session::run_source`], for text that starts at line `file_first_line` of `path`
+    /// (statements read one by one from a pipe): reports then name the line in `path`.
+    pub fn run_source_from_line(
+        &mut self,
+        path: &str,
+        file_first_line: u32,
+        source: &str,
+        out: &mut dyn Write,
+    ) -> Result<(), RunError> {
+        let file_first_line = file_first_line.max(1);
         let parsed = grammar::parse(source);
         let source: Arc<str> = Arc::from(source);
         let first_line = self.lines_so_far + 1;
@@ -201,8 +228,14 @@ impl Session {
                 .iter()
                 .map(|diagnostic| Report {
                     message: diagnostic.message.clone(),
-                    rendered: diagnostic.render_with_index(path, &line_index),
-                    line: line_index.line_column(diagnostic.span.start).line as u32,
+                    rendered: diagnostic.render_from_line(
+                        path,
+                        &line_index,
+                        file_first_line as usize,
+                    ),
+                    line: line_index.line_column(diagnostic.span.start).line as u32
+                        + file_first_line
+                        - 1,
                 })
                 .collect();
             return Err(RunError {
@@ -210,8 +243,12 @@ impl Session {
                 reports,
             });
         }
-        self.sources
-            .push(SourceChunk::new(path, first_line, source.clone()));
+        self.sources.push(SourceChunk::new(
+            path,
+            first_line,
+            file_first_line,
+            source.clone(),
+        ));
         let source_index = self.sources.len() - 1;
         let mut runner = Runner::new(self, source_index, out);
         runner.run_statements(&parsed.program.statements)
@@ -419,11 +456,15 @@ impl Session {
             .iter()
             .rev()
             .find(|chunk| chunk.first_line <= line && line > 0)?;
-        let local_line = line - chunk.first_line + 1;
+        let chunk_line = line - chunk.first_line + 1;
         let text = grammar::LineIndex::new(&chunk.text)
-            .line_text(local_line as usize)
+            .line_text(chunk_line as usize)
             .to_string();
-        Some((chunk.path.clone(), local_line, text))
+        Some((
+            chunk.path.clone(),
+            chunk_line + chunk.file_first_line - 1,
+            text,
+        ))
     }
 }
 

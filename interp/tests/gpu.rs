@@ -277,3 +277,65 @@ fn random_programs_placed_on_cpu_gpu0_or_both_save_the_same_arrays() {
         }
     }
 }
+
+/// Under an observed engine, every GPU op's kernels are reported as a device span after the op,
+/// on its stream's lane; a chain's dependent kernels never overlap, and each one starts no
+/// earlier than its op was enqueued.
+#[test]
+fn observed_gpu_ops_report_their_kernel_times() {
+    if gpu0().is_none() {
+        return;
+    }
+    let mut session = dep_interp::Session::new(dep_interp::SessionConfig {
+        policy: dep_engine::Policy::PerDevice,
+        threads: 2,
+        observe: true,
+        ..dep_interp::SessionConfig::default()
+    });
+    let source = "with gpu0 {\n  x = ones(1024, 1024)\n  for i in 0..20 {\n    x = x * 1.0001 + 1\n  }\n}\nprint sum(x)\n";
+    let mut out = Vec::new();
+    session.run_source("kernels.dep", source, &mut out).unwrap();
+    session.finish().unwrap();
+    let events = session.event_log().unwrap().events();
+    let mut enqueued = std::collections::HashMap::new();
+    let mut gpu_ops = Vec::new();
+    let mut spans = std::collections::HashMap::new();
+    for event in &events {
+        match &event.kind {
+            dep_engine::EventKind::Pushed { op, device, .. }
+                if matches!(device, dep_engine::Device::Gpu(_)) =>
+            {
+                gpu_ops.push(*op);
+            }
+            dep_engine::EventKind::Started { op, .. } => {
+                enqueued.insert(*op, event.time_ns);
+            }
+            dep_engine::EventKind::DeviceSpan {
+                op,
+                lane,
+                start_ns,
+                end_ns,
+            } => {
+                assert!(lane.starts_with("gpu0:s"), "{lane}");
+                assert!(start_ns <= end_ns);
+                spans.insert(*op, (*start_ns, *end_ns));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(gpu_ops.len(), 21, "ones, then 20 updates");
+    for pair in gpu_ops.windows(2) {
+        let (earlier, later) = (spans[&pair[0]], spans[&pair[1]]);
+        assert!(
+            later.0 >= earlier.1,
+            "dependent kernels overlap: {earlier:?} {later:?}"
+        );
+    }
+    for op in &gpu_ops {
+        // Timing events and the host clock are anchored to within a few microseconds.
+        assert!(
+            spans[op].0 + 50_000 >= enqueued[op],
+            "a kernel ran before its enqueue"
+        );
+    }
+}

@@ -126,9 +126,16 @@ impl Ctx {
     /// Pushes the statements of `source`, printing what they print, and reports the errors found
     /// on the way: parse errors, a bad statement, a failure that a `print` waited for.
     fn run_source(&mut self, path: &str, source: &str) {
+        self.run_source_from_line(path, 1, source);
+    }
+
+    /// [`Ctx::run_source`] for text that starts at line `first_line` of `path`.
+    fn run_source_from_line(&mut self, path: &str, first_line: u32, source: &str) {
         let stdout = io::stdout();
         let mut out = stdout.lock();
-        let pushed = self.session.run_source(path, source, &mut out);
+        let pushed = self
+            .session
+            .run_source_from_line(path, first_line, source, &mut out);
         let _ = out.flush();
         drop(out);
         if let Err(error) = pushed {
@@ -711,7 +718,10 @@ fn history_path() -> Option<PathBuf> {
 fn run_piped(config: SessionConfig) -> ExitCode {
     let mut ctx = Ctx::new(Session::new(config), Style { colour: false });
     let mut buffer = String::new();
+    // Line numbers of the input: the next line's, and the first line of what `buffer` holds.
+    let (mut line_number, mut buffer_first_line) = (0u32, 1u32);
     for line in io::stdin().lock().lines() {
+        line_number += 1;
         let line = match line {
             Ok(line) => line,
             Err(error) => {
@@ -736,18 +746,21 @@ fn run_piped(config: SessionConfig) -> ExitCode {
         } else {
             buffer.push('\n');
         }
+        if buffer.is_empty() {
+            buffer_first_line = line_number;
+        }
         buffer.push_str(&line);
         if dep_grammar::is_complete(&buffer) {
             let source = std::mem::take(&mut buffer);
             if !source.trim().is_empty() {
-                ctx.run_source(STDIN_PATH, &source);
+                ctx.run_source_from_line(STDIN_PATH, buffer_first_line, &source);
                 ctx.report_new_failures();
             }
         }
     }
     if !buffer.trim().is_empty() {
         // Input ended inside a block or bracket: the parser says what is missing.
-        ctx.run_source(STDIN_PATH, &buffer);
+        ctx.run_source_from_line(STDIN_PATH, buffer_first_line, &buffer);
     }
     if let Err(error) = ctx.session.finish() {
         ctx.report(&error);
