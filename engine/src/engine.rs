@@ -371,12 +371,24 @@ impl Drop for Engine {
 /// Removes repeated variables, and reads of variables the op also writes (they count as writes).
 fn normalize_accesses(mut reads: Vec<Var>, mut writes: Vec<Var>) -> (Vec<Var>, Vec<Var>) {
     dedup_by_id(&mut writes);
-    reads.retain(|read| !writes.iter().any(|write| write.id() == read.id()));
+    if writes.len() > 16 {
+        // `writes` is sorted by id (see `dedup_by_id`).
+        reads.retain(|read| writes.binary_search_by_key(&read.id(), Var::id).is_err());
+    } else {
+        reads.retain(|read| !writes.iter().any(|write| write.id() == read.id()));
+    }
     dedup_by_id(&mut reads);
     (reads, writes)
 }
 
 fn dedup_by_id(vars: &mut Vec<Var>) {
+    // Long lists (bulked sequences) are sorted by id; short ones keep their order, in time
+    // linear in practice.
+    if vars.len() > 16 {
+        vars.sort_unstable_by_key(Var::id);
+        vars.dedup_by_key(|var| var.id());
+        return;
+    }
     let mut index = 1;
     while index < vars.len() {
         if vars[..index]

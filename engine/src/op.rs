@@ -59,6 +59,18 @@ impl OpSpec {
         self
     }
 
+    /// The variables the op reads and writes, taking the vectors (no copy): for callers that
+    /// keep them ready, such as a graph replay.
+    pub fn accesses(mut self, reads: Vec<Var>, writes: Vec<Var>) -> Self {
+        if self.reads.is_empty() && self.writes.is_empty() {
+            (self.reads, self.writes) = (reads, writes);
+        } else {
+            self.reads.extend(reads);
+            self.writes.extend(writes);
+        }
+        self
+    }
+
     /// The device whose workers run the op.
     pub fn device(mut self, device: Device) -> Self {
         self.device = device;

@@ -31,40 +31,54 @@ impl ComputeOp {
     /// The engine op: reads the inputs (and the generator), writes the outputs (and the
     /// generator); allocations come from `pool` when one is given.
     pub(crate) fn into_spec(self, pool: Option<Arc<BufferPool>>) -> engine::OpSpec {
+        let (reads, writes) = self.accesses();
+        let (label, line, priority, device) =
+            (self.label.clone(), self.line, self.priority, self.device);
+        engine::OpSpec::new(label, move || self.execute(pool.as_ref()))
+            .accesses(reads, writes)
+            .line(line)
+            .priority(priority)
+            .device(device)
+    }
+
+    /// The variables the op reads (its inputs) and writes (its outputs); the generator, for
+    /// plans that draw random numbers, both.
+    pub(crate) fn accesses(&self) -> (Vec<engine::Var>, Vec<engine::Var>) {
+        let extra = usize::from(self.rng.is_some());
+        let mut reads = Vec::with_capacity(self.inputs.len() + extra);
+        let mut writes = Vec::with_capacity(self.outputs.len() + extra);
+        reads.extend(self.inputs.iter().map(|slot| slot.var.clone()));
+        writes.extend(self.outputs.iter().map(|slot| slot.var.clone()));
+        if let Some(rng) = &self.rng {
+            reads.push(rng.var.clone());
+            writes.push(rng.var.clone());
+        }
+        (reads, writes)
+    }
+
+    /// Runs the computation, inside the op's engine op; allocations come from `pool` when one
+    /// is given.
+    pub(crate) fn execute(&self, pool: Option<&Arc<BufferPool>>) -> Result<(), String> {
         let ComputeOp {
-            label,
-            line,
             device,
-            priority,
             plan,
             inputs,
             outputs,
             update,
             rng,
+            ..
         } = self;
-        let mut reads: Vec<engine::Var> = inputs.iter().map(|slot| slot.var.clone()).collect();
-        let mut writes: Vec<engine::Var> = outputs.iter().map(|slot| slot.var.clone()).collect();
-        if let Some(rng) = &rng {
-            reads.push(rng.var.clone());
-            writes.push(rng.var.clone());
-        }
-        let exec = move || match (device, &pool) {
+        match (*device, pool) {
             // On a real GPU (under the simulated engine every device computes on the host).
             (engine::Device::Gpu(index), _) if !engine::sim::is_simulated() => {
-                run_on_gpu(index, &plan, &inputs, &outputs, update, rng.as_deref())
+                run_on_gpu(index, plan, inputs, outputs, *update, rng.as_deref())
                     .map_err(|error| error.message().to_string())
             }
-            (_, Some(pool)) => tensor::with_pool(pool, || {
-                run(&plan, &inputs, &outputs, update, rng.as_deref())
-            }),
-            (_, None) => run(&plan, &inputs, &outputs, update, rng.as_deref()),
-        };
-        engine::OpSpec::new(label, exec)
-            .reads(&reads)
-            .writes(&writes)
-            .line(line)
-            .priority(priority)
-            .device(device)
+            (_, Some(pool)) => {
+                tensor::with_pool(pool, || run(plan, inputs, outputs, *update, rng.as_deref()))
+            }
+            (_, None) => run(plan, inputs, outputs, *update, rng.as_deref()),
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use grammar::{ExprKind, Span, StmtKind};
 use crate::builtins;
 use crate::compute::ComputeOp;
 use crate::error::{Report, RunError};
-use crate::graph::{Graph, Recording, ReplayOptions};
+use crate::graph::{Graph, Recording, ReplayOptions, MAX_BULK};
 use crate::plan::{Plan, PlanIndex};
 use crate::session::{Binding, Function, Session};
 use crate::slot::{lock, Slot};
@@ -65,7 +65,7 @@ pub(crate) struct Runner<'a> {
     device: engine::Device,
     /// While a `graph` block is recorded: its ops and buffers.
     recording: Option<Recording>,
-    /// How `run` replays graphs (`with lazy = 0`, `recycle = 0`, `share = 0`).
+    /// How `run` replays graphs (`with lazy = 0`, `recycle = 0`, `share = 0`, `bulk = N`).
     replay_options: ReplayOptions,
 }
 
@@ -508,6 +508,19 @@ impl<'a> Runner<'a> {
                         _ => self.replay_options.share = enabled,
                     }
                 }
+                grammar::WithSetting::Value { key, value } if key.text == "bulk" => {
+                    let n_ops = self.host_int(value)?;
+                    self.replay_options.bulk = usize::try_from(n_ops)
+                        .ok()
+                        .filter(|n_ops| (1..=MAX_BULK).contains(n_ops))
+                        .ok_or_else(|| {
+                            self.error(
+                                value.span,
+                                format!("bulk = {n_ops}: a bulk holds 1 to {MAX_BULK} ops"),
+                                "this size",
+                            )
+                        })?;
+                }
                 grammar::WithSetting::Value { key, value } if key.text == "priority" => {
                     let priority = self.host_int(value)?;
                     self.priority = i32::try_from(priority).map_err(|_| {
@@ -537,7 +550,7 @@ impl<'a> Runner<'a> {
                     return Err(self.error(
                         key.span,
                         format!(
-                            "unknown setting `{}` (expected `priority = N`, `lazy`, `recycle` or `share = 0|1`, or a device)",
+                            "unknown setting `{}` (expected `priority = N`, `bulk = N`, `lazy`, `recycle` or `share = 0|1`, or a device)",
                             key.text
                         ),
                         "here",

@@ -7,7 +7,9 @@
 //! written as usual and keep their values after a run: to keep a result, define its name before
 //! the graph.
 //!
-//! A replay pushes the recorded ops again, so the engine runs them with its usual parallelism.
+//! A replay pushes the recorded ops again, so the engine runs them with its usual parallelism;
+//! with `with bulk = N`, up to N consecutive ops of one device go as one engine op
+//! (`segment.rs`).
 //! Optimisations, each switchable with `with lazy = 0`, `with recycle = 0`, `with share = 0`:
 //! - lazy allocation: an internal buffer exists from its first write; with `lazy = 0` internal
 //!   buffers are kept for the graph's whole life, as a static allocator would;
@@ -26,6 +28,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
 use crate::compute::ComputeOp;
+use crate::segment::{Segment, SegmentBuilder};
 use crate::slot::Slot;
 use crate::tensor::{format_bytes, BufferPool};
 
@@ -58,12 +61,14 @@ impl Dependency {
     }
 }
 
-/// How a replay manages the graph's own buffers.
+/// How a replay manages the graph's own buffers, and how many ops it bulks into one engine op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ReplayOptions {
     pub(crate) lazy: bool,
     pub(crate) recycle: bool,
     pub(crate) share: bool,
+    /// `with bulk = N`: consecutive ops of one device, N at most, run as one engine op.
+    pub(crate) bulk: usize,
 }
 
 impl Default for ReplayOptions {
@@ -72,9 +77,13 @@ impl Default for ReplayOptions {
             lazy: true,
             recycle: true,
             share: true,
+            bulk: 1,
         }
     }
 }
+
+/// The most ops `with bulk = N` puts in one engine op.
+pub(crate) const MAX_BULK: usize = 1024;
 
 /// A recorded block.
 pub(crate) struct Graph {
@@ -89,6 +98,8 @@ pub(crate) struct Graph {
     /// The byte size of each internal buffer, as seen when it was last released.
     internal_bytes: Arc<Vec<AtomicU64>>,
     runs: u64,
+    /// What a replay pushes, made for the options of the latest run.
+    segments: Option<(ReplayOptions, Vec<Segment>)>,
 }
 
 impl Graph {
@@ -118,6 +129,7 @@ impl Graph {
             pool: BufferPool::new(),
             internal_bytes,
             runs: 0,
+            segments: None,
         }
     }
 
@@ -154,46 +166,38 @@ impl Graph {
         self.replay(engine, ReplayOptions::default());
     }
 
-    /// Pushes the recorded ops, with releases of internal buffers as `options` say.
+    /// Pushes the recorded ops, with releases of internal buffers and bulking as `options` say.
     pub(crate) fn replay(&mut self, engine: &engine::Engine, options: ReplayOptions) {
         let pool = options.share.then(|| self.pool.clone());
-        for (op_index, op) in self.ops.iter().enumerate() {
-            engine.push(op.clone().into_spec(pool.clone()));
-            if options.lazy && options.recycle {
-                for &internal_index in &self.release_after[op_index] {
-                    self.push_release(engine, internal_index, pool.clone());
-                }
-            }
+        if self.segments.as_ref().map(|(built_for, _)| *built_for) != Some(options) {
+            self.segments = Some((options, self.segments_for(options)));
         }
-        if options.lazy && !options.recycle {
-            for internal_index in 0..self.internals.len() {
-                self.push_release(engine, internal_index, pool.clone());
+        if let Some((_, segments)) = &self.segments {
+            for segment in segments {
+                engine.push(segment.spec(&pool, &self.internal_bytes));
             }
         }
         self.runs += 1;
     }
 
-    /// Releases an internal buffer once every earlier op on it has run: into the pool, or freed.
-    fn push_release(
-        &self,
-        engine: &engine::Engine,
-        internal_index: usize,
-        pool: Option<Arc<BufferPool>>,
-    ) {
-        let slot = self.internals[internal_index].clone();
-        let sizes = self.internal_bytes.clone();
-        let label = format!("release {}", slot.var.name());
-        let var = slot.var.clone();
-        let release = move || {
-            if let Ok(value) = slot.take() {
-                sizes[internal_index].store(value.nbytes() as u64, Ordering::Relaxed);
-                if let (Some(pool), Some(values)) = (&pool, value.into_values()) {
-                    pool.give(values);
+    /// The engine ops of one replay under `options`.
+    fn segments_for(&self, options: ReplayOptions) -> Vec<Segment> {
+        let mut builder = SegmentBuilder::new(options.bulk);
+        for (op_index, op) in self.ops.iter().enumerate() {
+            builder.op(op);
+            if options.lazy && options.recycle {
+                for &internal_index in &self.release_after[op_index] {
+                    builder.release(internal_index, &self.internals[internal_index]);
                 }
             }
-            Ok(())
-        };
-        engine.push(engine::OpSpec::new(label, release).writes(&[var]));
+            builder.end_of_op();
+        }
+        if options.lazy && !options.recycle {
+            for (internal_index, internal) in self.internals.iter().enumerate() {
+                builder.release_alone(internal_index, internal);
+            }
+        }
+        builder.finish()
     }
 
     /// The ops on the longest chain of dependencies, in order.

@@ -20,6 +20,7 @@ mod exec;
 pub mod gpu;
 mod graph;
 mod plan;
+mod segment;
 mod session;
 mod slot;
 mod suggest;

@@ -78,6 +78,9 @@ fn every_optimisation_switched_off_gives_the_same_values() {
         "with share = 0 {",
         "with lazy = 0 {",
         "with lazy = 0, recycle = 0, share = 0 {",
+        "with bulk = 3 {",
+        "with bulk = 1024 {",
+        "with bulk = 4, recycle = 0 {",
     ] {
         let source = if settings.is_empty() {
             graph.clone()
@@ -149,20 +152,98 @@ fn pooled_buffers_are_never_reused_under_a_pending_reader() {
             )
         };
         run(&mut reference, &saves(ref_dir.path()));
-        for threads in [2, 4, 8] {
+        for (threads, bulk) in [(2, 1), (4, 1), (8, 1), (2, 3), (4, 7)] {
             let dir = tempfile::tempdir().unwrap();
             let mut threaded = session(Policy::Threaded, threads);
+            let graph = graph.replace(
+                "{ run g }",
+                &format!("{{ with bulk = {bulk} {{ run g }} }}"),
+            );
             run(&mut threaded, &graph);
             run(&mut threaded, &saves(dir.path()));
             for name in ["P.npy", "Q.npy"] {
                 assert_eq!(
                     std::fs::read(ref_dir.path().join(name)).unwrap(),
                     std::fs::read(dir.path().join(name)).unwrap(),
-                    "graph {seed} on {threads} threads: {name}\n{graph}"
+                    "graph {seed} on {threads} threads, bulk {bulk}: {name}\n{graph}"
                 );
             }
         }
     }
+}
+
+/// A bulk is one engine op running its statements in order: a failure inside it names the
+/// failing statement, stops the bulk, and leaves the session usable.
+#[test]
+fn a_bulked_replay_is_fewer_engine_ops_and_names_a_failing_statement() {
+    let log_session = |source: &str| {
+        let mut session = Session::new(SessionConfig {
+            policy: Policy::Threaded,
+            threads: 2,
+            observe: true,
+            ..SessionConfig::default()
+        });
+        let mut out = Vec::new();
+        let result = session.run_source("bulk.dep", source, &mut out);
+        (session, result, String::from_utf8(out).unwrap())
+    };
+    let block = "a = ones(4)\nb = ones(4)\ngraph g {\n  t1 = a + b\n  t2 = t1 * 2\n  t3 = t2 - a\n  b = t3 + t1\n}\n";
+    let (mut session, result, _) =
+        log_session(&format!("{block}with bulk = 2 {{ run g }}\nwait\n"));
+    result.unwrap();
+    session.finish().unwrap();
+    let labels: Vec<String> = session
+        .event_log()
+        .unwrap()
+        .events()
+        .into_iter()
+        .filter_map(|event| match event.kind {
+            dep_engine::EventKind::Pushed { label, .. } => Some(label.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        labels.contains(&"bulk of 2: t1 = a + b; t2 = t1 * 2".to_string()),
+        "{labels:?}"
+    );
+    assert!(
+        labels.contains(&"bulk of 2: t3 = t2 - a; b = t3 + t1".to_string()),
+        "{labels:?}"
+    );
+    assert!(
+        !labels.iter().any(|label| label.starts_with("release")),
+        "{labels:?}"
+    );
+
+    let failing = "a = ones(4)\nm = ones(3, 3)\nout = zeros(4)\ngraph g {\n  t1 = a + 1\n  t2 = t1 @ m\n  out = t2 * 2\n}\nwith bulk = 8 { run g }\nprint a\nprint out\n";
+    let (mut session, result, out) = log_session(failing);
+    let error = result.unwrap_err().to_string();
+    assert!(error.contains("`t2 = t1 @ m`: matmul"), "{error}");
+    assert!(out.contains("[1. 1. 1. 1.]"), "{out}");
+    let mut out = Vec::new();
+    session
+        .run_source("more.dep", "print a + 1\n", &mut out)
+        .unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), "[2. 2. 2. 2.]\n");
+}
+
+#[test]
+fn a_bulk_size_out_of_range_is_refused_with_its_place() {
+    let mut session = session(Policy::Naive, 1);
+    let mut out = Vec::new();
+    let error = session
+        .run_source(
+            "bulk.dep",
+            "graph g {\n  x = ones(2)\n}\nwith bulk = 0 { run g }\n",
+            &mut out,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("bulk = 0: a bulk holds 1 to 1024 ops"),
+        "{error}"
+    );
+    assert!(error.contains("bulk.dep:4:13"), "{error}");
 }
 
 #[test]

@@ -1,0 +1,225 @@
+//! What a graph replay pushes: segments, each one engine op, made once per set of replay
+//! options and pushed again on every run.
+//!
+//! A segment is one recorded op, or, with `with bulk = N`, up to N consecutive ops of one device
+//! run one after the other in a single engine op (MXNet's bulk execution: the engine's cost is
+//! paid once per segment, at the price of the parallelism among its ops). Releases of the
+//! graph's own buffers are segments of their own, or steps of the bulk after the op that last
+//! reads the buffer. Everything a push needs is computed here once: the label, the union of the
+//! accesses, the steps; a replay only clones them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use dep_engine as engine;
+
+use crate::compute::ComputeOp;
+use crate::slot::Slot;
+use crate::tensor::BufferPool;
+
+/// One engine op of a replay.
+pub(crate) struct Segment {
+    label: Arc<str>,
+    line: u32,
+    device: engine::Device,
+    priority: i32,
+    reads: Vec<engine::Var>,
+    writes: Vec<engine::Var>,
+    steps: Arc<[Step]>,
+}
+
+/// One thing a segment does.
+enum Step {
+    /// Runs a recorded op.
+    Compute(Arc<ComputeOp>),
+    /// Releases internal buffer `index` (its slot): into the pool, or freed.
+    Release(usize, Arc<Slot>),
+}
+
+/// Builds the segments of one replay: ops are added in order, releases after the op that last
+/// uses their buffer.
+pub(crate) struct SegmentBuilder {
+    /// Compute ops per segment (1: no bulking).
+    bulk: usize,
+    segments: Vec<Segment>,
+    open: Vec<Step>,
+    open_device: engine::Device,
+}
+
+impl SegmentBuilder {
+    /// A builder putting at most `bulk` ops in a segment.
+    pub(crate) fn new(bulk: usize) -> SegmentBuilder {
+        SegmentBuilder {
+            bulk: bulk.max(1),
+            segments: Vec::new(),
+            open: Vec::new(),
+            open_device: engine::Device::Cpu,
+        }
+    }
+
+    /// Adds a recorded op.
+    pub(crate) fn op(&mut self, op: &ComputeOp) {
+        if self.bulk == 1 || (!self.open.is_empty() && op.device != self.open_device) {
+            self.close();
+        }
+        self.open_device = op.device;
+        self.open.push(Step::Compute(Arc::new(op.clone())));
+        if self.bulk == 1 {
+            self.close();
+        }
+    }
+
+    /// Adds the release of internal buffer `index`, held by `slot`, after the last op that
+    /// uses it: a segment of its own without bulking, else a step of the open bulk.
+    pub(crate) fn release(&mut self, index: usize, slot: &Arc<Slot>) {
+        if self.bulk == 1 {
+            self.release_alone(index, slot);
+        } else {
+            self.open.push(Step::Release(index, slot.clone()));
+        }
+    }
+
+    /// Adds the release of internal buffer `index` as a segment of its own.
+    pub(crate) fn release_alone(&mut self, index: usize, slot: &Arc<Slot>) {
+        self.close();
+        self.open.push(Step::Release(index, slot.clone()));
+        self.close();
+    }
+
+    /// Closes the open bulk once it holds `bulk` ops.
+    pub(crate) fn end_of_op(&mut self) {
+        let n_ops = self
+            .open
+            .iter()
+            .filter(|step| matches!(step, Step::Compute(_)))
+            .count();
+        if n_ops >= self.bulk {
+            self.close();
+        }
+    }
+
+    /// The segments, in push order.
+    pub(crate) fn finish(mut self) -> Vec<Segment> {
+        self.close();
+        self.segments
+    }
+
+    fn close(&mut self) {
+        if self.open.is_empty() {
+            return;
+        }
+        let steps: Vec<Step> = std::mem::take(&mut self.open);
+        let (mut reads, mut writes) = (Vec::new(), Vec::new());
+        let mut labels: Vec<&Arc<str>> = Vec::new();
+        let (mut line, mut priority) = (0, i32::MIN);
+        for step in &steps {
+            match step {
+                Step::Compute(op) => {
+                    let (op_reads, op_writes) = op.accesses();
+                    reads.extend(op_reads);
+                    writes.extend(op_writes);
+                    labels.push(&op.label);
+                    if line == 0 {
+                        line = op.line;
+                    }
+                    priority = priority.max(op.priority);
+                }
+                Step::Release(_, slot) => writes.push(slot.var.clone()),
+            }
+        }
+        dedup_accesses(&mut reads, &mut writes);
+        let label: Arc<str> = match (labels.as_slice(), &steps[..]) {
+            ([only], _) => (*only).clone(),
+            ([], [Step::Release(_, slot)]) => Arc::from(format!("release {}", slot.var.name())),
+            (labels, _) => Arc::from(bulk_label(labels)),
+        };
+        self.segments.push(Segment {
+            label,
+            line,
+            device: self.open_device,
+            priority: if priority == i32::MIN { 0 } else { priority },
+            reads,
+            writes,
+            steps: steps.into(),
+        });
+    }
+}
+
+/// `bulk of 10: t1 = a + b; t2 = t1 * c; t3 = t2 - a; …`.
+fn bulk_label(labels: &[&Arc<str>]) -> String {
+    let mut label = format!("bulk of {}:", labels.len());
+    for (index, statement) in labels.iter().enumerate() {
+        if index == 3 {
+            label.push_str(" …");
+            break;
+        }
+        label.push_str(if index == 0 { " " } else { "; " });
+        label.push_str(statement);
+    }
+    label
+}
+
+/// Removes repeated variables, and reads of variables also written (they count as writes).
+fn dedup_accesses(reads: &mut Vec<engine::Var>, writes: &mut Vec<engine::Var>) {
+    writes.sort_unstable_by_key(engine::Var::id);
+    writes.dedup_by_key(|var| var.id());
+    reads.sort_unstable_by_key(engine::Var::id);
+    reads.dedup_by_key(|var| var.id());
+    reads.retain(|read| {
+        writes
+            .binary_search_by_key(&read.id(), engine::Var::id)
+            .is_err()
+    });
+}
+
+impl Segment {
+    /// The engine op that runs this segment once; allocations come from `pool` when given, and
+    /// releases note buffer sizes in `sizes`.
+    pub(crate) fn spec(
+        &self,
+        pool: &Option<Arc<BufferPool>>,
+        sizes: &Arc<Vec<AtomicU64>>,
+    ) -> engine::OpSpec {
+        let (steps, pool, sizes) = (self.steps.clone(), pool.clone(), sizes.clone());
+        let exec = move || run_steps(&steps, pool.as_ref(), &sizes);
+        engine::OpSpec::new(self.label.clone(), exec)
+            .accesses(self.reads.clone(), self.writes.clone())
+            .line(self.line)
+            .priority(self.priority)
+            .device(self.device)
+    }
+}
+
+/// Runs a segment's steps in order; the first failure stops it. In a bulk, the message names
+/// the failing statement.
+fn run_steps(
+    steps: &[Step],
+    pool: Option<&Arc<BufferPool>>,
+    sizes: &[AtomicU64],
+) -> Result<(), String> {
+    let bulked = steps
+        .iter()
+        .filter(|step| matches!(step, Step::Compute(_)))
+        .nth(1)
+        .is_some();
+    for step in steps {
+        match step {
+            Step::Compute(op) => op.execute(pool).map_err(|message| {
+                if bulked {
+                    format!("`{}`: {message}", op.label)
+                } else {
+                    message
+                }
+            })?,
+            Step::Release(index, slot) => {
+                if let Ok(value) = slot.take() {
+                    sizes[*index].store(value.nbytes() as u64, Ordering::Relaxed);
+                    if let (Some(pool), Some(values)) = (pool, value.into_values()) {
+                        pool.give(values);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
