@@ -34,31 +34,24 @@ pub fn chrome_trace(replay: &Replay) -> String {
     let mut trace_events: Vec<Value> = vec![json!({
         "ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "dep engine"}
     })];
-    for worker in replay.lanes() {
-        trace_events.push(json!({
-            "ph": "M", "name": "thread_name", "pid": PID, "tid": worker,
-            "args": {"name": replay.worker_name(worker)}
-        }));
-        trace_events.push(json!({
-            "ph": "M", "name": "thread_sort_index", "pid": PID, "tid": worker,
-            "args": {"sort_index": worker}
-        }));
-    }
-    let device_lanes: Vec<Lane> = replay
-        .timeline_lanes()
-        .into_iter()
-        .filter(|lane| matches!(lane, Lane::Device(_)))
-        .collect();
-    for (index, lane) in device_lanes.iter().enumerate() {
-        let tid = DEVICE_TID + index as u64;
+    // Workers are threads 0, 1, ...; device lanes 10000, 10001, ...
+    let mut device_lanes: Vec<Lane> = Vec::new();
+    for lane in replay.timeline_lanes() {
+        let tid = match &lane {
+            Lane::Worker(worker) => u64::from(*worker),
+            Lane::Device(_) => DEVICE_TID + device_lanes.len() as u64,
+        };
         trace_events.push(json!({
             "ph": "M", "name": "thread_name", "pid": PID, "tid": tid,
-            "args": {"name": replay.lane_name(lane)}
+            "args": {"name": replay.lane_name(&lane)}
         }));
         trace_events.push(json!({
             "ph": "M", "name": "thread_sort_index", "pid": PID, "tid": tid,
             "args": {"sort_index": tid}
         }));
+        if matches!(lane, Lane::Device(_)) {
+            device_lanes.push(lane);
+        }
     }
     let (_, end) = replay.span_ns();
     let names = |vars: &[VarId]| -> Vec<Value> {
