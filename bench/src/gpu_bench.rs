@@ -132,18 +132,17 @@ fn main() -> Result<(), TensorError> {
                     spans.extend(timed.take_span());
                 }
                 device.synchronize()?;
-                let times = spans
+                // Durations from each span's own two events (precise); the whole chain's extent
+                // from the device epoch (f32 milliseconds: an error of a microsecond or so, once).
+                let (first, last) = (&spans[0], &spans[spans.len() - 1]);
+                let (chain_start, _) = first.wait_times_ms()?;
+                let (_, chain_end) = last.wait_times_ms()?;
+                let busy: f64 = spans
                     .iter()
-                    .map(|span| span.wait_times_ms())
-                    .collect::<Result<Vec<_>, _>>()?;
-                let busy: f64 = times
-                    .iter()
-                    .map(|(start, end)| f64::from(end - start))
-                    .sum();
-                let idle: f64 = times
-                    .windows(2)
-                    .map(|pair| f64::from((pair[1].0 - pair[0].1).max(0.0)))
-                    .sum();
+                    .map(|span| span.duration_ms().map(f64::from))
+                    .sum::<Option<f64>>()
+                    .ok_or_else(|| TensorError::new("a completed timing event has no time"))?;
+                let idle = (f64::from(chain_end - chain_start) - busy).max(0.0);
                 report(
                     "idle_between_dependent_kernels_us",
                     idle * 1e3 / (n_ops - 1) as f64,

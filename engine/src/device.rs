@@ -25,6 +25,14 @@ impl Device {
         Device::Link(from.endpoint_index(), to.endpoint_index())
     }
 
+    /// The ends of a link, `(from, to)` (the CPU or GPUs); `None` for a device that is not one.
+    pub fn link_ends(self) -> Option<(Device, Device)> {
+        match self {
+            Device::Link(from, to) => Some((Device::endpoint(from), Device::endpoint(to))),
+            _ => None,
+        }
+    }
+
     fn endpoint_index(self) -> u8 {
         match self {
             Device::Gpu(index) => (index as u8).saturating_add(1),
@@ -76,5 +84,21 @@ impl FromStr for Device {
                 .map(Device::Gpu)
                 .ok_or_else(|| format!("unknown device `{text}` (expected cpu, gpu0, gpu1, ...)")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_knows_its_ends() {
+        let link = Device::link(Device::Gpu(2), Device::Cpu);
+        assert_eq!(link.link_ends(), Some((Device::Gpu(2), Device::Cpu)));
+        assert_eq!(link.to_string(), "gpu2->cpu");
+        let link = Device::link(Device::Cpu, Device::Gpu(0));
+        assert_eq!(link.link_ends(), Some((Device::Cpu, Device::Gpu(0))));
+        assert_eq!(Device::Gpu(0).link_ends(), None);
+        assert_eq!(Device::Copy.link_ends(), None);
     }
 }

@@ -1,6 +1,7 @@
 //! Compute ops: what one statement pushes (a plan, the slots it reads and writes), and the
 //! engine op that runs it. Graph mode records these and pushes them again on every replay.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dep_engine as engine;
@@ -68,9 +69,9 @@ impl ComputeOp {
             rng,
             ..
         } = self;
-        match (*device, pool) {
+        match (gpu_of(*device), pool) {
             // On a real GPU (under the simulated engine every device computes on the host).
-            (engine::Device::Gpu(index), _) if !engine::sim::is_simulated() => {
+            (Some(index), _) if !engine::sim::is_simulated() => {
                 run_on_gpu(index, plan, inputs, outputs, *update, rng.as_deref())
                     .map_err(|error| error.message().to_string())
             }
@@ -79,6 +80,39 @@ impl ComputeOp {
             }
             (_, None) => run(plan, inputs, outputs, *update, rng.as_deref()),
         }
+    }
+}
+
+/// The GPU an op placed on `device` computes on: a GPU's own ops, and copies to a GPU (`to(x,
+/// gpuN)`, a link whose destination is that GPU: the inputs are uploaded or copied from their GPU
+/// as the op's first kernels, and the result stays there).
+fn gpu_of(device: engine::Device) -> Option<u16> {
+    match device {
+        engine::Device::Gpu(index) => Some(index),
+        engine::Device::Link(..) => match device.link_ends() {
+            Some((_, engine::Device::Gpu(index))) => Some(index),
+            _ => None,
+        },
+        engine::Device::Cpu | engine::Device::Copy => None,
+    }
+}
+
+/// The engine's workers (streams) per GPU (`EngineConfig::gpu_streams`), as the last session to
+/// start an engine configured it (0: none did yet).
+static ENGINE_GPU_STREAMS: AtomicUsize = AtomicUsize::new(0);
+
+/// Notes the engine's workers per GPU, so that the GPU runtime opens a stream for each.
+pub(crate) fn note_engine_gpu_streams(gpu_streams: usize) {
+    ENGINE_GPU_STREAMS.store(gpu_streams.max(1), Ordering::Relaxed);
+}
+
+/// The streams per device the GPU runtime is created with: one per engine worker of a GPU. The
+/// runtime is made once per process, by the first GPU op; a later engine with another count
+/// still runs correctly (a worker's stream is its index modulo the count), its lanes merged.
+fn gpu_streams() -> usize {
+    match ENGINE_GPU_STREAMS.load(Ordering::Relaxed) {
+        0 => engine::EngineConfig::default().gpu_streams,
+        streams => streams,
     }
 }
 
@@ -95,7 +129,7 @@ fn run_on_gpu(
     update: Option<tensor::BinaryOp>,
     rng: Option<&RngSlot>,
 ) -> Result<(), tensor::TensorError> {
-    let runtime = gpu::GpuRuntime::get(gpu::GpuConfig::from_env(2))?;
+    let runtime = gpu::GpuRuntime::get(gpu::GpuConfig::from_env(gpu_streams()))?;
     let device = runtime.device(index)?;
     let stream = engine::current_lane() % device.n_streams().max(1);
     let mut rng_guard = rng.map(|rng| lock(&rng.gpu_rng));
@@ -210,4 +244,23 @@ fn run(
         slot.set(value);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::Device;
+
+    #[test]
+    fn ops_on_a_gpu_and_copies_to_one_compute_there() {
+        assert_eq!(gpu_of(Device::Gpu(1)), Some(1));
+        assert_eq!(gpu_of(Device::link(Device::Cpu, Device::Gpu(2))), Some(2));
+        assert_eq!(
+            gpu_of(Device::link(Device::Gpu(0), Device::Gpu(3))),
+            Some(3)
+        );
+        assert_eq!(gpu_of(Device::link(Device::Gpu(0), Device::Cpu)), None);
+        assert_eq!(gpu_of(Device::Cpu), None);
+        assert_eq!(gpu_of(Device::Copy), None);
+    }
 }

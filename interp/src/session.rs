@@ -270,10 +270,11 @@ impl Session {
         }
     }
 
-    /// Reports failures the engine saw and nobody reported yet, without waiting.
+    /// Reports failures the engine saw and nobody reported yet, without waiting; and errors of
+    /// the GPUs opened so far that no op could report (a failed stream-ordered free).
     pub fn take_failures(&mut self) -> Result<(), RunError> {
         let failures = self.engine.take_failures();
-        let reports: Vec<Report> = failures
+        let mut reports: Vec<Report> = failures
             .into_iter()
             .filter(|failure| {
                 !self
@@ -283,6 +284,15 @@ impl Session {
             })
             .map(|failure| self.render_op_error(&failure))
             .collect();
+        reports.extend(
+            crate::gpu::take_deferred_errors()
+                .into_iter()
+                .map(|message| Report {
+                    rendered: format!("error: {message}\n"),
+                    message,
+                    line: 0,
+                }),
+        );
         self.reported.clear();
         if reports.is_empty() {
             Ok(())
@@ -469,10 +479,13 @@ impl Session {
 }
 
 fn new_engine(config: &SessionConfig, log: Option<Arc<engine::EventLog>>) -> engine::Engine {
-    engine::Engine::new(engine::EngineConfig {
+    let engine_config = engine::EngineConfig {
         policy: config.policy,
         threads: config.threads,
         sink: log.map(|log| log as Arc<dyn engine::EventSink>),
         ..engine::EngineConfig::default()
-    })
+    };
+    // GPU ops open one stream per engine worker of a GPU.
+    crate::compute::note_engine_gpu_streams(engine_config.gpu_streams);
+    engine::Engine::new(engine_config)
 }

@@ -6,7 +6,14 @@
 //!
 //! A value lives in host memory, on a GPU, or both: an op on a GPU leaves its result there, and
 //! a CPU consumer (print, save, a CPU op) downloads it on first use, waiting only for the event
-//! of the kernel that wrote it (RFC 18951).
+//! of the kernel that wrote it (RFC 18951); a GPU op that reads a host value uploads it once,
+//! and later GPU readers use that copy.
+//!
+//! Invariant: when both copies are there they hold the same values. Every write replaces the
+//! value (`set`, `set_on_device`, `take`, `clear` drop the other copy), and an in-place update
+//! (`lock_value`) drops the device copy before the host copy can change. Both copies are only
+//! added by ops that hold access to the variable (a download or an upload under a read, which
+//! no write runs beside).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -20,7 +27,8 @@ pub struct Slot {
     /// The engine variable that orders accesses to this slot.
     pub var: engine::Var,
     value: Mutex<Option<Tensor>>,
-    /// The value on a GPU, when an op there wrote it (then `value` is a cached download).
+    /// The value on a GPU: written by an op there (then `value`, if any, is a download), or an
+    /// upload of `value` for GPU readers.
     device_value: Mutex<Option<GpuTensor>>,
     /// The device of the last op pushed to write it (where `to(X, ...)` copies from).
     home: Mutex<engine::Device>,
@@ -50,8 +58,11 @@ impl Slot {
 
     /// The host copy of a value that lives on a GPU, if it does.
     fn download(&self) -> Result<Option<Tensor>, String> {
-        match &*lock(&self.device_value) {
-            Some(on_device) => gpu::download(on_device)
+        // Not under the lock: the download waits for the kernels that write the value, and a GPU
+        // op reading it meanwhile (`get_on_device`) need not wait for the copy.
+        let on_device = lock(&self.device_value).clone();
+        match on_device {
+            Some(on_device) => gpu::download(&on_device)
                 .map(Some)
                 .map_err(|error| error.message().to_string()),
             None => Ok(None),
@@ -59,22 +70,28 @@ impl Slot {
     }
 
     /// The value on GPU `device` for an op running on `ctx`'s stream: the GPU copy when it is
-    /// there, copied from another GPU, or uploaded from host memory.
+    /// there, copied from another GPU, or uploaded from host memory (kept, for later GPU
+    /// readers, while the variable keeps this value). The op must hold access to the variable.
     pub(crate) fn get_on_device(
         &self,
         device: u16,
         ctx: &mut GpuOpContext<'_>,
     ) -> Result<GpuTensor, TensorError> {
-        if let Some(on_device) = &*lock(&self.device_value) {
+        let on_device = lock(&self.device_value).clone();
+        if let Some(on_device) = on_device {
             if on_device.device_index() == device {
-                return Ok(on_device.clone());
+                return Ok(on_device);
             }
-            return gpu::copy_to_device(on_device, ctx);
+            return gpu::copy_to_device(&on_device, ctx);
         }
         let host = lock(&self.value)
             .clone()
             .ok_or_else(|| TensorError::new(format!("`{}` has no value", self.var.name())))?;
-        gpu::upload(&host, ctx)
+        let uploaded = gpu::upload(&host, ctx)?;
+        // No write runs beside this op's access, so `value` is still `host`; another reader may
+        // have uploaded it meanwhile (either copy will do).
+        lock(&self.device_value).get_or_insert_with(|| uploaded.clone());
+        Ok(uploaded)
     }
 
     /// Stores a new value that lives on a GPU (the old host copy is dropped).
@@ -121,14 +138,15 @@ impl Slot {
         *lock(&self.device_value) = None;
     }
 
-    /// Locks the value for an in-place update (downloading it first if it lives on a GPU).
+    /// Locks the value for an in-place update (downloading it first if it lives on a GPU). The
+    /// device copy is dropped: the host copy is about to change.
     pub(crate) fn lock_value(&self) -> MutexGuard<'_, Option<Tensor>> {
         let mut value = lock(&self.value);
         if value.is_none() {
             // An error leaves the value missing, which the caller reports.
             *value = self.download().ok().flatten();
-            *lock(&self.device_value) = None;
         }
+        *lock(&self.device_value) = None;
         value
     }
 }

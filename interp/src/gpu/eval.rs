@@ -172,9 +172,9 @@ impl Evaluator<'_, '_, '_> {
                     }
                 }
             }
-            Plan::CopyTo(..) => Err(TensorError::new(
-                "to(x, device) is not evaluated on a GPU: it is a copy op of its own",
-            )),
+            // The op runs on the destination GPU (`to(x, gpuN)`), or on a GPU that already holds
+            // the value: its inputs were uploaded or copied there before the plan ran.
+            Plan::CopyTo(value, _) => self.eval(value),
             Plan::List(items) => {
                 let values = items
                     .iter()

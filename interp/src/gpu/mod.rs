@@ -8,7 +8,8 @@
 //!   loaded at run time; nothing CUDA is needed to build or test). [`placement_error`] words the
 //!   error for a script that names a GPU this machine lacks.
 //! - [`GpuRuntime`] (one per process) opens each [`GpuDevice`] lazily: a context, one stream per
-//!   engine worker with its cuBLAS handle, and the kernels, compiled once by NVRTC.
+//!   engine worker with its cuBLAS handle, and the kernels, compiled once per compute capability
+//!   by NVRTC (to machine code; PTX as a fallback).
 //! - [`GpuTensor`] is a shape over an immutable [`DeviceBuffer`], which remembers the event of
 //!   the kernel that wrote it and the latest read per stream; its free is stream-ordered.
 //! - `eval` runs a statement's plan on one stream of one device ([`GpuOpContext`]);
@@ -50,6 +51,7 @@ pub use api::{binary, binary_scalar, full, matmul, unary};
 pub use detect::{detect, placement_error, GpuAvailability, DISABLE_ENV};
 pub(crate) use eval::eval;
 pub use philox::{reference_normal, reference_uniform, Draw, GpuRng};
+pub(crate) use runtime::take_deferred_errors;
 pub use runtime::{
     copy_to_device, download, upload, DeviceBuffer, GpuConfig, GpuDevice, GpuOpContext, GpuRuntime,
     GpuTensor, KernelSpan, SYNC_ENV,

@@ -8,13 +8,16 @@
 //!   of every input written on another stream; then the op enqueues its kernels; then
 //!   [`OpScope::finish`] records one event on `S`, which becomes the writer event of every buffer
 //!   the op created and a read of every input. The engine may complete the op's dependencies as
-//!   soon as `finish` returns: the kernels need not have run.
+//!   soon as `finish` returns: the kernels need not have run. An op that fails after `begin`
+//!   (its kernels perhaps enqueued) still records an event and notes it as a read of every input
+//!   when its scope drops, so that no input is freed under its kernels.
 //! - Buffers are immutable once their op finished (every op writes fresh buffers; `reshape` shares
 //!   one), so a buffer has one writer event for life and, per stream, its latest reader.
 //! - A CPU consumer ([`download`]) blocks on the writer event only.
 //! - Freeing (the last `Arc<DeviceBuffer>` dropped) is stream-ordered: the buffer's home stream
 //!   waits for the events of its last users on other streams, then `cuMemFreeAsync` is enqueued
-//!   there. Nothing is freed under a queued kernel, and no CPU thread waits.
+//!   there. Nothing is freed under a queued kernel, and no CPU thread waits (unless a wait
+//!   cannot be enqueued: the drop then waits for that event on the host, and frees anyway).
 //! - `DEP_GPU_SYNC=1` makes `finish` synchronize the stream: the pre-RFC behaviour, to compare.
 //!
 //! # Shared state
@@ -28,6 +31,14 @@
 //!
 //! cudarc's own per-slice event tracking is turned off: this module never creates a
 //! `CudaSlice`, it allocates raw device memory and tracks it with [`AccessLog`].
+//!
+//! # Kernels
+//!
+//! NVRTC compiles the generated source once per compute capability to a CUBIN (machine code for
+//! that `sm_XY`), loaded through a temporary file; when it cannot (an NVRTC too old for the
+//! GPU), to PTX that the driver JIT-compiles. PTX alone would fail on a driver older than the
+//! NVRTC that made it (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`); a CUBIN loads on any driver of the
+//! same CUDA major version.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -36,7 +47,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use cudarc::cublas;
-use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaFunction, CudaStream};
+use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream};
 
 use super::access::{AccessLog, StreamId};
 use super::detect::{detect, placement_error, probe_library, GpuAvailability};
@@ -84,11 +95,31 @@ impl fmt::Debug for GpuRuntime {
     }
 }
 
+/// The process's runtime, once [`GpuRuntime::get`] made it.
+static RUNTIME: OnceLock<Result<GpuRuntime, TensorError>> = OnceLock::new();
+
+/// The deferred errors (see [`GpuDevice::take_deferred_error`]) of the devices opened so far,
+/// each naming its device. Never initialises CUDA nor opens a device.
+pub(crate) fn take_deferred_errors() -> Vec<String> {
+    let Some(Ok(runtime)) = RUNTIME.get() else {
+        return Vec::new();
+    };
+    runtime
+        .devices
+        .iter()
+        .filter_map(|device| match device.get() {
+            Some(Ok(device)) => device
+                .take_deferred_error()
+                .map(|error| format!("gpu{}: {error}", device.index)),
+            _ => None,
+        })
+        .collect()
+}
+
 impl GpuRuntime {
     /// The runtime, created on the first call with that call's `config` (later calls get the
     /// same runtime whatever config they pass). An error when there is no GPU, with the reason.
     pub fn get(config: GpuConfig) -> Result<&'static GpuRuntime, TensorError> {
-        static RUNTIME: OnceLock<Result<GpuRuntime, TensorError>> = OnceLock::new();
         RUNTIME
             .get_or_init(|| match detect() {
                 GpuAvailability::Available { n_devices } => Ok(GpuRuntime {
@@ -136,6 +167,8 @@ pub struct GpuDevice {
     ctx: Arc<CudaContext>,
     streams: Vec<GpuStream>,
     functions: HashMap<String, CudaFunction>,
+    /// What the kernels were loaded from: `sm_90 CUBIN`, or `PTX` (JIT-compiled by the driver).
+    kernel_binary: String,
     bytes_in_use: AtomicUsize,
     event_pool: Mutex<Vec<CudaEvent>>,
     sync_every_op: bool,
@@ -151,14 +184,16 @@ impl fmt::Debug for GpuDevice {
             .field("index", &self.index)
             .field("name", &self.name)
             .field("streams", &self.streams.len())
+            .field("kernel_binary", &self.kernel_binary)
             .field("bytes_in_use", &self.bytes_in_use())
             .finish()
     }
 }
 
 pub(crate) struct GpuStream {
-    pub(crate) stream: Arc<CudaStream>,
+    // Declared first, so dropped first: the handle before the stream it is bound to.
     pub(crate) blas: Option<Mutex<BlasHandle>>,
+    pub(crate) stream: Arc<CudaStream>,
 }
 
 /// A cuBLAS handle bound to one stream.
@@ -204,13 +239,211 @@ fn ptx() -> Result<&'static cudarc::nvrtc::Ptx, TensorError> {
     .map_err(Clone::clone)
 }
 
+/// The kernels of `ctx`'s device as machine code for its compute capability (a CUBIN), or, when
+/// NVRTC cannot make one (too old for this GPU), as PTX for the driver to JIT-compile. Gives the
+/// module and what was loaded (`sm_90 CUBIN`, `PTX`).
+///
+/// A CUBIN comes first: PTX carries the ISA version of the NVRTC that made it, and a driver older
+/// than that NVRTC refuses it (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`), while machine code from any
+/// CUDA 12 toolkit loads on any CUDA 12 driver (minor version compatibility); it also spares the
+/// JIT at every start.
+fn load_kernels(ctx: &Arc<CudaContext>) -> Result<(Arc<CudaModule>, String), TensorError> {
+    let from_cubin = compute_capability(ctx).and_then(|cc| {
+        let image = cubin(cc)?;
+        load_cubin(ctx, &image, cc)
+    });
+    match from_cubin {
+        Ok(module) => Ok(module),
+        Err(cubin_error) => {
+            let ptx = ptx()?;
+            let module = ctx.load_module(ptx.clone()).map_err(|error| {
+                terr!(
+                    "cannot load the GPU kernels: as PTX, CUDA error {error:?}; \
+                     as a CUBIN, {cubin_error}"
+                )
+            })?;
+            Ok((module, "PTX".to_string()))
+        }
+    }
+}
+
+/// The compute capability `(major, minor)` of `ctx`'s device.
+fn compute_capability(ctx: &Arc<CudaContext>) -> Result<(i32, i32), TensorError> {
+    use sys::CUdevice_attribute::{
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as MAJOR,
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR as MINOR,
+    };
+    Ok((
+        ctx.attribute(MAJOR).map_err(driver_error)?,
+        ctx.attribute(MINOR).map_err(driver_error)?,
+    ))
+}
+
+/// The kernels as a CUBIN for compute capability `cc`, compiled once per capability and process.
+fn cubin(cc: (i32, i32)) -> Result<Arc<Vec<u8>>, TensorError> {
+    type Cache = Mutex<HashMap<(i32, i32), Result<Arc<Vec<u8>>, TensorError>>>;
+    static CUBINS: OnceLock<Cache> = OnceLock::new();
+    // Held while compiling, so that two devices of one capability compile once.
+    let mut cubins = lock(CUBINS.get_or_init(Default::default));
+    cubins
+        .entry(cc)
+        .or_insert_with(|| {
+            probe_library("nvrtc", &["nvrtcCreateProgram", "nvrtcGetCUBIN"])
+                .map_err(|reason| terr!("cannot compile GPU kernels: {reason}"))?;
+            match std::panic::catch_unwind(|| compile_cubin(&source::kernel_source(), cc)) {
+                Ok(Ok(image)) => Ok(Arc::new(image)),
+                Ok(Err(error)) => Err(terr!("{error}")),
+                Err(_) => Err(terr!("NVRTC could not be loaded")),
+            }
+        })
+        .clone()
+}
+
+/// Compiles `source` with NVRTC to a CUBIN (an ELF image of machine code) for compute capability
+/// `cc` (`--gpu-architecture=sm_XY`). Needs NVRTC, not a GPU. Panics where cudarc does: when
+/// NVRTC cannot be loaded (the caller catches it).
+pub(crate) fn compile_cubin(source: &str, cc: (i32, i32)) -> Result<Vec<u8>, String> {
+    use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
+    let arch = format!("sm_{}{}", cc.0, cc.1);
+    let src = std::ffi::CString::new(source).map_err(|_| "the kernel source holds a NUL")?;
+    let prog = nvrtc::create_program(&src, Some(c"dep_kernels.cu"))
+        .map_err(|error| format!("NVRTC cannot create a program: {error:?}"))?;
+    // SAFETY: `prog` was created above from `src`, which outlives it, and is destroyed once, below;
+    // the image buffer has the size NVRTC reports for it.
+    let image = unsafe {
+        nvrtc::compile_program(prog, &[format!("--gpu-architecture={arch}")])
+            .map_err(|error| {
+                let log = nvrtc::get_program_log(prog)
+                    .map(|log| {
+                        let bytes: Vec<u8> = log
+                            .iter()
+                            .take_while(|c| **c != 0)
+                            .map(|c| *c as u8)
+                            .collect();
+                        String::from_utf8_lossy(&bytes).into_owned()
+                    })
+                    .unwrap_or_default();
+                format!("NVRTC cannot compile the GPU kernels for {arch}: {error:?} {log}")
+            })
+            .and_then(|()| {
+                let mut size = 0usize;
+                nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size)
+                    .result()
+                    .map_err(|error| format!("NVRTC has no CUBIN for {arch}: {error:?}"))?;
+                let mut image = vec![0u8; size];
+                nvrtc_sys::nvrtcGetCUBIN(prog, image.as_mut_ptr().cast())
+                    .result()
+                    .map_err(|error| format!("NVRTC has no CUBIN for {arch}: {error:?}"))?;
+                Ok(image)
+            })
+    };
+    // SAFETY: `prog` was created above and is destroyed once, here.
+    let _ = unsafe { nvrtc::destroy_program(prog) };
+    image
+}
+
+/// Loads a CUBIN into `ctx`. cudarc loads a module from bytes only as PTX text, and from a file
+/// with `cuModuleLoad`, which takes a CUBIN too: so the image goes through a file of its own
+/// (see [`write_cubin_file`]), removed once loaded (`cuModuleLoad` reads it whole).
+fn load_cubin(
+    ctx: &Arc<CudaContext>,
+    image: &[u8],
+    cc: (i32, i32),
+) -> Result<(Arc<CudaModule>, String), TensorError> {
+    let path = write_cubin_file(image, cc)?;
+    let loaded = match path.to_str() {
+        // cudarc passes the path on as UTF-8.
+        None => Err(terr!("{} is not UTF-8", path.display())),
+        Some(_) => ctx
+            .load_module(cudarc::nvrtc::Ptx::from_file(path.clone()))
+            .map_err(|error| {
+                terr!(
+                    "CUDA error loading the sm_{}{} CUBIN: {error:?}",
+                    cc.0,
+                    cc.1
+                )
+            }),
+    };
+    let _ = std::fs::remove_file(&path);
+    Ok((loaded?, format!("sm_{}{} CUBIN", cc.0, cc.1)))
+}
+
+/// Writes a CUBIN for compute capability `cc` to a new file under the temporary directory, named
+/// with the process id and a counter (`dep-kernels-PID-N-sm_XY.cubin`), created new (never an
+/// existing file, or a link planted under that name); the caller removes it.
+pub(crate) fn write_cubin_file(
+    image: &[u8],
+    cc: (i32, i32),
+) -> Result<std::path::PathBuf, TensorError> {
+    use std::io::Write;
+    static NEXT_FILE: AtomicUsize = AtomicUsize::new(0);
+    for _ in 0..100 {
+        let path = std::env::temp_dir().join(format!(
+            "dep-kernels-{}-{}-sm_{}{}.cubin",
+            std::process::id(),
+            NEXT_FILE.fetch_add(1, Ordering::Relaxed),
+            cc.0,
+            cc.1
+        ));
+        let mut file = match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(file) => file,
+            // Left by an earlier process of the same id: take the next name.
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(error) => return Err(terr!("cannot write {}: {error}", path.display())),
+        };
+        return match file.write_all(image).and_then(|()| file.flush()) {
+            Ok(()) => Ok(path),
+            Err(error) => {
+                drop(file);
+                let _ = std::fs::remove_file(&path);
+                Err(terr!("cannot write {}: {error}", path.display()))
+            }
+        };
+    }
+    Err(terr!(
+        "cannot write a CUBIN under {}: every name is taken",
+        std::env::temp_dir().display()
+    ))
+}
+
+/// One cuBLAS handle per stream, each bound to its stream; `None` when cuBLAS fails to load or
+/// to make one (matrix products then use the tiled kernel). cudarc panics when the library it
+/// finds lacks a symbol it binds (a cuBLAS 11, say): that is caught here, so a bad cuBLAS costs
+/// the GPU its cuBLAS, not the GPU.
+fn blas_handles(streams: &[Arc<CudaStream>]) -> Option<Vec<BlasHandle>> {
+    let made =
+        std::panic::catch_unwind(|| -> Result<Vec<BlasHandle>, cublas::result::CublasError> {
+            let mut handles = Vec::with_capacity(streams.len());
+            for stream in streams {
+                let handle = BlasHandle(cublas::result::create_handle()?);
+                // SAFETY: both the handle and the stream are live; the stream outlives the handle
+                // (both belong to one `GpuStream`, and the handle drops first).
+                unsafe {
+                    cublas::result::set_stream(
+                        handle.0,
+                        stream.cu_stream() as cublas::sys::cudaStream_t,
+                    )
+                }?;
+                handles.push(handle);
+            }
+            Ok(handles)
+        });
+    match made {
+        Ok(Ok(handles)) => Some(handles),
+        Ok(Err(_)) | Err(_) => None,
+    }
+}
+
 pub(crate) fn driver_error(error: result::DriverError) -> TensorError {
     terr!("CUDA error: {error:?}")
 }
 
 impl GpuDevice {
     fn open(index: u16, config: &GpuConfig) -> Result<Arc<GpuDevice>, TensorError> {
-        let ptx = ptx()?;
         let blas_available =
             probe_library("cublas", &["cublasCreate_v2", "cublasSgemm_v2"]).is_ok();
         let opened = std::panic::catch_unwind(|| -> Result<GpuDevice, TensorError> {
@@ -220,29 +453,23 @@ impl GpuDevice {
             unsafe { ctx.disable_event_tracking() };
             let name = ctx.name().map_err(driver_error)?;
             set_pool_release_threshold(&ctx)?;
-            let mut streams = Vec::with_capacity(config.streams_per_device);
+            let (module, kernel_binary) = load_kernels(&ctx)?;
+            let mut cu_streams = Vec::with_capacity(config.streams_per_device);
             for _ in 0..config.streams_per_device.max(1) {
-                let stream = ctx.new_stream().map_err(driver_error)?;
-                let blas = if blas_available {
-                    let handle = cublas::result::create_handle()
-                        .map_err(|error| terr!("cuBLAS error: {error:?}"))?;
-                    let handle = BlasHandle(handle);
-                    // SAFETY: both the handle and the stream are live; the stream outlives the
-                    // handle (both belong to this `GpuStream`, and the handle drops first).
-                    unsafe {
-                        cublas::result::set_stream(
-                            handle.0,
-                            stream.cu_stream() as cublas::sys::cudaStream_t,
-                        )
-                    }
-                    .map_err(|error| terr!("cuBLAS error: {error:?}"))?;
-                    Some(Mutex::new(handle))
-                } else {
-                    None
-                };
-                streams.push(GpuStream { stream, blas });
+                cu_streams.push(ctx.new_stream().map_err(driver_error)?);
             }
-            let module = ctx.load_module(ptx.clone()).map_err(driver_error)?;
+            let mut handles = match blas_available {
+                true => blas_handles(&cu_streams),
+                false => None,
+            }
+            .map(|handles| handles.into_iter().map(Mutex::new));
+            let streams: Vec<GpuStream> = cu_streams
+                .into_iter()
+                .map(|stream| GpuStream {
+                    stream,
+                    blas: handles.as_mut().and_then(Iterator::next),
+                })
+                .collect();
             let mut functions = HashMap::new();
             for name in source::kernel_names() {
                 let function = module.load_function(&name).map_err(driver_error)?;
@@ -260,6 +487,7 @@ impl GpuDevice {
                 ctx,
                 streams,
                 functions,
+                kernel_binary,
                 bytes_in_use: AtomicUsize::new(0),
                 event_pool: Mutex::new(Vec::new()),
                 sync_every_op: config.sync_every_op,
@@ -284,6 +512,12 @@ impl GpuDevice {
     /// The device's name as the driver reports it, e.g. `NVIDIA H100 80GB HBM3`.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// What the kernels were loaded from: a CUBIN for the device's compute capability
+    /// (`sm_90 CUBIN`), or `PTX` that the driver JIT-compiled (when NVRTC could not make a CUBIN).
+    pub fn kernel_binary(&self) -> &str {
+        &self.kernel_binary
     }
 
     /// The number of streams (engine workers) of this device.
@@ -319,11 +553,19 @@ impl GpuDevice {
     /// Milliseconds from the device's epoch (recorded when it was opened) to `event`, once the
     /// event has completed; `None` before (never blocks).
     pub fn ms_since_epoch(&self, event: &CudaEvent) -> Option<f32> {
-        if !event.is_complete() {
+        self.ms_between(&self.epoch, event)
+    }
+
+    /// Milliseconds from `start` to `end` (two timing events of this device), once `end` has
+    /// completed; `None` before (never blocks). From any thread: the context is bound first.
+    pub(crate) fn ms_between(&self, start: &CudaEvent, end: &CudaEvent) -> Option<f32> {
+        self.bind().ok()?;
+        // `cuEventQuery` (unlike cudarc's other event calls) does not bind a context itself.
+        if !end.is_complete() || !start.is_complete() {
             return None;
         }
-        // SAFETY: both events belong to this device's context and have completed.
-        unsafe { result::event::elapsed(self.epoch.cu_event(), event.cu_event()) }.ok()
+        // SAFETY: both events belong to this device's context (bound above) and have completed.
+        unsafe { result::event::elapsed(start.cu_event(), end.cu_event()) }.ok()
     }
 
     /// The epoch event and when it completed on the host's clock: the first anchor from which
@@ -518,6 +760,10 @@ impl Drop for DeviceBuffer {
         };
         let waits = log.waits_before_free(self.home);
         let device = &self.device;
+        // A wait that cannot be enqueued is done on the host instead (the free is then enqueued
+        // after the use has ended): the buffer is freed whatever failed, and the first error is
+        // reported later.
+        let mut failure: Option<TensorError> = None;
         let freed = (|| -> Result<(), TensorError> {
             device.bind()?;
             let stream = device
@@ -527,23 +773,34 @@ impl Drop for DeviceBuffer {
             for event in &waits {
                 // SAFETY: the stream and the event are live (the event is held by `waits`);
                 // waiting enqueues a dependency and blocks no thread.
-                unsafe {
+                let waited = unsafe {
                     result::stream::wait_event(
                         stream,
                         event.cu_event(),
                         sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
                     )
+                };
+                if let Err(error) = waited {
+                    failure.get_or_insert(driver_error(error));
+                    if let Some(inner) = &event.event {
+                        // Binds the event's own context (perhaps another device's)...
+                        if let Err(error) = inner.synchronize() {
+                            failure.get_or_insert(driver_error(error));
+                        }
+                    }
+                    // ...so bind this device's again before the free.
+                    device.bind()?;
                 }
-                .map_err(driver_error)?;
             }
             // SAFETY: `ptr` was allocated by `malloc_async` and is freed once, here, on its home
-            // stream after every use on that stream and (through the waits above) on the others.
+            // stream after every use on that stream and (through the waits above, or the host
+            // waits that replaced them) on the others.
             unsafe { result::free_async(self.ptr, stream) }.map_err(driver_error)
         })();
         device
             .bytes_in_use
             .fetch_sub(self.n_bytes, Ordering::Relaxed);
-        if let Err(error) = freed {
+        if let Some(error) = failure.or(freed.err()) {
             device.defer_error(format!("freeing a gpu buffer failed: {error}"));
         }
     }
@@ -691,12 +948,19 @@ pub struct KernelSpan {
 
 impl KernelSpan {
     /// `(start, end)` in milliseconds since the device's epoch, or `None` while the kernels have
-    /// not finished (never blocks).
+    /// not finished (never blocks). The end is the start plus [`KernelSpan::duration_ms`], so
+    /// `end - start` is the span's length to `f32`'s precision at the distance from the epoch;
+    /// `duration_ms` is precise however long the device has been open.
     pub fn times_ms(&self) -> Option<(f32, f32)> {
-        Some((
-            self.device.ms_since_epoch(&self.start)?,
-            self.device.ms_since_epoch(&self.end)?,
-        ))
+        let duration = self.duration_ms()?;
+        let start = self.device.ms_since_epoch(&self.start)?;
+        Some((start, start + duration))
+    }
+
+    /// How long the kernels ran, in milliseconds (from the start event to the end event), or
+    /// `None` while they have not finished (never blocks).
+    pub fn duration_ms(&self) -> Option<f32> {
+        self.device.ms_between(&self.start, &self.end)
     }
 
     /// Blocks until the kernels finished, then gives [`KernelSpan::times_ms`].
@@ -708,14 +972,22 @@ impl KernelSpan {
 }
 
 /// The scope of one GPU op on one stream: waits for its inputs at the start, records its event
-/// at the end (see the module doc).
+/// at the end (see the module doc). Dropped without [`OpScope::finish`] (the op failed after it
+/// may have enqueued kernels), it still records an event and notes it as a read of every input,
+/// so that frees on other streams wait for those kernels.
 pub(crate) struct OpScope {
     device: Arc<GpuDevice>,
     stream_index: usize,
     id: StreamId,
     inputs: Vec<Arc<DeviceBuffer>>,
     start: Option<CudaEvent>,
+    /// Whether `finish` noted the op's accesses.
+    finished: bool,
 }
+
+/// The flags of the timing events that bracket an op's kernels: timed, and waited for by a
+/// sleeping thread rather than a spinning one (the timing thread waits on every span's end).
+const TIMING_EVENT: sys::CUevent_flags = sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC;
 
 impl OpScope {
     /// Starts an op: makes its stream wait for the writers of `inputs` on other streams.
@@ -761,7 +1033,7 @@ impl OpScope {
             Some(
                 device.streams[ctx.stream]
                     .stream
-                    .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                    .record_event(Some(TIMING_EVENT))
                     .map_err(driver_error)?,
             )
         } else {
@@ -773,6 +1045,7 @@ impl OpScope {
             id,
             inputs: buffers,
             start,
+            finished: false,
         })
     }
 
@@ -789,9 +1062,25 @@ impl OpScope {
 
     /// Ends the op: one event after its kernels becomes the writer of every new output and a
     /// read of every input. With `DEP_GPU_SYNC=1`, also waits for the kernels.
-    pub(crate) fn finish(self, outputs: &[GpuTensor]) -> Result<Option<KernelSpan>, TensorError> {
-        let stream = &self.device.streams[self.stream_index].stream;
-        let event = self.device.pooled_event()?;
+    ///
+    /// The timing end event (when timed) is recorded before that event: a consumer on another
+    /// stream waits on the latter before recording its own timing start, so a dependent op is
+    /// never timed as starting before this one ended.
+    pub(crate) fn finish(
+        mut self,
+        outputs: &[GpuTensor],
+    ) -> Result<Option<KernelSpan>, TensorError> {
+        let device = self.device.clone();
+        let stream = &device.streams[self.stream_index].stream;
+        let end = match self.start {
+            Some(_) => Some(
+                stream
+                    .record_event(Some(TIMING_EVENT))
+                    .map_err(driver_error)?,
+            ),
+            None => None,
+        };
+        let event = device.pooled_event()?;
         if let Some(inner) = &event.event {
             inner.record(stream).map_err(driver_error)?;
         }
@@ -804,20 +1093,46 @@ impl OpScope {
         for input in &self.inputs {
             lock(&input.log).note_read(self.id, event.clone());
         }
-        let span = match self.start {
-            Some(start) => Some(KernelSpan {
-                end: stream
-                    .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-                    .map_err(driver_error)?,
+        self.finished = true;
+        let span = match (self.start.take(), end) {
+            (Some(start), Some(end)) => Some(KernelSpan {
                 start,
-                device: self.device.clone(),
+                end,
+                device: device.clone(),
             }),
-            None => None,
+            _ => None,
         };
-        if self.device.sync_every_op {
+        if device.sync_every_op {
             stream.synchronize().map_err(driver_error)?;
         }
         Ok(span)
+    }
+}
+
+impl Drop for OpScope {
+    fn drop(&mut self) {
+        if self.finished || self.inputs.is_empty() {
+            return;
+        }
+        // The op failed after `begin`, perhaps after enqueueing kernels that read its inputs:
+        // an input freed next on another stream must still wait for them.
+        let stream = &self.device.streams[self.stream_index].stream;
+        let noted = self.device.pooled_event().is_ok_and(|event| {
+            let recorded = event
+                .event
+                .as_ref()
+                .is_some_and(|inner| inner.record(stream).is_ok());
+            if recorded {
+                for input in &self.inputs {
+                    lock(&input.log).note_read(self.id, event.clone());
+                }
+            }
+            recorded
+        });
+        if !noted {
+            // No event to order the frees by: wait here until the kernels ran instead.
+            let _ = stream.synchronize();
+        }
     }
 }
 

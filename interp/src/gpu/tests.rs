@@ -10,14 +10,73 @@ use crate::builtins::Builtin;
 use crate::plan::{EvalContext, Plan, PlanIndex};
 use crate::tensor::{self, BinaryOp, ReduceOp, Tensor, UnaryOp};
 
-/// Device 0, or `None` after printing why the test is skipped.
-fn gpu0(streams: usize) -> Option<&'static Arc<GpuDevice>> {
+/// Held by every test that uses the GPU: tests read device-wide counters (`bytes_in_use`,
+/// `take_deferred_error`) that another test's allocations would move.
+static GPU_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Device 0 and the GPU tests' lock (hold it for the whole test), or `None` after printing why
+/// the test is skipped.
+fn gpu0(streams: usize) -> Option<(std::sync::MutexGuard<'static, ()>, &'static Arc<GpuDevice>)> {
     if let GpuAvailability::Unavailable { reason } = detect() {
         println!("skipped: no GPU ({reason})");
         return None;
     }
+    let guard = GPU_TESTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let runtime = GpuRuntime::get(GpuConfig::from_env(streams)).expect("a GPU runtime");
-    Some(runtime.device(0).expect("gpu0 opens"))
+    Some((guard, runtime.device(0).expect("gpu0 opens")))
+}
+
+/// NVRTC is a compiler: it needs no GPU, so wherever libnvrtc is installed the kernels are
+/// compiled for real to what `GpuDevice::open` loads first, a CUBIN (an ELF image of machine
+/// code) for the device's compute capability, here sm_90 (H100); a capability NVRTC does not
+/// know is an error (the device then loads PTX), not a panic.
+#[test]
+fn the_kernels_compile_to_a_cubin_when_nvrtc_is_installed() {
+    if let Err(reason) = detect::probe_library("nvrtc", &["nvrtcGetCUBIN"]) {
+        println!("skipped: no NVRTC ({reason})");
+        return;
+    }
+    let source = source::kernel_source();
+    let image = std::panic::catch_unwind(|| runtime::compile_cubin(&source, (9, 0)))
+        .expect("NVRTC loads")
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(&image[..4], b"\x7fELF", "a CUBIN is an ELF image");
+    assert_eq!(image[4], 2, "64-bit");
+    const EM_CUDA: u16 = 190;
+    assert_eq!(u16::from_le_bytes([image[18], image[19]]), EM_CUDA);
+    for name in source::kernel_names() {
+        assert!(
+            image
+                .windows(name.len() + 1)
+                .any(|window| &window[..name.len()] == name.as_bytes() && window[name.len()] == 0),
+            "{name} is not in the CUBIN"
+        );
+    }
+    let unknown = runtime::compile_cubin(&source, (1, 0)).unwrap_err();
+    assert!(unknown.contains("sm_10"), "{unknown}");
+}
+
+/// The CUBIN goes to the driver through a file: a new one per load, under the temporary
+/// directory, named with the process id, holding the image.
+#[test]
+fn a_cubin_file_is_new_and_named_for_the_process() {
+    let image = b"\x7fELF not really a cubin";
+    let first = runtime::write_cubin_file(image, (9, 0)).unwrap();
+    let second = runtime::write_cubin_file(image, (9, 0)).unwrap();
+    assert_ne!(first, second);
+    for path in [&first, &second] {
+        assert_eq!(path.parent(), Some(std::env::temp_dir().as_path()));
+        let name = path.file_name().unwrap().to_str().unwrap();
+        assert!(
+            name.starts_with(&format!("dep-kernels-{}-", std::process::id())),
+            "{name}"
+        );
+        assert!(name.ends_with("-sm_90.cubin"), "{name}");
+        assert_eq!(std::fs::read(path).unwrap(), image);
+        std::fs::remove_file(path).unwrap();
+    }
 }
 
 fn c(value: f32) -> Plan {
@@ -104,7 +163,9 @@ fn randn(shape: &[usize], seed: u64) -> Tensor {
 
 #[test]
 fn every_builtin_matches_the_cpu() {
-    let Some(device) = gpu0(2) else { return };
+    let Some((_gpu, device)) = gpu0(2) else {
+        return;
+    };
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |elapsed| elapsed.as_nanos() as u64);
@@ -282,7 +343,9 @@ fn every_builtin_matches_the_cpu() {
 
 #[test]
 fn random_builtins_are_reproducible_and_match_the_philox_reference() {
-    let Some(device) = gpu0(2) else { return };
+    let Some((_gpu, device)) = gpu0(2) else {
+        return;
+    };
     let draw = |seed: u64, builtin: Builtin| {
         let mut rng = GpuRng::seeded(seed);
         let mut ctx = GpuOpContext::new(device, 1).unwrap().with_rng(&mut rng);
@@ -309,7 +372,9 @@ fn random_builtins_are_reproducible_and_match_the_philox_reference() {
 
 #[test]
 fn a_cross_stream_dependency_waits_on_an_event_not_the_cpu() {
-    let Some(device) = gpu0(2) else { return };
+    let Some((_gpu, device)) = gpu0(2) else {
+        return;
+    };
     let n = 1 << 24;
     let x = tensor::full(1.0, &[n]).unwrap();
     let mut s0 = GpuOpContext::new(device, 0).unwrap();
@@ -343,7 +408,9 @@ fn a_cross_stream_dependency_waits_on_an_event_not_the_cpu() {
 
 #[test]
 fn freeing_under_load_keeps_device_memory_flat() {
-    let Some(device) = gpu0(2) else { return };
+    let Some((_gpu, device)) = gpu0(2) else {
+        return;
+    };
     device.synchronize().unwrap();
     let before = device.bytes_in_use();
     let mut ctx = GpuOpContext::new(device, 0).unwrap();
@@ -369,7 +436,9 @@ fn freeing_under_load_keeps_device_memory_flat() {
 
 #[test]
 fn timed_ops_report_kernel_times_from_events() {
-    let Some(device) = gpu0(2) else { return };
+    let Some((_gpu, device)) = gpu0(2) else {
+        return;
+    };
     let mut ctx = GpuOpContext::new(device, 0).unwrap().with_timing();
     let x = upload(&tensor::ones(&[1 << 20]).unwrap(), &mut ctx).unwrap();
     let out = eval(&Plan::Unary(UnaryOp::Exp, input(0)), &[x], &mut ctx).unwrap();

@@ -5,19 +5,27 @@
 //!
 //! CUDA times events relative to each other, in milliseconds as `f32`; the host clock is
 //! `Instant`. The thread keeps, per device, an anchor: an event whose host time is known. The
-//! first is the device's epoch (waited for when the device opened). After each wait that really
-//! blocked, the event just waited for becomes the anchor, its host time "now": so spans are
-//! placed from a recent anchor, and `f32`'s precision does not decay over a long session.
+//! first is the device's epoch (waited for when the device opened). When the anchor is more than
+//! a second old at a span's end, the thread calibrates a new one: it records an event on a
+//! stream of its own, idle, so the event completes within microseconds, spins until it has, and
+//! takes the host time then. A span's start is placed from the anchor, its end from its start
+//! and the span's own length (start to end event): so `f32`'s precision does not decay over a
+//! long session, and spans stray from the host's clock by at most what the two clocks drift
+//! apart in a second, plus the few µs by which a calibration's pairing is off (spans placed from
+//! successive anchors may step by as much).
+//!
+//! The span events block (`CU_EVENT_BLOCKING_SYNC`): waiting for a span's end, the thread
+//! sleeps rather than spinning a core for as long as the queued kernels run.
 
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, Sender};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use cudarc::driver::CudaEvent;
+use cudarc::driver::{sys, CudaEvent, CudaStream};
 use dep_engine::DeviceClock;
 
-use super::runtime::KernelSpan;
+use super::runtime::{GpuDevice, KernelSpan};
 use crate::slot::lock;
 
 /// What the timing thread is asked to do.
@@ -79,36 +87,66 @@ pub fn flush_kernel_times(limit: Duration) {
 struct Anchor {
     event: Option<CudaEvent>,
     at: Instant,
+    /// The idle stream calibrations record on (made by the first).
+    stream: Option<Arc<CudaStream>>,
+}
+
+/// How old an anchor may be when a span is placed from it.
+const RECALIBRATE_AFTER: Duration = Duration::from_secs(1);
+
+/// Makes a fresh anchor: an event recorded on a stream where nothing else runs completes within
+/// microseconds, so spinning on it (here only, about once a second) pairs a device time with a
+/// host time to a few µs. On an error the old anchor stays.
+fn calibrate(device: &GpuDevice, anchor: &mut Anchor) {
+    let stream = match &anchor.stream {
+        Some(stream) => stream.clone(),
+        None => match device.ctx().new_stream() {
+            Ok(stream) => {
+                anchor.stream = Some(stream.clone());
+                stream
+            }
+            Err(_) => return,
+        },
+    };
+    // The default flags: timed, and waited for by spinning, for the tightest pairing.
+    let Ok(event) = stream.record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)) else {
+        return;
+    };
+    if event.synchronize().is_ok() {
+        anchor.at = Instant::now();
+        anchor.event = Some(event);
+    }
 }
 
 fn time_one(anchors: &mut HashMap<u16, Anchor>, timed: Timed) {
     let Timed { clock, lane, span } = timed;
     let device = span.device.clone();
+    if device.bind().is_err() {
+        return;
+    }
     let (epoch, epoch_at) = device.epoch();
     let anchor = anchors.entry(device.index()).or_insert(Anchor {
         event: None,
         at: epoch_at,
+        stream: None,
     });
-    let blocked = !span.end.is_complete();
+    // Sleeps until the kernels ended (a blocking-sync event).
     if span.end.synchronize().is_err() {
         return; // The op's error surfaces where its value is used; only its time is lost.
     }
-    let ended_at = Instant::now();
+    if anchor.at.elapsed() > RECALIBRATE_AFTER {
+        calibrate(&device, anchor);
+    }
     let anchor_event = anchor.event.as_ref().unwrap_or(epoch);
-    let (Ok(start_ms), Ok(end_ms)) = (
+    let (Ok(start_ms), Ok(length_ms)) = (
         anchor_event.elapsed_ms(&span.start),
-        anchor_event.elapsed_ms(&span.end),
+        span.start.elapsed_ms(&span.end),
     ) else {
         return;
     };
-    let host_time = |ms: f32| shift(anchor.at, f64::from(ms));
-    clock.report(&lane, host_time(start_ms), host_time(end_ms));
-    if blocked {
-        *anchor = Anchor {
-            event: Some(span.end),
-            at: ended_at,
-        };
-    }
+    let start = shift(anchor.at, f64::from(start_ms));
+    let end = shift(start, f64::from(length_ms.max(0.0)));
+    clock.report(&lane, start, end);
 }
 
 /// `at` moved by `ms` milliseconds (either way).
