@@ -104,9 +104,19 @@ pub trait EventSink: Send + Sync {
 /// Events arrive from every worker at once, so the log is striped: each thread appends to one of
 /// a few shards (an uncontended lock), stamping the event with a sequence number that
 /// [`EventLog::events`] sorts by.
+///
+/// Sequence numbers start at 0 and only increase, across [`EventLog::clear`] too, so a reader can
+/// keep its place: [`EventLog::events_since`] hands out the events from a sequence number on,
+/// a piece at a time, each exactly once. A number is taken under its shard's lock, so each shard
+/// is in increasing order; but a reader locks one shard at a time, and may find an event in one
+/// shard while an earlier one is appended to a shard it already read. Readers therefore only
+/// get the run of consecutive numbers that are all present, never skipping such a gap.
 pub struct EventLog {
     shards: [Mutex<Vec<(u64, Event)>>; N_SHARDS],
     next_seq: AtomicU64,
+    /// The number of the first event after the last clear: the log holds no event numbered
+    /// below it. Written only while every shard is locked, so read under any shard's lock.
+    first_seq: AtomicU64,
 }
 
 const N_SHARDS: usize = 8;
@@ -124,6 +134,7 @@ impl Default for EventLog {
         EventLog {
             shards: std::array::from_fn(|_| Mutex::new(Vec::new())),
             next_seq: AtomicU64::new(0),
+            first_seq: AtomicU64::new(0),
         }
     }
 }
@@ -144,6 +155,56 @@ impl EventLog {
         all.into_iter().map(|(_, event)| event).collect()
     }
 
+    /// The events numbered `seq` and on, in arrival order, and the number to ask for next time.
+    ///
+    /// Start with 0 (or [`EventLog::first_seq`]) and pass back the number each call returns:
+    /// every event then comes out exactly once, in order. A call returns the events up to the
+    /// first number it did not find (an event appended to a shard after this call had read that
+    /// shard) and that number, so a later call picks the event up. A `seq` from
+    /// before the last [`EventLog::clear`] reads on from the first event after it: a clear
+    /// forgets what a reader had not read yet. Only the events asked for are copied: each shard
+    /// is searched, not scanned.
+    pub fn events_since(&self, seq: u64) -> (Vec<Event>, u64) {
+        let mut from = seq;
+        let mut found: Vec<(u64, Event)> = Vec::new();
+        for (index, shard) in self.shards.iter().enumerate() {
+            let shard = lock(shard);
+            if index == 0 {
+                // Read under a shard's lock, which a clear holds while it writes `first_seq`.
+                from = from.max(self.first_seq.load(Ordering::Relaxed));
+            }
+            let start = shard.partition_point(|(seq, _)| *seq < from);
+            found.extend_from_slice(&shard[start..]);
+        }
+        // Each shard's part is in order: a merge of a few runs.
+        found.sort_by_key(|(seq, _)| *seq);
+        // Up to the first gap: a number appended to a shard after this read it (or, when a clear
+        // ran during this read, forgotten). What follows it waits for the next call.
+        let n_present = found
+            .iter()
+            .zip(from..)
+            .take_while(|((seq, _), expected)| seq == expected)
+            .count();
+        found.truncate(n_present);
+        let next = from + n_present as u64;
+        let events = found.into_iter().map(|(_, event)| event).collect();
+        (events, next)
+    }
+
+    /// The number the next event will get: every event numbered below it is in the log, or was
+    /// forgotten by a clear. A reader that has caught up with it has read every event that
+    /// arrived before this call.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq.load(Ordering::Relaxed)
+    }
+
+    /// The number of the first event after the last [`EventLog::clear`] (0 before any): the
+    /// first number [`EventLog::events_since`] can return events from.
+    pub fn first_seq(&self) -> u64 {
+        let _shard = lock(&self.shards[0]);
+        self.first_seq.load(Ordering::Relaxed)
+    }
+
     /// The number of events so far.
     pub fn len(&self) -> usize {
         self.shards.iter().map(|shard| lock(shard).len()).sum()
@@ -154,18 +215,185 @@ impl EventLog {
         self.len() == 0
     }
 
-    /// Forgets every event so far.
+    /// Forgets every event so far. Numbers keep increasing, and [`EventLog::events_since`] reads
+    /// on from the first event after the clear.
     pub fn clear(&self) {
-        for shard in &self.shards {
-            lock(shard).clear();
+        let mut shards: Vec<_> = self.shards.iter().map(lock).collect();
+        // Every shard is locked, so no number is being taken: the events numbered below
+        // `next_seq` are all in the shards, and the later ones come after this returns.
+        self.first_seq
+            .store(self.next_seq.load(Ordering::Relaxed), Ordering::Relaxed);
+        for shard in &mut shards {
+            shard.clear();
         }
     }
 }
 
 impl EventSink for EventLog {
     fn event(&self, event: Event) {
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let shard = SHARD.with(|shard| *shard);
-        lock(&self.shards[shard]).push((seq, event));
+        let mut shard = lock(&self.shards[shard]);
+        // Numbered under the shard's lock, so each shard is in increasing order (several threads
+        // may share one), and a clear, which holds every shard, falls between two numbers.
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        shard.push((seq, event));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An event that says which thread sent it and how many it sent before.
+    fn numbered(thread: u32, index: u64) -> Event {
+        Event {
+            time_ns: index,
+            kind: EventKind::Started {
+                op: OpId(index),
+                worker: thread,
+            },
+        }
+    }
+
+    fn numbers(events: &[Event]) -> Vec<u64> {
+        events.iter().map(|event| event.time_ns).collect()
+    }
+
+    #[test]
+    fn events_since_hands_out_the_events_from_a_number_on() {
+        let log = EventLog::new();
+        assert_eq!(log.events_since(0), (Vec::new(), 0));
+        for index in 0..5 {
+            log.event(numbered(0, index));
+        }
+        let (all, next) = log.events_since(0);
+        assert_eq!((numbers(&all), next), (vec![0, 1, 2, 3, 4], 5));
+        assert_eq!(all, log.events());
+        let (tail, next) = log.events_since(3);
+        assert_eq!((numbers(&tail), next), (vec![3, 4], 5));
+        assert_eq!(log.events_since(5), (Vec::new(), 5));
+        assert_eq!(log.next_seq(), 5);
+    }
+
+    #[test]
+    fn a_reader_stops_at_a_gap_and_picks_it_up_later() {
+        let log = EventLog::new();
+        log.event(numbered(0, 0));
+        // Number 1 is taken, and its event is appended to a shard the reader has already read.
+        let late = log.next_seq.fetch_add(1, Ordering::Relaxed);
+        log.event(numbered(0, 2));
+        let (events, next) = log.events_since(0);
+        assert_eq!((numbers(&events), next), (vec![0], 1));
+        assert_eq!(log.events_since(next), (Vec::new(), 1));
+        lock(&log.shards[(SHARD.with(|shard| *shard) + 1) % N_SHARDS]).push((late, numbered(0, 1)));
+        let (events, next) = log.events_since(next);
+        assert_eq!((numbers(&events), next), (vec![1, 2], 3));
+    }
+
+    #[test]
+    fn numbers_keep_increasing_across_a_clear() {
+        let log = EventLog::new();
+        for index in 0..3 {
+            log.event(numbered(0, index));
+        }
+        let (_, next) = log.events_since(0);
+        log.event(numbered(0, 3));
+        log.clear();
+        assert!(log.is_empty());
+        assert_eq!((log.first_seq(), log.next_seq()), (4, 4));
+        // What was not read before the clear is forgotten; reading goes on after it.
+        assert_eq!(log.events_since(next), (Vec::new(), 4));
+        log.event(numbered(0, 10));
+        log.event(numbered(0, 11));
+        let (events, after) = log.events_since(next);
+        assert_eq!((numbers(&events), after), (vec![10, 11], 6));
+        assert_eq!(log.events_since(0), log.events_since(4));
+        assert_eq!(log.events_since(5).0, vec![numbered(0, 11)]);
+        assert_eq!(log.events(), events);
+    }
+
+    /// Appends `per_thread` events from each of `n_threads` threads (more threads than shards,
+    /// so shards are shared) while reading with `events_since` in a loop; `clear_at` clears the
+    /// log once the reader has seen that many events. Returns what the reader saw.
+    fn read_while_appending(
+        n_threads: u32,
+        per_thread: u64,
+        clear_at: Option<usize>,
+    ) -> Vec<Event> {
+        let log = Arc::new(EventLog::new());
+        let writers: Vec<_> = (0..n_threads)
+            .map(|thread| {
+                let log = log.clone();
+                std::thread::spawn(move || {
+                    for index in 0..per_thread {
+                        log.event(numbered(thread, index));
+                        if index % 64 == 0 {
+                            std::thread::yield_now();
+                        }
+                    }
+                })
+            })
+            .collect();
+        let total = n_threads as u64 * per_thread;
+        let mut seen: Vec<Event> = Vec::new();
+        let mut next = 0;
+        let mut cleared = false;
+        loop {
+            let writers_done = log.next_seq() == total;
+            let (events, after) = log.events_since(next);
+            assert!(after >= next + events.len() as u64);
+            next = after;
+            seen.extend(events);
+            if clear_at.is_some_and(|at| seen.len() >= at) && !cleared {
+                log.clear();
+                cleared = true;
+            }
+            if writers_done && next == total {
+                break;
+            }
+        }
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        assert_eq!(log.events_since(next), (Vec::new(), total));
+        // Everything the log still holds came out last, in the same order.
+        let kept = log.events();
+        assert_eq!(seen[seen.len() - kept.len()..], kept[..]);
+        seen
+    }
+
+    /// Each thread's events in `seen` must be its own, in the order it sent them, each once.
+    fn check_order(seen: &[Event], n_threads: u32) -> Vec<u64> {
+        let mut counts: Vec<u64> = vec![0; n_threads as usize];
+        let mut last: Vec<Option<u64>> = vec![None; n_threads as usize];
+        for event in seen {
+            let EventKind::Started { worker, op } = event.kind else {
+                panic!("unexpected {event:?}");
+            };
+            let last = &mut last[worker as usize];
+            assert!(last.is_none_or(|last| op.0 > last), "{op:?} after {last:?}");
+            *last = Some(op.0);
+            counts[worker as usize] += 1;
+        }
+        counts
+    }
+
+    #[test]
+    fn a_reader_polling_while_threads_append_sees_every_event_once_in_order() {
+        let (n_threads, per_thread) = (12, 20_000);
+        let seen = read_while_appending(n_threads, per_thread, None);
+        assert_eq!(seen.len() as u64, n_threads as u64 * per_thread);
+        // Every thread's events, each once, in the order it sent them.
+        for count in check_order(&seen, n_threads) {
+            assert_eq!(count, per_thread);
+        }
+    }
+
+    #[test]
+    fn a_clear_while_threads_append_loses_only_what_it_forgets() {
+        let (n_threads, per_thread) = (12, 20_000);
+        let seen = read_while_appending(n_threads, per_thread, Some(50_000));
+        let counts = check_order(&seen, n_threads);
+        assert!(counts.iter().sum::<u64>() <= n_threads as u64 * per_thread);
     }
 }

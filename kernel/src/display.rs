@@ -6,11 +6,17 @@
 //! read while the executor thread pushes (or blocks in a `print`), so the display moves even
 //! when the session is busy. What it draws is a [`CellView`]: a heading (cell, engine, ops by
 //! state, time) over a `dep_views::Frame` of the cell's queues and ops, rendered by
-//! `dep_views::html` with a `dep_views::text` fallback, in the colours of every other view. The executor stops the watcher, then sends the final state itself:
-//! after `stop` returns nothing else touches the display, so the final state is the last one a
-//! client sees.
+//! `dep_views::html` with a `dep_views::text` fallback, in the colours of every other view. The
+//! executor stops the watcher, then sends the final state itself: after `stop` returns nothing
+//! else touches the display, so the final state is the last one a client sees.
+//!
+//! A cell may run tens of thousands of ops, so a redraw must not cost the cell's whole history:
+//! the display keeps a [`CellFold`], the cell folded so far, reads only the events since its
+//! last drawing (`EventLog::events_since`), keeps the ops by state as they change, and builds
+//! rows only for the ops it shows. What is left grows with what is new and with the unfinished
+//! ops (the engine's snapshot), not with the ops already done.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -55,29 +61,149 @@ pub(crate) struct CellView {
     n_hidden: usize,
 }
 
+/// The states in the order the heading counts them.
+const STATES: [engine::OpState; 7] = [
+    engine::OpState::Running,
+    engine::OpState::Ready,
+    engine::OpState::Waiting,
+    engine::OpState::Done,
+    engine::OpState::Failed,
+    engine::OpState::Skipped,
+    engine::OpState::Cancelled,
+];
+
+fn state_index(state: engine::OpState) -> usize {
+    STATES
+        .iter()
+        .position(|candidate| *candidate == state)
+        .expect("every state is in STATES")
+}
+
 impl Source {
-    /// The cell now: its ops from the event log (which the executor clears when a cell starts),
-    /// the live queues, states and what each waiting op waits behind from a snapshot.
+    /// The cell now, read from the start of the event log (which the executor clears when a
+    /// cell starts): see [`CellFold::view`]. A watcher keeps a [`CellFold`] instead, so that
+    /// each redraw reads only what is new.
     pub(crate) fn view(&self, finished: bool) -> CellView {
-        let events = self.log.events();
-        let worker_names = self.monitor.worker_names();
-        let snapshot = self.monitor.snapshot();
-        let now_ns = self.monitor.now_ns();
-        let replay = views::Replay::new(events, worker_names.clone());
-        let live = views::Frame::from_snapshot(&snapshot, &worker_names);
-        CellView::new(&self.title, self.policy, &replay, &live, now_ns, finished)
+        CellFold::new(self).view(self, finished)
     }
 }
 
-impl CellView {
-    fn new(
+/// What a display keeps between redraws: the cell's events read so far, folded into op records,
+/// where to read on, and the ops by state. A redraw reads and folds only the events that
+/// arrived since the last one, and builds rows only for the ops it shows, so its cost follows
+/// what is new and what is unfinished, not the cell's whole history.
+pub(crate) struct CellFold {
+    /// The cell's events so far, folded (edges are never asked for).
+    replay: views::Replay,
+    /// The log's number of the next event to read.
+    next_seq: u64,
+    /// The log's first number when this fold began: a clear since then starts it over.
+    first_seq: u64,
+    /// Every variable an op of the log reads or writes.
+    touched: HashSet<engine::VarId>,
+    /// Each op's state in the log, by position (in push order).
+    states: Vec<engine::OpState>,
+    /// The positions of the ops the log has not seen finish.
+    unfinished: BTreeSet<usize>,
+    /// The positions of the failed, skipped and cancelled ops.
+    troubled: BTreeSet<usize>,
+    /// The positions of the done ops.
+    done: BTreeSet<usize>,
+    /// The ops of the log by state, by [`state_index`].
+    n_by_state: [usize; STATES.len()],
+}
+
+impl CellFold {
+    /// A fold of nothing yet, which reads `source`'s log from its start.
+    pub(crate) fn new(source: &Source) -> CellFold {
+        CellFold {
+            replay: views::Replay::new(Vec::new(), source.monitor.worker_names()),
+            next_seq: 0,
+            first_seq: source.log.first_seq(),
+            touched: HashSet::new(),
+            states: Vec::new(),
+            unfinished: BTreeSet::new(),
+            troubled: BTreeSet::new(),
+            done: BTreeSet::new(),
+            n_by_state: [0; STATES.len()],
+        }
+    }
+
+    /// The cell now: its ops from the event log, the live queues, states and what each waiting
+    /// op waits behind from a snapshot. Reads the events that arrived since the last call;
+    /// `finished` (the final state) first waits for every event numbered before this call.
+    pub(crate) fn view(&mut self, source: &Source, finished: bool) -> CellView {
+        self.read(source, finished);
+        let worker_names = source.monitor.worker_names();
+        let snapshot = source.monitor.snapshot();
+        let now_ns = source.monitor.now_ns();
+        let live = views::Frame::from_snapshot(&snapshot, &worker_names);
+        self.cell_view(&source.title, source.policy, &live, now_ns, finished)
+    }
+
+    /// Folds the events that arrived since the last read; with `settle`, every event numbered
+    /// before this call (a read stops short of one that is being appended, for a moment).
+    fn read(&mut self, source: &Source, settle: bool) {
+        if source.log.first_seq() != self.first_seq {
+            // The log was cleared under this fold: start over with what it holds now.
+            *self = CellFold::new(source);
+        }
+        let target = if settle { source.log.next_seq() } else { 0 };
+        loop {
+            let (events, next) = source.log.events_since(self.next_seq);
+            self.next_seq = next;
+            for event in events {
+                self.fold(event);
+            }
+            if self.next_seq >= target {
+                return;
+            }
+            thread::yield_now();
+        }
+    }
+
+    fn fold(&mut self, event: engine::Event) {
+        let Some(position) = self.replay.push_event(event) else {
+            return;
+        };
+        let record = &self.replay.ops()[position];
+        let state = record.state;
+        if position == self.states.len() {
+            // A push.
+            self.touched
+                .extend(record.reads.iter().chain(&record.writes).copied());
+            self.states.push(state);
+            self.unfinished.insert(position);
+            self.n_by_state[state_index(state)] += 1;
+            return;
+        }
+        let old = self.states[position];
+        if old == state || old.is_finished() {
+            return;
+        }
+        self.states[position] = state;
+        self.n_by_state[state_index(old)] -= 1;
+        self.n_by_state[state_index(state)] += 1;
+        if state.is_finished() {
+            self.unfinished.remove(&position);
+            if state == engine::OpState::Done {
+                self.done.insert(position);
+            } else {
+                self.troubled.insert(position);
+            }
+        }
+    }
+
+    fn cell_view(
+        &self,
         title: &str,
         policy: engine::Policy,
-        replay: &views::Replay,
         live: &views::Frame,
         now_ns: u64,
         finished: bool,
     ) -> CellView {
+        let replay = &self.replay;
+        let records = replay.ops();
         let first_ns = replay
             .events()
             .first()
@@ -91,58 +217,147 @@ impl CellView {
             now_ns
         };
         let since_first = |ns: u64| ns.saturating_sub(first_ns);
-        // Every op of the cell: the log's record, with the snapshot's live state (and why it
-        // waits) while it has not finished; then live ops the log has not shown yet.
-        let mut ops: Vec<views::FrameOp> = replay
-            .ops()
-            .iter()
-            .map(|record| {
-                let worker = record.worker.map(|worker| replay.worker_name(worker));
-                match live.op(record.id) {
-                    Some(live_op) if !record.state.is_finished() => views::FrameOp {
-                        worker: live_op.worker.clone().or(worker),
-                        started_ns: record.started_ns,
-                        ..live_op.clone()
-                    },
-                    _ => views::FrameOp {
-                        id: record.id,
-                        label: record.label.clone(),
-                        line: record.line,
-                        state: record.state,
-                        device: record.device,
-                        worker,
-                        started_ns: record.started_ns,
-                        finished_ns: record.finished_ns,
-                        waits_on: Vec::new(),
-                    },
+        // Every op of the cell is an op of the log, with the snapshot's live state (and why it
+        // waits) while the log has not seen it finish, or a live op the log has not shown yet,
+        // after those: position `records.len() + i` is `live_only[i]`. One pass over the live
+        // ops (the unfinished ones) says which are which, and how the states shown differ from
+        // the log's.
+        let mut n_by_state = self.n_by_state;
+        let mut live_only: Vec<&views::FrameOp> = Vec::new();
+        // The log's unfinished ops that the snapshot shows finished (since the log was read).
+        let mut finished_since: Vec<(usize, engine::OpState)> = Vec::new();
+        for op in &live.ops {
+            match replay.op_position(op.id) {
+                None => {
+                    n_by_state[state_index(op.state)] += 1;
+                    live_only.push(op);
                 }
+                Some(position) => {
+                    let state = self.states[position];
+                    if !state.is_finished() && op.state != state {
+                        n_by_state[state_index(state)] -= 1;
+                        n_by_state[state_index(op.state)] += 1;
+                        if op.state.is_finished() {
+                            finished_since.push((position, op.state));
+                        }
+                    }
+                }
+            }
+        }
+        let n_ops = records.len() + live_only.len();
+        let counts: Vec<(engine::OpState, usize)> = STATES
+            .into_iter()
+            .zip(n_by_state)
+            .filter(|(_, count)| *count > 0)
+            .collect();
+        // The snapshot's op, by id: its ops are in push order (by id), or else looked up by map.
+        let by_id: Option<HashMap<engine::OpId, &views::FrameOp>> =
+            (!live.ops.is_sorted_by_key(|op| op.id))
+                .then(|| live.ops.iter().map(|op| (op.id, op)).collect());
+        let live_op = |id: engine::OpId| match &by_id {
+            Some(by_id) => by_id.get(&id).copied(),
+            None => live
+                .ops
+                .binary_search_by_key(&id, |op| op.id)
+                .ok()
+                .map(|index| &live.ops[index]),
+        };
+
+        // The ops a display lists, in push order: every unfinished op first (the interesting
+        // ones), then the failed, skipped or cancelled ones, then the latest done ones, at most
+        // MAX_OP_ROWS.
+        let chosen: Vec<usize> = if n_ops <= MAX_OP_ROWS {
+            (0..n_ops).collect()
+        } else {
+            let live_only = live_only
+                .iter()
+                .enumerate()
+                .map(|(index, op)| (records.len() + index, op.state));
+            // The finished ops the log has not seen finish, and the live-only ones.
+            let shown_finished = finished_since
+                .iter()
+                .copied()
+                .chain(live_only.clone().filter(|(_, state)| state.is_finished()));
+            let unfinished = self
+                .unfinished
+                .iter()
+                .copied()
+                .filter(|position| finished_since.iter().all(|(other, _)| other != position))
+                .take(MAX_OP_ROWS)
+                .chain(
+                    live_only
+                        .filter(|(_, state)| !state.is_finished())
+                        .map(|(position, _)| position),
+                );
+            let mut troubled: Vec<usize> = self
+                .troubled
+                .iter()
+                .take(MAX_OP_ROWS)
+                .copied()
+                .chain(
+                    shown_finished
+                        .clone()
+                        .filter(|(_, state)| *state != engine::OpState::Done)
+                        .map(|(position, _)| position),
+                )
+                .collect();
+            troubled.sort_unstable();
+            let mut latest_done: Vec<usize> = self
+                .done
+                .iter()
+                .rev()
+                .take(MAX_OP_ROWS)
+                .copied()
+                .chain(
+                    shown_finished
+                        .filter(|(_, state)| *state == engine::OpState::Done)
+                        .map(|(position, _)| position),
+                )
+                .collect();
+            latest_done.sort_unstable_by(|a, b| b.cmp(a));
+            let mut chosen: Vec<usize> = unfinished
+                .chain(troubled)
+                .chain(latest_done)
+                .take(MAX_OP_ROWS)
+                .collect();
+            chosen.sort_unstable();
+            chosen
+        };
+        let ops: Vec<views::FrameOp> = chosen
+            .into_iter()
+            .map(|position| {
+                let mut op = match records.get(position) {
+                    Some(record) => {
+                        let worker = record.worker.map(|worker| replay.worker_name(worker));
+                        let shown_live = (!record.state.is_finished())
+                            .then(|| live_op(record.id))
+                            .flatten();
+                        match shown_live {
+                            Some(live_op) => views::FrameOp {
+                                worker: live_op.worker.clone().or(worker),
+                                started_ns: record.started_ns,
+                                ..live_op.clone()
+                            },
+                            None => views::FrameOp {
+                                id: record.id,
+                                label: record.label.clone(),
+                                line: record.line,
+                                state: record.state,
+                                device: record.device,
+                                worker,
+                                started_ns: record.started_ns,
+                                finished_ns: record.finished_ns,
+                                waits_on: Vec::new(),
+                            },
+                        }
+                    }
+                    None => live_only[position - records.len()].clone(),
+                };
+                op.started_ns = op.started_ns.map(since_first);
+                op.finished_ns = op.finished_ns.map(since_first);
+                op
             })
             .collect();
-        ops.extend(
-            live.ops
-                .iter()
-                .filter(|op| replay.op(op.id).is_none())
-                .cloned(),
-        );
-        for op in &mut ops {
-            op.started_ns = op.started_ns.map(since_first);
-            op.finished_ns = op.finished_ns.map(since_first);
-        }
-        let counts: Vec<(engine::OpState, usize)> = [
-            engine::OpState::Running,
-            engine::OpState::Ready,
-            engine::OpState::Waiting,
-            engine::OpState::Done,
-            engine::OpState::Failed,
-            engine::OpState::Skipped,
-            engine::OpState::Cancelled,
-        ]
-        .into_iter()
-        .map(|state| (state, ops.iter().filter(|op| op.state == state).count()))
-        .filter(|(_, count)| *count > 0)
-        .collect();
-        let n_ops = ops.len();
-        let ops = shown_ops(ops);
         let n_hidden = n_ops - ops.len();
 
         let mut heading = format!(
@@ -166,20 +381,12 @@ impl CellView {
             heading.push_str(&format!(" · showing {} of {n_ops} ops", ops.len()));
         }
 
-        let touched: HashSet<engine::VarId> = replay
-            .ops()
-            .iter()
-            .flat_map(|op| op.reads.iter().chain(&op.writes).copied())
-            .chain(
-                live.ops
-                    .iter()
-                    .flat_map(|op| op.waits_on.iter().map(|blocker| blocker.var)),
-            )
-            .collect();
+        // The variables the cell's ops access, and the busy ones (which include every variable
+        // a live op waits on: its waiting access is in that variable's queue).
         let mut vars: Vec<views::FrameVar> = live
             .vars
             .iter()
-            .filter(|var| touched.contains(&var.id) || !var.queue.is_empty())
+            .filter(|var| self.touched.contains(&var.id) || !var.queue.is_empty())
             .cloned()
             .collect();
         if vars.len() > MAX_VAR_ROWS {
@@ -207,7 +414,9 @@ impl CellView {
             n_hidden,
         }
     }
+}
 
+impl CellView {
     /// How many of the cell's ops are in `state`.
     pub(crate) fn count(&self, state: engine::OpState) -> usize {
         self.counts
@@ -245,33 +454,6 @@ impl CellView {
     }
 }
 
-/// The ops a display lists, in push order: every unfinished op first (the interesting ones),
-/// then the failed, skipped or cancelled ones, then the latest done ones, at most
-/// [`MAX_OP_ROWS`].
-fn shown_ops(ops: Vec<views::FrameOp>) -> Vec<views::FrameOp> {
-    if ops.len() <= MAX_OP_ROWS {
-        return ops;
-    }
-    let is_done = |op: &views::FrameOp| op.state == engine::OpState::Done;
-    let mut chosen: Vec<usize> = Vec::with_capacity(MAX_OP_ROWS);
-    let unfinished = (0..ops.len()).filter(|&idx| !ops[idx].state.is_finished());
-    let failed = (0..ops.len()).filter(|&idx| ops[idx].state.is_finished() && !is_done(&ops[idx]));
-    let latest_done = (0..ops.len()).rev().filter(|&idx| is_done(&ops[idx]));
-    chosen.extend(
-        unfinished
-            .chain(failed)
-            .chain(latest_done)
-            .take(MAX_OP_ROWS),
-    );
-    chosen.sort_unstable();
-    let mut chosen = chosen.into_iter().peekable();
-    ops.into_iter()
-        .enumerate()
-        .filter(|(idx, _)| chosen.next_if_eq(idx).is_some())
-        .map(|(_, op)| op)
-        .collect()
-}
-
 /// A live display being drawn by its watcher thread.
 pub(crate) struct LiveDisplay {
     stop: mpsc::Sender<()>,
@@ -291,6 +473,8 @@ struct Shared {
 struct Drawn {
     shown: bool,
     last_html: String,
+    /// The cell as read so far: each drawing reads on from there.
+    cell: CellFold,
 }
 
 /// A handle that makes the display appear before the cell's first printed line, so that the
@@ -310,6 +494,7 @@ impl LiveDisplay {
     /// Starts watching: the display appears as soon as an op is pending, or before the first
     /// printed output of a cell that pushed ops.
     pub(crate) fn start(source: Source, output: CellOutput) -> LiveDisplay {
+        let cell = CellFold::new(&source);
         let shared = Arc::new(Shared {
             source,
             output,
@@ -317,6 +502,7 @@ impl LiveDisplay {
             drawn: Mutex::new(Drawn {
                 shown: false,
                 last_html: String::new(),
+                cell,
             }),
         });
         let (stop, stopped) = mpsc::channel::<()>();
@@ -353,7 +539,7 @@ impl Shared {
     /// when nothing changed). Nothing is drawn while the cell has no op.
     fn draw(&self, finished: bool, note: Option<String>) {
         let mut drawn = lock(&self.drawn);
-        let view = self.source.view(finished);
+        let view = drawn.cell.view(&self.source, finished);
         if view.n_ops() == 0 && !drawn.shown {
             return;
         }
@@ -438,16 +624,13 @@ mod tests {
             );
         }
         engine.wait_all();
-        let replay = views::Replay::new(log.events(), engine.worker_names());
-        let live = views::Frame::from_snapshot(&engine.snapshot(), &engine.worker_names());
-        CellView::new(
-            "cell[1]",
-            engine::Policy::Naive,
-            &replay,
-            &live,
-            engine.monitor().now_ns(),
-            true,
-        )
+        Source {
+            title: "cell[1]".to_string(),
+            policy: engine::Policy::Naive,
+            monitor: engine.monitor(),
+            log,
+        }
+        .view(true)
     }
 
     #[test]
@@ -485,5 +668,472 @@ mod tests {
             view.heading
         );
         assert!(view.text(None).ends_with("  … and 6 more ops\n"));
+    }
+
+    /// The display as it was drawn before redraws read only new events (a whole replay, a row
+    /// for every op): the reference the incremental one must match.
+    fn old_cell_view(
+        title: &str,
+        policy: engine::Policy,
+        replay: &views::Replay,
+        live: &views::Frame,
+        now_ns: u64,
+        finished: bool,
+    ) -> CellView {
+        let first_ns = replay
+            .events()
+            .first()
+            .map_or(now_ns, |event| event.time_ns);
+        let last_ns = if finished {
+            replay
+                .events()
+                .last()
+                .map_or(first_ns, |event| event.time_ns)
+        } else {
+            now_ns
+        };
+        let since_first = |ns: u64| ns.saturating_sub(first_ns);
+        // Every op of the cell: the log's record, with the snapshot's live state (and why it
+        // waits) while it has not finished; then live ops the log has not shown yet.
+        let mut ops: Vec<views::FrameOp> = replay
+            .ops()
+            .iter()
+            .map(|record| {
+                let worker = record.worker.map(|worker| replay.worker_name(worker));
+                match live.op(record.id) {
+                    Some(live_op) if !record.state.is_finished() => views::FrameOp {
+                        worker: live_op.worker.clone().or(worker),
+                        started_ns: record.started_ns,
+                        ..live_op.clone()
+                    },
+                    _ => views::FrameOp {
+                        id: record.id,
+                        label: record.label.clone(),
+                        line: record.line,
+                        state: record.state,
+                        device: record.device,
+                        worker,
+                        started_ns: record.started_ns,
+                        finished_ns: record.finished_ns,
+                        waits_on: Vec::new(),
+                    },
+                }
+            })
+            .collect();
+        ops.extend(
+            live.ops
+                .iter()
+                .filter(|op| replay.op(op.id).is_none())
+                .cloned(),
+        );
+        for op in &mut ops {
+            op.started_ns = op.started_ns.map(since_first);
+            op.finished_ns = op.finished_ns.map(since_first);
+        }
+        let counts: Vec<(engine::OpState, usize)> = [
+            engine::OpState::Running,
+            engine::OpState::Ready,
+            engine::OpState::Waiting,
+            engine::OpState::Done,
+            engine::OpState::Failed,
+            engine::OpState::Skipped,
+            engine::OpState::Cancelled,
+        ]
+        .into_iter()
+        .map(|state| (state, ops.iter().filter(|op| op.state == state).count()))
+        .filter(|(_, count)| *count > 0)
+        .collect();
+        let n_ops = ops.len();
+        let ops = old_shown_ops(ops);
+        let n_hidden = n_ops - ops.len();
+
+        let mut heading = format!(
+            "{title} · {} engine · {n_ops} op{}",
+            policy.name(),
+            if n_ops == 1 { "" } else { "s" }
+        );
+        if !counts.is_empty() {
+            let parts: Vec<String> = counts
+                .iter()
+                .map(|(state, count)| format!("{count} {}", state.name()))
+                .collect();
+            heading.push_str(&format!(": {}", parts.join(", ")));
+        }
+        heading.push_str(&format!(
+            " · {} {}",
+            views::format_ns(last_ns.saturating_sub(first_ns)),
+            if finished { "in all" } else { "so far" }
+        ));
+        if n_hidden > 0 {
+            heading.push_str(&format!(" · showing {} of {n_ops} ops", ops.len()));
+        }
+
+        let touched: HashSet<engine::VarId> = replay
+            .ops()
+            .iter()
+            .flat_map(|op| op.reads.iter().chain(&op.writes).copied())
+            .chain(
+                live.ops
+                    .iter()
+                    .flat_map(|op| op.waits_on.iter().map(|blocker| blocker.var)),
+            )
+            .collect();
+        let mut vars: Vec<views::FrameVar> = live
+            .vars
+            .iter()
+            .filter(|var| touched.contains(&var.id) || !var.queue.is_empty())
+            .cloned()
+            .collect();
+        if vars.len() > MAX_VAR_ROWS {
+            // Keep the busy ones (in creation order), then as many idle ones as fit.
+            let n_busy = vars.iter().filter(|var| !var.queue.is_empty()).count();
+            let mut n_idle_room = MAX_VAR_ROWS.saturating_sub(n_busy);
+            vars.retain(|var| {
+                if !var.queue.is_empty() {
+                    return true;
+                }
+                let keep = n_idle_room > 0;
+                n_idle_room = n_idle_room.saturating_sub(1);
+                keep
+            });
+            vars.truncate(MAX_VAR_ROWS);
+        }
+        CellView {
+            heading,
+            frame: views::Frame {
+                time_ns: since_first(last_ns),
+                vars,
+                ops,
+            },
+            counts,
+            n_hidden,
+        }
+    }
+
+    fn old_shown_ops(ops: Vec<views::FrameOp>) -> Vec<views::FrameOp> {
+        if ops.len() <= MAX_OP_ROWS {
+            return ops;
+        }
+        let is_done = |op: &views::FrameOp| op.state == engine::OpState::Done;
+        let mut chosen: Vec<usize> = Vec::with_capacity(MAX_OP_ROWS);
+        let unfinished = (0..ops.len()).filter(|&idx| !ops[idx].state.is_finished());
+        let failed =
+            (0..ops.len()).filter(|&idx| ops[idx].state.is_finished() && !is_done(&ops[idx]));
+        let latest_done = (0..ops.len()).rev().filter(|&idx| is_done(&ops[idx]));
+        chosen.extend(
+            unfinished
+                .chain(failed)
+                .chain(latest_done)
+                .take(MAX_OP_ROWS),
+        );
+        chosen.sort_unstable();
+        let mut chosen = chosen.into_iter().peekable();
+        ops.into_iter()
+            .enumerate()
+            .filter(|(idx, _)| chosen.next_if_eq(idx).is_some())
+            .map(|(_, op)| op)
+            .collect()
+    }
+
+    /// Reads what is new into `fold` and checks its view against the reference drawn from the
+    /// whole log, with the same snapshot. The log must not move meanwhile.
+    fn check_same_as_whole_log(fold: &mut CellFold, source: &Source, finished: bool) -> CellView {
+        check_same_with_snapshot(fold, source, finished, |_| {})
+    }
+
+    /// [`check_same_as_whole_log`] with the snapshot's frame changed by `change` first.
+    fn check_same_with_snapshot(
+        fold: &mut CellFold,
+        source: &Source,
+        finished: bool,
+        change: impl FnOnce(&mut views::Frame),
+    ) -> CellView {
+        fold.read(source, true);
+        let worker_names = source.monitor.worker_names();
+        let mut live = views::Frame::from_snapshot(&source.monitor.snapshot(), &worker_names);
+        change(&mut live);
+        let now_ns = source.monitor.now_ns();
+        let view = fold.cell_view(&source.title, source.policy, &live, now_ns, finished);
+        let replay = views::Replay::new(source.log.events(), worker_names);
+        let reference = old_cell_view(
+            &source.title,
+            source.policy,
+            &replay,
+            &live,
+            now_ns,
+            finished,
+        );
+        assert_eq!(view.heading, reference.heading);
+        assert_eq!(view.counts, reference.counts);
+        assert_eq!(view.n_hidden, reference.n_hidden);
+        assert_eq!(view.frame, reference.frame);
+        assert_eq!(view.html(Some("note")), reference.html(Some("note")));
+        assert_eq!(view.text(None), reference.text(None));
+        view
+    }
+
+    /// Waits until `n` ops are unfinished, then a little more for their events to settle.
+    fn settle(engine: &engine::Engine, n: usize) {
+        while engine.monitor().n_unfinished() != n {
+            thread::sleep(Duration::from_millis(1));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+
+    /// Pushes `n` ops from line `first`: every third waits behind the gate's variables, the
+    /// others write free ones, some failing and some skipped behind a failure.
+    fn push_mixed(
+        engine: &engine::Engine,
+        gated: &[engine::Var],
+        free: &[engine::Var],
+        first: u32,
+        n: u32,
+    ) -> usize {
+        let mut n_gated = 0;
+        for line in first..first + n {
+            let var = |vars: &[engine::Var]| vars[line as usize % vars.len()].clone();
+            let spec = match line % 6 {
+                0 | 3 => {
+                    n_gated += 1;
+                    engine::OpSpec::new("G = G + 1", || Ok(())).writes(&[var(gated)])
+                }
+                1 => engine::OpSpec::new("F = bad(F)", || Err("bad".to_string()))
+                    .writes(&[free[0].clone()]),
+                2 => engine::OpSpec::new("E = F + 1", || Ok(()))
+                    .reads(&[free[0].clone()])
+                    .writes(&[free[1].clone()]),
+                _ => engine::OpSpec::new("H = 1", || Ok(())).writes(&[var(&free[2..])]),
+            };
+            engine.push(spec.line(line));
+        }
+        n_gated
+    }
+
+    #[test]
+    fn redraws_from_new_events_show_what_a_view_of_the_whole_log_shows() {
+        for n_first in [5, 40] {
+            let gate = Arc::new(std::sync::Barrier::new(2));
+            let (engine, gated, source) = source_with_ops(0, Some(gate.clone()));
+            let mut gate = OpenOnDrop(Some(gate));
+            let free: Vec<engine::Var> = (0..5).map(|i| engine.new_var(format!("f{i}"))).collect();
+            let mut fold = CellFold::new(&source);
+            let mut n_unfinished = 1 + push_mixed(&engine, &gated, &free, 1, n_first);
+            settle(&engine, n_unfinished);
+            check_same_as_whole_log(&mut fold, &source, false);
+            n_unfinished += push_mixed(&engine, &gated, &free, n_first + 1, 30);
+            settle(&engine, n_unfinished);
+            let view = check_same_as_whole_log(&mut fold, &source, false);
+            assert!(view.count(engine::OpState::Failed) > 0, "{}", view.heading);
+            assert!(view.count(engine::OpState::Skipped) > 0, "{}", view.heading);
+            assert!(view.count(engine::OpState::Waiting) > 0, "{}", view.heading);
+            assert_eq!(view.n_hidden > 0, n_first + 30 + 1 > MAX_OP_ROWS as u32);
+            // Nothing new: the same view.
+            check_same_as_whole_log(&mut fold, &source, false);
+            // A snapshot taken after the log was read may show some of the log's waiting ops
+            // finished, and ops the log has not shown yet (last, by id), finished or not; in
+            // either order of ids.
+            for reverse in [false, true] {
+                check_same_with_snapshot(&mut fold, &source, false, |live| {
+                    let states = [
+                        engine::OpState::Done,
+                        engine::OpState::Failed,
+                        engine::OpState::Running,
+                        engine::OpState::Cancelled,
+                    ];
+                    let mut new_ops = Vec::new();
+                    for (op, state) in live.ops.iter_mut().skip(1).step_by(3).zip(states) {
+                        op.state = state;
+                        new_ops.push(views::FrameOp {
+                            id: engine::OpId(op.id.0 + 1_000_000),
+                            ..op.clone()
+                        });
+                    }
+                    live.ops.extend(new_ops);
+                    if reverse {
+                        live.ops.reverse();
+                    }
+                });
+            }
+
+            engine.cancel_pending();
+            gate.open();
+            engine.wait_all();
+            settle(&engine, 0);
+            let view = check_same_as_whole_log(&mut fold, &source, true);
+            assert!(
+                view.count(engine::OpState::Cancelled) > 0,
+                "{}",
+                view.heading
+            );
+            assert_eq!(view.n_ops(), n_first as usize + 31);
+        }
+    }
+
+    #[test]
+    fn a_fold_starts_over_when_the_log_is_cleared_under_it() {
+        let (engine, vars, source) = source_with_ops(30, None);
+        engine.wait_all();
+        let mut fold = CellFold::new(&source);
+        assert_eq!(fold.view(&source, true).n_ops(), 30);
+        source.log.clear();
+        push_tiny_ops(&engine, &vars, 0..3);
+        engine.wait_all();
+        settle(&engine, 0);
+        let view = check_same_as_whole_log(&mut fold, &source, true);
+        assert_eq!(view.n_ops(), 3);
+    }
+
+    /// Opens a gate (see [`source_with_ops`]) once, at the latest when dropped: declared after
+    /// the engine, so that a failed check does not leave the gated op blocking the engine's drop.
+    struct OpenOnDrop(Option<Arc<std::sync::Barrier>>);
+
+    impl OpenOnDrop {
+        fn open(&mut self) {
+            if let Some(gate) = self.0.take() {
+                gate.wait();
+            }
+        }
+    }
+
+    impl Drop for OpenOnDrop {
+        fn drop(&mut self) {
+            self.open();
+        }
+    }
+
+    /// A source over a fresh threaded engine with `n` tiny ops on 16 variables pushed; when
+    /// `gate` is given, an op pushed first writes every variable and waits for it, so every
+    /// other op stays pending until the caller waits for `gate` too.
+    fn source_with_ops(
+        n: usize,
+        gate: Option<Arc<std::sync::Barrier>>,
+    ) -> (engine::Engine, Vec<engine::Var>, Source) {
+        let log = Arc::new(engine::EventLog::new());
+        let engine = engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::Threaded,
+            threads: 2,
+            sink: Some(log.clone()),
+            ..engine::EngineConfig::default()
+        });
+        let vars: Vec<engine::Var> = (0..16).map(|i| engine.new_var(format!("v{i}"))).collect();
+        if let Some(gate) = gate {
+            engine.push(
+                engine::OpSpec::new("gate", move || {
+                    gate.wait();
+                    Ok(())
+                })
+                .writes(&vars),
+            );
+        }
+        push_tiny_ops(&engine, &vars, 0..n);
+        let source = Source {
+            title: "cell[1]".to_string(),
+            policy: engine::Policy::Threaded,
+            monitor: engine.monitor(),
+            log,
+        };
+        (engine, vars, source)
+    }
+
+    fn push_tiny_ops(engine: &engine::Engine, vars: &[engine::Var], lines: std::ops::Range<usize>) {
+        let label: Arc<str> = Arc::from("x = x + 1");
+        for line in lines {
+            let var = &vars[line % vars.len()];
+            engine.push(
+                engine::OpSpec::new(label.clone(), || Ok(()))
+                    .writes(&[var.clone()])
+                    .line(line as u32 + 1),
+            );
+        }
+    }
+
+    fn time_ms<T>(run: impl FnOnce() -> T) -> (T, f64) {
+        let start = std::time::Instant::now();
+        let value = run();
+        (value, start.elapsed().as_secs_f64() * 1e3)
+    }
+
+    /// A redraw as it was before `CellFold`: every event of the log copied and sorted, a whole
+    /// replay with its edges, a row for every op.
+    fn old_redraw(source: &Source, finished: bool) -> CellView {
+        let events = source.log.events();
+        let worker_names = source.monitor.worker_names();
+        let snapshot = source.monitor.snapshot();
+        let now_ns = source.monitor.now_ns();
+        let replay = views::Replay::new(events, worker_names.clone());
+        let _ = replay.edges();
+        let live = views::Frame::from_snapshot(&snapshot, &worker_names);
+        old_cell_view(
+            &source.title,
+            source.policy,
+            &replay,
+            &live,
+            now_ns,
+            finished,
+        )
+    }
+
+    fn median_of(runs: usize, mut run: impl FnMut() -> f64) -> f64 {
+        let mut times: Vec<f64> = (0..runs).map(|_| run()).collect();
+        times.sort_by(f64::total_cmp);
+        times[times.len() / 2]
+    }
+
+    /// The cost of one redraw of a cell of 50,000 tiny ops, finished or all pending: as it was
+    /// (the whole log, every time), a `Source::view` (a fresh `CellFold` over the whole log,
+    /// as the executor's one-off views do), and a watcher's redraw, which reads only the events
+    /// since its last one. Medians of 5. Run:
+    /// `cargo test --release -p dep-kernel -- --ignored --nocapture redraw_cost`.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn redraw_cost() {
+        const N: usize = 50_000;
+        const N_NEW: usize = 500;
+        let (engine, vars, source) = source_with_ops(N, None);
+        engine.wait_all();
+        let old = median_of(5, || time_ms(|| old_redraw(&source, false)).1);
+        let whole = median_of(5, || time_ms(|| source.view(false)).1);
+        let mut fold = CellFold::new(&source);
+        fold.view(&source, false);
+        let nothing_new = median_of(5, || time_ms(|| fold.view(&source, false)).1);
+        let mut round = 0;
+        let some_new = median_of(5, || {
+            round += 1;
+            push_tiny_ops(&engine, &vars, N + (round - 1) * N_NEW..N + round * N_NEW);
+            engine.wait_all();
+            let (view, ms) = time_ms(|| fold.view(&source, false));
+            assert_eq!(view.n_ops(), N + round * N_NEW);
+            ms
+        });
+        println!(
+            "{N} finished ops: before {old:.3} ms; Source::view {whole:.3} ms; a redraw with \
+             nothing new {nothing_new:.3} ms; a redraw after {N_NEW} new ops {some_new:.3} ms"
+        );
+
+        let gate = Arc::new(std::sync::Barrier::new(2));
+        let (engine, _vars, source) = source_with_ops(N, Some(gate.clone()));
+        let mut gate = OpenOnDrop(Some(gate));
+        let old = median_of(3, || time_ms(|| old_redraw(&source, false)).1);
+        let whole = median_of(5, || time_ms(|| source.view(false)).1);
+        let mut fold = CellFold::new(&source);
+        assert_eq!(fold.view(&source, false).n_ops(), N + 1);
+        let nothing_new = median_of(5, || time_ms(|| fold.view(&source, false)).1);
+        let snapshot = median_of(5, || {
+            time_ms(|| {
+                let snapshot = source.monitor.snapshot();
+                views::Frame::from_snapshot(&snapshot, &source.monitor.worker_names())
+            })
+            .1
+        });
+        let view = fold.view(&source, false);
+        let (html, html_ms) = time_ms(|| view.html(None));
+        println!(
+            "{N} pending ops: before {old:.3} ms; Source::view {whole:.3} ms; a redraw with \
+             nothing new {nothing_new:.3} ms, of which the engine's snapshot and its frame \
+             {snapshot:.3} ms; then its HTML (every queued access) {html_ms:.3} ms, {} bytes",
+            html.len()
+        );
+        gate.open();
+        engine.wait_all();
     }
 }

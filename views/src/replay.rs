@@ -4,13 +4,17 @@
 //! Only the event log and the worker names go in, so a replay works the same on a live session's
 //! [`dep_engine::EventLog`] and on the `depEvents` read back from a trace file.
 //!
+//! A replay can be extended with the log's next events ([`Replay::extend`]: a live display's
+//! redraw) without folding the old ones again; the dependency edges are worked out when first
+//! asked for.
+//!
 //! Events are taken in log order, not in timestamp order: the engine stamps an event just before
 //! it takes the log's lock, so two threads' stamps may be out of order by a few nanoseconds, while
 //! the log order is causal (an op's push comes before its grants, its finish before the grants it
 //! releases).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use dep_engine as engine;
 use dep_engine::{AccessSnapshot, Blocker, Event, EventKind, OpId, OpState, VarId};
@@ -21,16 +25,30 @@ use crate::util::describe_op;
 
 /// A finished (or partial) run, rebuilt from its events.
 ///
-/// Invariant: `ops` is in push order, `op_index` maps each op's id to its position, and every
-/// edge goes from an earlier op to a later one (so push order is a topological order).
+/// Invariant: `table` has folded exactly `events`, and every edge goes from an earlier op to a
+/// later one (so push order is a topological order).
 #[derive(Clone, Debug)]
 pub struct Replay {
     events: Vec<Event>,
     worker_names: Vec<String>,
+    table: OpTable,
+    /// Computed on the first call to [`Replay::edges`] (a live display never asks), and again
+    /// after the replay is extended.
+    edges: OnceLock<Vec<Edge>>,
+}
+
+/// The op records of an event log, folded one event at a time, and kept between
+/// [`Replay::extend`]s so that old events are never folded again: no events, no queues, no
+/// edges.
+///
+/// Invariant: `ops` is in push order and `op_index` maps each op's id to its position.
+#[derive(Clone, Debug, Default)]
+struct OpTable {
     var_names: BTreeMap<VarId, Arc<str>>,
     ops: Vec<OpRecord>,
     op_index: HashMap<OpId, usize>,
-    edges: Vec<Edge>,
+    /// How many events were folded: the next one's index in the log.
+    n_events: usize,
 }
 
 /// Everything the log says about one op.
@@ -174,19 +192,38 @@ impl Replay {
     /// Folds `events` (in log order) into a replay; `worker_names` are the engine's
     /// ([`dep_engine::Engine::worker_names`]; index 0 is the calling thread, `main`).
     pub fn new(events: Vec<Event>, worker_names: Vec<String>) -> Replay {
-        let mut fold = Fold::default();
-        for (index, event) in events.iter().enumerate() {
-            fold.apply(index, event);
+        let mut table = OpTable::default();
+        for event in &events {
+            table.apply(event);
         }
-        let edges = dependency_edges(&fold.ops, &fold.op_index);
         Replay {
-            var_names: fold.names,
-            ops: fold.ops,
-            op_index: fold.op_index,
-            edges,
+            table,
+            edges: OnceLock::new(),
             events,
             worker_names,
         }
+    }
+
+    /// Folds the log's next events (in log order, after those the replay holds) into it, as if
+    /// they had been given to [`Replay::new`] with the others. Only the new events are folded,
+    /// so a live display can keep one replay and extend it with what arrived since its last
+    /// look (`dep_engine::EventLog::events_since`); [`Replay::edges`] are worked out again when
+    /// next asked for.
+    pub fn extend(&mut self, events: impl IntoIterator<Item = Event>) {
+        for event in events {
+            self.push_event(event);
+        }
+    }
+
+    /// Folds the log's next event into the replay, as [`Replay::extend`] does. Returns the
+    /// position in [`Replay::ops`] of the op whose record the event made or changed (a push, a
+    /// grant of every access, a start, a finish, device times), if any: a caller that keeps an
+    /// index of ops by state updates that one op.
+    pub fn push_event(&mut self, event: Event) -> Option<usize> {
+        self.edges.take();
+        let position = self.table.apply(&event);
+        self.events.push(event);
+        position
     }
 
     /// The events, in log order.
@@ -207,7 +244,7 @@ impl Replay {
     /// The rows of a timeline: every worker of [`Replay::lanes`], then every device lane, by name.
     pub fn timeline_lanes(&self) -> Vec<Lane> {
         let mut device_lanes: Vec<Arc<str>> = Vec::new();
-        for span in self.ops.iter().filter_map(|op| op.device_span.as_ref()) {
+        for span in self.ops().iter().filter_map(|op| op.device_span.as_ref()) {
             if !device_lanes.contains(&span.lane) {
                 device_lanes.push(span.lane.clone());
             }
@@ -230,7 +267,7 @@ impl Replay {
     /// The bars on one lane, in push order: ops that started on a worker, or device spans.
     pub fn bars(&self, lane: &Lane) -> Vec<Bar<'_>> {
         let (_, end) = self.span_ns();
-        self.ops
+        self.ops()
             .iter()
             .filter_map(|op| {
                 let (start_ns, end_ns) = match lane {
@@ -255,7 +292,7 @@ impl Replay {
     /// The workers to draw lanes for: every named worker and every worker that ran an op.
     pub fn lanes(&self) -> Vec<u32> {
         let mut lanes: Vec<u32> = (0..self.worker_names.len() as u32).collect();
-        for worker in self.ops.iter().filter_map(|op| op.worker) {
+        for worker in self.ops().iter().filter_map(|op| op.worker) {
             if !lanes.contains(&worker) {
                 lanes.push(worker);
             }
@@ -266,38 +303,44 @@ impl Replay {
 
     /// A variable's name (`v7` when no `VarCreated` event named it).
     pub fn var_name(&self, var: VarId) -> Arc<str> {
-        self.var_names
-            .get(&var)
-            .cloned()
-            .unwrap_or_else(|| Arc::from(var.to_string()))
+        self.table.var_name(var)
     }
 
     /// Every op, in push order.
     pub fn ops(&self) -> &[OpRecord] {
-        &self.ops
+        &self.table.ops
     }
 
     /// One op by id.
     pub fn op(&self, id: OpId) -> Option<&OpRecord> {
-        self.op_index.get(&id).map(|&index| &self.ops[index])
+        self.table.op(id)
+    }
+
+    /// Where an op is in [`Replay::ops`] (its push number in this log), by id.
+    pub fn op_position(&self, id: OpId) -> Option<usize> {
+        self.table.op_index.get(&id).copied()
     }
 
     /// Every dependency edge, ordered by their later op, then their earlier op.
     pub fn edges(&self) -> &[Edge] {
-        &self.edges
+        self.edges
+            .get_or_init(|| dependency_edges(&self.table.ops, &self.table.op_index))
     }
 
     /// The op DAG: one node per op (weight: its id), one edge per dependency (weight: the index
     /// into [`Replay::edges`]). Node `i` is op `i` in push order.
     pub fn graph(&self) -> DiGraph<OpId, usize> {
-        let mut graph = DiGraph::with_capacity(self.ops.len(), self.edges.len());
-        for op in &self.ops {
+        let ops = self.ops();
+        let op_index = &self.table.op_index;
+        let edges = self.edges();
+        let mut graph = DiGraph::with_capacity(ops.len(), edges.len());
+        for op in ops {
             graph.add_node(op.id);
         }
-        for (edge_index, edge) in self.edges.iter().enumerate() {
+        for (edge_index, edge) in edges.iter().enumerate() {
             graph.add_edge(
-                NodeIndex::new(self.op_index[&edge.from]),
-                NodeIndex::new(self.op_index[&edge.to]),
+                NodeIndex::new(op_index[&edge.from]),
+                NodeIndex::new(op_index[&edge.to]),
                 edge_index,
             );
         }
@@ -313,7 +356,7 @@ impl Replay {
             .unwrap_or_else(|_| graph.node_indices().collect());
         let mut best: Vec<(u64, Option<NodeIndex>)> = vec![(0, None); graph.node_count()];
         for node in &order {
-            let own = self.ops[node.index()].duration_ns().unwrap_or(0);
+            let own = self.ops()[node.index()].duration_ns().unwrap_or(0);
             let before = graph
                 .neighbors_directed(*node, petgraph::Direction::Incoming)
                 .map(|previous| (best[previous.index()].0, Some(previous)))
@@ -326,10 +369,10 @@ impl Replay {
         else {
             return Vec::new();
         };
-        let mut path = vec![self.ops[end].id];
+        let mut path = vec![self.ops()[end].id];
         let mut at = best[end].1;
         while let Some(node) = at {
-            path.push(self.ops[node.index()].id);
+            path.push(self.ops()[node.index()].id);
             at = best[node.index()].1;
         }
         path.reverse();
@@ -339,9 +382,9 @@ impl Replay {
     /// The earliest push and the latest finish (of an op or of its device work): the span the
     /// views draw.
     pub fn span_ns(&self) -> (u64, u64) {
-        let start = self.ops.iter().map(|op| op.pushed_ns).min().unwrap_or(0);
+        let start = self.ops().iter().map(|op| op.pushed_ns).min().unwrap_or(0);
         let end = self
-            .ops
+            .ops()
             .iter()
             .flat_map(|op| {
                 let device_end = op.device_span.as_ref().map(|span| span.end_ns);
@@ -362,8 +405,8 @@ impl Replay {
     pub fn frame_at(&self, n_events: usize) -> Frame {
         let n_events = n_events.min(self.events.len());
         let mut fold = Fold::default();
-        for (index, event) in self.events[..n_events].iter().enumerate() {
-            fold.apply(index, event);
+        for event in &self.events[..n_events] {
+            fold.apply(event);
         }
         let time_ns = n_events
             .checked_sub(1)
@@ -471,27 +514,19 @@ fn dependency_edges(ops: &[OpRecord], op_index: &HashMap<OpId, usize>) -> Vec<Ed
     edges
 }
 
-/// The running state of a replay: what the engine's queues and ops looked like so far.
-#[derive(Default)]
-struct Fold {
-    names: BTreeMap<VarId, Arc<str>>,
-    /// Live variables and their queues, oldest access first.
-    queues: BTreeMap<VarId, Vec<AccessSnapshot>>,
-    ops: Vec<OpRecord>,
-    op_index: HashMap<OpId, usize>,
-}
-
-impl Fold {
-    fn apply(&mut self, index: usize, event: &Event) {
+impl OpTable {
+    /// Folds the log's next event. Returns the position (in `ops`) of the op whose record it
+    /// made or changed, if any.
+    fn apply(&mut self, event: &Event) -> Option<usize> {
+        let index = self.n_events;
+        self.n_events += 1;
         let time_ns = event.time_ns;
         match &event.kind {
             EventKind::VarCreated { var, name } => {
-                self.names.insert(*var, name.clone());
-                self.queues.insert(*var, Vec::new());
+                self.var_names.insert(*var, name.clone());
+                None
             }
-            EventKind::VarDeleted { var } => {
-                self.queues.remove(var);
-            }
+            EventKind::VarDeleted { .. } | EventKind::Granted { .. } => None,
             EventKind::Pushed {
                 op,
                 label,
@@ -501,18 +536,8 @@ impl Fold {
                 device,
                 priority,
             } => {
-                let accesses = reads
-                    .iter()
-                    .map(|var| (var, false))
-                    .chain(writes.iter().map(|var| (var, true)));
-                for (var, write) in accesses {
-                    self.queues.entry(*var).or_default().push(AccessSnapshot {
-                        op: *op,
-                        write,
-                        granted: false,
-                    });
-                }
-                self.op_index.insert(*op, self.ops.len());
+                let position = self.ops.len();
+                self.op_index.insert(*op, position);
                 self.ops.push(OpRecord {
                     id: *op,
                     label: label.clone(),
@@ -532,6 +557,93 @@ impl Fold {
                     finished_at: None,
                     device_span: None,
                 });
+                Some(position)
+            }
+            EventKind::Ready { op } => self.update(*op, |record| {
+                record.state = OpState::Ready;
+                record.ready_ns = Some(time_ns);
+            }),
+            EventKind::Started { op, worker } => self.update(*op, |record| {
+                record.state = OpState::Running;
+                record.started_ns = Some(time_ns);
+                record.worker = Some(*worker);
+            }),
+            EventKind::Finished { op, state, message } => self.update(*op, |record| {
+                record.state = *state;
+                record.finished_ns = Some(time_ns);
+                record.finished_at = Some(index);
+                record.message = message.clone();
+            }),
+            EventKind::DeviceSpan {
+                op,
+                lane,
+                start_ns,
+                end_ns,
+            } => self.update(*op, |record| {
+                // Several reports for one op (its kernels timed in parts) cover them all.
+                let span = record.device_span.get_or_insert_with(|| DeviceSpan {
+                    lane: lane.clone(),
+                    start_ns: *start_ns,
+                    end_ns: *end_ns,
+                });
+                span.start_ns = span.start_ns.min(*start_ns);
+                span.end_ns = span.end_ns.max(*end_ns);
+            }),
+        }
+    }
+
+    /// Changes the record of `op`, when the table has one; returns its position.
+    fn update(&mut self, op: OpId, change: impl FnOnce(&mut OpRecord)) -> Option<usize> {
+        let position = *self.op_index.get(&op)?;
+        change(&mut self.ops[position]);
+        Some(position)
+    }
+
+    /// One op by id.
+    fn op(&self, id: OpId) -> Option<&OpRecord> {
+        self.op_index.get(&id).map(|&position| &self.ops[position])
+    }
+
+    /// A variable's name (`v7` when no `VarCreated` event named it).
+    fn var_name(&self, var: VarId) -> Arc<str> {
+        self.var_names
+            .get(&var)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(var.to_string()))
+    }
+}
+
+/// The running state of a replay: what the engine's queues and ops looked like so far.
+#[derive(Default)]
+struct Fold {
+    table: OpTable,
+    /// Live variables and their queues, oldest access first.
+    queues: BTreeMap<VarId, Vec<AccessSnapshot>>,
+}
+
+impl Fold {
+    fn apply(&mut self, event: &Event) {
+        match &event.kind {
+            EventKind::VarCreated { var, .. } => {
+                self.queues.insert(*var, Vec::new());
+            }
+            EventKind::VarDeleted { var } => {
+                self.queues.remove(var);
+            }
+            EventKind::Pushed {
+                op, reads, writes, ..
+            } => {
+                let accesses = reads
+                    .iter()
+                    .map(|var| (var, false))
+                    .chain(writes.iter().map(|var| (var, true)));
+                for (var, write) in accesses {
+                    self.queues.entry(*var).or_default().push(AccessSnapshot {
+                        op: *op,
+                        write,
+                        granted: false,
+                    });
+                }
             }
             EventKind::Granted { op, var } => {
                 if let Some(access) = self
@@ -542,60 +654,18 @@ impl Fold {
                     access.granted = true;
                 }
             }
-            EventKind::Ready { op } => {
-                if let Some(record) = self.record_mut(*op) {
-                    record.state = OpState::Ready;
-                    record.ready_ns = Some(time_ns);
-                }
-            }
-            EventKind::Started { op, worker } => {
-                if let Some(record) = self.record_mut(*op) {
-                    record.state = OpState::Running;
-                    record.started_ns = Some(time_ns);
-                    record.worker = Some(*worker);
-                }
-            }
-            EventKind::Finished { op, state, message } => {
-                let Some(record) = self.record_mut(*op) else {
-                    return;
-                };
-                record.state = *state;
-                record.finished_ns = Some(time_ns);
-                record.finished_at = Some(index);
-                record.message = message.clone();
-                let vars: Vec<VarId> = record.reads.iter().chain(&record.writes).copied().collect();
-                for var in vars {
-                    if let Some(queue) = self.queues.get_mut(&var) {
-                        queue.retain(|access| access.op != *op);
+            EventKind::Finished { op, .. } => {
+                if let Some(record) = self.table.op(*op) {
+                    for var in record.reads.iter().chain(&record.writes) {
+                        if let Some(queue) = self.queues.get_mut(var) {
+                            queue.retain(|access| access.op != *op);
+                        }
                     }
                 }
             }
-            EventKind::DeviceSpan {
-                op,
-                lane,
-                start_ns,
-                end_ns,
-            } => self.record_device_span(*op, lane, *start_ns, *end_ns),
+            EventKind::Ready { .. } | EventKind::Started { .. } | EventKind::DeviceSpan { .. } => {}
         }
-    }
-
-    fn record_device_span(&mut self, op: OpId, lane: &Arc<str>, start_ns: u64, end_ns: u64) {
-        let Some(record) = self.record_mut(op) else {
-            return;
-        };
-        // Several reports for one op (its kernels timed in parts) cover them all.
-        let span = record.device_span.get_or_insert_with(|| DeviceSpan {
-            lane: lane.clone(),
-            start_ns,
-            end_ns,
-        });
-        span.start_ns = span.start_ns.min(start_ns);
-        span.end_ns = span.end_ns.max(end_ns);
-    }
-
-    fn record_mut(&mut self, op: OpId) -> Option<&mut OpRecord> {
-        let index = *self.op_index.get(&op)?;
-        Some(&mut self.ops[index])
+        self.table.apply(event);
     }
 
     fn into_frame(self, time_ns: u64, worker_names: &[String]) -> Frame {
@@ -610,15 +680,12 @@ impl Fold {
             .into_iter()
             .map(|(id, queue)| FrameVar {
                 id,
-                name: self
-                    .names
-                    .get(&id)
-                    .cloned()
-                    .unwrap_or_else(|| Arc::from(id.to_string())),
+                name: self.table.var_name(id),
                 queue,
             })
             .collect();
         let ops = self
+            .table
             .ops
             .into_iter()
             .map(|record| FrameOp {
@@ -669,4 +736,51 @@ fn blockers(var: VarId, queue: &[AccessSnapshot]) -> Vec<(OpId, Blocker)> {
         previous = Some(access);
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replay_extended_piece_by_piece_is_the_replay_of_the_whole_log() {
+        let whole = crate::tests::threaded_mutation_replay();
+        let events = whole.events().to_vec();
+        let worker_names = whole.worker_names().to_vec();
+        for split in 0..=events.len() {
+            let mut replay = Replay::new(events[..split].to_vec(), worker_names.clone());
+            // Edges worked out before an extension are worked out again after it.
+            let _ = replay.edges();
+            let (middle, last) = events[split..].split_at((events.len() - split) / 2);
+            replay.extend(middle.iter().cloned());
+            replay.extend(last.iter().cloned());
+            assert_eq!(replay.events(), whole.events());
+            assert_eq!(replay.ops(), whole.ops());
+            assert_eq!(replay.edges(), whole.edges());
+            assert_eq!(replay.critical_path(), whole.critical_path());
+            assert_eq!(replay.final_frame(), whole.final_frame());
+            assert_eq!(replay.frame_at(split), whole.frame_at(split));
+        }
+    }
+
+    #[test]
+    fn push_event_names_the_op_whose_record_changed() {
+        let whole = crate::tests::threaded_mutation_replay();
+        let mut replay = Replay::new(Vec::new(), whole.worker_names().to_vec());
+        for event in whole.events() {
+            let position = replay.push_event(event.clone());
+            let op = match &event.kind {
+                EventKind::Pushed { op, .. }
+                | EventKind::Ready { op }
+                | EventKind::Started { op, .. }
+                | EventKind::Finished { op, .. }
+                | EventKind::DeviceSpan { op, .. } => Some(*op),
+                EventKind::VarCreated { .. }
+                | EventKind::VarDeleted { .. }
+                | EventKind::Granted { .. } => None,
+            };
+            assert_eq!(position.map(|position| replay.ops()[position].id), op);
+        }
+        assert_eq!(replay.ops(), whole.ops());
+    }
 }
