@@ -131,7 +131,7 @@ pub struct VariableInfo {
     pub shape: Option<Vec<usize>>,
     /// Where it lives.
     pub device: String,
-    /// `ready`, `pending` (ops on it have not finished) or `failed: ...`.
+    /// `ready`, `pending` (an op writing it has not finished) or `failed: ...`.
     pub state: String,
 }
 
@@ -320,11 +320,13 @@ impl Session {
                 Binding::Counter(_) | Binding::Slots(_) => None,
             })
             .map(|(name, slot)| {
+                // Pending: an op that writes it has not finished (reads leave the value as is;
+                // a `print` that just returned may still hold its read for a moment).
                 let pending = snapshot
                     .vars
                     .iter()
                     .find(|var| var.id == slot.var.id())
-                    .is_some_and(|var| !var.queue.is_empty());
+                    .is_some_and(|var| var.queue.iter().any(|access| access.write));
                 let state = match slot.var.error() {
                     _ if pending => "pending".to_string(),
                     Some(error) => format!("failed: {}", error.message),
@@ -338,7 +340,7 @@ impl Session {
                 VariableInfo {
                     name: name.clone(),
                     shape,
-                    device: "cpu".to_string(),
+                    device: slot.home().to_string(),
                     state,
                 }
             })

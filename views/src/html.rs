@@ -88,6 +88,7 @@ pub fn player(replay: &Replay, title: &str) -> String {
 fn player_data(replay: &Replay) -> String {
     let data = json!({
         "workers": replay.worker_names(),
+        "maxQueue": MAX_QUEUE_ENTRIES,
         "events": crate::trace::dep_events(replay)["events"],
         "descriptions": (0..replay.events().len())
             .map(|index| replay.describe_event(index))
@@ -107,6 +108,10 @@ fn scoped_css() -> String {
         .collect()
 }
 
+/// How many accesses of one variable's queue a table shows; the rest are counted (a queue of
+/// thousands of pending accesses would make every redraw megabytes long and tell nothing more).
+const MAX_QUEUE_ENTRIES: usize = 12;
+
 fn tables(frame: &Frame) -> String {
     let mut html = String::new();
     html.push_str(
@@ -117,7 +122,7 @@ fn tables(frame: &Frame) -> String {
         if var.queue.is_empty() {
             html.push_str("<span class=\"dep-dim\">idle</span>");
         }
-        for access in &var.queue {
+        for access in var.queue.iter().take(MAX_QUEUE_ENTRIES) {
             let op = frame.op(access.op);
             let state = op.map_or(OpState::Waiting, |op| op.state);
             let label = op.map_or_else(|| access.op.to_string(), |op| op.describe());
@@ -134,6 +139,14 @@ fn tables(frame: &Frame) -> String {
                 if access.write { "W" } else { "R" },
                 escape_xml(&label)
             );
+        }
+        if let Some(n_more) = var
+            .queue
+            .len()
+            .checked_sub(MAX_QUEUE_ENTRIES)
+            .filter(|n| *n > 0)
+        {
+            let _ = write!(html, "<span class=\"dep-dim\">… +{n_more} more</span>");
         }
         html.push_str("</td></tr>\n");
     }
@@ -180,9 +193,9 @@ const PLAYER_JS: &str = r#"
     return {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]; }); }
   function ns(t) {
     if (t < 1000) return t + ' ns';
-    if (t < 100000) return (t / 1000).toFixed(1).replace(/\.0$/, '') + ' µs';
-    if (t < 1e9) return (t / 1e6).toFixed(2) + ' ms';
-    return (t / 1e9).toFixed(2) + ' s';
+    if (t < 100000) return (Math.round(t / 100) / 10).toFixed(1).replace(/\.0$/, '') + ' µs';
+    if (t < 1e9) return (Math.round(t / 1e4) / 100).toFixed(2) + ' ms';
+    return (Math.round(t / 1e7) / 100).toFixed(2) + ' s';
   }
   function describe(op) { return op.line > 0 ? op.label + ' (line ' + op.line + ')' : op.label; }
   function fold(n) {
@@ -239,11 +252,12 @@ const PLAYER_JS: &str = r#"
       var q = fr.queues[v]; if (!q) return;
       html += '<tr><td>' + esc(fr.names[v]) + '</td><td>';
       if (!q.length) html += '<span class="dep-dim">idle</span>';
-      q.forEach(function (a) {
+      q.slice(0, data.maxQueue).forEach(function (a) {
         var o = fr.ops[a.op];
         html += '<span class="dep-acc dep-' + (o ? o.state : 'waiting') + ' ' + (a.granted ? 'dep-granted' : 'dep-queued') +
           '" title="' + (a.granted ? 'granted' : 'waiting') + '">' + (a.write ? 'W' : 'R') + ' ' + esc(o ? describe(o) : 'op' + a.op) + '</span>';
       });
+      if (q.length > data.maxQueue) html += '<span class="dep-dim">… +' + (q.length - data.maxQueue) + ' more</span>';
       html += '</td></tr>\n';
     });
     html += '</table>\n<table class="dep-ops"><tr><th>op</th><th>line</th><th>state</th><th>worker</th><th>start</th><th>duration</th></tr>\n';
@@ -295,8 +309,40 @@ mod tests {
     /// Runs the player's script in Node.js against a stub DOM, steps it through every event,
     /// and compares its markup with `tables(frame_at(step))`. Skipped when `node` is missing.
     #[test]
+    fn a_long_queue_shows_its_first_entries_and_counts_the_rest() {
+        let replay = crate::tests::long_queue_replay();
+        // A's whole queue (its write, then the 20 reads behind it) shows up
+        // at some step: 12 entries, then the count of the others.
+        let rows_of_a: Vec<String> = (0..=replay.events().len())
+            .map(|step| tables(&replay.frame_at(step)))
+            .filter_map(|html| {
+                let row = html
+                    .split("</tr>")
+                    .find(|row| row.contains("<tr><td>A</td>"))?;
+                Some(row.to_string())
+            })
+            .collect();
+        let fullest = rows_of_a
+            .iter()
+            .find(|row| row.contains("… +9 more</span>"))
+            .expect("a step with all 21 accesses of A queued");
+        assert_eq!(fullest.matches("dep-acc ").count(), MAX_QUEUE_ENTRIES);
+        assert!(rows_of_a
+            .iter()
+            .all(|row| row.matches("dep-acc ").count() <= MAX_QUEUE_ENTRIES));
+    }
+
+    #[test]
     fn player_script_draws_what_rust_draws() {
-        let replay = crate::tests::threaded_mutation_replay();
+        for replay in [
+            crate::tests::threaded_mutation_replay(),
+            crate::tests::long_queue_replay(),
+        ] {
+            player_script_matches_rust(&replay);
+        }
+    }
+
+    fn player_script_matches_rust(replay: &Replay) {
         let harness = r#"
             const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));
             const els = {};
@@ -324,7 +370,7 @@ mod tests {
             return;
         };
         let input = json!({
-            "data": player_data(&replay),
+            "data": player_data(replay),
             "js": PLAYER_JS,
             "n": replay.events().len(),
         });
@@ -341,7 +387,7 @@ mod tests {
         let mut n_waiting_rows = 0;
         for (step, (step_text, markup)) in frames.iter().enumerate() {
             assert_eq!(*markup, tables(&replay.frame_at(step)), "step {step}");
-            let rust_step = crate::text::step(&replay, step, &crate::TextStyle::plain(80));
+            let rust_step = crate::text::step(replay, step, &crate::TextStyle::plain(80));
             assert_eq!(
                 Some(step_text.as_str()),
                 rust_step.lines().next(),

@@ -136,6 +136,27 @@ pub(crate) fn threaded_mutation_replay() -> Replay {
     Replay::new(events, bench.engine.worker_names())
 }
 
+/// One slow write of A, then 20 reads of A queued behind it, on two workers, times renumbered:
+/// a queue longer than the HTML views show.
+pub(crate) fn long_queue_replay() -> Replay {
+    let mut bench = Bench::new(Policy::Threaded, 2);
+    let script: String = std::iter::once("A = 1".to_string())
+        .chain((1..=20).map(|index| format!("B{index} = A + 1")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    bench.push_script(&script, &|line| {
+        Box::new(move || {
+            if line == 1 {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    });
+    bench.engine.wait_all();
+    let mut events = bench.log.events();
+    crate::renumber_times(&mut events);
+    Replay::new(events, bench.engine.worker_names())
+}
+
 fn check_text(actual: String, expect: Expect) {
     expect.assert_eq(&actual);
 }

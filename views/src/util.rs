@@ -42,12 +42,25 @@ pub fn format_ns(ns: u64) -> String {
     match ns {
         0..=999 => format!("{ns} ns"),
         1_000..=99_999 => {
-            let micros = format!("{:.1}", ns as f64 / 1e3);
-            format!("{} µs", micros.trim_end_matches(".0"))
+            let tenths = rounded(ns, 100);
+            match tenths % 10 {
+                0 => format!("{} µs", tenths / 10),
+                digit => format!("{}.{digit} µs", tenths / 10),
+            }
         }
-        100_000..=999_999_999 => format!("{:.2} ms", ns as f64 / 1e6),
-        _ => format!("{:.2} s", ns as f64 / 1e9),
+        100_000..=999_999_999 => with_hundredths(rounded(ns, 10_000), "ms"),
+        _ => with_hundredths(rounded(ns, 10_000_000), "s"),
     }
+}
+
+/// `ns / unit`, rounded half up: in integers, so that the replay player's script (which rounds
+/// with `Math.round`) writes the same digits.
+fn rounded(ns: u64, unit: u64) -> u64 {
+    (ns + unit / 2) / unit
+}
+
+fn with_hundredths(hundredths: u64, unit: &str) -> String {
+    format!("{}.{:02} {unit}", hundredths / 100, hundredths % 100)
 }
 
 /// "a statement (line 3)", or the bare label when it has no line.
