@@ -707,7 +707,7 @@ impl Shared {
     fn start_group(self: &Arc<Self>, device: Device) -> Arc<Group> {
         let (n_workers, prefix) = match (self.policy, device) {
             (Policy::PerDevice, Device::Gpu(index)) => (self.gpu_streams, format!("gpu{index}:s")),
-            (Policy::PerDevice, Device::Copy) => (1, "copy:".to_string()),
+            (Policy::PerDevice, Device::Copy | Device::Link(..)) => (1, "copy:".to_string()),
             _ => (self.threads, "cpu:".to_string()),
         };
         let mut names = lock(&self.worker_names);

@@ -567,6 +567,29 @@ fn per_device_policy_runs_each_device_on_its_own_workers() {
 }
 
 #[test]
+fn per_device_policy_runs_copies_over_links_on_the_copy_worker() {
+    let engine = engine(Policy::PerDevice, 3);
+    let var = engine.new_var("X");
+    let ran_on = Arc::new(Mutex::new(String::new()));
+    let seen = ran_on.clone();
+    engine.push(
+        OpSpec::new("to(X, gpu0)", move || {
+            *seen.lock().unwrap() = std::thread::current().name().unwrap_or("").to_string();
+            Ok(())
+        })
+        .writes(&[var.clone()])
+        .device(Device::link(Device::Cpu, Device::Gpu(0))),
+    );
+    engine.push(OpSpec::new("on cpu", || Ok(())).writes(&[var.clone()]));
+    engine.wait_all();
+    assert_eq!(*ran_on.lock().unwrap(), "dep-copy:0");
+    let names = engine.worker_names();
+    let n_named = |name: &str| names.iter().filter(|worker| *worker == name).count();
+    assert_eq!(n_named("copy:0"), 1, "{names:?}");
+    assert_eq!(n_named("cpu:0"), 1, "no second CPU pool: {names:?}");
+}
+
+#[test]
 fn an_op_reading_and_writing_a_variable_is_a_write() {
     let log = Arc::new(EventLog::new());
     let engine = Engine::new(EngineConfig {

@@ -1242,8 +1242,10 @@ impl<'a> Runner<'a> {
                 let from = inputs
                     .first()
                     .map_or(engine::Device::Cpu, |input| input.home());
+                // Already there: the copy is a no-op on its destination, whatever the block's
+                // placement, so that the result lives where `to` says.
                 if from == to {
-                    self.device
+                    to
                 } else {
                     engine::Device::link(from, to)
                 }

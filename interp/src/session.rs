@@ -265,8 +265,20 @@ impl Session {
     /// When the engine is observed: waits (10 s at most) until the kernel times of the GPU ops
     /// that finished so far are in the event log, so that views drawn next show them.
     pub fn wait_for_kernel_times(&self) {
-        if self.engine.is_observed() {
-            crate::gpu::flush_kernel_times(std::time::Duration::from_secs(10));
+        self.wait_for_kernel_times_until(|| false);
+    }
+
+    /// Like [`Session::wait_for_kernel_times`], giving up as soon as `stop()` says so (an
+    /// interrupt): it looks every 20 ms.
+    pub fn wait_for_kernel_times_until(&self, stop: impl Fn() -> bool) {
+        if !self.engine.is_observed() {
+            return;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !crate::gpu::flush_kernel_times(std::time::Duration::from_millis(20)) {
+            if stop() || std::time::Instant::now() >= deadline {
+                return;
+            }
         }
     }
 

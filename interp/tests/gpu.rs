@@ -410,3 +410,29 @@ fn host_updates_reach_later_gpu_readers() {
         assert_eq!(got, [3.0, 6.0, 8.0, 12.0, 8.0, 20.0], "{policy}");
     }
 }
+
+/// `to(x, D)` puts the result on `D` whatever block it is written in, also when `x` is already
+/// there (the copy is then a no-op on `D`). Runs on the simulated engine: no GPU needed.
+#[test]
+fn a_copy_lands_where_to_says_even_from_where_it_already_is() {
+    let mut session = dep_interp::Session::new(dep_interp::SessionConfig {
+        policy: dep_engine::Policy::Sim,
+        threads: 2,
+        ..dep_interp::SessionConfig::default()
+    });
+    let source = "x = ones(4)\nwith gpu0 {\n  y = to(x, cpu)\n  g = x + 1\n}\nwith gpu1 {\n  z = to(g, gpu0)\n}\nprint y + z\n";
+    let mut out = Vec::new();
+    session.run_source("to.dep", source, &mut out).unwrap();
+    session.finish().unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), "[3. 3. 3. 3.]\n");
+    let device_of = |name: &str| {
+        session
+            .variables()
+            .into_iter()
+            .find(|info| info.name == name)
+            .map(|info| info.device)
+    };
+    assert_eq!(device_of("y").as_deref(), Some("cpu"));
+    assert_eq!(device_of("g").as_deref(), Some("gpu0"));
+    assert_eq!(device_of("z").as_deref(), Some("gpu0"));
+}

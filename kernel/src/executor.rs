@@ -301,7 +301,8 @@ impl Executor {
         }
         interrupted |= self.wait_idle(mark);
         if !interrupted {
-            self.session.wait_for_kernel_times();
+            self.session
+                .wait_for_kernel_times_until(|| self.interrupts.since(mark));
         }
         let failures = self.session.take_failures().err();
         let failure = if interrupted {

@@ -194,6 +194,11 @@ pub(crate) struct GpuStream {
     // Declared first, so dropped first: the handle before the stream it is bound to.
     pub(crate) blas: Option<Mutex<BlasHandle>>,
     pub(crate) stream: Arc<CudaStream>,
+    /// Held from recording an op's completion event until the event is noted in the access
+    /// logs: threads that share the stream (GPU ops on the threaded policy's pool, copies) then
+    /// note events in the order they were recorded, as `AccessLog::note_read` assumes (it keeps
+    /// the latest read per stream). Lock order: `notes`, then a buffer's log.
+    pub(crate) notes: Mutex<()>,
 }
 
 /// A cuBLAS handle bound to one stream.
@@ -468,6 +473,7 @@ impl GpuDevice {
                 .map(|stream| GpuStream {
                     stream,
                     blas: handles.as_mut().and_then(Iterator::next),
+                    notes: Mutex::new(()),
                 })
                 .collect();
             let mut functions = HashMap::new();
@@ -1081,17 +1087,20 @@ impl OpScope {
             None => None,
         };
         let event = device.pooled_event()?;
-        if let Some(inner) = &event.event {
-            inner.record(stream).map_err(driver_error)?;
-        }
-        for output in outputs {
-            let mut log = lock(&output.buffer.log);
-            if !log.has_writer() {
-                log.note_write(self.id, event.clone());
+        {
+            let _in_order = lock(&device.streams[self.stream_index].notes);
+            if let Some(inner) = &event.event {
+                inner.record(stream).map_err(driver_error)?;
             }
-        }
-        for input in &self.inputs {
-            lock(&input.log).note_read(self.id, event.clone());
+            for output in outputs {
+                let mut log = lock(&output.buffer.log);
+                if !log.has_writer() {
+                    log.note_write(self.id, event.clone());
+                }
+            }
+            for input in &self.inputs {
+                lock(&input.log).note_read(self.id, event.clone());
+            }
         }
         self.finished = true;
         let span = match (self.start.take(), end) {
@@ -1118,6 +1127,7 @@ impl Drop for OpScope {
         // an input freed next on another stream must still wait for them.
         let stream = &self.device.streams[self.stream_index].stream;
         let noted = self.device.pooled_event().is_ok_and(|event| {
+            let _in_order = lock(&self.device.streams[self.stream_index].notes);
             let recorded = event
                 .event
                 .as_ref()

@@ -70,17 +70,16 @@ pub(crate) fn report_later(clock: DeviceClock, lane: String, span: KernelSpan) {
     }
 }
 
-/// Waits until the kernel times of every op that finished so far are in the event log (at most
-/// `limit`, so that a wedged device cannot hang a session). Returns at once when no GPU op was
-/// timed in this process.
-pub fn flush_kernel_times(limit: Duration) {
+/// Waits until the kernel times of every op that finished so far are in the event log, for at
+/// most `limit` (a wedged device must not hang a session); says whether they are. Returns `true`
+/// at once when no GPU op was timed in this process.
+pub fn flush_kernel_times(limit: Duration) -> bool {
     let Some(Some(requests)) = REQUESTS.get() else {
-        return;
+        return true;
     };
     let (done, flushed) = channel();
-    if lock(requests).send(Request::Flush(done)).is_ok() {
-        let _ = flushed.recv_timeout(limit);
-    }
+    // A request left behind by a timeout is harmless: its answer goes nowhere.
+    lock(requests).send(Request::Flush(done)).is_err() || flushed.recv_timeout(limit).is_ok()
 }
 
 /// An event whose completion time on the host's clock is known (`None`: the device's epoch).
