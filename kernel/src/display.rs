@@ -383,26 +383,7 @@ impl CellFold {
 
         // The variables the cell's ops access, and the busy ones (which include every variable
         // a live op waits on: its waiting access is in that variable's queue).
-        let mut vars: Vec<views::FrameVar> = live
-            .vars
-            .iter()
-            .filter(|var| self.touched.contains(&var.id) || !var.queue.is_empty())
-            .cloned()
-            .collect();
-        if vars.len() > MAX_VAR_ROWS {
-            // Keep the busy ones (in creation order), then as many idle ones as fit.
-            let n_busy = vars.iter().filter(|var| !var.queue.is_empty()).count();
-            let mut n_idle_room = MAX_VAR_ROWS.saturating_sub(n_busy);
-            vars.retain(|var| {
-                if !var.queue.is_empty() {
-                    return true;
-                }
-                let keep = n_idle_room > 0;
-                n_idle_room = n_idle_room.saturating_sub(1);
-                keep
-            });
-            vars.truncate(MAX_VAR_ROWS);
-        }
+        let vars = shown_vars(live, &self.touched);
         CellView {
             heading,
             frame: views::Frame {
@@ -560,6 +541,32 @@ impl Shared {
         }
         drawn.last_html = html;
     }
+}
+
+/// The variables a display shows: those the cell's ops touch and every busy one (which includes
+/// each variable a live op waits on), at most `MAX_VAR_ROWS`: the busy ones in creation order,
+/// then as many idle ones as fit.
+fn shown_vars(live: &views::Frame, touched: &HashSet<engine::VarId>) -> Vec<views::FrameVar> {
+    let mut vars: Vec<views::FrameVar> = live
+        .vars
+        .iter()
+        .filter(|var| touched.contains(&var.id) || !var.queue.is_empty())
+        .cloned()
+        .collect();
+    if vars.len() > MAX_VAR_ROWS {
+        let n_busy = vars.iter().filter(|var| !var.queue.is_empty()).count();
+        let mut n_idle_room = MAX_VAR_ROWS.saturating_sub(n_busy);
+        vars.retain(|var| {
+            if !var.queue.is_empty() {
+                return true;
+            }
+            let keep = n_idle_room > 0;
+            n_idle_room = n_idle_room.saturating_sub(1);
+            keep
+        });
+        vars.truncate(MAX_VAR_ROWS);
+    }
+    vars
 }
 
 fn watch(shared: &Shared, stopped: &mpsc::Receiver<()>) {
@@ -778,26 +785,7 @@ mod tests {
                     .flat_map(|op| op.waits_on.iter().map(|blocker| blocker.var)),
             )
             .collect();
-        let mut vars: Vec<views::FrameVar> = live
-            .vars
-            .iter()
-            .filter(|var| touched.contains(&var.id) || !var.queue.is_empty())
-            .cloned()
-            .collect();
-        if vars.len() > MAX_VAR_ROWS {
-            // Keep the busy ones (in creation order), then as many idle ones as fit.
-            let n_busy = vars.iter().filter(|var| !var.queue.is_empty()).count();
-            let mut n_idle_room = MAX_VAR_ROWS.saturating_sub(n_busy);
-            vars.retain(|var| {
-                if !var.queue.is_empty() {
-                    return true;
-                }
-                let keep = n_idle_room > 0;
-                n_idle_room = n_idle_room.saturating_sub(1);
-                keep
-            });
-            vars.truncate(MAX_VAR_ROWS);
-        }
+        let vars = shown_vars(live, &touched);
         CellView {
             heading,
             frame: views::Frame {
