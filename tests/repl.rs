@@ -238,6 +238,34 @@ fn ctrl_c_cancels_the_pending_ops_and_clears_the_line() {
 }
 
 #[test]
+fn ctrl_c_while_print_blocks_cancels_what_has_not_started_and_stops_the_input() {
+    let mut repl = Repl::start();
+    // A runs for 1.5 s; B waits behind it and would take 30 s; `print B` blocks; the input's
+    // last statement would define C.
+    repl.line("A = work(1500, ones(2)); B = work(30000, A); print B; C = ones(3)");
+    repl.expect("C = ones(3)\r\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    repl.control('c');
+    repl.expect("(Ctrl-C: the ops that had not started are cancelled");
+    let started = std::time::Instant::now();
+    let shown = repl.prompt();
+    // Back once A is over, long before B's 30 s: B was cancelled, the input stopped.
+    assert!(started.elapsed().as_secs() < 20, "{shown:?}");
+    assert!(shown.contains("cancelled"), "{shown:?}");
+    let shown = repl.run(":vars");
+    assert!(
+        !shown.contains("\nC "),
+        "the input stopped before C: {shown:?}"
+    );
+    let shown = repl.run("print A + 1");
+    assert!(
+        shown.contains("[2. 2.]"),
+        "A finished and kept its value: {shown:?}"
+    );
+    assert_eq!(repl.quit().0, 0);
+}
+
+#[test]
 fn piped_stdin_runs_like_a_script_and_exits_1_after_a_failure() {
     let dir = TestDir::new();
     let input = "A = 2\nB = A + 1\nC = A + 2\nD = B * C\nprint D\nE = ones(2) @ ones(3)\nfor i in 0..2 {\n  print i\n}\n:vars\nfor j in 0..1 {\n  print zz\n}\n";

@@ -104,6 +104,19 @@ impl<'a> Runner<'a> {
     }
 
     fn exec_stmt(&mut self, stmt: &grammar::Stmt) -> Result<Flow, RunError> {
+        if self
+            .session
+            .interrupt_check
+            .as_ref()
+            .is_some_and(|check| check())
+        {
+            self.session.cancel();
+            return Err(self.error(
+                stmt.span,
+                "interrupted: ops that had not started are cancelled; running ops finish",
+                "stopped before this statement",
+            ));
+        }
         if self.recording.is_some() {
             let refused = match &stmt.kind {
                 StmtKind::Print(_) => Some("print"),

@@ -27,5 +27,5 @@ mod suggest;
 pub mod tensor;
 
 pub use error::{ErrorKind, Report, RunError};
-pub use session::{Session, SessionConfig, VariableInfo};
+pub use session::{InterruptCheck, Session, SessionConfig, VariableInfo};
 pub use slot::{RngSlot, Slot};

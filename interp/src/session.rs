@@ -152,7 +152,12 @@ pub struct Session {
     pub(crate) graphs: HashMap<String, crate::graph::Graph>,
     /// Failures already reported (by a `print` or `wait`), not to report twice.
     pub(crate) reported: Vec<Arc<engine::OpError>>,
+    /// Asked before each statement: whether the user interrupted (Ctrl-C, a kernel interrupt).
+    pub(crate) interrupt_check: Option<InterruptCheck>,
 }
+
+/// Says whether the user asked to stop (see [`Session::set_interrupt_check`]).
+pub type InterruptCheck = Box<dyn Fn() -> bool + Send>;
 
 impl Session {
     /// A new, empty session with its own engine.
@@ -175,6 +180,7 @@ impl Session {
             lines_so_far: 0,
             n_temporaries: 0,
             reported: Vec::new(),
+            interrupt_check: None,
             graphs: HashMap::new(),
         }
     }
@@ -319,6 +325,14 @@ impl Session {
     /// Cancels every pushed op that has not started (Ctrl-C, a kernel interrupt).
     pub fn cancel(&self) {
         self.engine.cancel_pending();
+    }
+
+    /// Sets what the session asks before each statement it runs, loop iterations and function
+    /// bodies included: when `check()` says the user interrupted, the session cancels the ops
+    /// that have not started and stops the run with an `interrupted` error (names keep their
+    /// values). `reset` forgets it.
+    pub fn set_interrupt_check(&mut self, check: Option<InterruptCheck>) {
+        self.interrupt_check = check;
     }
 
     /// Every global tensor variable, sorted by name.

@@ -254,6 +254,11 @@ impl Executor {
                 interrupted = true;
                 break;
             }
+            // Also asked inside a statement, before each statement of a loop or function body
+            // (set again each time: `%reset` makes a new session).
+            let interrupts = self.interrupts.clone();
+            self.session
+                .set_interrupt_check(Some(Box::new(move || interrupts.since(mark))));
             match step {
                 Step::Magic(line) => {
                     if let Err(failure) = self.run_magic(&line, output, mark, &mut display) {

@@ -13,8 +13,9 @@
 //! Nothing a user types ends the REPL: a parse error, a failing statement or op, a bad command
 //! is reported and the session, with all its variables, goes on. Ctrl-C at the prompt cancels
 //! the ops that have not started (and drops the line being typed); Ctrl-D (or `:quit`) waits for
-//! the pending ops and leaves with 0. Ctrl-C while a statement blocks (a `print` waiting for a
-//! long op) cannot cancel anything: see [`watch_interrupts`].
+//! the pending ops and leaves with 0. Ctrl-C while a statement runs or blocks (a `print` waiting
+//! for a long op, a long loop pushing ops) cancels the ops that have not started and stops the
+//! input; running ops finish: see [`watch_interrupts`].
 
 mod commands;
 mod helper;
@@ -539,7 +540,8 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         // A missing history file is the first run; anything else is not worth stopping for.
         let _ = editor.load_history(path);
     }
-    let signalled = watch_interrupts();
+    let busy_engine: BusyEngine = Arc::new(std::sync::Mutex::new(None));
+    let signalled = watch_interrupts(busy_engine.clone());
 
     println!(
         "dep {}: a tensor language on an asynchronous dependency engine ({}, {} threads).\n\
@@ -620,7 +622,13 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         }
         if !buffer.is_empty() && dep_grammar::is_complete(&buffer) {
             let source = std::mem::take(&mut buffer);
+            let flag = signalled.clone();
+            ctx.session
+                .set_interrupt_check(Some(Box::new(move || flag.load(Ordering::SeqCst))));
+            *lock_busy(&busy_engine) = Some(ctx.session.engine().monitor());
             ctx.run_source(INPUT_PATH, &source);
+            *lock_busy(&busy_engine) = None;
+            ctx.session.set_interrupt_check(None);
         }
     }
 
@@ -632,12 +640,21 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Ctrl-C outside the line editor, while a statement or command runs (a `print` waiting for a
-/// long op, say), is a signal. The ops cannot be cancelled then: the session is busy in the
-/// statement and the engine offers no cancel from another thread (`Monitor` only watches). So
-/// the first Ctrl-C says so, and a second one, before the statement is over, quits as Ctrl-C
-/// always does. The returned flag is the first Ctrl-C; the REPL loop clears it before each input.
-fn watch_interrupts() -> Arc<AtomicBool> {
+/// The engine of the input being run, while one runs: where a Ctrl-C cancels.
+type BusyEngine = Arc<std::sync::Mutex<Option<engine::Monitor>>>;
+
+fn lock_busy(busy: &BusyEngine) -> std::sync::MutexGuard<'_, Option<engine::Monitor>> {
+    busy.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Ctrl-C outside the line editor, while an input runs (a `print` waiting for a long op, a loop
+/// pushing ops), is a signal. The first one cancels, from this thread, the ops of `busy` that
+/// have not started (`Monitor::cancel_pending`): a blocked `print` returns once the op it waits
+/// for is over, and the session's interrupt check (the returned flag, which the REPL loop
+/// clears before each input) stops the input at its next statement. Running ops finish. A
+/// second Ctrl-C before the input is over quits, as Ctrl-C always does.
+fn watch_interrupts(busy: BusyEngine) -> Arc<AtomicBool> {
     let signalled = Arc::new(AtomicBool::new(false));
     // Registered first, so it sees the flag as it was before this very signal.
     let _ = signal_hook::flag::register_conditional_default(
@@ -651,12 +668,15 @@ fn watch_interrupts() -> Arc<AtomicBool> {
         .spawn(move || {
             let mut noted = false;
             loop {
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(Duration::from_millis(20));
                 let set = watched.load(Ordering::SeqCst);
                 if set && !noted {
+                    if let Some(monitor) = &*lock_busy(&busy) {
+                        monitor.cancel_pending();
+                    }
                     eprintln!(
-                        "\n(Ctrl-C: running ops cannot be interrupted while a statement waits \
-                         for them; Ctrl-C again quits dep)"
+                        "\n(Ctrl-C: the ops that had not started are cancelled; running ops \
+                         finish, then the prompt comes back; Ctrl-C again quits dep)"
                     );
                 }
                 noted = set;

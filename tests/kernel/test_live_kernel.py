@@ -119,6 +119,21 @@ def test_an_interrupt_reaches_a_cell_blocked_in_print(kernel):
     assert "never" not in stdout_of(kernel.iopub_until_idle(msg_id))
 
 
+def test_an_interrupt_stops_a_loop_at_its_next_statement(kernel):
+    # 1,000 iterations of 20 ms, each printing: 20 s unless the interrupt stops the loop itself.
+    msg_id = kernel.kc.execute("x = ones(2)\nfor i in 0..1000 {\n  x = work(20, x + 1)\n  print i, sum(x)\n}")
+    time.sleep(1.0)
+    kernel.kc.session.send(kernel.kc.control_channel.socket, "interrupt_request", {})
+    assert kernel.kc.control_channel.get_msg(timeout=10)["msg_type"] == "interrupt_reply"
+    reply = kernel.shell_reply(msg_id, timeout=10)
+    assert reply["content"]["ename"] == "Interrupted"
+    printed = stdout_of(kernel.iopub_until_idle(msg_id)).splitlines()
+    assert 0 < len(printed) < 500, printed
+    reply, messages = kernel.execute("print sum(x) > 0")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert stdout_of(messages) == "1.0\n"
+
+
 def test_a_message_with_a_bad_signature_is_dropped_and_the_next_good_one_answered(kernel):
     forger = Session(key=b"not-the-key", username="mallory")
     forged = forger.send(kernel.kc.shell_channel.socket, "execute_request", {"code": "Forged = ones(1)", "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
