@@ -770,15 +770,22 @@ impl<'a> Runner<'a> {
     }
 
     fn bind(&mut self, name: &str, binding: Binding, owned: bool) {
+        // Rebinding a name (every iteration of `c = c + b`) reuses its key: no allocation.
         match self.frames.last_mut() {
-            Some(frame) => {
-                frame
-                    .locals
-                    .insert(name.to_string(), Local { binding, owned });
-            }
-            None => {
-                self.session.globals.insert(name.to_string(), binding);
-            }
+            Some(frame) => match frame.locals.get_mut(name) {
+                Some(local) => *local = Local { binding, owned },
+                None => {
+                    frame
+                        .locals
+                        .insert(name.to_string(), Local { binding, owned });
+                }
+            },
+            None => match self.session.globals.get_mut(name) {
+                Some(global) => *global = binding,
+                None => {
+                    self.session.globals.insert(name.to_string(), binding);
+                }
+            },
         }
     }
 
