@@ -112,7 +112,7 @@ pub trait EventSink: Send + Sync {
 /// shard while an earlier one is appended to a shard it already read. Readers therefore only
 /// get the run of consecutive numbers that are all present, never skipping such a gap.
 pub struct EventLog {
-    shards: [Mutex<Vec<(u64, Event)>>; N_SHARDS],
+    shards: [Mutex<Shard>; N_SHARDS],
     next_seq: AtomicU64,
     /// The number of the first event after the last clear: the log holds no event numbered
     /// below it. Written only while every shard is locked, so read under any shard's lock.
@@ -120,6 +120,56 @@ pub struct EventLog {
 }
 
 const N_SHARDS: usize = 8;
+
+/// One shard's events, in increasing sequence order, kept in chunks of fixed capacity: an append
+/// never moves the events already there. (A growing `Vec` would now and then copy the whole
+/// shard, tens of megabytes for a long run, inside the lock and within some op's span: that op
+/// would look milliseconds long in every view.)
+#[derive(Default)]
+struct Shard {
+    chunks: Vec<Vec<(u64, Event)>>,
+}
+
+/// Events per chunk of a shard.
+const CHUNK: usize = 4096;
+
+impl Shard {
+    fn push(&mut self, numbered: (u64, Event)) {
+        match self.chunks.last_mut() {
+            Some(chunk) if chunk.len() < CHUNK => chunk.push(numbered),
+            _ => {
+                let mut chunk = Vec::with_capacity(CHUNK);
+                chunk.push(numbered);
+                self.chunks.push(chunk);
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.chunks.iter().map(Vec::len).sum()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &(u64, Event)> {
+        self.chunks.iter().flatten()
+    }
+
+    /// The events numbered `from` and on, found by binary searches.
+    fn since(&self, from: u64) -> impl Iterator<Item = &(u64, Event)> {
+        // The chunks before the first that ends at or after `from` hold only earlier numbers.
+        let first_chunk = self
+            .chunks
+            .partition_point(|chunk| chunk.last().is_some_and(|(seq, _)| *seq < from));
+        let rest = &self.chunks[first_chunk..];
+        let skip = rest
+            .first()
+            .map_or(0, |chunk| chunk.partition_point(|(seq, _)| *seq < from));
+        rest.iter().flatten().skip(skip)
+    }
+
+    fn clear(&mut self) {
+        self.chunks.clear();
+    }
+}
 
 thread_local! {
     /// This thread's shard, assigned round-robin on its first event.
@@ -132,7 +182,7 @@ thread_local! {
 impl Default for EventLog {
     fn default() -> EventLog {
         EventLog {
-            shards: std::array::from_fn(|_| Mutex::new(Vec::new())),
+            shards: std::array::from_fn(|_| Mutex::new(Shard::default())),
             next_seq: AtomicU64::new(0),
             first_seq: AtomicU64::new(0),
         }
@@ -173,8 +223,7 @@ impl EventLog {
                 // Read under a shard's lock, which a clear holds while it writes `first_seq`.
                 from = from.max(self.first_seq.load(Ordering::Relaxed));
             }
-            let start = shard.partition_point(|(seq, _)| *seq < from);
-            found.extend_from_slice(&shard[start..]);
+            found.extend(shard.since(from).cloned());
         }
         // Each shard's part is in order: a merge of a few runs.
         found.sort_by_key(|(seq, _)| *seq);
@@ -257,6 +306,36 @@ mod tests {
 
     fn numbers(events: &[Event]) -> Vec<u64> {
         events.iter().map(|event| event.time_ns).collect()
+    }
+
+    #[test]
+    fn a_shard_finds_any_number_across_its_chunks() {
+        let mut shard = Shard::default();
+        // Every third number, as when three threads share the numbering.
+        for seq in (0..3 * (2 * CHUNK as u64 + 10)).step_by(3) {
+            shard.push((seq, numbered(0, seq)));
+        }
+        assert_eq!(shard.chunks.len(), 3);
+        assert_eq!(shard.len(), 2 * CHUNK + 10);
+        for from in [
+            0,
+            1,
+            3,
+            3 * CHUNK as u64 - 1,
+            3 * CHUNK as u64,
+            6 * CHUNK as u64 + 29,
+        ] {
+            let found: Vec<u64> = shard.since(from).map(|(seq, _)| *seq).collect();
+            let expected: Vec<u64> = shard
+                .iter()
+                .map(|(seq, _)| *seq)
+                .filter(|seq| *seq >= from)
+                .collect();
+            assert_eq!(found, expected, "since {from}");
+        }
+        assert_eq!(shard.since(u64::MAX).count(), 0);
+        shard.clear();
+        assert_eq!(shard.since(0).count(), 0);
     }
 
     #[test]

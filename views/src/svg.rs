@@ -12,7 +12,7 @@ use std::fmt::Write;
 use dep_engine::OpState;
 
 use crate::color::Role;
-use crate::replay::{Lane, Replay};
+use crate::replay::{Bar, Lane, Replay};
 use crate::util::{escape_xml, format_ns, truncate};
 
 /// How the timeline is drawn.
@@ -112,57 +112,36 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
 
     for (row, lane) in lanes.iter().enumerate() {
         let y = TOP_PX + row as f64 * LANE_PX;
-        for bar in replay.bars(lane) {
-            let op = bar.op;
-            let x = x_of(bar.start_ns);
-            let width = (x_of(bar.end_ns) - x).max(1.0);
-            let on_device = matches!(lane, Lane::Device(_));
-            let stroke = if on_path.contains(&op.id) && !on_device {
-                format!(r#" stroke="{}" stroke-width="2""#, Role::Critical.hex())
-            } else {
-                r##" stroke="#ffffff" stroke-width="0.5""##.to_string()
-            };
-            let what = if on_device {
-                let enqueued = op.started_ns.map_or_else(String::new, |enqueued| {
-                    format!(
-                        ", {} after its enqueue",
-                        format_ns(bar.start_ns.saturating_sub(enqueued))
-                    )
-                });
-                format!("kernels on {}{enqueued}", replay.lane_name(lane))
-            } else {
-                format!("{} on {}", op.id, replay.lane_name(lane))
-            };
-            let tooltip = format!(
-                "{} · {} · {what} from {} for {}",
-                op.describe(),
-                op.state.name(),
-                format_ns(bar.start_ns - start),
-                format_ns(bar.end_ns - bar.start_ns)
-            );
-            let _ = writeln!(
-                svg,
-                r#"<g><title>{}</title><rect x="{x:.1}" y="{:.1}" width="{width:.1}" height="{BAR_PX}" rx="2" fill="{}"{stroke}/>"#,
-                escape_xml(&tooltip),
-                y,
-                Role::State(op.state).hex(),
-            );
-            let n_chars = ((width - 6.0) / CHAR_PX).floor();
-            if n_chars >= 2.0 {
-                let _ = write!(
-                    svg,
-                    r#"<text x="{:.1}" y="{:.1}" fill="{}">{}</text>"#,
-                    x + 3.0,
-                    y + 15.0,
-                    if op.state == OpState::Running {
-                        "#ffffff"
-                    } else {
-                        "#1f2328"
-                    },
-                    escape_xml(&truncate(&op.label, n_chars as usize))
-                );
+        let bars = replay.bars(lane);
+        let mut index = 0;
+        while index < bars.len() {
+            // Bars under a pixel wide that start in the same pixel column are drawn as one: a
+            // lane holds at most about one bar per pixel, whatever the number of ops, and idle
+            // gaps stay visible at the picture's resolution.
+            let is_thin = |bar: &Bar<'_>| x_of(bar.end_ns) - x_of(bar.start_ns) < 1.0;
+            let column = x_of(bars[index].start_ns).floor();
+            let mut run_end = index + 1;
+            if is_thin(&bars[index]) {
+                while run_end < bars.len()
+                    && is_thin(&bars[run_end])
+                    && x_of(bars[run_end].start_ns).floor() == column
+                {
+                    run_end += 1;
+                }
             }
-            svg.push_str("</g>\n");
+            let draw = BarDraw {
+                replay,
+                lane,
+                y,
+                start,
+                on_path: &on_path,
+                x_of: &x_of,
+            };
+            match &bars[index..run_end] {
+                [bar] => draw.bar(&mut svg, bar),
+                run => draw.run(&mut svg, run),
+            }
+            index = run_end;
         }
     }
 
@@ -198,6 +177,125 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
     axis(&mut svg, start, end, height - AXIS_PX + 4.0, &x_of);
     svg.push_str("</svg>\n");
     svg
+}
+
+/// Draws the bars of one lane.
+struct BarDraw<'a> {
+    replay: &'a Replay,
+    lane: &'a Lane,
+    y: f64,
+    /// The time at the left edge.
+    start: u64,
+    on_path: &'a HashSet<dep_engine::OpId>,
+    x_of: &'a dyn Fn(u64) -> f64,
+}
+
+impl BarDraw<'_> {
+    /// The outline of a bar `width` pixels wide: none when it is too thin for its fill to show
+    /// inside one; the critical path's colour when it holds a worker's op on the path.
+    fn stroke(&self, critical: bool, width: f64) -> String {
+        if width < 4.0 {
+            // An outline would cover a thin bar's fill.
+            String::new()
+        } else if critical && matches!(self.lane, Lane::Worker(_)) {
+            format!(r#" stroke="{}" stroke-width="2""#, Role::Critical.hex())
+        } else {
+            r##" stroke="#ffffff" stroke-width="0.5""##.to_string()
+        }
+    }
+
+    /// One op's bar, labelled with as much of its statement as fits.
+    fn bar(&self, svg: &mut String, bar: &Bar<'_>) {
+        let op = bar.op;
+        let x = (self.x_of)(bar.start_ns);
+        let width = ((self.x_of)(bar.end_ns) - x).max(1.0);
+        let what = match self.lane {
+            Lane::Device(_) => {
+                let enqueued = op.started_ns.map_or_else(String::new, |enqueued| {
+                    format!(
+                        ", {} after its enqueue",
+                        format_ns(bar.start_ns.saturating_sub(enqueued))
+                    )
+                });
+                format!("kernels on {}{enqueued}", self.replay.lane_name(self.lane))
+            }
+            Lane::Worker(_) => format!("{} on {}", op.id, self.replay.lane_name(self.lane)),
+        };
+        let tooltip = format!(
+            "{} · {} · {what} from {} for {}",
+            op.describe(),
+            op.state.name(),
+            format_ns(bar.start_ns - self.start),
+            format_ns(bar.end_ns - bar.start_ns)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<g><title>{}</title><rect x="{x:.1}" y="{:.1}" width="{width:.1}" height="{BAR_PX}" rx="2" fill="{}"{}/>"#,
+            escape_xml(&tooltip),
+            self.y,
+            Role::State(op.state).hex(),
+            self.stroke(self.on_path.contains(&op.id), width),
+        );
+        let n_chars = ((width - 6.0) / CHAR_PX).floor();
+        if n_chars >= 2.0 {
+            let _ = write!(
+                svg,
+                r#"<text x="{:.1}" y="{:.1}" fill="{}">{}</text>"#,
+                x + 3.0,
+                self.y + 15.0,
+                if op.state == OpState::Running {
+                    "#ffffff"
+                } else {
+                    "#1f2328"
+                },
+                escape_xml(&truncate(&op.label, n_chars as usize))
+            );
+        }
+        svg.push_str("</g>\n");
+    }
+
+    /// Several thin bars in a row as one, in the colour of the first op's state; its tooltip
+    /// counts the ops and names the first and the last.
+    fn run(&self, svg: &mut String, run: &[Bar<'_>]) {
+        let (first, last) = (&run[0], &run[run.len() - 1]);
+        let x = (self.x_of)(first.start_ns);
+        let end_ns = run
+            .iter()
+            .map(|bar| bar.end_ns)
+            .max()
+            .unwrap_or(last.end_ns);
+        let width = ((self.x_of)(end_ns) - x).max(1.0);
+        let mut states: Vec<(OpState, usize)> = Vec::new();
+        for bar in run {
+            match states.iter_mut().find(|(state, _)| *state == bar.op.state) {
+                Some((_, count)) => *count += 1,
+                None => states.push((bar.op.state, 1)),
+            }
+        }
+        let states: Vec<String> = states
+            .iter()
+            .map(|(state, count)| format!("{count} {}", state.name()))
+            .collect();
+        let tooltip = format!(
+            "{} ops on {} ({}) from {} to {}: {} … {}",
+            run.len(),
+            self.replay.lane_name(self.lane),
+            states.join(", "),
+            format_ns(first.start_ns - self.start),
+            format_ns(end_ns - self.start),
+            first.op.describe(),
+            last.op.describe()
+        );
+        let critical = run.iter().any(|bar| self.on_path.contains(&bar.op.id));
+        let _ = writeln!(
+            svg,
+            r#"<g><title>{}</title><rect x="{x:.1}" y="{:.1}" width="{width:.1}" height="{BAR_PX}" rx="2" fill="{}"{}/></g>"#,
+            escape_xml(&tooltip),
+            self.y,
+            Role::State(first.op.state).hex(),
+            self.stroke(critical, width),
+        );
+    }
 }
 
 fn legend(svg: &mut String, replay: &Replay, width: f64) {

@@ -210,6 +210,33 @@ fn seed000_svg_and_dot() {
     expect_file!["../test_data/seed000.dot"].assert_eq(&dot::dag(&replay));
 }
 
+/// 5,000 ops in 1,000 pixels: thin bars starting in one pixel column are drawn as one bar, whose
+/// tooltip counts them; the file stays small and every op is still accounted for.
+#[test]
+fn thin_bars_in_a_row_are_drawn_as_one() {
+    let script: String = std::iter::once("A = 1".to_string())
+        .chain((2..=5000).map(|_| "A = A + 1".to_string()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let replay = naive_replay(&script);
+    let svg = svg::timeline(&replay, &svg::TimelineOptions::default());
+    let n_bars = svg.matches("<g><title>").count();
+    assert!(
+        n_bars <= 1100,
+        "{n_bars} bars for 5,000 ops in 1,100 pixels"
+    );
+    let counted: usize = svg
+        .split("<g><title>")
+        .skip(1)
+        .map(|bar| match bar.split_once(" ops on main (") {
+            Some((count, _)) => count.parse::<usize>().unwrap(),
+            None => 1,
+        })
+        .sum();
+    assert_eq!(counted, 5000);
+    assert!(svg.contains("A = 1 (line 1) … A = A + 1"), "{svg}");
+}
+
 #[test]
 fn mutation_dag_has_every_hazard() {
     let replay = naive_replay(MUTATION);
