@@ -31,9 +31,12 @@ const DEVICE_TID: u64 = 10_000;
 
 /// The replay as a Chrome trace JSON document.
 pub fn chrome_trace(replay: &Replay) -> String {
-    let mut trace_events: Vec<Value> = vec![json!({
+    // Written element by element: a run of 100,000 ops has a million trace elements, which as
+    // one `Value` tree would take over a gigabyte.
+    let mut trace_events = JsonList::new(String::from("{\"traceEvents\":"));
+    trace_events.push(json!({
         "ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "dep engine"}
-    })];
+    }));
     // Workers are threads 0, 1, ...; device lanes 10000, 10001, ...
     let mut device_lanes: Vec<Lane> = Vec::new();
     for lane in replay.timeline_lanes() {
@@ -134,14 +137,53 @@ pub fn chrome_trace(replay: &Replay) -> String {
             }));
         }
     }
-    let document = json!({
-        "traceEvents": trace_events,
-        "displayTimeUnit": "ns",
-        "depEvents": dep_events(replay),
-    });
-    let mut text = serde_json::to_string(&document).expect("a JSON value always serializes");
-    text.push('\n');
+    let mut text = trace_events.end();
+    text.push_str(",\"displayTimeUnit\":\"ns\",\"depEvents\":{\"version\":");
+    text.push_str(&DEP_EVENTS_VERSION.to_string());
+    text.push_str(",\"workers\":");
+    text.push_str(&to_json(&json!(replay.worker_names())));
+    text.push_str(",\"events\":");
+    let mut events = JsonList::new(text);
+    for event in replay.events() {
+        events.push(event_to_json(event));
+    }
+    let mut text = events.end();
+    text.push_str("}}\n");
     text
+}
+
+/// A JSON list written one element at a time after a prefix.
+struct JsonList {
+    text: String,
+    empty: bool,
+}
+
+impl JsonList {
+    fn new(mut prefix: String) -> JsonList {
+        prefix.push('[');
+        JsonList {
+            text: prefix,
+            empty: true,
+        }
+    }
+
+    fn push(&mut self, element: Value) {
+        if !self.empty {
+            self.text.push(',');
+        }
+        self.empty = false;
+        self.text.push_str(&to_json(&element));
+    }
+
+    /// The text so far, with the list closed.
+    fn end(mut self) -> String {
+        self.text.push(']');
+        self.text
+    }
+}
+
+fn to_json(value: &Value) -> String {
+    serde_json::to_string(value).expect("a JSON value always serializes")
 }
 
 /// Reads a trace written by [`chrome_trace`] back into a replay (from its `depEvents`).
