@@ -56,7 +56,8 @@ pub fn format_ns(ns: u64) -> String {
 /// `ns / unit`, rounded half up: in integers, so that the replay player's script (which rounds
 /// with `Math.round`) writes the same digits.
 fn rounded(ns: u64, unit: u64) -> u64 {
-    (ns + unit / 2) / unit
+    // Not `(ns + unit / 2) / unit`, which overflows near `u64::MAX`.
+    ns / unit + u64::from(ns % unit >= unit - unit / 2)
 }
 
 fn with_hundredths(hundredths: u64, unit: &str) -> String {
@@ -83,6 +84,18 @@ mod tests {
         assert_eq!(format_ns(12_500), "12.5 µs");
         assert_eq!(format_ns(3_400_000), "3.40 ms");
         assert_eq!(format_ns(1_250_000_000), "1.25 s");
+    }
+
+    #[test]
+    fn rounds_halves_up_as_the_player_script_does() {
+        assert_eq!(format_ns(1_250), "1.3 µs");
+        assert_eq!(format_ns(1_249), "1.2 µs");
+        assert_eq!(format_ns(99_950), "100 µs");
+        assert_eq!(format_ns(125_000), "0.13 ms");
+        assert_eq!(format_ns(30_005_000), "30.01 ms");
+        // The unit follows the value before rounding, in the script too.
+        assert_eq!(format_ns(999_995_000), "1000.00 ms");
+        assert_eq!(format_ns(u64::MAX), "18446744073.71 s");
     }
 
     #[test]
