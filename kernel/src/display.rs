@@ -360,26 +360,15 @@ impl CellFold {
             .collect();
         let n_hidden = n_ops - ops.len();
 
-        let mut heading = format!(
-            "{title} · {} engine · {n_ops} op{}",
-            policy.name(),
-            if n_ops == 1 { "" } else { "s" }
+        let heading = heading(
+            title,
+            policy,
+            &counts,
+            n_ops,
+            ops.len(),
+            last_ns.saturating_sub(first_ns),
+            finished,
         );
-        if !counts.is_empty() {
-            let parts: Vec<String> = counts
-                .iter()
-                .map(|(state, count)| format!("{count} {}", state.name()))
-                .collect();
-            heading.push_str(&format!(": {}", parts.join(", ")));
-        }
-        heading.push_str(&format!(
-            " · {} {}",
-            views::format_ns(last_ns.saturating_sub(first_ns)),
-            if finished { "in all" } else { "so far" }
-        ));
-        if n_hidden > 0 {
-            heading.push_str(&format!(" · showing {} of {n_ops} ops", ops.len()));
-        }
 
         // The variables the cell's ops access, and the busy ones (which include every variable
         // a live op waits on: its waiting access is in that variable's queue).
@@ -541,6 +530,40 @@ impl Shared {
         }
         drawn.last_html = html;
     }
+}
+
+/// `cell[3] · threaded engine · 40 ops: 2 running, 38 done · 1.20 s so far · showing 24 of 40
+/// ops`.
+fn heading(
+    title: &str,
+    policy: engine::Policy,
+    counts: &[(engine::OpState, usize)],
+    n_ops: usize,
+    n_shown: usize,
+    elapsed_ns: u64,
+    finished: bool,
+) -> String {
+    let mut heading = format!(
+        "{title} · {} engine · {n_ops} op{}",
+        policy.name(),
+        if n_ops == 1 { "" } else { "s" }
+    );
+    if !counts.is_empty() {
+        let parts: Vec<String> = counts
+            .iter()
+            .map(|(state, count)| format!("{count} {}", state.name()))
+            .collect();
+        heading.push_str(&format!(": {}", parts.join(", ")));
+    }
+    heading.push_str(&format!(
+        " · {} {}",
+        views::format_ns(elapsed_ns),
+        if finished { "in all" } else { "so far" }
+    ));
+    if n_shown < n_ops {
+        heading.push_str(&format!(" · showing {n_shown} of {n_ops} ops"));
+    }
+    heading
 }
 
 /// The variables a display shows: those the cell's ops touch and every busy one (which includes
@@ -754,26 +777,15 @@ mod tests {
         let ops = old_shown_ops(ops);
         let n_hidden = n_ops - ops.len();
 
-        let mut heading = format!(
-            "{title} · {} engine · {n_ops} op{}",
-            policy.name(),
-            if n_ops == 1 { "" } else { "s" }
+        let heading = heading(
+            title,
+            policy,
+            &counts,
+            n_ops,
+            ops.len(),
+            last_ns.saturating_sub(first_ns),
+            finished,
         );
-        if !counts.is_empty() {
-            let parts: Vec<String> = counts
-                .iter()
-                .map(|(state, count)| format!("{count} {}", state.name()))
-                .collect();
-            heading.push_str(&format!(": {}", parts.join(", ")));
-        }
-        heading.push_str(&format!(
-            " · {} {}",
-            views::format_ns(last_ns.saturating_sub(first_ns)),
-            if finished { "in all" } else { "so far" }
-        ));
-        if n_hidden > 0 {
-            heading.push_str(&format!(" · showing {} of {n_ops} ops", ops.len()));
-        }
 
         let touched: HashSet<engine::VarId> = replay
             .ops()
