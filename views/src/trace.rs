@@ -99,14 +99,13 @@ pub fn chrome_trace(replay: &Replay) -> String {
             continue;
         };
         let name = format!("{} {}", replay.var_name(edge.var), edge.hazard.short_name());
-        trace_events.push(json!({
-            "ph": "s", "id": index + 1, "name": &name, "cat": "dependency", "bp": "e",
-            "pid": PID, "tid": from_worker, "ts": micros(from_start),
-        }));
-        trace_events.push(json!({
-            "ph": "f", "id": index + 1, "name": &name, "cat": "dependency", "bp": "e",
-            "pid": PID, "tid": to_worker, "ts": micros(to_start),
-        }));
+        trace_events.flow(
+            json!(index + 1),
+            &name,
+            "dependency",
+            (u64::from(from_worker), from_start),
+            (u64::from(to_worker), to_start),
+        );
     }
     for (index, lane) in device_lanes.iter().enumerate() {
         let tid = DEVICE_TID + index as u64;
@@ -126,15 +125,13 @@ pub fn chrome_trace(replay: &Replay) -> String {
             let (Some(enqueued), Some(worker)) = (op.started_ns, op.worker) else {
                 continue;
             };
-            let id = format!("launch {}", op.id.0);
-            trace_events.push(json!({
-                "ph": "s", "id": &id, "name": "launch", "cat": "launch", "bp": "e",
-                "pid": PID, "tid": worker, "ts": micros(enqueued),
-            }));
-            trace_events.push(json!({
-                "ph": "f", "id": &id, "name": "launch", "cat": "launch", "bp": "e",
-                "pid": PID, "tid": tid, "ts": micros(bar.start_ns),
-            }));
+            trace_events.flow(
+                json!(format!("launch {}", op.id.0)),
+                "launch",
+                "launch",
+                (u64::from(worker), enqueued),
+                (tid, bar.start_ns),
+            );
         }
     }
     let mut text = trace_events.end();
@@ -173,6 +170,17 @@ impl JsonList {
         }
         self.empty = false;
         self.text.push_str(&to_json(&element));
+    }
+
+    /// A flow pair (an arrow in trace viewers) from `(thread, time)` to `(thread, time)`, each
+    /// end bound to the slice that encloses it.
+    fn flow(&mut self, id: Value, name: &str, category: &str, from: (u64, u64), to: (u64, u64)) {
+        for (phase, (tid, time)) in [("s", from), ("f", to)] {
+            self.push(json!({
+                "ph": phase, "id": &id, "name": name, "cat": category, "bp": "e",
+                "pid": PID, "tid": tid, "ts": micros(time),
+            }));
+        }
     }
 
     /// The text so far, with the list closed.
