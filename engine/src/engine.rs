@@ -24,7 +24,7 @@
 //! under the threaded policies, the ready queue's lock when the op is ready at once. A worker that
 //! finishes an op keeps one of the ops it made ready and runs it next when its queue is empty.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{OnceLock, Weak};
 use std::thread::JoinHandle;
@@ -225,14 +225,12 @@ impl Engine {
 
     /// Pushes an op; it runs once every access is granted. Safe from several threads at once.
     pub fn push(&self, spec: OpSpec) -> OpId {
-        let (reads, writes) = normalize_accesses(spec.reads, spec.writes);
         self.shared.push_block(
             spec.label,
             spec.line,
             spec.device,
             spec.priority,
-            reads,
-            writes,
+            Accesses::normalized(spec.reads, spec.writes),
             Work::Run(spec.exec),
         )
     }
@@ -247,8 +245,7 @@ impl Engine {
             0,
             Device::Cpu,
             0,
-            vec![var.clone()],
-            Vec::new(),
+            Accesses::normalized(vec![var.clone()], Vec::new()),
             Work::Wait(signal.clone()),
         );
         let result = signal.wait();
@@ -281,8 +278,7 @@ impl Engine {
             0,
             Device::Cpu,
             0,
-            Vec::new(),
-            vec![var],
+            Accesses::normalized(Vec::new(), vec![var]),
             Work::Delete(Box::new(free)),
         )
     }
@@ -368,17 +364,40 @@ impl Drop for Engine {
     }
 }
 
-/// Removes repeated variables, and reads of variables the op also writes (they count as writes).
-fn normalize_accesses(mut reads: Vec<Var>, mut writes: Vec<Var>) -> (Vec<Var>, Vec<Var>) {
-    dedup_by_id(&mut writes);
-    if writes.len() > 16 {
-        // `writes` is sorted by id (see `dedup_by_id`).
-        reads.retain(|read| writes.binary_search_by_key(&read.id(), Var::id).is_err());
-    } else {
-        reads.retain(|read| !writes.iter().any(|write| write.id() == read.id()));
+/// An op's accesses as the engine keeps them: no variable twice; a variable both read and
+/// written is a write, listed first among the writes so that its error still skips the op.
+pub(crate) struct Accesses {
+    pub(crate) reads: Vec<Var>,
+    pub(crate) writes: Vec<Var>,
+    /// How many of `writes`, at the front, the op also reads.
+    pub(crate) n_read_writes: usize,
+}
+
+impl Accesses {
+    pub(crate) fn normalized(mut reads: Vec<Var>, mut writes: Vec<Var>) -> Accesses {
+        dedup_by_id(&mut writes);
+        dedup_by_id(&mut reads);
+        // Long lists (bulks) are looked up through a set; short ones by a scan.
+        let contains = |vars: &[Var], set: &Option<HashSet<VarId>>, id: VarId| match set {
+            Some(set) => set.contains(&id),
+            None => vars.iter().any(|var| var.id() == id),
+        };
+        let read_set = (reads.len() > 16).then(|| reads.iter().map(Var::id).collect());
+        // A stable sort: the read-and-written ones first, each part in its order.
+        writes.sort_by_key(|write| !contains(&reads, &read_set, write.id()));
+        let n_read_writes = writes
+            .iter()
+            .take_while(|write| contains(&reads, &read_set, write.id()))
+            .count();
+        let written = &writes[..n_read_writes];
+        let written_set = (written.len() > 16).then(|| written.iter().map(Var::id).collect());
+        reads.retain(|read| !contains(written, &written_set, read.id()));
+        Accesses {
+            reads,
+            writes,
+            n_read_writes,
+        }
     }
-    dedup_by_id(&mut reads);
-    (reads, writes)
 }
 
 fn dedup_by_id(vars: &mut Vec<Var>) {
@@ -453,21 +472,19 @@ impl Shared {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn push_block(
         self: &Arc<Self>,
         label: Arc<str>,
         line: u32,
         device: Device,
         priority: i32,
-        reads: Vec<Var>,
-        writes: Vec<Var>,
+        accesses: Accesses,
         work: Work,
     ) -> OpId {
         let id = OpId(self.next_op.fetch_add(1, Ordering::Relaxed));
         self.n_unfinished.fetch_add(1, Ordering::AcqRel);
         let op = OpRef(Arc::new(OpBlock::new(
-            id, label, line, device, priority, reads, writes, work,
+            id, label, line, device, priority, accesses, work,
         )));
         self.emit(|| EventKind::Pushed {
             op: id,
@@ -832,10 +849,12 @@ impl Shared {
     }
 }
 
-/// The first error held by a variable the op reads (granted reads: no write can change it now).
+/// The first error held by a variable the op reads, also one it writes too (granted accesses:
+/// no other write can change it now).
 fn first_read_error(op: &OpBlock) -> Option<Arc<OpError>> {
     op.reads
         .iter()
+        .chain(&op.writes[..op.n_read_writes])
         .filter(|var| var.0.has_error.load(Ordering::Acquire))
         .find_map(|var| lock(&var.0.state).error.clone())
 }

@@ -252,6 +252,8 @@ pub(crate) struct OpBlock {
     pub(crate) priority: i32,
     pub(crate) reads: Vec<Var>,
     pub(crate) writes: Vec<Var>,
+    /// How many of `writes`, at the front, the op also reads: their errors skip it too.
+    pub(crate) n_read_writes: usize,
     /// Engine bookkeeping (wait, delete) run on the thread that makes it ready, never queued.
     pub(crate) inline: bool,
     /// Accesses not yet granted, plus one held by `push` until every access is appended.
@@ -271,10 +273,14 @@ impl OpBlock {
         line: u32,
         device: Device,
         priority: i32,
-        reads: Vec<Var>,
-        writes: Vec<Var>,
+        accesses: crate::engine::Accesses,
         work: Work,
     ) -> OpBlock {
+        let crate::engine::Accesses {
+            reads,
+            writes,
+            n_read_writes,
+        } = accesses;
         let n_accesses = reads.len() + writes.len();
         let inline = !matches!(work, Work::Run(_));
         OpBlock {
@@ -286,6 +292,7 @@ impl OpBlock {
             priority,
             reads,
             writes,
+            n_read_writes,
             wait_count: AtomicUsize::new(n_accesses + 1),
             state: AtomicU8::new(OpState::Waiting as u8),
             worker: AtomicU32::new(u32::MAX),

@@ -290,6 +290,35 @@ fn errors_propagate_skip_and_clear() {
     }
 }
 
+/// `A = A * 2` after a failed `A = ...` reads the error: it is skipped and A keeps the root
+/// cause, while a plain overwrite `A = 1` clears it.
+#[test]
+fn an_op_that_reads_and_writes_an_errored_variable_is_skipped() {
+    for (name, engine) in all_engines() {
+        let a = engine.new_var("A");
+        engine.push(OpSpec::new("A = bad", || Err("bad".to_string())).writes(&[a.clone()]));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counter = ran.clone();
+        engine.push(
+            OpSpec::new("A = A * 2", move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .reads(&[a.clone()])
+            .writes(&[a.clone()]),
+        );
+        let error = engine.wait_var(&a).unwrap_err();
+        assert_eq!(error.label.as_ref(), "A = bad", "{name}");
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            0,
+            "{name}: the update ran on an error"
+        );
+        engine.push(OpSpec::new("A = 1", || Ok(())).writes(&[a.clone()]));
+        assert!(engine.wait_var(&a).is_ok(), "{name}");
+    }
+}
+
 #[test]
 fn push_is_safe_from_several_threads() {
     let engine = Arc::new(engine(Policy::Threaded, 2));

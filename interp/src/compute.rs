@@ -42,8 +42,8 @@ impl ComputeOp {
             .device(device)
     }
 
-    /// The variables the op reads (its inputs) and writes (its outputs); the generator, for
-    /// plans that draw random numbers, both.
+    /// The variables the op reads (its inputs) and writes (its outputs, and the generator for
+    /// plans that draw random numbers).
     pub(crate) fn accesses(&self) -> (Vec<engine::Var>, Vec<engine::Var>) {
         let extra = usize::from(self.rng.is_some());
         let mut reads = Vec::with_capacity(self.inputs.len() + extra);
@@ -51,7 +51,8 @@ impl ComputeOp {
         reads.extend(self.inputs.iter().map(|slot| slot.var.clone()));
         writes.extend(self.outputs.iter().map(|slot| slot.var.clone()));
         if let Some(rng) = &self.rng {
-            reads.push(rng.var.clone());
+            // Written only (draws still run in push order): a failed draw, which leaves its
+            // error on the generator, must not skip every later one.
             writes.push(rng.var.clone());
         }
         (reads, writes)

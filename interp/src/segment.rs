@@ -116,7 +116,19 @@ impl SegmentBuilder {
             match step {
                 Step::Compute(op) => {
                     let (op_reads, op_writes) = op.accesses();
-                    reads.extend(op_reads);
+                    // A value an earlier step of the bulk wrote is the bulk's own; only values
+                    // from before it are read (their errors skip the bulk, as they would skip
+                    // the op that reads them).
+                    let written_here = |var: &engine::Var| {
+                        writes
+                            .iter()
+                            .any(|write: &engine::Var| write.id() == var.id())
+                    };
+                    let from_before: Vec<engine::Var> = op_reads
+                        .into_iter()
+                        .filter(|read| !written_here(read))
+                        .collect();
+                    reads.extend(from_before);
                     writes.extend(op_writes);
                     labels.push(&op.label);
                     if line == 0 {
@@ -159,17 +171,13 @@ fn bulk_label(labels: &[&Arc<str>]) -> String {
     label
 }
 
-/// Removes repeated variables, and reads of variables also written (they count as writes).
+/// Removes repeated variables (a variable both read and written stays in both lists: the
+/// engine counts it as a write whose error skips the bulk).
 fn dedup_accesses(reads: &mut Vec<engine::Var>, writes: &mut Vec<engine::Var>) {
-    writes.sort_unstable_by_key(engine::Var::id);
-    writes.dedup_by_key(|var| var.id());
-    reads.sort_unstable_by_key(engine::Var::id);
-    reads.dedup_by_key(|var| var.id());
-    reads.retain(|read| {
-        writes
-            .binary_search_by_key(&read.id(), engine::Var::id)
-            .is_err()
-    });
+    for vars in [reads, writes] {
+        vars.sort_unstable_by_key(engine::Var::id);
+        vars.dedup_by_key(|var| var.id());
+    }
 }
 
 impl Segment {

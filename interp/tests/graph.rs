@@ -227,6 +227,29 @@ fn a_bulked_replay_is_fewer_engine_ops_and_names_a_failing_statement() {
     assert_eq!(String::from_utf8(out).unwrap(), "[2. 2. 2. 2.]\n");
 }
 
+/// A bulk whose first step fails must not hand the old value to a later step that reads it
+/// (the bulk reads what it also writes): bulked or not, the failure is what is reported.
+#[test]
+fn a_failure_inside_a_bulk_is_not_hidden_by_later_steps() {
+    for bulk in [1, 2, 8] {
+        let source = format!(
+            "a = ones(4)\nm = ones(3, 3)\nW = ones(4)\nout = zeros(4)\ngraph g {{\n  W = a @ m\n  out = W * 2\n  W = out + 1\n}}\nwith bulk = {bulk} {{ run g }}\nprint W\n"
+        );
+        let mut session = session(Policy::Threaded, 2);
+        let mut out = Vec::new();
+        let error = session
+            .run_source("bulk.dep", &source, &mut out)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("matmul"), "bulk {bulk}: {error}");
+        assert!(
+            out.is_empty(),
+            "bulk {bulk} printed {:?}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+}
+
 #[test]
 fn a_bulk_size_out_of_range_is_refused_with_its_place() {
     let mut session = session(Policy::Naive, 1);
