@@ -15,7 +15,7 @@ use dep_engine as engine;
 
 use crate::compute::ComputeOp;
 use crate::slot::Slot;
-use crate::tensor::BufferPool;
+use crate::tensor::{BufferPool, Tensor};
 
 /// One engine op of a replay.
 pub(crate) struct Segment {
@@ -79,9 +79,11 @@ impl SegmentBuilder {
         }
     }
 
-    /// Adds the release of internal buffer `index` as a segment of its own.
+    /// Adds the release of internal buffer `index` as a segment of its own, on the CPU (it only
+    /// drops the value: a GPU buffer's free is stream-ordered anyway).
     pub(crate) fn release_alone(&mut self, index: usize, slot: &Arc<Slot>) {
         self.close();
+        self.open_device = engine::Device::Cpu;
         self.open.push(Step::Release(index, slot.clone()));
         self.close();
     }
@@ -220,11 +222,12 @@ fn run_steps(
                 }
             })?,
             Step::Release(index, slot) => {
-                if let Ok(value) = slot.take() {
-                    sizes[*index].store(value.nbytes() as u64, Ordering::Relaxed);
-                    if let (Some(pool), Some(values)) = (pool, value.into_values()) {
-                        pool.give(values);
-                    }
+                let (bytes, host) = slot.release();
+                if bytes > 0 {
+                    sizes[*index].store(bytes as u64, Ordering::Relaxed);
+                }
+                if let (Some(pool), Some(values)) = (pool, host.and_then(Tensor::into_values)) {
+                    pool.give(values);
                 }
             }
         }

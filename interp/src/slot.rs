@@ -120,6 +120,19 @@ impl Slot {
         host.ok_or_else(|| format!("`{}` has no value", self.var.name()))
     }
 
+    /// Drops the value for good (a graph's own buffer after its last reader), never downloading
+    /// it: gives its size in bytes and the host copy, if there is one, for a buffer pool.
+    pub(crate) fn release(&self) -> (usize, Option<Tensor>) {
+        let host = lock(&self.value).take();
+        let device = lock(&self.device_value).take();
+        let bytes = host
+            .as_ref()
+            .map(Tensor::nbytes)
+            .or_else(|| device.as_ref().map(GpuTensor::nbytes))
+            .unwrap_or(0);
+        (bytes, host)
+    }
+
     /// The value if there is one, without waiting.
     pub fn peek(&self) -> Option<Tensor> {
         self.value.try_lock().ok().and_then(|value| value.clone())

@@ -138,7 +138,13 @@ impl CellFold {
         let snapshot = source.monitor.snapshot();
         let now_ns = source.monitor.now_ns();
         let live = views::Frame::from_snapshot(&snapshot, &worker_names);
-        self.cell_view(&source.title, source.policy, &live, now_ns, finished)
+        self.cell_view(
+            &source.title,
+            source.policy,
+            (&live, &worker_names),
+            now_ns,
+            finished,
+        )
     }
 
     /// Folds the events that arrived since the last read; with `settle`, every event numbered
@@ -194,11 +200,13 @@ impl CellFold {
         }
     }
 
+    /// `live` is a snapshot's frame and the engine's worker names now (worker groups start on
+    /// first use, after this fold began).
     fn cell_view(
         &self,
         title: &str,
         policy: engine::Policy,
-        live: &views::Frame,
+        (live, worker_names): (&views::Frame, &[String]),
         now_ns: u64,
         finished: bool,
     ) -> CellView {
@@ -328,7 +336,12 @@ impl CellFold {
             .map(|position| {
                 let mut op = match records.get(position) {
                     Some(record) => {
-                        let worker = record.worker.map(|worker| replay.worker_name(worker));
+                        let worker = record.worker.map(|worker| {
+                            worker_names
+                                .get(worker as usize)
+                                .cloned()
+                                .unwrap_or_else(|| replay.worker_name(worker))
+                        });
                         let shown_live = (!record.state.is_finished())
                             .then(|| live_op(record.id))
                             .flatten();
@@ -663,6 +676,41 @@ mod tests {
         .view(true)
     }
 
+    /// Under the per-device engine, worker groups start with their first op, after the cell's
+    /// fold began: rows still name the workers.
+    #[test]
+    fn workers_started_after_the_fold_began_are_named() {
+        let log = Arc::new(engine::EventLog::new());
+        let engine = engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::PerDevice,
+            sink: Some(log.clone()),
+            ..engine::EngineConfig::default()
+        });
+        let source = Source {
+            title: "cell[1]".to_string(),
+            policy: engine::Policy::PerDevice,
+            monitor: engine.monitor(),
+            log,
+        };
+        let mut fold = CellFold::new(&source);
+        let x = engine.new_var("X");
+        engine.push(
+            engine::OpSpec::new("X = copy", || Ok(()))
+                .writes(&[x.clone()])
+                .device(engine::Device::Copy)
+                .line(1),
+        );
+        engine.wait_all();
+        let view = fold.view(&source, true);
+        let row = view
+            .frame
+            .ops
+            .iter()
+            .find(|op| &*op.label == "X = copy")
+            .unwrap();
+        assert_eq!(row.worker.as_deref(), Some("copy:0"));
+    }
+
     #[test]
     fn a_finished_cell_shows_its_ops_under_a_heading() {
         let view = finished_view(2);
@@ -853,7 +901,13 @@ mod tests {
         let mut live = views::Frame::from_snapshot(&source.monitor.snapshot(), &worker_names);
         change(&mut live);
         let now_ns = source.monitor.now_ns();
-        let view = fold.cell_view(&source.title, source.policy, &live, now_ns, finished);
+        let view = fold.cell_view(
+            &source.title,
+            source.policy,
+            (&live, &worker_names),
+            now_ns,
+            finished,
+        );
         let replay = views::Replay::new(source.log.events(), worker_names);
         let reference = old_cell_view(
             &source.title,

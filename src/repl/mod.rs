@@ -110,6 +110,8 @@ struct Ctx {
     worst: Option<ErrorKind>,
     /// Terminal columns for the text views.
     width: usize,
+    /// On a terminal: the Ctrl-C flag and where the watcher cancels (see [`watch_interrupts`]).
+    interrupts: Option<(Arc<AtomicBool>, BusyEngine)>,
 }
 
 impl Ctx {
@@ -121,6 +123,7 @@ impl Ctx {
             helper_shared: None,
             worst: None,
             width: PIPED_WIDTH,
+            interrupts: None,
         }
     }
 
@@ -132,6 +135,12 @@ impl Ctx {
 
     /// [`Ctx::run_source`] for text that starts at line `first_line` of `path`.
     fn run_source_from_line(&mut self, path: &str, first_line: u32, source: &str) {
+        if let Some((flag, busy)) = &self.interrupts {
+            let flag = flag.clone();
+            self.session
+                .set_interrupt_check(Some(Box::new(move || flag.load(Ordering::SeqCst))));
+            *lock_busy(busy) = Some(self.session.engine().monitor());
+        }
         let stdout = io::stdout();
         let mut out = stdout.lock();
         let pushed = self
@@ -139,6 +148,15 @@ impl Ctx {
             .run_source_from_line(path, first_line, source, &mut out);
         let _ = out.flush();
         drop(out);
+        if let Some((flag, busy)) = &self.interrupts {
+            *lock_busy(busy) = None;
+            self.session.set_interrupt_check(None);
+            if flag.load(Ordering::SeqCst) {
+                // A Ctrl-C during the last statement (which no check followed): what it pushed
+                // after the watcher cancelled is cancelled too.
+                self.session.cancel();
+            }
+        }
         if let Err(error) = pushed {
             self.report(&error);
         }
@@ -542,6 +560,7 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
     }
     let busy_engine: BusyEngine = Arc::new(std::sync::Mutex::new(None));
     let signalled = watch_interrupts(busy_engine.clone());
+    ctx.interrupts = Some((signalled.clone(), busy_engine));
 
     println!(
         "dep {}: a tensor language on an asynchronous dependency engine ({}, {} threads).\n\
@@ -622,13 +641,7 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         }
         if !buffer.is_empty() && dep_grammar::is_complete(&buffer) {
             let source = std::mem::take(&mut buffer);
-            let flag = signalled.clone();
-            ctx.session
-                .set_interrupt_check(Some(Box::new(move || flag.load(Ordering::SeqCst))));
-            *lock_busy(&busy_engine) = Some(ctx.session.engine().monitor());
             ctx.run_source(INPUT_PATH, &source);
-            *lock_busy(&busy_engine) = None;
-            ctx.session.set_interrupt_check(None);
         }
     }
 

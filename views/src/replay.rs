@@ -580,6 +580,8 @@ impl OpTable {
                 start_ns,
                 end_ns,
             } => self.update(*op, |record| {
+                // A span read from a file may end before it starts: it then takes no time.
+                let end_ns = end_ns.max(start_ns);
                 // Several reports for one op (its kernels timed in parts) cover them all.
                 let span = record.device_span.get_or_insert_with(|| DeviceSpan {
                     lane: lane.clone(),

@@ -225,7 +225,7 @@ impl BarDraw<'_> {
             "{} · {} · {what} from {} for {}",
             op.describe(),
             op.state.name(),
-            format_ns(bar.start_ns - self.start),
+            format_ns(bar.start_ns.saturating_sub(self.start)),
             format_ns(bar.end_ns - bar.start_ns)
         );
         let _ = writeln!(
@@ -254,8 +254,8 @@ impl BarDraw<'_> {
         svg.push_str("</g>\n");
     }
 
-    /// Several thin bars in a row as one, in the colour of the first op's state; its tooltip
-    /// counts the ops and names the first and the last.
+    /// Several thin bars in a row as one, in the colour of their most notable state (see
+    /// [`run_state`]); its tooltip counts the ops by state and names the first and the last.
     fn run(&self, svg: &mut String, run: &[Bar<'_>]) {
         let (first, last) = (&run[0], &run[run.len() - 1]);
         let x = (self.x_of)(first.start_ns);
@@ -281,8 +281,8 @@ impl BarDraw<'_> {
             run.len(),
             self.replay.lane_name(self.lane),
             states.join(", "),
-            format_ns(first.start_ns - self.start),
-            format_ns(end_ns - self.start),
+            format_ns(first.start_ns.saturating_sub(self.start)),
+            format_ns(end_ns.saturating_sub(self.start)),
             first.op.describe(),
             last.op.describe()
         );
@@ -292,10 +292,28 @@ impl BarDraw<'_> {
             r#"<g><title>{}</title><rect x="{x:.1}" y="{:.1}" width="{width:.1}" height="{BAR_PX}" rx="2" fill="{}"{}/></g>"#,
             escape_xml(&tooltip),
             self.y,
-            Role::State(first.op.state).hex(),
+            Role::State(run_state(run)).hex(),
             self.stroke(critical, width),
         );
     }
+}
+
+/// The state a run of thin bars is drawn in: a failure, a cancellation or a skip shows even
+/// among done ops; then running, ready, waiting; done only when all are.
+pub(crate) fn run_state(run: &[Bar<'_>]) -> OpState {
+    const NOTABLE_FIRST: [OpState; 7] = [
+        OpState::Failed,
+        OpState::Cancelled,
+        OpState::Skipped,
+        OpState::Running,
+        OpState::Ready,
+        OpState::Waiting,
+        OpState::Done,
+    ];
+    NOTABLE_FIRST
+        .into_iter()
+        .find(|state| run.iter().any(|bar| bar.op.state == *state))
+        .unwrap_or(OpState::Done)
 }
 
 fn legend(svg: &mut String, replay: &Replay, width: f64) {

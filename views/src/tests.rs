@@ -237,6 +237,24 @@ fn thin_bars_in_a_row_are_drawn_as_one() {
     assert!(svg.contains("A = 1 (line 1) … A = A + 1"), "{svg}");
 }
 
+/// A run of thin bars shows a failure among done ops.
+#[test]
+fn a_run_of_thin_bars_takes_its_most_notable_state() {
+    let replay = naive_replay(SEED_000);
+    let mut records: Vec<crate::OpRecord> = replay.ops().to_vec();
+    records[2].state = dep_engine::OpState::Failed;
+    let bars: Vec<crate::Bar<'_>> = records
+        .iter()
+        .map(|op| crate::Bar {
+            op,
+            start_ns: 0,
+            end_ns: 1,
+        })
+        .collect();
+    assert_eq!(svg::run_state(&bars), dep_engine::OpState::Failed);
+    assert_eq!(svg::run_state(&bars[..2]), dep_engine::OpState::Done);
+}
+
 #[test]
 fn mutation_dag_has_every_hazard() {
     let replay = naive_replay(MUTATION);
