@@ -345,24 +345,7 @@ impl CellFold {
                         let shown_live = (!record.state.is_finished())
                             .then(|| live_op(record.id))
                             .flatten();
-                        match shown_live {
-                            Some(live_op) => views::FrameOp {
-                                worker: live_op.worker.clone().or(worker),
-                                started_ns: record.started_ns,
-                                ..live_op.clone()
-                            },
-                            None => views::FrameOp {
-                                id: record.id,
-                                label: record.label.clone(),
-                                line: record.line,
-                                state: record.state,
-                                device: record.device,
-                                worker,
-                                started_ns: record.started_ns,
-                                finished_ns: record.finished_ns,
-                                waits_on: Vec::new(),
-                            },
-                        }
+                        row_of(record, shown_live, worker)
                     }
                     None => live_only[position - records.len()].clone(),
                 };
@@ -542,6 +525,33 @@ impl Shared {
             drawn.shown = true;
         }
         drawn.last_html = html;
+    }
+}
+
+/// An op's row: the snapshot's live state (and what it waits behind) while it has not
+/// finished, else the log's record; `worker` names the worker the log saw.
+fn row_of(
+    record: &views::OpRecord,
+    live_op: Option<&views::FrameOp>,
+    worker: Option<String>,
+) -> views::FrameOp {
+    match live_op {
+        Some(live_op) => views::FrameOp {
+            worker: live_op.worker.clone().or(worker),
+            started_ns: record.started_ns,
+            ..live_op.clone()
+        },
+        None => views::FrameOp {
+            id: record.id,
+            label: record.label.clone(),
+            line: record.line,
+            state: record.state,
+            device: record.device,
+            worker,
+            started_ns: record.started_ns,
+            finished_ns: record.finished_ns,
+            waits_on: Vec::new(),
+        },
     }
 }
 
@@ -778,24 +788,8 @@ mod tests {
             .iter()
             .map(|record| {
                 let worker = record.worker.map(|worker| replay.worker_name(worker));
-                match live.op(record.id) {
-                    Some(live_op) if !record.state.is_finished() => views::FrameOp {
-                        worker: live_op.worker.clone().or(worker),
-                        started_ns: record.started_ns,
-                        ..live_op.clone()
-                    },
-                    _ => views::FrameOp {
-                        id: record.id,
-                        label: record.label.clone(),
-                        line: record.line,
-                        state: record.state,
-                        device: record.device,
-                        worker,
-                        started_ns: record.started_ns,
-                        finished_ns: record.finished_ns,
-                        waits_on: Vec::new(),
-                    },
-                }
+                let live_op = live.op(record.id).filter(|_| !record.state.is_finished());
+                row_of(record, live_op, worker)
             })
             .collect();
         ops.extend(
