@@ -28,38 +28,31 @@
 
 #![deny(missing_docs)]
 
+mod completion;
+mod config;
+mod device;
+mod device_time;
+mod engine;
+mod event;
+#[cfg(all(test, loom))]
+mod loom_tests;
+mod memory;
+mod op;
+mod ready_queue;
+pub mod sim;
+mod sim_feed;
+mod snapshot;
 mod sync;
 mod var_queue;
 
-#[cfg(not(loom))]
-mod config;
-#[cfg(not(loom))]
-mod device;
-#[cfg(not(loom))]
-mod device_time;
-#[cfg(not(loom))]
-mod engine;
-#[cfg(not(loom))]
-mod event;
-#[cfg(not(loom))]
-mod memory;
-#[cfg(not(loom))]
-mod op;
-#[cfg(not(loom))]
-mod ready_queue;
-#[cfg(not(loom))]
-pub mod sim;
-#[cfg(not(loom))]
-mod snapshot;
-
-#[cfg(not(loom))]
 pub use crate::{
+    completion::OpCompletion,
     config::{parse_threads, EngineConfig, Policy},
     device::{Device, MAX_GPUS},
     device_time::DeviceClock,
     engine::{current_lane, Engine, Monitor, Var, VarId, CALLER_WORKER},
     event::{Event, EventKind, EventLog, EventSink},
     memory::{MemoryMeter, MemoryStats},
-    op::{OpError, OpFn, OpId, OpSpec, OpState, Outcome},
+    op::{AsyncOpFn, OpError, OpFn, OpId, OpSpec, OpState, Outcome},
     snapshot::{AccessSnapshot, Blocker, OpSnapshot, Snapshot, VarSnapshot},
 };
