@@ -8,6 +8,8 @@
 //!
 //! - [`Engine`]: `new_var`, `push`, `wait_var`, `wait_all`, `delete_var`, `cancel_pending`,
 //!   `snapshot`.
+//! - [`OpSpec::new`] for an op that is done when its closure returns, [`OpSpec::new_async`] for
+//!   one finished later, from any thread, through its [`OpCompletion`] (MXNet's `PushAsync`).
 //! - [`EngineConfig`] and [`Policy`]: naive (serial reference), threaded, per-device.
 //! - [`EventSink`] / [`EventLog`]: observation, free when nobody observes.
 //!
@@ -25,9 +27,24 @@
 //! engine.wait_var(&b).unwrap();
 //! assert_eq!(*cell.lock().unwrap(), 3);
 //! ```
+//!
+//! An asynchronous op is finished when its handle is completed, here by another thread; what it
+//! writes is held until then:
+//!
+//! ```
+//! use dep_engine::{Engine, EngineConfig, OpSpec, Policy};
+//!
+//! let engine = Engine::new(EngineConfig::with_policy(Policy::Naive));
+//! let a = engine.new_var("A");
+//! engine.push(OpSpec::new_async("A = recv()", |done| {
+//!     std::thread::spawn(move || done.complete(Err("peer gone".to_string())));
+//! }).writes(&[a.clone()]));
+//! assert_eq!(engine.wait_var(&a).unwrap_err().message, "peer gone");
+//! ```
 
 #![deny(missing_docs)]
 
+mod accesses;
 mod completion;
 mod config;
 mod device;

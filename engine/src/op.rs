@@ -294,10 +294,10 @@ impl OpBlock {
         line: u32,
         device: Device,
         priority: i32,
-        accesses: crate::engine::Accesses,
+        accesses: crate::accesses::Accesses,
         work: Work,
     ) -> OpBlock {
-        let crate::engine::Accesses {
+        let crate::accesses::Accesses {
             reads,
             writes,
             n_read_writes,
