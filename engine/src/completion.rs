@@ -116,3 +116,14 @@ fn end(shared: Arc<Shared>, op: OpRef, ending: Ending) {
         shared.complete_async(&op, ending);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handle_can_be_sent_to_another_thread() {
+        fn send<T: Send + 'static>() {}
+        send::<OpCompletion>();
+    }
+}

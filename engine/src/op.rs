@@ -49,7 +49,9 @@ impl OpSpec {
     /// given is completed, from any thread, at any later time. Until then its variables stay
     /// held: readers of what it writes, and writers of what it reads, wait. Completing with
     /// `Err(message)` fails the op exactly as a synchronous op's error does; dropping the handle
-    /// without completing it fails the op too, so a lost handle never hangs a wait.
+    /// without completing it fails the op too, so a lost handle never hangs a wait. Waits and
+    /// dropping the engine wait for the completion: a thread must not wait on the engine while
+    /// it holds a handle that only it will complete.
     pub fn new_async(
         label: impl Into<Arc<str>>,
         start: impl FnOnce(OpCompletion) + Send + 'static,

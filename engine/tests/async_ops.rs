@@ -32,18 +32,20 @@ fn all_engines() -> Vec<(&'static str, Engine)> {
     ]
 }
 
+/// A handle for the completer, the cell to set first, its value, and the op's result.
+type Job = (OpCompletion, Arc<AtomicI64>, i64, Result<(), String>);
+
 /// A thread that completes the handles it is sent, each once the test says go, with the result
 /// the test sends along; the value cell is set first, as the work an async op would do.
 struct Completer {
-    handles: mpsc::Sender<(OpCompletion, Arc<AtomicI64>, i64, Result<(), String>)>,
+    handles: mpsc::Sender<Job>,
     go: mpsc::Sender<()>,
     thread: JoinHandle<()>,
 }
 
 impl Completer {
     fn start() -> Completer {
-        let (handles, handles_in) =
-            mpsc::channel::<(OpCompletion, Arc<AtomicI64>, i64, Result<(), String>)>();
+        let (handles, handles_in) = mpsc::channel::<Job>();
         let (go, go_in) = mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
             for (done, cell, value, result) in handles_in {
