@@ -10,10 +10,12 @@ use std::collections::BinaryHeap;
 use crate::op::OpRef;
 use crate::sync::{lock, wait, AtomicUsize, Condvar, Mutex, Ordering};
 
-/// How long an idle worker spins (in polls of the queue length) before it sleeps. Not at all
-/// under the loom model: spinning changes no state, and each poll would multiply the
-/// interleavings to explore.
-const SPIN_ROUNDS: u32 = if cfg!(loom) { 0 } else { 4096 };
+/// How long an idle worker spins (in polls of the queue length) before it sleeps.
+const SPIN_ROUNDS: u32 = 4096;
+
+/// Whether idle workers spin: not under the loom model, where spinning changes no state and
+/// each poll would multiply the interleavings to explore.
+const SPINS: bool = !cfg!(loom);
 
 /// One group of workers sharing a ready queue (the CPU pool, one GPU's streams, the copy worker).
 pub(crate) struct Group {
@@ -105,7 +107,7 @@ impl Group {
             if state.shutdown {
                 return None;
             }
-            if !spun && SPIN_ROUNDS > 0 {
+            if !spun && SPINS {
                 spun = true;
                 drop(state);
                 for round in 0..SPIN_ROUNDS {
