@@ -154,6 +154,9 @@ pub struct Session {
     pub(crate) reported: Vec<Arc<engine::OpError>>,
     /// Asked before each statement: whether the user interrupted (Ctrl-C, a kernel interrupt).
     pub(crate) interrupt_check: Option<InterruptCheck>,
+    /// Asked while a `print` or `wait` blocks: whether the user gave up waiting (a second
+    /// Ctrl-C); the ops go on, the input stops.
+    pub(crate) abandon_check: Option<InterruptCheck>,
 }
 
 /// Says whether the user asked to stop (see [`Session::set_interrupt_check`]).
@@ -181,6 +184,7 @@ impl Session {
             n_temporaries: 0,
             reported: Vec::new(),
             interrupt_check: None,
+            abandon_check: None,
             graphs: HashMap::new(),
         }
     }
@@ -333,6 +337,14 @@ impl Session {
     /// values). `reset` forgets it.
     pub fn set_interrupt_check(&mut self, check: Option<InterruptCheck>) {
         self.interrupt_check = check;
+    }
+
+    /// Sets what a blocked `print` or `wait` asks every few milliseconds: when `check()` says
+    /// the user gave up waiting (the REPL's second Ctrl-C), the wait stops and the run ends
+    /// with an error saying so; the awaited ops go on running and the value arrives later.
+    /// `reset` forgets it.
+    pub fn set_abandon_check(&mut self, check: Option<InterruptCheck>) {
+        self.abandon_check = check;
     }
 
     /// Every global tensor variable, sorted by name.
