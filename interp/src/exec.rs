@@ -4,7 +4,8 @@
 //! engine orders it after every earlier op on those slots. Only `print`, `save`, `wait`, shown
 //! expression values and host-side numbers (loop bounds, seeds, priorities) wait for ops.
 
-use std::collections::HashMap;
+// FxHash: names are looked up on every statement; nothing here needs DoS-resistant hashing.
+use rustc_hash::FxHashMap as HashMap;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -676,7 +677,7 @@ impl<'a> Runner<'a> {
             ));
         }
         let mut frame = Frame {
-            locals: HashMap::new(),
+            locals: HashMap::default(),
             writes_globals: false,
         };
         for (param, arg) in function.params.iter().zip(args) {
@@ -927,7 +928,7 @@ impl<'a> Runner<'a> {
         }
         self.recording = Some(Recording::default());
         self.frames.push(Frame {
-            locals: HashMap::new(),
+            locals: HashMap::default(),
             writes_globals: true,
         });
         let recorded = self.exec_block(&body.statements);

@@ -2,7 +2,8 @@
 //! turns source text into pushes (`run_source`). The REPL, the Jupyter kernel and `dep run` all
 //! drive this one API.
 
-use std::collections::HashMap;
+// FxHash: names are looked up on every statement; nothing here needs DoS-resistant hashing.
+use rustc_hash::FxHashMap as HashMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
@@ -88,7 +89,7 @@ impl SourceChunk {
             file_first_line,
             text,
             line_starts,
-            labels: HashMap::new(),
+            labels: HashMap::default(),
         }
     }
 
@@ -176,8 +177,8 @@ impl Session {
             engine,
             log,
             config,
-            globals: HashMap::new(),
-            functions: HashMap::new(),
+            globals: HashMap::default(),
+            functions: HashMap::default(),
             rng,
             sources: Vec::new(),
             lines_so_far: 0,
@@ -185,7 +186,7 @@ impl Session {
             reported: Vec::new(),
             interrupt_check: None,
             abandon_check: None,
-            graphs: HashMap::new(),
+            graphs: HashMap::default(),
         }
     }
 
