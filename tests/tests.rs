@@ -3,6 +3,7 @@
 
 mod util;
 
+mod bad_input;
 mod repl;
 mod run;
 mod sim;

@@ -271,6 +271,42 @@ impl Engine {
         result
     }
 
+    /// [`Engine::wait_var`] that the caller can abandon: `give_up` is asked every few
+    /// milliseconds, and once it says yes the wait returns `None` (the ops go on; only the
+    /// caller stops waiting). A REPL's second Ctrl-C while a `print` waits uses it.
+    pub fn wait_var_or(
+        &self,
+        var: &Var,
+        give_up: &dyn Fn() -> bool,
+    ) -> Option<Result<(), Arc<OpError>>> {
+        let signal = Arc::new(Signal::default());
+        let label: Arc<str> = format!("wait {}", var.name()).into();
+        let wait = self.shared.push_block(
+            label,
+            0,
+            Device::Cpu,
+            0,
+            Accesses::normalized(vec![var.clone()], Vec::new()),
+            Work::Wait(signal.clone()),
+        );
+        let result = signal.wait_or(give_up)?;
+        let id = var.id();
+        self.shared
+            .simulate_until(wait.0, &move |sim: &Simulator| sim.var_is_idle(id));
+        Some(result)
+    }
+
+    /// [`Engine::wait_all`] that the caller can abandon (see [`Engine::wait_var_or`]); says
+    /// whether every op finished.
+    pub fn wait_all_or(&self, give_up: &dyn Fn() -> bool) -> bool {
+        let before = self.shared.next_op.load(Ordering::SeqCst);
+        if !self.shared.wait_all_or(give_up) {
+            return false;
+        }
+        self.shared.simulate_until(before, &Simulator::is_idle);
+        true
+    }
+
     /// Waits until every op pushed so far has finished (asynchronous ones completed). Must not be
     /// called from inside an op.
     pub fn wait_all(&self) {
@@ -849,6 +885,27 @@ impl Shared {
     fn cancel_pending(&self) {
         let next = self.next_op.load(Ordering::SeqCst);
         self.cancel_below.fetch_max(next, Ordering::SeqCst);
+    }
+
+    fn wait_all_or(&self, give_up: &dyn Fn() -> bool) -> bool {
+        let mut idle = lock(&self.idle_lock);
+        self.n_idle_waiters.fetch_add(1, Ordering::SeqCst);
+        let mut finished = true;
+        while self.n_unfinished.load(Ordering::SeqCst) > 0 {
+            if give_up() {
+                finished = false;
+                break;
+            }
+            idle = match self
+                .idle_condvar
+                .wait_timeout(idle, crate::op::GIVE_UP_SLICE)
+            {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        self.n_idle_waiters.fetch_sub(1, Ordering::SeqCst);
+        finished
     }
 
     fn wait_all(&self) {

@@ -230,6 +230,9 @@ impl Outcome {
     }
 }
 
+/// How often an abandonable wait asks whether to give up.
+pub(crate) const GIVE_UP_SLICE: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// A one-shot signal a waiting thread blocks on.
 #[derive(Default)]
 pub(crate) struct Signal {
@@ -250,6 +253,24 @@ impl Signal {
                 return result;
             }
             guard = crate::sync::wait(&self.condvar, guard);
+        }
+    }
+
+    /// Like [`Signal::wait`], but asks `give_up` every [`GIVE_UP_SLICE`] and returns `None`
+    /// once it says yes.
+    pub(crate) fn wait_or(&self, give_up: &dyn Fn() -> bool) -> Option<Result<(), Arc<OpError>>> {
+        let mut guard = crate::sync::lock(&self.result);
+        loop {
+            if let Some(result) = guard.take() {
+                return Some(result);
+            }
+            if give_up() {
+                return None;
+            }
+            guard = match self.condvar.wait_timeout(guard, GIVE_UP_SLICE) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
         }
     }
 }

@@ -49,6 +49,7 @@ pub fn alloc(n: usize) -> Result<Vec<f32>> {
     if let Some(pooled) = super::storage::take_pooled(n) {
         return Ok(pooled);
     }
+    super::memory_budget::check(n as u64 * 4)?;
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| alloc_error(n as u128))?;
     Ok(v)
