@@ -43,8 +43,8 @@ use crate::sim_feed::{SimFeed, SimOutcome};
 use crate::snapshot::{AccessSnapshot, Blocker, OpSnapshot, Snapshot, VarSnapshot};
 use crate::sync::thread::{Builder, JoinHandle};
 use crate::sync::{
-    engine_thread_local, fence, lock, wait, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar,
-    Mutex, MutexGuard, OnceLock, Ordering, Weak,
+    engine_thread_local, fence, lock, wait, wait_timeout, Arc, AtomicBool, AtomicU64, AtomicUsize,
+    Condvar, Mutex, MutexGuard, OnceLock, Ordering, Weak,
 };
 use crate::var_queue::VarQueue;
 use crate::Device;
@@ -890,19 +890,14 @@ impl Shared {
     fn wait_all_or(&self, give_up: &dyn Fn() -> bool) -> bool {
         let mut idle = lock(&self.idle_lock);
         self.n_idle_waiters.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst); // pairs with `finish`'s, as in `wait_all`
         let mut finished = true;
         while self.n_unfinished.load(Ordering::SeqCst) > 0 {
             if give_up() {
                 finished = false;
                 break;
             }
-            idle = match self
-                .idle_condvar
-                .wait_timeout(idle, crate::op::GIVE_UP_SLICE)
-            {
-                Ok((guard, _)) => guard,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
+            idle = wait_timeout(&self.idle_condvar, idle, crate::op::GIVE_UP_SLICE);
         }
         self.n_idle_waiters.fetch_sub(1, Ordering::SeqCst);
         finished

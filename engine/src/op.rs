@@ -267,10 +267,7 @@ impl Signal {
             if give_up() {
                 return None;
             }
-            guard = match self.condvar.wait_timeout(guard, GIVE_UP_SLICE) {
-                Ok((guard, _)) => guard,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
+            guard = crate::sync::wait_timeout(&self.condvar, guard, GIVE_UP_SLICE);
         }
     }
 }

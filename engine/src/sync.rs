@@ -72,6 +72,19 @@ pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexG
     }
 }
 
+/// Waits on `condvar` for at most `timeout` (under loom: until notified, as loom has no
+/// clock), ignoring poisoning (see [`lock`]).
+pub(crate) fn wait_timeout<'a, T>(
+    condvar: &Condvar,
+    guard: MutexGuard<'a, T>,
+    timeout: std::time::Duration,
+) -> MutexGuard<'a, T> {
+    match condvar.wait_timeout(guard, timeout) {
+        Ok((guard, _)) => guard,
+        Err(poisoned) => poisoned.into_inner().0,
+    }
+}
+
 #[cfg(loom)]
 mod loom_once {
     //! A one-time cell the model can see: loom has no `OnceLock`, and `std`'s blocks a second
