@@ -235,8 +235,9 @@ impl Engine {
         )
     }
 
-    /// Waits until every op pushed so far that touches `var` has finished; returns the error the
-    /// variable holds, if any. Must not be called from inside an op.
+    /// Waits until every op pushed so far that writes `var` has finished (reads pushed before go
+    /// on: the wait is a read too); returns the error the variable holds, if any. Must not be
+    /// called from inside an op.
     pub fn wait_var(&self, var: &Var) -> Result<(), Arc<OpError>> {
         let signal = Arc::new(Signal::default());
         let label: Arc<str> = format!("wait {}", var.name()).into();
