@@ -3,6 +3,7 @@
 
 mod util;
 
+mod errors;
 mod repl;
 mod run;
 mod sim;

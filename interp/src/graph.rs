@@ -28,7 +28,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
 use crate::compute::ComputeOp;
-use crate::segment::{Segment, SegmentBuilder};
+use crate::segment::{FailedStep, FailedSteps, Segment, SegmentBuilder};
 use crate::slot::Slot;
 use crate::tensor::{format_bytes, BufferPool};
 
@@ -100,6 +100,8 @@ pub(crate) struct Graph {
     runs: u64,
     /// What a replay pushes, made for the options of the latest run.
     segments: Option<(ReplayOptions, Vec<Segment>)>,
+    /// The statements that failed inside bulks, for their reports.
+    failed_steps: Arc<FailedSteps>,
 }
 
 impl Graph {
@@ -130,6 +132,7 @@ impl Graph {
             internal_bytes,
             runs: 0,
             segments: None,
+            failed_steps: Arc::default(),
         }
     }
 
@@ -174,10 +177,15 @@ impl Graph {
         }
         if let Some((_, segments)) = &self.segments {
             for segment in segments {
-                engine.push(segment.spec(&pool, &self.internal_bytes));
+                engine.push(segment.spec(&pool, &self.internal_bytes, &self.failed_steps));
             }
         }
         self.runs += 1;
+    }
+
+    /// The statement whose failure made a bulk of this graph fail with `error`, if it did.
+    pub(crate) fn failed_step(&self, error: &engine::OpError) -> Option<FailedStep> {
+        self.failed_steps.find(&error.label, &error.message)
     }
 
     /// The engine ops of one replay under `options`.

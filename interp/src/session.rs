@@ -460,8 +460,22 @@ impl Session {
         *self = Session::new(config);
     }
 
-    /// Renders an op failure with the place of its statement.
+    /// Renders an op failure with the place of its statement (for a bulk of a graph's ops, the
+    /// statement in it that failed).
     pub(crate) fn render_op_error(&self, error: &engine::OpError) -> Report {
+        let step = self
+            .graphs
+            .values()
+            .find_map(|graph| graph.failed_step(error));
+        let error = &match step {
+            Some(step) => engine::OpError {
+                label: step.label,
+                line: step.line,
+                message: step.message,
+                cancelled: false,
+            },
+            None => error.clone(),
+        };
         let located = self.locate_line(error.line);
         let rendered = match &located {
             Some((path, local_line, line_text)) => {
