@@ -270,7 +270,8 @@ impl Graph {
         Some((eager, graph_peak))
     }
 
-    /// A report: ops, edges, critical path, memory eager against graph, allocations avoided.
+    /// What `print NAME` shows: ops, edges, critical path, memory eager against graph; the same
+    /// on every engine and run.
     pub(crate) fn report(&self) -> String {
         let mut counts = [0usize; 3];
         for edge in self.dag.edge_weights() {
@@ -309,6 +310,13 @@ impl Graph {
             }
             None => report.push_str("  peak memory per run: known after the first run\n"),
         }
+        report
+    }
+
+    /// The report with what was measured while it ran: how many allocations the buffer pool
+    /// served (a figure that depends on the schedule: how releases and allocations interleaved).
+    pub(crate) fn report_measured(&self) -> String {
+        let mut report = self.report();
         let _ = writeln!(
             report,
             "  allocations served by the pool (avoided): {}",

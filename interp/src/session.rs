@@ -387,9 +387,13 @@ impl Session {
         names
     }
 
-    /// The report of a recorded graph: ops, edges, critical path, memory eager against graph.
+    /// The report of a recorded graph: ops, edges, critical path, memory eager against graph
+    /// (what `print NAME` shows), and how many allocations its buffer pool served, a measured
+    /// figure that depends on the schedule.
     pub fn graph_report(&self, name: &str) -> Option<String> {
-        self.graphs.get(name).map(crate::graph::Graph::report)
+        self.graphs
+            .get(name)
+            .map(crate::graph::Graph::report_measured)
     }
 
     /// A recorded graph's DAG in Graphviz DOT (for `:dag NAME` and `%dag NAME`).
