@@ -1,9 +1,11 @@
-//! Helpers shared by the integration tests: the graph-mode sample, and the random programs of
-//! the property tests (`random_program`).
+//! Helpers shared by the integration tests: the graph-mode sample, the random programs of the
+//! property tests (`random_program`, and `failing_program` with its `reference` interpreter).
 // Each test binary compiles the whole module and uses a part of it.
 #![allow(dead_code)]
 
+pub mod failing_program;
 pub mod random_program;
+pub mod reference;
 
 use std::path::Path;
 
