@@ -48,7 +48,7 @@ enum Step {
 pub(crate) struct FailedSteps(Mutex<VecDeque<FailedStep>>);
 
 /// The statement of a bulk that failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 pub(crate) struct FailedStep {
     /// The bulk's label (the engine op's), and the message of its error.
     bulk: Arc<str>,
@@ -234,9 +234,9 @@ fn dedup_accesses(reads: &mut Vec<engine::Var>, writes: &mut Vec<engine::Var>) {
 }
 
 impl Segment {
-    /// The engine op that runs this segment once; allocations come from `pool` when given, and
-    /// releases note buffer sizes in `sizes`.
-    /// A bulk's failing statement is noted in `failed`.
+    /// The engine op that runs this segment once; allocations come from `pool` when given,
+    /// releases note buffer sizes in `sizes`, and a bulk's failing statement is noted in
+    /// `failed`.
     pub(crate) fn spec(
         &self,
         pool: &Option<Arc<BufferPool>>,
