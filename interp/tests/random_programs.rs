@@ -98,7 +98,7 @@ const POLICIES: &[(Policy, usize)] = &[
 fn programs_with_failures_print_report_and_save_what_the_reference_says_on_every_engine() {
     // How many prints and saves showed a value, and how many reported an error instead.
     let (mut shown, mut failed) = (0, 0);
-    for seed in 0..40 {
+    for seed in 0..80 {
         let program = failing_program(seed);
         let dir = tempfile::tempdir().unwrap();
         let naive = run_failing(&program, dir.path(), Policy::Naive, 1);
