@@ -177,3 +177,29 @@ fn a_script_that_names_a_gpu_runs_on_sim_and_says_how_on_a_machine_without_one()
     let run = run_sim(&dir, "gpu.dep", &[]);
     assert_eq!(run.stdout, "[2. 2.]\n");
 }
+
+#[test]
+fn a_wait_waits_for_the_writes_of_its_variable_not_for_the_reads_still_running() {
+    let dir = TestDir::new();
+    // `print A` while a long op only reads A returns at once on the real engines (a wait is a
+    // read); before the fix the simulated clock went on until the read ended, at 500 ms.
+    dir.write(
+        "reads.dep",
+        "A = ones(2)\nB = work(500, A)\nprint A\nprint clock()\nprint B\nprint clock()\n",
+    );
+    let run = run_sim(&dir, "reads.dep", &[]);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    let clock = |index: usize| -> f64 { lines[index].parse().unwrap() };
+    assert_eq!(lines[0], "[1. 1.]", "{}", run.stdout);
+    assert!(
+        clock(1) < 1.0,
+        "print A waited for the read:\n{}",
+        run.stdout
+    );
+    assert_eq!(lines[2], "[1. 1.]", "{}", run.stdout);
+    assert!(
+        clock(3) >= 500.0,
+        "print B did not wait for B:\n{}",
+        run.stdout
+    );
+}

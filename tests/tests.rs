@@ -4,6 +4,7 @@
 mod util;
 
 mod bad_input;
+mod errors;
 mod repl;
 mod run;
 mod sim;

@@ -250,9 +250,10 @@ impl Engine {
     }
 
     /// Waits until every op pushed so far that writes `var` has finished (asynchronous ones
-    /// completed); returns the error the variable holds, if any. Must not be called from inside
-    /// an op. Under the simulated policy it first waits, in real time, for every op pushed before
-    /// it to finish (only asynchronous ones can be outstanding), then advances the virtual clock.
+    /// completed; reads pushed before go on: the wait is a read too); returns the error the
+    /// variable holds, if any. Must not be called from inside an op. Under the simulated policy
+    /// it first waits, in real time, for every op pushed before it to finish (only asynchronous
+    /// ones can be outstanding), then advances the virtual clock.
     pub fn wait_var(&self, var: &Var) -> Result<(), Arc<OpError>> {
         let signal = Arc::new(Signal::default());
         let label: Arc<str> = format!("wait {}", var.name()).into();

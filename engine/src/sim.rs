@@ -365,14 +365,15 @@ impl Simulator {
         }
     }
 
-    /// Whether every op touching `var` has ended.
+    /// Whether a wait for `var` returns now: the last op writing it has ended (and so have the
+    /// writes before it, which it waited for). Reads pushed before may go on, as on the real
+    /// engines, where a wait reads the variable and so runs beside them (MXNet's WaitForVar).
     pub(crate) fn var_is_idle(&self, var: VarId) -> bool {
         match self.history.get(&var) {
-            None => true,
-            Some((writer, readers)) => writer
-                .iter()
-                .chain(readers)
-                .all(|&index| self.ops[index].end_ns.is_some_and(|end| end <= self.now_ns)),
+            Some((Some(writer), _)) => self.ops[*writer]
+                .end_ns
+                .is_some_and(|end| end <= self.now_ns),
+            Some((None, _)) | None => true,
         }
     }
 

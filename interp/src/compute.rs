@@ -42,13 +42,19 @@ impl ComputeOp {
             .device(device)
     }
 
-    /// The variables the op reads (its inputs) and writes (its outputs, and the generator for
-    /// plans that draw random numbers).
+    /// The variables the op reads (its inputs, and the target of `A op= ...`, which it updates
+    /// in place) and writes (its outputs, and the generator for plans that draw random numbers).
+    /// A variable both read and written is a read-write: an error it holds skips the op and
+    /// stays, where a plain write would run and clear it.
     pub(crate) fn accesses(&self) -> (Vec<engine::Var>, Vec<engine::Var>) {
         let extra = usize::from(self.rng.is_some());
-        let mut reads = Vec::with_capacity(self.inputs.len() + extra);
+        let updated = usize::from(self.update.is_some());
+        let mut reads = Vec::with_capacity(self.inputs.len() + updated);
         let mut writes = Vec::with_capacity(self.outputs.len() + extra);
         reads.extend(self.inputs.iter().map(|slot| slot.var.clone()));
+        if self.update.is_some() {
+            reads.extend(self.outputs.iter().map(|slot| slot.var.clone()));
+        }
         writes.extend(self.outputs.iter().map(|slot| slot.var.clone()));
         if let Some(rng) = &self.rng {
             // Written only (draws still run in push order): a failed draw, which leaves its

@@ -28,7 +28,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
 use crate::compute::ComputeOp;
-use crate::segment::{Segment, SegmentBuilder};
+use crate::segment::{FailedStep, FailedSteps, Segment, SegmentBuilder};
 use crate::slot::Slot;
 use crate::tensor::{format_bytes, BufferPool};
 
@@ -100,6 +100,8 @@ pub(crate) struct Graph {
     runs: u64,
     /// What a replay pushes, made for the options of the latest run.
     segments: Option<(ReplayOptions, Vec<Segment>)>,
+    /// The statements that failed inside bulks, for their reports.
+    failed_steps: Arc<FailedSteps>,
 }
 
 impl Graph {
@@ -130,6 +132,7 @@ impl Graph {
             internal_bytes,
             runs: 0,
             segments: None,
+            failed_steps: Arc::default(),
         }
     }
 
@@ -174,10 +177,15 @@ impl Graph {
         }
         if let Some((_, segments)) = &self.segments {
             for segment in segments {
-                engine.push(segment.spec(&pool, &self.internal_bytes));
+                engine.push(segment.spec(&pool, &self.internal_bytes, &self.failed_steps));
             }
         }
         self.runs += 1;
+    }
+
+    /// The statement whose failure made a bulk of this graph fail with `error`, if it did.
+    pub(crate) fn failed_step(&self, error: &engine::OpError) -> Option<FailedStep> {
+        self.failed_steps.find(&error.label, &error.message)
     }
 
     /// The engine ops of one replay under `options`.
@@ -262,7 +270,8 @@ impl Graph {
         Some((eager, graph_peak))
     }
 
-    /// A report: ops, edges, critical path, memory eager against graph, allocations avoided.
+    /// What `print NAME` shows: ops, edges, critical path, memory eager against graph; the same
+    /// on every engine and run.
     pub(crate) fn report(&self) -> String {
         let mut counts = [0usize; 3];
         for edge in self.dag.edge_weights() {
@@ -301,6 +310,13 @@ impl Graph {
             }
             None => report.push_str("  peak memory per run: known after the first run\n"),
         }
+        report
+    }
+
+    /// The report with what was measured while it ran: how many allocations the buffer pool
+    /// served (a figure that depends on the schedule: how releases and allocations interleaved).
+    pub(crate) fn report_measured(&self) -> String {
+        let mut report = self.report();
         let _ = writeln!(
             report,
             "  allocations served by the pool (avoided): {}",

@@ -7,9 +7,15 @@
 //! graph's own buffers are segments of their own, or steps of the bulk after the op that last
 //! reads the buffer. Everything a push needs is computed here once: the label, the union of the
 //! accesses, the steps; a replay only clones them.
+//!
+//! A bulk is one engine op: when one of its statements fails, the rest of the bulk does not
+//! run, and every variable the bulk writes holds the error (MXNet's bulk segments do the same).
+//! The engine knows only the bulk's label and first line, so the failing statement is noted in
+//! [`FailedSteps`], and reports name its place.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use dep_engine as engine;
 
@@ -34,6 +40,51 @@ enum Step {
     Compute(Arc<ComputeOp>),
     /// Releases internal buffer `index` (its slot): into the pool, or freed.
     Release(usize, Arc<Slot>),
+}
+
+/// The failing statements of a graph's bulks, for the reports of their errors: the latest
+/// [`FailedSteps::KEPT`] failures, looked up by the bulk's label and error message.
+#[derive(Default)]
+pub(crate) struct FailedSteps(Mutex<VecDeque<FailedStep>>);
+
+/// The statement of a bulk that failed.
+#[derive(Clone)]
+pub(crate) struct FailedStep {
+    /// The bulk's label (the engine op's), and the message of its error.
+    bulk: Arc<str>,
+    bulk_message: String,
+    /// The failing statement's label and line.
+    pub(crate) label: Arc<str>,
+    pub(crate) line: u32,
+    /// What went wrong in it.
+    pub(crate) message: String,
+}
+
+impl FailedSteps {
+    /// How many failures are kept: a failure is reported at the next `print`, `wait` or end of
+    /// the run, so only recent ones are looked up.
+    const KEPT: usize = 64;
+
+    fn note(&self, step: FailedStep) {
+        let mut steps = crate::slot::lock(&self.0);
+        steps.retain(|kept| {
+            !(Arc::ptr_eq(&kept.bulk, &step.bulk) && kept.bulk_message == step.bulk_message)
+        });
+        if steps.len() == Self::KEPT {
+            steps.pop_front();
+        }
+        steps.push_back(step);
+    }
+
+    /// The failing statement of the bulk labelled `bulk` (by identity) whose error says
+    /// `message`, if one of these bulks failed so.
+    pub(crate) fn find(&self, bulk: &Arc<str>, message: &str) -> Option<FailedStep> {
+        crate::slot::lock(&self.0)
+            .iter()
+            .rev()
+            .find(|step| Arc::ptr_eq(&step.bulk, bulk) && step.bulk_message == message)
+            .cloned()
+    }
 }
 
 /// Builds the segments of one replay: ops are added in order, releases after the op that last
@@ -183,15 +234,33 @@ fn dedup_accesses(reads: &mut Vec<engine::Var>, writes: &mut Vec<engine::Var>) {
 }
 
 impl Segment {
-    /// The engine op that runs this segment once; allocations come from `pool` when given, and
-    /// releases note buffer sizes in `sizes`.
+    /// The engine op that runs this segment once; allocations come from `pool` when given,
+    /// releases note buffer sizes in `sizes`, and a bulk's failing statement is noted in
+    /// `failed`.
     pub(crate) fn spec(
         &self,
         pool: &Option<Arc<BufferPool>>,
         sizes: &Arc<Vec<AtomicU64>>,
+        failed: &Arc<FailedSteps>,
     ) -> engine::OpSpec {
         let (steps, pool, sizes) = (self.steps.clone(), pool.clone(), sizes.clone());
-        let exec = move || run_steps(&steps, pool.as_ref(), &sizes);
+        let (label, failed) = (self.label.clone(), failed.clone());
+        let exec = move || {
+            run_steps(&steps, pool.as_ref(), &sizes).map_err(|(step, message)| {
+                let Some(op) = step else {
+                    return message;
+                };
+                let bulk_message = format!("`{}`: {message}", op.label);
+                failed.note(FailedStep {
+                    bulk: label,
+                    bulk_message: bulk_message.clone(),
+                    label: op.label.clone(),
+                    line: op.line,
+                    message,
+                });
+                bulk_message
+            })
+        };
         engine::OpSpec::new(self.label.clone(), exec)
             .accesses(self.reads.clone(), self.writes.clone())
             .line(self.line)
@@ -200,13 +269,13 @@ impl Segment {
     }
 }
 
-/// Runs a segment's steps in order; the first failure stops it. In a bulk, the message names
-/// the failing statement.
+/// Runs a segment's steps in order; the first failure stops it. Returns the failure's message,
+/// with the failing op when the segment is a bulk.
 fn run_steps(
     steps: &[Step],
     pool: Option<&Arc<BufferPool>>,
     sizes: &[AtomicU64],
-) -> Result<(), String> {
+) -> Result<(), (Option<Arc<ComputeOp>>, String)> {
     let bulked = steps
         .iter()
         .filter(|step| matches!(step, Step::Compute(_)))
@@ -214,13 +283,9 @@ fn run_steps(
         .is_some();
     for step in steps {
         match step {
-            Step::Compute(op) => op.execute(pool).map_err(|message| {
-                if bulked {
-                    format!("`{}`: {message}", op.label)
-                } else {
-                    message
-                }
-            })?,
+            Step::Compute(op) => op
+                .execute(pool)
+                .map_err(|message| (bulked.then(|| op.clone()), message))?,
             Step::Release(index, slot) => {
                 let (bytes, host) = slot.release();
                 if bytes > 0 {

@@ -400,9 +400,13 @@ impl Session {
         names
     }
 
-    /// The report of a recorded graph: ops, edges, critical path, memory eager against graph.
+    /// The report of a recorded graph: ops, edges, critical path, memory eager against graph
+    /// (what `print NAME` shows), and how many allocations its buffer pool served, a measured
+    /// figure that depends on the schedule.
     pub fn graph_report(&self, name: &str) -> Option<String> {
-        self.graphs.get(name).map(crate::graph::Graph::report)
+        self.graphs
+            .get(name)
+            .map(crate::graph::Graph::report_measured)
     }
 
     /// A recorded graph's DAG in Graphviz DOT (for `:dag NAME` and `%dag NAME`).
@@ -473,8 +477,22 @@ impl Session {
         *self = Session::new(config);
     }
 
-    /// Renders an op failure with the place of its statement.
+    /// Renders an op failure with the place of its statement (for a bulk of a graph's ops, the
+    /// statement in it that failed).
     pub(crate) fn render_op_error(&self, error: &engine::OpError) -> Report {
+        let step = self
+            .graphs
+            .values()
+            .find_map(|graph| graph.failed_step(error));
+        let error = &match step {
+            Some(step) => engine::OpError {
+                label: step.label,
+                line: step.line,
+                message: step.message,
+                cancelled: false,
+            },
+            None => error.clone(),
+        };
         let located = self.locate_line(error.line);
         let rendered = match &located {
             Some((path, local_line, line_text)) => {

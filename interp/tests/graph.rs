@@ -217,8 +217,17 @@ fn a_bulked_replay_is_fewer_engine_ops_and_names_a_failing_statement() {
 
     let failing = "a = ones(4)\nm = ones(3, 3)\nout = zeros(4)\ngraph g {\n  t1 = a + 1\n  t2 = t1 @ m\n  out = t2 * 2\n}\nwith bulk = 8 { run g }\nprint a\nprint out\n";
     let (mut session, result, out) = log_session(failing);
-    let error = result.unwrap_err().to_string();
-    assert!(error.contains("`t2 = t1 @ m`: matmul"), "{error}");
+    let error = result.unwrap_err();
+    // The failing statement's place and message, as without bulking.
+    assert_eq!(
+        error.message(),
+        "`t2 = t1 @ m`: matmul: shapes [4] and [3, 3] are not aligned (4 != 3)"
+    );
+    let error = error.to_string();
+    assert!(
+        error.contains(" --> bulk.dep:6:3\n  |\n6 |   t2 = t1 @ m\n"),
+        "{error}"
+    );
     assert!(out.contains("[1. 1. 1. 1.]"), "{out}");
     let mut out = Vec::new();
     session

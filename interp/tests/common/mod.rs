@@ -1,9 +1,13 @@
-//! Helpers shared by the integration tests: the graph-mode sample, and the random programs of
-//! the property tests (`random_program`).
+//! Helpers shared by the integration tests: the graph-mode sample, the random programs of the
+//! property tests (`random_program`, `failing_program` with its `reference` interpreter, and
+//! `timed_program`).
 // Each test binary compiles the whole module and uses a part of it.
 #![allow(dead_code)]
 
+pub mod failing_program;
 pub mod random_program;
+pub mod reference;
+pub mod timed_program;
 
 use std::path::Path;
 
