@@ -11,13 +11,18 @@
 //! offsets in the original. Lexical problems (unknown characters,
 //! unterminated strings, unbalanced brackets) are found here.
 
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{describe_char, Diagnostic};
 use crate::span::Span;
-use crate::tokens::{lex, TokenKind};
+use crate::tokens::{Lexer, TokenKind, BYTE_ORDER_MARK};
 
 /// The deepest bracket nesting accepted; deeper input is reported as an
 /// error (this keeps the recursive parser far from the end of the stack).
 pub(crate) const MAX_BRACKET_DEPTH: usize = 32;
+
+/// The most tokens one top-level statement may have. A longer one is
+/// reported here, before the parser runs, so that a huge one-line file
+/// fails in time and memory proportional to its size only.
+pub(crate) const MAX_STATEMENT_TOKENS: usize = 100_000;
 
 /// One top-level statement's worth of source.
 pub(crate) struct Chunk {
@@ -65,11 +70,22 @@ struct ChunkBuilder {
     span: Option<Span>,
     problem: Option<Diagnostic>,
     continued_after: Vec<Span>,
+    token_count: usize,
 }
 
 impl ChunkBuilder {
     fn include(&mut self, span: Span) {
         self.span = Some(self.span.map_or(span, |current| current.join(span)));
+        self.token_count += 1;
+        if self.token_count == MAX_STATEMENT_TOKENS + 1 {
+            self.report(Diagnostic::new(
+                "statement is too long",
+                span,
+                format!(
+                    "more than {MAX_STATEMENT_TOKENS} tokens in one statement; split it into several statements"
+                ),
+            ));
+        }
     }
 
     fn report(&mut self, problem: Diagnostic) {
@@ -92,7 +108,7 @@ impl ChunkBuilder {
 
 /// Splits `source` into chunks; see the module documentation.
 pub(crate) fn split_into_chunks(source: &str) -> ChunkedSource {
-    let lexed = lex(source);
+    let mut lexer = Lexer::new(source);
     let mut cleaned = String::with_capacity(source.len());
     let mut copied_until = 0;
     let mut blank = |cleaned: &mut String, span: Span| {
@@ -106,7 +122,7 @@ pub(crate) fn split_into_chunks(source: &str) -> ChunkedSource {
     let mut previous_continues = false;
     let mut previous_span = Span::default();
 
-    for token in &lexed.tokens {
+    while let Some(token) = lexer.next() {
         let text = token.span.text(source);
         match token.kind {
             TokenKind::Comment => blank(&mut cleaned, token.span),
@@ -133,13 +149,9 @@ pub(crate) fn split_into_chunks(source: &str) -> ChunkedSource {
                 previous_continues = matches!(kind, TokenKind::Operator | TokenKind::Punctuation)
                     && continues_statement(text);
                 match kind {
-                    TokenKind::Unknown => current.report(Diagnostic::new(
-                        format!("unexpected character `{text}`"),
-                        token.span,
-                        "this character is not part of the language",
-                    )),
+                    TokenKind::Unknown => current.report(unknown_character(text, token.span)),
                     TokenKind::String
-                        if lexed.unterminated_string_start == Some(token.span.start) =>
+                        if lexer.unterminated_string_start == Some(token.span.start) =>
                     {
                         current.report(Diagnostic::new(
                             "unterminated string",
@@ -170,7 +182,7 @@ pub(crate) fn split_into_chunks(source: &str) -> ChunkedSource {
     }
     let ends_incomplete = previous_continues
         || !open_brackets.is_empty()
-        || lexed.unterminated_string_start.is_some();
+        || lexer.unterminated_string_start.is_some();
     if let Some((opening, span)) = open_brackets.last() {
         current.report(unclosed_bracket(*opening, *span));
     }
@@ -222,6 +234,23 @@ fn close_bracket(
             )),
         },
     }
+}
+
+/// The diagnostic for a character the language does not use, `text`, at
+/// `span`. It names invisible characters by their code point, so that the
+/// message says what the quoted source line cannot show.
+fn unknown_character(text: &str, span: Span) -> Diagnostic {
+    let character = text.chars().next().unwrap_or(char::REPLACEMENT_CHARACTER);
+    let label = match character {
+        BYTE_ORDER_MARK => "a byte order mark is only accepted at the very start of a file",
+        char::REPLACEMENT_CHARACTER => "this is not valid UTF-8 text, or was not when it was read",
+        _ => "this character is not part of the language",
+    };
+    Diagnostic::new(
+        format!("unexpected character {}", describe_char(character)),
+        span,
+        label,
+    )
 }
 
 /// The diagnostic for an opening bracket that is never closed.
