@@ -7,4 +7,5 @@ mod bad_input;
 mod repl;
 mod run;
 mod sim;
+mod source_text;
 mod views;
