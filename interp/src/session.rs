@@ -484,8 +484,8 @@ impl Session {
                 let span = grammar::Span::new(start, start + error.label.len());
                 grammar::Diagnostic::new(error.message.clone(), span, "in this statement")
                     .render_from_line(
-                        &path,
-                        &grammar::LineIndex::new(&line_text),
+                        path,
+                        &grammar::LineIndex::new(line_text),
                         *local_line as usize,
                     )
             }
