@@ -79,7 +79,7 @@ impl Diagnostic {
         let mut rendered = format!(
             "error: {message}\n{gutter}--> {path}:{line_number}:{column}\n{gutter} |\n{line_number} | {text}\n{gutter} | {padding}{carets}",
             column = start.column,
-            message = self.message,
+            message = shorten_quotes(&self.message),
             text = quoted.text,
             padding = quoted.padding,
             carets = "^".repeat(quoted.caret_count),
@@ -157,6 +157,60 @@ impl QuotedLine {
             caret_count: visible_caret_end.saturating_sub(caret_start).max(1),
         }
     }
+}
+
+/// The most chars of a quote (between `` ` `` or `"`) kept in a headline.
+const MAX_QUOTE_CHARS: usize = 40;
+
+/// The most chars of a headline.
+const MAX_HEADLINE_CHARS: usize = 400;
+
+/// `message` with every quote longer than [`MAX_QUOTE_CHARS`] (a huge name or string echoed
+/// from the source) cut with `...`, and the whole cut to [`MAX_HEADLINE_CHARS`], so that a
+/// headline stays one readable line.
+fn shorten_quotes(message: &str) -> String {
+    let mut shortened = String::with_capacity(message.len().min(MAX_HEADLINE_CHARS + 8));
+    let mut quote: Option<(char, String)> = None;
+    let flush = |shortened: &mut String, delimiter: char, inner: &str, closed: bool| {
+        shortened.push(delimiter);
+        if inner.chars().count() > MAX_QUOTE_CHARS {
+            shortened.extend(inner.chars().take(MAX_QUOTE_CHARS - ELLIPSIS.len()));
+            shortened.push_str(ELLIPSIS);
+        } else {
+            shortened.push_str(inner);
+        }
+        if closed {
+            shortened.push(delimiter);
+        }
+    };
+    let mut escaped = false;
+    for character in message.chars() {
+        match &mut quote {
+            Some((delimiter, inner)) => {
+                if character == *delimiter && !escaped {
+                    let delimiter = *delimiter;
+                    flush(&mut shortened, delimiter, inner, true);
+                    quote = None;
+                } else {
+                    escaped = character == '\\' && !escaped && *delimiter == '"';
+                    inner.push(character);
+                }
+            }
+            None if character == '`' || character == '"' => {
+                quote = Some((character, String::new()));
+                escaped = false;
+            }
+            None => shortened.push(character),
+        }
+    }
+    if let Some((delimiter, inner)) = quote {
+        flush(&mut shortened, delimiter, &inner, false);
+    }
+    if shortened.chars().count() > MAX_HEADLINE_CHARS {
+        shortened = shortened.chars().take(MAX_HEADLINE_CHARS).collect();
+        shortened.push_str(ELLIPSIS);
+    }
+    shortened
 }
 
 /// Whether `character` shows nothing, or nothing recognisable, in a
@@ -333,6 +387,27 @@ mod tests {
         let caret_line = rendered.lines().last().unwrap();
         assert_eq!(caret_line.matches('^').count(), 90, "{rendered}");
         assert!(rendered.lines().nth(3).unwrap().ends_with("y..."));
+    }
+
+    #[test]
+    fn long_quotes_in_headlines_are_cut() {
+        let name = "n".repeat(100_000);
+        let message = format!("unknown name `{name}` (did you mean `ones`?)");
+        let headline = shorten_quotes(&message);
+        assert_eq!(
+            headline,
+            format!(
+                "unknown name `{}...` (did you mean `ones`?)",
+                "n".repeat(37)
+            )
+        );
+        let text = format!("the string {:?} is not a tensor", "a\"b".repeat(50));
+        let headline = shorten_quotes(&text);
+        assert!(headline.ends_with("...\" is not a tensor"), "{headline}");
+        assert_eq!(shorten_quotes("short `a` and \"b\""), "short `a` and \"b\"");
+        assert_eq!(shorten_quotes(&"x".repeat(500)).len(), 403);
+        let rendered = Diagnostic::new(message, Span::new(0, 1), "").render("f.dep", "x");
+        assert!(rendered.len() < 200, "{rendered}");
     }
 
     #[test]

@@ -144,3 +144,16 @@ fn binary_junk_gives_at_most_a_hundred_errors_and_says_so() {
         assert!(diagnostic.span.start < junk.len());
     }
 }
+
+#[test]
+fn a_huge_file_of_broken_statements_stops_at_the_hundredth_error_at_once() {
+    let junk = "$;".repeat(5 * 1024 * 1024);
+    let started = Instant::now();
+    let output = parse(&junk);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(output.diagnostics.len(), crate::parse::MAX_DIAGNOSTICS + 1);
+}

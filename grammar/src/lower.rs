@@ -116,7 +116,7 @@ fn chain_too_long(operator: Span) -> Diagnostic {
         "expression is too long",
         operator,
         format!(
-            "more than {MAX_EXPRESSION_DEPTH} operators in a row; split it into several statements (`s = a + b`, then `s += c`)"
+            "this chain makes the expression more than {MAX_EXPRESSION_DEPTH} operations deep; split it into several statements (`s = a + b`, then `s += c`)"
         ),
     )
 }

@@ -7,7 +7,7 @@ use pest::Parser;
 use pest_derive::Parser;
 
 use crate::ast::Program;
-use crate::chunk::split_into_chunks;
+use crate::chunk::Chunker;
 use crate::diagnostic::Diagnostic;
 use crate::lower::Lowerer;
 use crate::syntax_error::syntax_error;
@@ -50,11 +50,10 @@ impl ParseOutput {
 /// after a binary operator or `,`, or inside `(...)` or `[...]`, does not end
 /// a statement. A block's `{` must be on the same line as its header.
 pub fn parse(source: &str) -> ParseOutput {
-    let chunked = split_into_chunks(source);
     let mut output = ParseOutput::default();
     let mut previous_failed = false;
-    for chunk in chunked.chunks {
-        let text = chunk.span.text(&chunked.cleaned);
+    for chunk in Chunker::new(source) {
+        let text = chunk.text.as_str();
         let result = match chunk.problem {
             Some(problem) => Err(problem),
             None => match StatementParser::parse(Rule::single_statement, text) {

@@ -495,7 +495,7 @@ fn too_long_chains_are_reported_at_the_operator_past_the_limit() {
     let rendered = diagnostic.render("t.dep", &long_sum);
     assert!(rendered.contains("--> t.dep:1:2004"), "{rendered}");
     assert!(
-        rendered.contains("more than 1000 operators in a row"),
+        rendered.contains("more than 1000 operations deep"),
         "{rendered}"
     );
 }
