@@ -113,10 +113,31 @@ pub(crate) fn check(file: &Path) -> ExitCode {
 
 fn read_script(file: &Path) -> Result<(String, String), ExitCode> {
     let path = file.display().to_string();
-    match std::fs::read_to_string(file) {
+    match read_source(file) {
         Ok(source) => Ok((path, source)),
-        Err(error) => Err(usage_error(&format!("cannot read {path}: {error}"))),
+        Err(ReadError::Io(message)) => Err(usage_error(&message)),
+        Err(ReadError::NotText(rendered)) => {
+            eprint!("{rendered}");
+            Err(ExitCode::from(EXIT_USAGE))
+        }
     }
+}
+
+/// Why a script could not be read.
+pub(crate) enum ReadError {
+    /// The file could not be read: the message says which and why.
+    Io(String),
+    /// The file is not UTF-8 text: the report names the first bad byte at its `file:line:col`.
+    NotText(String),
+}
+
+/// Reads the script `file` as text (a byte order mark at its start is kept: the parser skips
+/// it, as editors do).
+pub(crate) fn read_source(file: &Path) -> Result<String, ReadError> {
+    let path = file.display().to_string();
+    let bytes = std::fs::read(file)
+        .map_err(|error| ReadError::Io(format!("cannot read {path}: {error}")))?;
+    dep_grammar::decode_source(bytes).map_err(|error| ReadError::NotText(error.render(&path)))
 }
 
 fn report(error: &RunError) -> ExitCode {

@@ -8,4 +8,5 @@ mod errors;
 mod repl;
 mod run;
 mod sim;
+mod source_text;
 mod views;

@@ -11,34 +11,31 @@
 //! offsets in the original. Lexical problems (unknown characters,
 //! unterminated strings, unbalanced brackets) are found here.
 
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{describe_char, Diagnostic};
 use crate::span::Span;
-use crate::tokens::{lex, TokenKind};
+use crate::tokens::{Lexer, TokenKind, BYTE_ORDER_MARK};
 
 /// The deepest bracket nesting accepted; deeper input is reported as an
 /// error (this keeps the recursive parser far from the end of the stack).
 pub(crate) const MAX_BRACKET_DEPTH: usize = 32;
 
+/// The most tokens one top-level statement may have. A longer one is
+/// reported here, before the parser runs, so that a huge one-line file
+/// fails in time and memory proportional to its size only.
+pub(crate) const MAX_STATEMENT_TOKENS: usize = 100_000;
+
 /// One top-level statement's worth of source.
 pub(crate) struct Chunk {
     /// From the chunk's first token to its last one (comments excluded).
     pub(crate) span: Span,
+    /// The source text of `span`, with comments and newlines that do not end
+    /// the statement blanked to spaces: what the parser reads.
+    pub(crate) text: String,
     /// The first lexical problem found in the chunk, if any.
     pub(crate) problem: Option<Diagnostic>,
     /// The operators and commas at the end of a line that made the
     /// statement go on to the next line, in order.
     pub(crate) continued_after: Vec<Span>,
-}
-
-/// A source split into chunks, with its cleaned text.
-pub(crate) struct ChunkedSource {
-    /// The source with comments and non-separating newlines blanked.
-    pub(crate) cleaned: String,
-    /// The chunks, in source order.
-    pub(crate) chunks: Vec<Chunk>,
-    /// Whether the source ends inside a bracket or string, or right after
-    /// a token that continues the statement on the next line.
-    pub(crate) ends_incomplete: bool,
 }
 
 /// Whether the operator or punctuation `text` makes a newline right after
@@ -65,11 +62,24 @@ struct ChunkBuilder {
     span: Option<Span>,
     problem: Option<Diagnostic>,
     continued_after: Vec<Span>,
+    /// Comments and non-separating newlines inside the chunk, blanked in its text.
+    blanks: Vec<Span>,
+    token_count: usize,
 }
 
 impl ChunkBuilder {
     fn include(&mut self, span: Span) {
         self.span = Some(self.span.map_or(span, |current| current.join(span)));
+        self.token_count += 1;
+        if self.token_count == MAX_STATEMENT_TOKENS + 1 {
+            self.report(Diagnostic::new(
+                "statement is too long",
+                span,
+                format!(
+                    "more than {MAX_STATEMENT_TOKENS} tokens in one statement; split it into several statements"
+                ),
+            ));
+        }
     }
 
     fn report(&mut self, problem: Diagnostic) {
@@ -78,68 +88,103 @@ impl ChunkBuilder {
         }
     }
 
-    fn finish_into(&mut self, chunks: &mut Vec<Chunk>) {
+    /// The finished chunk of `source`, if it has any token; the builder is
+    /// left empty for the next one.
+    fn finish(&mut self, source: &str) -> Option<Chunk> {
         let finished = std::mem::take(self);
-        if let Some(span) = finished.span {
-            chunks.push(Chunk {
-                span,
-                problem: finished.problem,
-                continued_after: finished.continued_after,
-            });
+        let span = finished.span?;
+        let mut text = span.text(source).to_string();
+        for blank in finished.blanks {
+            // Comments before the chunk's first token or after its last one lie
+            // outside it.
+            if span.start <= blank.start && blank.end <= span.end {
+                let relative = blank.shifted_back(span.start);
+                text.replace_range(relative.start..relative.end, &" ".repeat(blank.len()));
+            }
         }
+        Some(Chunk {
+            span,
+            text,
+            problem: finished.problem,
+            continued_after: finished.continued_after,
+        })
     }
 }
 
-/// Splits `source` into chunks; see the module documentation.
-pub(crate) fn split_into_chunks(source: &str) -> ChunkedSource {
-    let lexed = lex(source);
-    let mut cleaned = String::with_capacity(source.len());
-    let mut copied_until = 0;
-    let mut blank = |cleaned: &mut String, span: Span| {
-        cleaned.push_str(source.get(copied_until..span.start).unwrap_or(""));
-        cleaned.push_str(&" ".repeat(span.len()));
-        copied_until = span.end;
-    };
-    let mut chunks = Vec::new();
-    let mut current = ChunkBuilder::default();
-    let mut open_brackets: Vec<(char, Span)> = Vec::new();
-    let mut previous_continues = false;
-    let mut previous_span = Span::default();
+/// Splits a source into chunks, one at a time, so that a caller can stop
+/// early and a huge source is never held as a list of chunks; see the
+/// module documentation.
+pub(crate) struct Chunker<'source> {
+    source: &'source str,
+    lexer: Lexer<'source>,
+    current: ChunkBuilder,
+    open_brackets: Vec<(char, Span)>,
+    previous_continues: bool,
+    previous_span: Span,
+    done: bool,
+}
 
-    for token in &lexed.tokens {
+impl<'source> Chunker<'source> {
+    /// A chunker at the start of `source`.
+    pub(crate) fn new(source: &'source str) -> Chunker<'source> {
+        Chunker {
+            source,
+            lexer: Lexer::new(source),
+            current: ChunkBuilder::default(),
+            open_brackets: Vec::new(),
+            previous_continues: false,
+            previous_span: Span::default(),
+            done: false,
+        }
+    }
+
+    /// Whether the source ends inside a bracket or string, or right after a
+    /// token that continues the statement on the next line. Meaningful once
+    /// every chunk was taken.
+    pub(crate) fn ends_incomplete(&self) -> bool {
+        self.previous_continues
+            || !self.open_brackets.is_empty()
+            || self.lexer.unterminated_string_start.is_some()
+    }
+
+    /// Takes in one token; returns the chunk it ends, if it ends one.
+    fn take(&mut self, token: crate::tokens::Token) -> Option<Chunk> {
+        let source = self.source;
         let text = token.span.text(source);
+        let current = &mut self.current;
         match token.kind {
-            TokenKind::Comment => blank(&mut cleaned, token.span),
-            TokenKind::Newline => {
-                let innermost = open_brackets.last().map(|(opening, _)| *opening);
-                if matches!(innermost, Some('(' | '[')) {
-                    blank(&mut cleaned, token.span);
-                } else if previous_continues {
-                    blank(&mut cleaned, token.span);
-                    if current.continued_after.last() != Some(&previous_span) {
-                        current.continued_after.push(previous_span);
-                    }
-                } else if innermost.is_none() {
-                    current.finish_into(&mut chunks);
+            TokenKind::Comment => {
+                if current.span.is_some() {
+                    current.blanks.push(token.span);
                 }
             }
-            _ if text == ";" && open_brackets.is_empty() => {
-                current.finish_into(&mut chunks);
-                previous_continues = false;
+            TokenKind::Newline => {
+                let innermost = self.open_brackets.last().map(|(opening, _)| *opening);
+                if matches!(innermost, Some('(' | '[')) {
+                    current.blanks.push(token.span);
+                } else if self.previous_continues {
+                    current.blanks.push(token.span);
+                    if current.continued_after.last() != Some(&self.previous_span) {
+                        current.continued_after.push(self.previous_span);
+                    }
+                } else if innermost.is_none() {
+                    return current.finish(source);
+                }
+            }
+            _ if text == ";" && self.open_brackets.is_empty() => {
+                self.previous_continues = false;
+                return current.finish(source);
             }
             kind => {
                 current.include(token.span);
-                previous_span = token.span;
-                previous_continues = matches!(kind, TokenKind::Operator | TokenKind::Punctuation)
-                    && continues_statement(text);
+                self.previous_span = token.span;
+                self.previous_continues =
+                    matches!(kind, TokenKind::Operator | TokenKind::Punctuation)
+                        && continues_statement(text);
                 match kind {
-                    TokenKind::Unknown => current.report(Diagnostic::new(
-                        format!("unexpected character `{text}`"),
-                        token.span,
-                        "this character is not part of the language",
-                    )),
+                    TokenKind::Unknown => current.report(unknown_character(text, token.span)),
                     TokenKind::String
-                        if lexed.unterminated_string_start == Some(token.span.start) =>
+                        if self.lexer.unterminated_string_start == Some(token.span.start) =>
                     {
                         current.report(Diagnostic::new(
                             "unterminated string",
@@ -151,8 +196,9 @@ pub(crate) fn split_into_chunks(source: &str) -> ChunkedSource {
                 }
                 match text {
                     "(" | "[" | "{" => {
-                        open_brackets.push((text.chars().next().unwrap_or('('), token.span));
-                        if open_brackets.len() == MAX_BRACKET_DEPTH + 1 {
+                        self.open_brackets
+                            .push((text.chars().next().unwrap_or('('), token.span));
+                        if self.open_brackets.len() == MAX_BRACKET_DEPTH + 1 {
                             current.report(Diagnostic::new(
                                 "brackets are nested too deeply",
                                 token.span,
@@ -161,25 +207,33 @@ pub(crate) fn split_into_chunks(source: &str) -> ChunkedSource {
                         }
                     }
                     ")" | "]" | "}" => {
-                        close_bracket(text, token.span, &mut open_brackets, &mut current)
+                        close_bracket(text, token.span, &mut self.open_brackets, current)
                     }
                     _ => {}
                 }
             }
         }
+        None
     }
-    let ends_incomplete = previous_continues
-        || !open_brackets.is_empty()
-        || lexed.unterminated_string_start.is_some();
-    if let Some((opening, span)) = open_brackets.last() {
-        current.report(unclosed_bracket(*opening, *span));
-    }
-    current.finish_into(&mut chunks);
-    cleaned.push_str(source.get(copied_until..).unwrap_or(""));
-    ChunkedSource {
-        cleaned,
-        chunks,
-        ends_incomplete,
+}
+
+impl Iterator for Chunker<'_> {
+    type Item = Chunk;
+
+    fn next(&mut self) -> Option<Chunk> {
+        while let Some(token) = self.lexer.next() {
+            if let Some(chunk) = self.take(token) {
+                return Some(chunk);
+            }
+        }
+        if self.done {
+            return None;
+        }
+        self.done = true;
+        if let Some((opening, span)) = self.open_brackets.last() {
+            self.current.report(unclosed_bracket(*opening, *span));
+        }
+        self.current.finish(self.source)
     }
 }
 
@@ -224,6 +278,23 @@ fn close_bracket(
     }
 }
 
+/// The diagnostic for a character the language does not use, `text`, at
+/// `span`. It names invisible characters by their code point, so that the
+/// message says what the quoted source line cannot show.
+fn unknown_character(text: &str, span: Span) -> Diagnostic {
+    let character = text.chars().next().unwrap_or(char::REPLACEMENT_CHARACTER);
+    let label = match character {
+        BYTE_ORDER_MARK => "a byte order mark is only accepted at the very start of a file",
+        char::REPLACEMENT_CHARACTER => "this is not valid UTF-8 text, or was not when it was read",
+        _ => "this character is not part of the language",
+    };
+    Diagnostic::new(
+        format!("unexpected character {}", describe_char(character)),
+        span,
+        label,
+    )
+}
+
 /// The diagnostic for an opening bracket that is never closed.
 fn unclosed_bracket(opening: char, span: Span) -> Diagnostic {
     Diagnostic::new(
@@ -241,16 +312,12 @@ mod tests {
     use super::*;
 
     fn chunk_texts(source: &str) -> Vec<String> {
-        let chunked = split_into_chunks(source);
-        assert_eq!(chunked.cleaned.len(), source.len());
-        chunked
-            .chunks
-            .iter()
+        Chunker::new(source)
             .map(|chunk| {
-                let text = chunk.span.text(&chunked.cleaned).to_string();
+                assert_eq!(chunk.text.len(), chunk.span.len());
                 match &chunk.problem {
-                    Some(problem) => format!("{text} !! {}", problem.message),
-                    None => text,
+                    Some(problem) => format!("{} !! {}", chunk.text, problem.message),
+                    None => chunk.text,
                 }
             })
             .collect()

@@ -1,7 +1,7 @@
 //! [`is_complete`]: whether an input typed into a REPL or notebook cell is
 //! ready to be parsed, or whether another line should be read first.
 
-use crate::chunk::split_into_chunks;
+use crate::chunk::Chunker;
 
 /// Whether `source` is complete. It is not when a `(`, `[` or `{` is left
 /// open, when a string literal is unterminated, or when the last token
@@ -10,7 +10,9 @@ use crate::chunk::split_into_chunks;
 /// `\n` and parse them together. Complete input may still hold errors:
 /// `parse` reports them. Never panics.
 pub fn is_complete(source: &str) -> bool {
-    !split_into_chunks(source).ends_incomplete
+    let mut chunker = Chunker::new(source);
+    chunker.by_ref().for_each(drop);
+    !chunker.ends_incomplete()
 }
 
 #[cfg(test)]

@@ -64,24 +64,25 @@ impl Diagnostic {
         let file_line = start.line + first_line.max(1) - 1;
         let line_number = file_line.to_string();
         let gutter = " ".repeat(line_number.len());
-        // Keep tabs in the padding so that the caret lines up with the text.
-        let padding: String = line_text
-            .chars()
-            .take(start.column - 1)
-            .map(|character| if character == '\t' { '\t' } else { ' ' })
-            .collect();
         let line_length_in_chars = line_text.chars().count();
         let caret_end_column = if end.line == start.line {
             end.column
         } else {
             line_length_in_chars + 1
         };
-        let caret_count = caret_end_column.saturating_sub(start.column).max(1);
+        let quoted = QuotedLine::new(
+            line_text,
+            line_length_in_chars,
+            start.column - 1,
+            caret_end_column.saturating_sub(1),
+        );
         let mut rendered = format!(
-            "error: {message}\n{gutter}--> {path}:{line_number}:{column}\n{gutter} |\n{line_number} | {line_text}\n{gutter} | {padding}{carets}",
+            "error: {message}\n{gutter}--> {path}:{line_number}:{column}\n{gutter} |\n{line_number} | {text}\n{gutter} | {padding}{carets}",
             column = start.column,
-            message = self.message,
-            carets = "^".repeat(caret_count),
+            message = shorten_quotes(&self.message),
+            text = quoted.text,
+            padding = quoted.padding,
+            carets = "^".repeat(quoted.caret_count),
         );
         if !self.label.is_empty() {
             rendered.push(' ');
@@ -99,6 +100,173 @@ impl std::fmt::Display for Diagnostic {
 }
 
 impl std::error::Error for Diagnostic {}
+
+/// The most chars of a source line quoted in a report: a longer line is cut
+/// to a window around the caret, with `...` where it was cut.
+const MAX_QUOTED_CHARS: usize = 100;
+
+/// How many chars before the caret a cut line keeps.
+const CONTEXT_BEFORE_CARET: usize = 40;
+
+/// The ellipsis that marks where a quoted line was cut.
+const ELLIPSIS: &str = "...";
+
+/// A source line as quoted in a report: cut to a window around the caret,
+/// invisible characters made visible, with the padding and caret count that
+/// put the carets under the span.
+struct QuotedLine {
+    text: String,
+    padding: String,
+    caret_count: usize,
+}
+
+impl QuotedLine {
+    /// Quotes `line` (`length` chars long) with carets under its chars
+    /// `caret_start..caret_end` (0-based, at least one caret).
+    fn new(line: &str, length: usize, caret_start: usize, caret_end: usize) -> QuotedLine {
+        let caret_start = caret_start.min(length);
+        let (window_start, window_end) = if length <= MAX_QUOTED_CHARS {
+            (0, length)
+        } else {
+            let window_start = caret_start
+                .saturating_sub(CONTEXT_BEFORE_CARET)
+                .min(length - MAX_QUOTED_CHARS);
+            (window_start, window_start + MAX_QUOTED_CHARS)
+        };
+        let cut_before = if window_start > 0 { ELLIPSIS } else { "" };
+        let cut_after = if window_end < length { ELLIPSIS } else { "" };
+        let mut text = String::from(cut_before);
+        // Keep tabs in the padding so that the caret lines up with the text.
+        let mut padding = " ".repeat(cut_before.len());
+        for (index, character) in line
+            .chars()
+            .enumerate()
+            .skip(window_start)
+            .take(window_end - window_start)
+        {
+            text.push(visible(character));
+            if index < caret_start {
+                padding.push(if character == '\t' { '\t' } else { ' ' });
+            }
+        }
+        text.push_str(cut_after);
+        let visible_caret_end = caret_end.min(window_end.max(caret_start + 1));
+        QuotedLine {
+            text,
+            padding,
+            caret_count: visible_caret_end.saturating_sub(caret_start).max(1),
+        }
+    }
+}
+
+/// The most chars of a quote (between `` ` `` or `"`) kept in a headline.
+const MAX_QUOTE_CHARS: usize = 40;
+
+/// The most chars of a headline.
+const MAX_HEADLINE_CHARS: usize = 400;
+
+/// `message` with every quote longer than [`MAX_QUOTE_CHARS`] (a huge name or string echoed
+/// from the source) cut with `...`, and the whole cut to [`MAX_HEADLINE_CHARS`], so that a
+/// headline stays one readable line.
+fn shorten_quotes(message: &str) -> String {
+    let mut shortened = String::with_capacity(message.len().min(MAX_HEADLINE_CHARS + 8));
+    let mut quote: Option<(char, String)> = None;
+    let flush = |shortened: &mut String, delimiter: char, inner: &str, closed: bool| {
+        shortened.push(delimiter);
+        if inner.chars().count() > MAX_QUOTE_CHARS {
+            shortened.extend(inner.chars().take(MAX_QUOTE_CHARS - ELLIPSIS.len()));
+            shortened.push_str(ELLIPSIS);
+        } else {
+            shortened.push_str(inner);
+        }
+        if closed {
+            shortened.push(delimiter);
+        }
+    };
+    let mut escaped = false;
+    for character in message.chars() {
+        match &mut quote {
+            Some((delimiter, inner)) => {
+                if character == *delimiter && !escaped {
+                    let delimiter = *delimiter;
+                    flush(&mut shortened, delimiter, inner, true);
+                    quote = None;
+                } else {
+                    escaped = character == '\\' && !escaped && *delimiter == '"';
+                    inner.push(character);
+                }
+            }
+            None if character == '`' || character == '"' => {
+                quote = Some((character, String::new()));
+                escaped = false;
+            }
+            None => shortened.push(character),
+        }
+    }
+    if let Some((delimiter, inner)) = quote {
+        flush(&mut shortened, delimiter, &inner, false);
+    }
+    if shortened.chars().count() > MAX_HEADLINE_CHARS {
+        shortened = shortened.chars().take(MAX_HEADLINE_CHARS).collect();
+        shortened.push_str(ELLIPSIS);
+    }
+    shortened
+}
+
+/// Whether `character` shows nothing, or nothing recognisable, in a
+/// terminal: control characters, white space other than ` ` and tabs,
+/// zero-width and direction marks, the byte order mark.
+fn is_invisible(character: char) -> bool {
+    (character.is_control() && character != '\t')
+        || (character.is_whitespace() && !matches!(character, ' ' | '\t'))
+        || matches!(
+            character,
+            '\u{ad}'
+                | '\u{34f}'
+                | '\u{61c}'
+                | '\u{115f}'..='\u{1160}'
+                | '\u{180e}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{206f}'
+                | '\u{3164}'
+                | '\u{feff}'
+                | '\u{ffa0}'
+                | '\u{fff9}'..='\u{fffb}'
+                | '\u{e0000}'..='\u{e0fff}'
+        )
+}
+
+/// The char shown for `character` in a quoted source line: itself, or for
+/// an invisible one its control picture (`␀` for NUL) or `�`, one column
+/// wide either way so that carets stay aligned.
+fn visible(character: char) -> char {
+    match character {
+        '\0'..='\u{1f}' if character != '\t' => {
+            char::from_u32(0x2400 + character as u32).unwrap_or(char::REPLACEMENT_CHARACTER)
+        }
+        '\u{7f}' => '\u{2421}',
+        _ if is_invisible(character) => char::REPLACEMENT_CHARACTER,
+        _ => character,
+    }
+}
+
+/// How `character` is named in a message: quoted when it can be seen
+/// (`` `$` ``), by its code point when it cannot (`NUL`, `U+0007`,
+/// `U+FEFF (a byte order mark)`), so that a message never quotes something
+/// invisible.
+pub(crate) fn describe_char(character: char) -> String {
+    match character {
+        '\0' => "NUL".to_string(),
+        '\u{feff}' => "U+FEFF (a byte order mark)".to_string(),
+        '\u{a0}' => "U+00A0 (a no-break space)".to_string(),
+        '\u{200b}' => "U+200B (a zero-width space)".to_string(),
+        char::REPLACEMENT_CHARACTER => "U+FFFD (a replacement character)".to_string(),
+        _ if is_invisible(character) => format!("U+{:04X}", character as u32),
+        _ => format!("`{character}`"),
+    }
+}
 
 /// Renders every diagnostic of one source, one after the other, separated
 /// by blank lines.
@@ -170,6 +338,89 @@ mod tests {
                | ^ l
         "#]]
         .assert_eq(&diagnostic.render("f.dep", &source));
+    }
+
+    #[test]
+    fn long_lines_are_cut_to_a_window_around_the_caret() {
+        let source = format!("x = {}$ + {}", "a + ".repeat(100), "b + ".repeat(100));
+        let at = source.find('$').unwrap();
+        let diagnostic = Diagnostic::new("unexpected character `$`", Span::new(at, at + 1), "l");
+        expect![[r#"
+            error: unexpected character `$`
+             --> f.dep:1:405
+              |
+            1 | ...a + a + a + a + a + a + a + a + a + a + $ + b + b + b + b + b + b + b + b + b + b + b + b + b + b + ...
+              |                                            ^ l
+        "#]]
+        .assert_eq(&diagnostic.render("f.dep", &source));
+    }
+
+    #[test]
+    fn windows_stay_inside_the_line_at_both_ends() {
+        let source = format!("${}\n{}$", "+".repeat(300), "-".repeat(300));
+        let first = Diagnostic::new("m", Span::new(0, 1), "");
+        expect![[r#"
+            error: m
+             --> f.dep:1:1
+              |
+            1 | $+++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++++...
+              | ^
+        "#]]
+        .assert_eq(&first.render("f.dep", &source));
+        let end = source.len();
+        let last = Diagnostic::new("m", Span::new(end, end), "");
+        expect![[r#"
+            error: m
+             --> f.dep:2:302
+              |
+            2 | ...---------------------------------------------------------------------------------------------------$
+              |                                                                                                        ^
+        "#]]
+        .assert_eq(&last.render("f.dep", &source));
+    }
+
+    #[test]
+    fn carets_of_a_long_span_stop_at_the_window() {
+        let source = "y".repeat(1000);
+        let diagnostic = Diagnostic::new("m", Span::new(10, 1000), "");
+        let rendered = diagnostic.render("f.dep", &source);
+        let caret_line = rendered.lines().last().unwrap();
+        assert_eq!(caret_line.matches('^').count(), 90, "{rendered}");
+        assert!(rendered.lines().nth(3).unwrap().ends_with("y..."));
+    }
+
+    #[test]
+    fn long_quotes_in_headlines_are_cut() {
+        let name = "n".repeat(100_000);
+        let message = format!("unknown name `{name}` (did you mean `ones`?)");
+        let headline = shorten_quotes(&message);
+        assert_eq!(
+            headline,
+            format!(
+                "unknown name `{}...` (did you mean `ones`?)",
+                "n".repeat(37)
+            )
+        );
+        let text = format!("the string {:?} is not a tensor", "a\"b".repeat(50));
+        let headline = shorten_quotes(&text);
+        assert!(headline.ends_with("...\" is not a tensor"), "{headline}");
+        assert_eq!(shorten_quotes("short `a` and \"b\""), "short `a` and \"b\"");
+        assert_eq!(shorten_quotes(&"x".repeat(500)).len(), 403);
+        let rendered = Diagnostic::new(message, Span::new(0, 1), "").render("f.dep", "x");
+        assert!(rendered.len() < 200, "{rendered}");
+    }
+
+    #[test]
+    fn characters_are_named_so_that_the_name_can_be_seen() {
+        assert_eq!(describe_char('$'), "`$`");
+        assert_eq!(describe_char('é'), "`é`");
+        assert_eq!(describe_char('\0'), "NUL");
+        assert_eq!(describe_char('\u{7}'), "U+0007");
+        assert_eq!(describe_char('\u{7f}'), "U+007F");
+        assert_eq!(describe_char('\u{feff}'), "U+FEFF (a byte order mark)");
+        assert_eq!(describe_char('\u{202e}'), "U+202E");
+        assert_eq!(describe_char('\u{3000}'), "U+3000");
+        assert_eq!(describe_char('\u{e0001}'), "U+E0001");
     }
 
     #[test]

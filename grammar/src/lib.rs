@@ -5,7 +5,9 @@
 //!
 //! [`parse`] never fails: it returns the statements that parsed and one
 //! [`Diagnostic`] per top-level statement that did not, so every syntax
-//! error of a file is reported at once.
+//! error of a file is reported at once (the first 100 of them). A file is
+//! read with [`decode_source`], which names an invalid UTF-8 byte at its
+//! place; a byte order mark at the start is accepted.
 //!
 //! ```
 //! let source = "A = 2\nB = A + )\nprint A";
@@ -21,7 +23,10 @@
 pub mod ast;
 mod chunk;
 mod complete;
+mod decode;
 mod diagnostic;
+#[cfg(test)]
+mod input_tests;
 mod lower;
 mod parse;
 #[cfg(test)]
@@ -38,6 +43,7 @@ pub use ast::{
     StmtKind, UnaryOp, WithSetting,
 };
 pub use complete::is_complete;
+pub use decode::{decode_source, InvalidUtf8};
 pub use diagnostic::{render_diagnostics, Diagnostic};
 pub use parse::{parse, ParseOutput};
 pub use span::{LineColumn, LineIndex, Span};

@@ -2,7 +2,16 @@
 //! types, shifting every span by the statement's offset in the source.
 //! The few errors the grammar cannot express (a positional argument after a
 //! keyword argument, an unknown string escape, a range loop with several
-//! variables, expressions nested too deeply) are reported here.
+//! variables, expressions nested too deeply or chained too long) are
+//! reported here.
+//!
+//! Two limits keep the trees the interpreter walks recursively within its
+//! stack. Nesting (brackets, calls, indexes, `**`) is limited to
+//! [`MAX_EXPRESSION_NESTING`] levels. A chain of binary operators
+//! (`a + b - c * d ...`) is parsed and lowered in a loop, not by recursion,
+//! but it still makes a left-leaning tree one level deeper per operator, so
+//! the whole tree's depth is limited to [`MAX_EXPRESSION_DEPTH`], reported
+//! at the operator that goes past it.
 
 use pest::iterators::Pair;
 
@@ -14,15 +23,16 @@ use crate::diagnostic::Diagnostic;
 use crate::parse::Rule;
 use crate::span::Span;
 
-/// The deepest expression tree accepted; deeper ones (such as a sum of
-/// hundreds of terms) are reported as errors, so that code walking the tree
-/// recursively (dropping it, printing it, evaluating it) cannot exhaust the
-/// stack.
-pub(crate) const MAX_EXPRESSION_DEPTH: usize = 256;
+/// The deepest expression tree accepted, such as a sum of 1000 terms;
+/// deeper ones are reported as errors, so that the interpreter, which walks
+/// trees recursively (compiling, evaluating and dropping them, on engine
+/// worker threads with 2 MiB stacks), cannot exhaust a stack. Its walks
+/// overflow such a stack from about 5000 levels on.
+pub(crate) const MAX_EXPRESSION_DEPTH: usize = 1000;
 
-/// The deepest recursion accepted while lowering one expression (operands
-/// of `**`, of calls, of lists and of indexes); deeper ones are reported as
-/// errors.
+/// The deepest nesting accepted in one expression: operands of `-`, `**`,
+/// calls, lists and indexes, and the levels of the precedence ladder
+/// (`a * b` inside `c + ...`); deeper ones are reported as errors.
 pub(crate) const MAX_EXPRESSION_NESTING: usize = 100;
 
 /// The result of lowering one node.
@@ -75,12 +85,39 @@ fn children(pair: Pair<'_, Rule>) -> Vec<Pair<'_, Rule>> {
         .collect()
 }
 
-/// The error for an expression nested deeper than the limits above.
+/// The error for an expression nested deeper than
+/// [`MAX_EXPRESSION_NESTING`], at the place where it goes past it.
+fn nested_too_deeply(span: Span) -> Diagnostic {
+    Diagnostic::new(
+        "expression is nested too deeply",
+        span,
+        format!(
+            "more than {MAX_EXPRESSION_NESTING} levels of brackets, calls, indexes and operators inside one another; split it into several statements"
+        ),
+    )
+}
+
+/// The error for an expression tree deeper than [`MAX_EXPRESSION_DEPTH`]
+/// at `span`, the node that goes past it.
 fn too_deep(span: Span) -> Diagnostic {
     Diagnostic::new(
         "expression is nested too deeply",
         span,
-        "split it into several statements",
+        format!(
+            "more than {MAX_EXPRESSION_DEPTH} operations inside one another; split it into several statements"
+        ),
+    )
+}
+
+/// The error for a chain of binary operators that makes the expression tree
+/// deeper than [`MAX_EXPRESSION_DEPTH`], at the operator that goes past it.
+fn chain_too_long(operator: Span) -> Diagnostic {
+    Diagnostic::new(
+        "expression is too long",
+        operator,
+        format!(
+            "this chain makes the expression more than {MAX_EXPRESSION_DEPTH} operations deep; split it into several statements (`s = a + b`, then `s += c`)"
+        ),
     )
 }
 
@@ -321,7 +358,7 @@ impl Lowerer {
     /// the recursion, and the stack, only grows with real nesting.
     fn expression(&self, pair: Pair<'_, Rule>, nesting: usize) -> Lowering<DeepExpr> {
         if nesting > MAX_EXPRESSION_NESTING {
-            return Err(too_deep(self.span(&pair)));
+            return Err(nested_too_deeply(self.span(&pair)));
         }
         let nesting = nesting + 1;
         let mut parenthesized_span = None;
@@ -494,6 +531,9 @@ impl Lowerer {
                 .ok_or_else(|| self.unexpected_shape(self.span(&operator)))?;
             let operand = parts.next().ok_or_else(|| self.unexpected_shape(span))?;
             let operand = self.expression(operand, nesting)?;
+            if result.depth.max(operand.depth) >= MAX_EXPRESSION_DEPTH {
+                return Err(chain_too_long(self.span(&operator)));
+            }
             let joined = result.expr.span.join(operand.expr.span);
             result = self.node(
                 ExprKind::Binary {

@@ -7,10 +7,15 @@ use pest::Parser;
 use pest_derive::Parser;
 
 use crate::ast::Program;
-use crate::chunk::split_into_chunks;
+use crate::chunk::Chunker;
 use crate::diagnostic::Diagnostic;
 use crate::lower::Lowerer;
 use crate::syntax_error::syntax_error;
+
+/// The most syntax errors reported for one source (a binary file would
+/// otherwise give one per line); the next one found is replaced by a
+/// diagnostic saying that parsing stopped there.
+pub(crate) const MAX_DIAGNOSTICS: usize = 100;
 
 /// The pest parser generated from `dep.pest`.
 #[derive(Parser)]
@@ -37,17 +42,18 @@ impl ParseOutput {
 
 /// Parses a whole `.dep` source. Never fails and never panics: statements
 /// with syntax errors are left out of the program and reported in the
-/// diagnostics, at most one per top-level statement.
+/// diagnostics, at most one per top-level statement. After
+/// [`MAX_DIAGNOSTICS`] errors, parsing stops at the next one, with a last
+/// diagnostic that says so.
 ///
 /// Statements end at a newline or `;` outside brackets; a newline right
 /// after a binary operator or `,`, or inside `(...)` or `[...]`, does not end
 /// a statement. A block's `{` must be on the same line as its header.
 pub fn parse(source: &str) -> ParseOutput {
-    let chunked = split_into_chunks(source);
     let mut output = ParseOutput::default();
     let mut previous_failed = false;
-    for chunk in chunked.chunks {
-        let text = chunk.span.text(&chunked.cleaned);
+    for chunk in Chunker::new(source) {
+        let text = chunk.text.as_str();
         let result = match chunk.problem {
             Some(problem) => Err(problem),
             None => match StatementParser::parse(Rule::single_statement, text) {
@@ -76,11 +82,20 @@ pub fn parse(source: &str) -> ParseOutput {
                 // A `{` on the line after a header is one mistake, already
                 // reported with the header: say so there, not twice.
                 let brace_after_failed_header = previous_failed && text.starts_with('{');
+                let reported = output.diagnostics.len();
                 match output.diagnostics.last_mut() {
                     Some(header) if brace_after_failed_header => {
                         header
                             .label
                             .push_str(" (a block's `{` must be on the same line as its header)");
+                    }
+                    _ if reported == MAX_DIAGNOSTICS => {
+                        output.diagnostics.push(Diagnostic::new(
+                            format!("too many syntax errors: stopped after {MAX_DIAGNOSTICS}"),
+                            diagnostic.span,
+                            "this statement has another error; the rest was not read",
+                        ));
+                        break;
                     }
                     _ => output.diagnostics.push(diagnostic),
                 }

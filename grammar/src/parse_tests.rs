@@ -470,22 +470,56 @@ fn parse_the_deepest_accepted_nesting() {
 }
 
 #[test]
-fn long_chains_are_an_error_not_a_crash() {
-    for length in [300, 1000, 5000] {
-        let long_sum = format!("x = 1{}", " + 1".repeat(length));
+fn long_operator_chains_are_not_nesting() {
+    // A flat sum of 257 terms used to be "nested too deeply".
+    for length in [257, 500, crate::lower::MAX_EXPRESSION_DEPTH] {
+        let long_sum = format!("x = 1{}", " + 1".repeat(length - 1));
         let output = parse(&long_sum);
-        assert_eq!(
-            output.diagnostics[0].message,
-            "expression is nested too deeply"
-        );
+        assert!(output.is_ok(), "{length} terms: {:?}", output.diagnostics);
+    }
+    let mixed = format!("x = a{}", " * 2 - b / 3 + c @ d".repeat(200));
+    assert!(parse(&mixed).is_ok());
+}
+
+#[test]
+fn too_long_chains_are_reported_at_the_operator_past_the_limit() {
+    let terms = crate::lower::MAX_EXPRESSION_DEPTH + 1;
+    let long_sum = format!("x = 1{}", "+1".repeat(terms - 1));
+    let output = parse(&long_sum);
+    let [diagnostic] = output.diagnostics.as_slice() else {
+        panic!("{:?}", output.diagnostics);
+    };
+    assert_eq!(diagnostic.message, "expression is too long");
+    assert_eq!(diagnostic.span.text(&long_sum), "+");
+    assert_eq!(diagnostic.span.start, long_sum.len() - 2);
+    let rendered = diagnostic.render("t.dep", &long_sum);
+    assert!(rendered.contains("--> t.dep:1:2004"), "{rendered}");
+    assert!(
+        rendered.contains("more than 1000 operations deep"),
+        "{rendered}"
+    );
+}
+
+#[test]
+fn unary_and_power_chains_are_nesting_with_a_limit() {
+    for length in [1000, 5000] {
         let many_negations = format!("x = {}1", "-".repeat(length));
-        assert_eq!(parse(&many_negations).diagnostics.len(), 1);
+        let output = parse(&many_negations);
+        let [diagnostic] = output.diagnostics.as_slice() else {
+            panic!("{:?}", output.diagnostics);
+        };
+        assert_eq!(diagnostic.message, "expression is nested too deeply");
+        // The place is the `-` that goes past the limit.
+        assert_eq!(diagnostic.span.start, 4 + length - 1000);
     }
     for length in [101, 150, 250, 400, 1000, 5000] {
         let long_power = format!("x = 2{}", " ** 2".repeat(length));
-        assert_eq!(parse(&long_power).diagnostics.len(), 1);
+        let output = parse(&long_power);
+        assert_eq!(output.diagnostics.len(), 1);
+        assert!(output.diagnostics[0].message.contains("nested too deeply"));
     }
 }
+
 #[test]
 fn errors_inside_blocks_and_other_places() {
     check_errors(

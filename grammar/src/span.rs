@@ -73,7 +73,9 @@ impl std::fmt::Display for LineColumn {
 }
 
 /// Maps byte offsets of one source text to lines and columns; build it once
-/// per source with [`LineIndex::new`].
+/// per source with [`LineIndex::new`]. A byte order mark at the start of the
+/// source is not part of the first line: columns count from after it, as
+/// editors count them.
 #[derive(Clone, Debug)]
 pub struct LineIndex<'source> {
     source: &'source str,
@@ -83,7 +85,12 @@ pub struct LineIndex<'source> {
 impl<'source> LineIndex<'source> {
     /// Indexes the line starts of `source` (lines end at `\n`).
     pub fn new(source: &'source str) -> LineIndex<'source> {
-        let mut line_starts = vec![0];
+        let first_line_start = if source.starts_with(crate::tokens::BYTE_ORDER_MARK) {
+            crate::tokens::BYTE_ORDER_MARK.len_utf8()
+        } else {
+            0
+        };
+        let mut line_starts = vec![first_line_start];
         line_starts.extend(
             source
                 .bytes()
@@ -106,7 +113,8 @@ impl<'source> LineIndex<'source> {
     /// end is clamped to the end; an offset inside a multi-byte char counts
     /// as that char.
     pub fn line_column(&self, offset: usize) -> LineColumn {
-        let offset = offset.min(self.source.len());
+        let first_line_start = self.line_starts.first().copied().unwrap_or(0);
+        let offset = offset.min(self.source.len()).max(first_line_start);
         let line_index = self
             .line_starts
             .partition_point(|line_start| *line_start <= offset)

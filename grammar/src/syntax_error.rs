@@ -7,7 +7,7 @@ use pest::error::{Error, ErrorVariant, InputLocation};
 use crate::diagnostic::{join_alternatives, Diagnostic};
 use crate::parse::Rule;
 use crate::span::Span;
-use crate::tokens::{lex, TokenKind};
+use crate::tokens::{Lexer, TokenKind};
 
 /// The rank of "an operator" among the things expected.
 const OPERATOR_RANK: u8 = 5;
@@ -106,7 +106,7 @@ const MAX_QUOTED_LENGTH: usize = 24;
 /// Describes the token at the start of `rest` ("name `x`", "`)`", "end of
 /// statement"...) and returns its byte length.
 fn describe_found(rest: &str) -> (String, usize) {
-    let Some(token) = lex(rest).tokens.first().copied() else {
+    let Some(token) = Lexer::new(rest).next() else {
         return ("end of statement".to_string(), 0);
     };
     let text = token.span.text(rest);
@@ -132,8 +132,8 @@ fn describe_found(rest: &str) -> (String, usize) {
 /// The diagnostic for a statement that starts by assigning to a keyword,
 /// such as `run = 1`, if `text` is one.
 fn keyword_assignment(text: &str, offset: usize) -> Option<Diagnostic> {
-    let lexed = lex(text);
-    let [keyword, operator, ..] = lexed.tokens.as_slice() else {
+    let mut lexer = Lexer::new(text);
+    let (Some(keyword), Some(operator)) = (lexer.next(), lexer.next()) else {
         return None;
     };
     let assigns = matches!(operator.span.text(text), "=" | "+=" | "-=" | "*=" | "/=");

@@ -54,16 +54,7 @@ pub struct Token {
 /// carriage returns. Every other byte of the source is covered by exactly
 /// one token. Never panics, whatever the input.
 pub fn tokens(source: &str) -> Vec<Token> {
-    lex(source).tokens
-}
-
-/// The tokens of a source and, if its last string literal is never closed,
-/// the byte offset of that string's opening quote.
-pub(crate) struct LexedSource {
-    /// Every token of the source, in order.
-    pub(crate) tokens: Vec<Token>,
-    /// The start of an unterminated string literal (it runs to the end).
-    pub(crate) unterminated_string_start: Option<usize>,
+    Lexer::new(source).collect()
 }
 
 /// Operators of two chars, tried before the one-char operators.
@@ -75,71 +66,95 @@ const ONE_CHAR_OPERATORS: &[char] = &['+', '-', '*', '/', '@', '<', '>', '='];
 /// Punctuation chars.
 const PUNCTUATION: &[char] = &['(', ')', '[', ']', '{', '}', ',', ';', ':'];
 
-/// Lexes `source`; see [`tokens`].
-pub(crate) fn lex(source: &str) -> LexedSource {
-    let mut tokens = Vec::new();
-    let mut unterminated_string_start = None;
-    let mut position = 0;
-    while let Some(rest) = source.get(position..) {
-        let Some(first_char) = rest.chars().next() else {
-            break;
-        };
-        let (length, kind) = match first_char {
-            ' ' | '\t' | '\r' => {
-                position += 1;
-                continue;
-            }
-            '\n' => (1, TokenKind::Newline),
-            '#' => (rest.find('\n').unwrap_or(rest.len()), TokenKind::Comment),
-            '"' => {
-                let (length, terminated) = string_length(rest);
-                if !terminated {
-                    unterminated_string_start = Some(position);
-                }
-                (length, TokenKind::String)
-            }
-            character if character.is_ascii_digit() => (number_length(rest), TokenKind::Number),
-            '.' if rest.as_bytes().get(1).is_some_and(u8::is_ascii_digit) => {
-                (number_length(rest), TokenKind::Number)
-            }
-            character if character.is_ascii_alphabetic() || character == '_' => {
-                let length = rest
-                    .find(|character: char| {
-                        !(character.is_ascii_alphanumeric() || character == '_')
-                    })
-                    .unwrap_or(rest.len());
-                let word = rest.get(..length).unwrap_or("");
-                let kind = if is_keyword(word) {
-                    TokenKind::Keyword
-                } else {
-                    TokenKind::Name
-                };
-                (length, kind)
-            }
-            character => {
-                if TWO_CHAR_OPERATORS
-                    .iter()
-                    .any(|operator| rest.starts_with(operator))
-                {
-                    (2, TokenKind::Operator)
-                } else if ONE_CHAR_OPERATORS.contains(&character) {
-                    (1, TokenKind::Operator)
-                } else if PUNCTUATION.contains(&character) {
-                    (1, TokenKind::Punctuation)
-                } else {
-                    (character.len_utf8(), TokenKind::Unknown)
-                }
-            }
-        };
-        tokens.push(Token {
-            span: Span::new(position, position + length),
-            kind,
-        });
-        position += length.max(1);
+/// The byte order mark some editors write at the start of a UTF-8 file.
+pub(crate) const BYTE_ORDER_MARK: char = '\u{feff}';
+
+/// The tokens of a source one at a time, so that a long source is never
+/// held as a vector of tokens. A byte order mark at the very start is
+/// skipped like white space.
+pub(crate) struct Lexer<'source> {
+    source: &'source str,
+    position: usize,
+    /// The start of an unterminated string literal, once it was lexed.
+    pub(crate) unterminated_string_start: Option<usize>,
+}
+
+impl<'source> Lexer<'source> {
+    /// A lexer at the start of `source`.
+    pub(crate) fn new(source: &'source str) -> Lexer<'source> {
+        Lexer {
+            source,
+            position: 0,
+            unterminated_string_start: None,
+        }
     }
-    LexedSource {
-        tokens,
-        unterminated_string_start,
+}
+
+impl Iterator for Lexer<'_> {
+    type Item = Token;
+
+    fn next(&mut self) -> Option<Token> {
+        loop {
+            let position = self.position;
+            let rest = self.source.get(position..)?;
+            let first_char = rest.chars().next()?;
+            let (length, kind) = match first_char {
+                ' ' | '\t' | '\r' => {
+                    self.position += 1;
+                    continue;
+                }
+                BYTE_ORDER_MARK if position == 0 => {
+                    self.position += BYTE_ORDER_MARK.len_utf8();
+                    continue;
+                }
+                '\n' => (1, TokenKind::Newline),
+                '#' => (rest.find('\n').unwrap_or(rest.len()), TokenKind::Comment),
+                '"' => {
+                    let (length, terminated) = string_length(rest);
+                    if !terminated {
+                        self.unterminated_string_start = Some(position);
+                    }
+                    (length, TokenKind::String)
+                }
+                character if character.is_ascii_digit() => (number_length(rest), TokenKind::Number),
+                '.' if rest.as_bytes().get(1).is_some_and(u8::is_ascii_digit) => {
+                    (number_length(rest), TokenKind::Number)
+                }
+                character if character.is_ascii_alphabetic() || character == '_' => {
+                    let length = rest
+                        .find(|character: char| {
+                            !(character.is_ascii_alphanumeric() || character == '_')
+                        })
+                        .unwrap_or(rest.len());
+                    let word = rest.get(..length).unwrap_or("");
+                    let kind = if is_keyword(word) {
+                        TokenKind::Keyword
+                    } else {
+                        TokenKind::Name
+                    };
+                    (length, kind)
+                }
+                character => {
+                    if TWO_CHAR_OPERATORS
+                        .iter()
+                        .any(|operator| rest.starts_with(operator))
+                    {
+                        (2, TokenKind::Operator)
+                    } else if ONE_CHAR_OPERATORS.contains(&character) {
+                        (1, TokenKind::Operator)
+                    } else if PUNCTUATION.contains(&character) {
+                        (1, TokenKind::Punctuation)
+                    } else {
+                        (character.len_utf8(), TokenKind::Unknown)
+                    }
+                }
+            };
+            self.position += length.max(1);
+            return Some(Token {
+                span: Span::new(position, position + length),
+                kind,
+            });
+        }
     }
 }
 
@@ -237,9 +252,9 @@ mod tests {
 
     #[test]
     fn unterminated_strings_run_to_the_end() {
-        let lexed = lex("print \"ab\nc");
-        assert_eq!(lexed.unterminated_string_start, Some(6));
-        assert_eq!(lexed.tokens.len(), 2);
+        let mut lexer = Lexer::new("print \"ab\nc");
+        assert_eq!(lexer.by_ref().count(), 2);
+        assert_eq!(lexer.unterminated_string_start, Some(6));
         check(
             "x = 1e",
             expect![[r#"

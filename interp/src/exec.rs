@@ -405,7 +405,7 @@ impl<'a> Runner<'a> {
             let results = self.call_function(func, args, kwargs, expr.span)?;
             for result in results {
                 if self.session.config.show_expression_values {
-                    let value = self.wait_slot(&result)?;
+                    let value = self.wait_slot(&result, expr.span)?;
                     self.write_line(&value.to_string());
                 }
                 self.delete_slot(result);
@@ -1332,7 +1332,7 @@ impl<'a> Runner<'a> {
     /// The value of `expr` now: waits for the ops it depends on.
     fn evaluate_now(&mut self, expr: &grammar::Expr) -> Result<Tensor, RunError> {
         if let Some(Binding::Tensor(slot)) = self.name_binding(expr) {
-            return self.wait_slot(&slot);
+            return self.wait_slot(&slot, expr.span);
         }
         if let Some(Binding::Counter(value)) = self.name_binding(expr) {
             return Ok(Tensor::scalar(value as f32));
@@ -1349,7 +1349,7 @@ impl<'a> Runner<'a> {
         let label: Arc<str> = Arc::from(self.text(expr.span));
         let line = self.line(expr.span);
         self.push_labelled(label, line, compiled, vec![temporary.clone()], None);
-        let value = self.wait_slot(&temporary);
+        let value = self.wait_slot(&temporary, expr.span);
         self.delete_slot(temporary);
         value
     }
@@ -1381,7 +1381,9 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn wait_slot(&mut self, slot: &Arc<Slot>) -> Result<Tensor, RunError> {
+    /// The value of `slot` once its writes are done; an error names `span`, the expression
+    /// that needed it.
+    fn wait_slot(&mut self, slot: &Arc<Slot>, span: Span) -> Result<Tensor, RunError> {
         let waited = match &self.session.abandon_check {
             Some(give_up) => self.session.engine.wait_var_or(&slot.var, give_up),
             None => Some(self.session.engine.wait_var(&slot.var)),
@@ -1390,13 +1392,9 @@ impl<'a> Runner<'a> {
             return Err(self.abandoned_wait());
         };
         match waited {
-            Ok(()) => slot.get().map_err(|message| {
-                RunError::runtime(Report {
-                    rendered: format!("error: {message}\n"),
-                    message,
-                    line: 0,
-                })
-            }),
+            Ok(()) => slot
+                .get()
+                .map_err(|message| self.error(span, message, "needed here")),
             Err(error) => {
                 self.session.reported.push(error.clone());
                 Err(RunError::runtime(self.session.render_op_error(&error)))

@@ -496,18 +496,16 @@ impl Session {
         let located = self.locate_line(error.line);
         let rendered = match &located {
             Some((path, local_line, line_text)) => {
-                let column = line_text
-                    .find(error.label.as_ref())
-                    .map_or(1, |offset| line_text[..offset].chars().count() + 1);
-                let width = error.label.chars().count().max(1);
-                let number = local_line.to_string();
-                let gutter = " ".repeat(number.len());
-                format!(
-                    "error: {message}\n{gutter}--> {path}:{local_line}:{column}\n{gutter} |\n{number} | {line_text}\n{gutter} | {pad}{carets} in this statement\n",
-                    message = error.message,
-                    pad = " ".repeat(column - 1),
-                    carets = "^".repeat(width.min(line_text.chars().count().saturating_sub(column - 1)).max(1)),
-                )
+                // The statement's text on its line, rendered like every other report (a long
+                // line is cut to a window around the carets).
+                let start = line_text.find(error.label.as_ref()).unwrap_or(0);
+                let span = grammar::Span::new(start, start + error.label.len());
+                grammar::Diagnostic::new(error.message.clone(), span, "in this statement")
+                    .render_from_line(
+                        path,
+                        &grammar::LineIndex::new(line_text),
+                        *local_line as usize,
+                    )
             }
             None => format!("error: `{}`: {}\n", error.label, error.message),
         };

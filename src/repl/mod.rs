@@ -427,9 +427,15 @@ impl Ctx {
     }
 
     fn load(&mut self, path: &Path) {
-        match std::fs::read_to_string(path) {
+        match crate::run::read_source(path) {
             Ok(source) => self.run_source(&path.display().to_string(), &source),
-            Err(error) => self.usage_error(&format!("cannot read {}: {error}", path.display())),
+            Err(crate::run::ReadError::Io(message)) => self.usage_error(&message),
+            Err(crate::run::ReadError::NotText(rendered)) => {
+                if self.worst.is_none() {
+                    self.worst = Some(ErrorKind::Parse);
+                }
+                eprintln!("{}", self.style.report(rendered.trim_end()));
+            }
         }
     }
 
@@ -762,6 +768,14 @@ fn history_path() -> Option<PathBuf> {
     home.map(|home| home.join(".dep_history"))
 }
 
+/// One line read from a pipe, without its line ending, as text.
+fn piped_line(mut bytes: Vec<u8>) -> Result<String, dep_grammar::InvalidUtf8> {
+    if bytes.last() == Some(&b'\r') {
+        bytes.pop();
+    }
+    dep_grammar::decode_source(bytes)
+}
+
 /// The REPL reading a pipe or a file: statements line by line, accumulated until complete, with
 /// no prompt and no panel. A failure does not stop the run (as it would not stop an interactive
 /// session); the exit code tells: 1 if a statement or op failed, else 2 if a statement did not
@@ -771,10 +785,22 @@ fn run_piped(config: SessionConfig) -> ExitCode {
     let mut buffer = String::new();
     // Line numbers of the input: the next line's, and the first line of what `buffer` holds.
     let (mut line_number, mut buffer_first_line) = (0u32, 1u32);
-    for line in io::stdin().lock().lines() {
+    for line in io::stdin().lock().split(b'\n') {
         line_number += 1;
-        let line = match line {
-            Ok(line) => line,
+        let line = match line.map(piped_line) {
+            Ok(Ok(line)) => line,
+            Ok(Err(not_text)) => {
+                // A line that is not UTF-8 is reported at its place, like a syntax error, and
+                // left out.
+                let text = dep_grammar::LineIndex::new(&not_text.text);
+                let rendered =
+                    not_text
+                        .diagnostic
+                        .render_from_line(STDIN_PATH, &text, line_number as usize);
+                ctx.worst.get_or_insert(ErrorKind::Parse);
+                eprintln!("{}", ctx.style.report(rendered.trim_end()));
+                continue;
+            }
             Err(error) => {
                 ctx.usage_error(&format!("cannot read stdin: {error}"));
                 break;
