@@ -3,6 +3,10 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use signal_hook::consts::SIGINT;
 
 use dep_interp::{ErrorKind, RunError, Session};
 
@@ -26,6 +30,7 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
     };
     let view_plan = ViewPlan::from_args(args);
     let mut session = Session::new(config);
+    let interrupted = watch_interrupts(&mut session);
     let watcher = view_plan
         .as_ref()
         .and_then(|plan| plan.start_watch(&session));
@@ -35,6 +40,10 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         Some(watcher) => session.run_source(&path, &source, &mut watcher.output(&mut out)),
         None => session.run_source(&path, &source, &mut out),
     };
+    if interrupted.load(Ordering::SeqCst) {
+        // Stopped inside a wait, where no statement's check cancelled: cancel here.
+        session.cancel();
+    }
     // Every pushed op runs to the end, even after an error, so that nothing is left half done.
     let finished = session.finish();
     let _ = out.flush();
@@ -54,6 +63,22 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
             report(&later)
         }
     }
+}
+
+/// Ctrl-C during `dep run`: the first stops the script at its next statement (or the `print`
+/// or `wait` it blocks in), cancels the ops that have not started, lets running ops finish and
+/// writes the views of what ran; a second one leaves at once with exit code 130.
+fn watch_interrupts(session: &mut Session) -> Arc<AtomicBool> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    // Registered first, so it sees the flag as it was before this very signal.
+    let _ = signal_hook::flag::register_conditional_shutdown(SIGINT, 130, interrupted.clone());
+    if signal_hook::flag::register(SIGINT, interrupted.clone()).is_err() {
+        return interrupted;
+    }
+    let (stop, give_up) = (interrupted.clone(), interrupted.clone());
+    session.set_interrupt_check(Some(Box::new(move || stop.load(Ordering::SeqCst))));
+    session.set_abandon_check(Some(Box::new(move || give_up.load(Ordering::SeqCst))));
+    interrupted
 }
 
 /// Parses a script and reports every syntax error.

@@ -266,6 +266,35 @@ fn ctrl_c_while_print_blocks_cancels_what_has_not_started_and_stops_the_input() 
 }
 
 #[test]
+fn a_second_ctrl_c_while_print_waits_on_a_running_op_abandons_the_wait_and_keeps_the_session() {
+    let mut repl = Repl::start();
+    repl.line("K = ones(2)");
+    repl.prompt();
+    // A runs for 30 s: the first Ctrl-C cancels nothing (A is running), the second gives up
+    // waiting for it; the session, K and A's op live on.
+    repl.line("A = work(30000, ones(2)); print A");
+    repl.expect("; print A");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    repl.control('c');
+    repl.expect("(Ctrl-C: the ops that had not started are cancelled");
+    repl.control('c');
+    repl.expect("(Ctrl-C again: stopped waiting");
+    let shown = repl.prompt();
+    assert!(shown.contains("interrupted while waiting"), "{shown:?}");
+    let shown = repl.run("print K + 1");
+    assert!(shown.contains("[2. 2.]"), "the session kept K: {shown:?}");
+    let shown = repl.run(":ops");
+    assert!(shown.contains("running"), "A still runs: {shown:?}");
+    // Leaving: Ctrl-D waits for A; Ctrl-C, then Ctrl-C again, leaves at once.
+    repl.control('d');
+    repl.expect("waiting for");
+    repl.control('c');
+    repl.expect("(Ctrl-C: the ops that had not started are cancelled");
+    repl.control('c');
+    repl.expect("left without waiting");
+}
+
+#[test]
 fn piped_stdin_runs_like_a_script_and_exits_1_after_a_failure() {
     let dir = TestDir::new();
     let input = "A = 2\nB = A + 1\nC = A + 2\nD = B * C\nprint D\nE = ones(2) @ ones(3)\nfor i in 0..2 {\n  print i\n}\n:vars\nfor j in 0..1 {\n  print zz\n}\n";

@@ -9,7 +9,9 @@ use crate::EventSink;
 /// A running policy: how ready ops get to a thread. Dependency tracking is the same for all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Policy {
-    /// Each op runs at push, synchronously, on the pushing thread: the serial reference.
+    /// Each op runs at push, synchronously, on the pushing thread: the serial reference. (An op
+    /// pushed behind an asynchronous op that has not completed runs when it completes, on the
+    /// completing thread.)
     Naive,
     /// One pool of worker threads with one priority-ordered ready queue for every device.
     Threaded,

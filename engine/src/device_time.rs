@@ -80,9 +80,10 @@ impl DeviceClock {
             sink: sink.clone(),
             engine_start,
         };
-        CURRENT.with(|current| *current.borrow_mut() = Some(clock));
+        // Ops nest when one runs another's successors (an async op completed inside an op).
+        let outer = CURRENT.with(|current| current.borrow_mut().replace(clock));
         let result = body();
-        CURRENT.with(|current| current.borrow_mut().take());
+        CURRENT.with(|current| *current.borrow_mut() = outer);
         result
     }
 }

@@ -3,12 +3,15 @@
 //! # Protocol
 //!
 //! Shared state and who touches it:
-//! - a variable's [`VarQueue`], version and error: under the variable's own mutex, taken for one
-//!   append (at push) or one completion (when an op finishes); never two variable locks at once;
+//! - a variable's [`VarQueue`], version and error: under the variable's own mutex. A push locks
+//!   all of its op's variables at once, in id order, to append (see `append_accesses`); a
+//!   completion takes one variable lock at a time;
 //! - an op's wait counter (`OpBlock::wait_count`): an atomic, starting at its number of accesses
 //!   plus one that `push` holds until every access is appended, so an op cannot start while it is
 //!   still being pushed; whoever takes it to zero makes the op ready;
 //! - an op's closure: taken once, by the thread that runs it;
+//! - an asynchronous op's completion: taken once, by the first of its handle's `complete` and
+//!   `drop` (see `completion.rs`); it releases the op's accesses like a synchronous op's end;
 //! - the count of unfinished ops: an atomic; the idle mutex is touched only when it reaches zero
 //!   while a thread waits for everything, and by that thread.
 //!
@@ -24,20 +27,25 @@
 //! under the threaded policies, the ready queue's lock when the op is ready at once. A worker that
 //! finishes an op keeps one of the ops it made ready and runs it next when its queue is empty.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{OnceLock, Weak};
-use std::thread::JoinHandle;
 use std::time::Instant;
 
+use crate::accesses::Accesses;
+use crate::completion::{self, Ending, OpCompletion};
 use crate::config::{EngineConfig, Policy};
 use crate::device_time::DeviceClock;
 use crate::event::{Event, EventKind, EventSink};
-use crate::op::{OpBlock, OpError, OpId, OpRef, OpSpec, OpState, Outcome, Signal, Work};
+use crate::op::{AsyncOpFn, OpBlock, OpError, OpId, OpRef, OpSpec, OpState, Outcome, Signal, Work};
 use crate::ready_queue::{runs_before, Group};
-use crate::sim::{self as simulation, SimDevice, Simulator};
+use crate::sim::{self as simulation, Cost, SimDevice, Simulator};
+use crate::sim_feed::{SimFeed, SimOutcome};
 use crate::snapshot::{AccessSnapshot, Blocker, OpSnapshot, Snapshot, VarSnapshot};
-use crate::sync::{lock, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::sync::thread::{Builder, JoinHandle};
+use crate::sync::{
+    engine_thread_local, fence, lock, wait, wait_timeout, Arc, AtomicBool, AtomicU64, AtomicUsize,
+    Condvar, Mutex, MutexGuard, OnceLock, Ordering, Weak,
+};
 use crate::var_queue::VarQueue;
 use crate::Device;
 
@@ -107,10 +115,11 @@ pub struct Engine {
 /// The most worker groups an engine can have: the CPU, the copy workers and the GPUs.
 const N_GROUP_SLOTS: usize = 2 + crate::device::MAX_GPUS as usize;
 
-struct Shared {
+/// The engine's state, shared by its handle, its workers, monitors and completion handles.
+pub(crate) struct Shared {
     policy: Policy,
     /// The simulated policy's clock and model; `None` under the real policies.
-    sim: Option<Mutex<Simulator>>,
+    sim: Option<SimFeed>,
     threads: usize,
     gpu_streams: usize,
     start: Instant,
@@ -133,9 +142,9 @@ struct Shared {
     failures: Mutex<Vec<Arc<OpError>>>,
 }
 
-thread_local! {
+engine_thread_local! {
     /// This thread's index within its worker group (0 on threads that are not workers).
-    static CURRENT_LANE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    static CURRENT_LANE: std::cell::Cell<usize> = std::cell::Cell::new(0);
 }
 
 /// The index, within its worker group, of the worker running the current op: a GPU op on
@@ -144,8 +153,12 @@ pub fn current_lane() -> usize {
     CURRENT_LANE.with(std::cell::Cell::get)
 }
 
-/// The worker index of the thread that calls the engine (naive runs, waits, deletions).
+/// The worker index of the thread that calls the engine (naive runs, waits, deletions), and of
+/// a thread that completes an asynchronous op.
 pub const CALLER_WORKER: u32 = 0;
+
+/// The push number of an engine's first op.
+const FIRST_OP: u64 = 1;
 
 impl Engine {
     /// Starts an engine: under the threaded policy its worker pool starts now; per-device
@@ -156,10 +169,11 @@ impl Engine {
             threads: config.threads.max(1),
             gpu_streams: config.gpu_streams.max(1),
             start: Instant::now(),
-            sim: (config.policy == Policy::Sim)
-                .then(|| Mutex::new(Simulator::new(config.threads, config.gpu_streams))),
+            sim: (config.policy == Policy::Sim).then(|| {
+                SimFeed::new(Simulator::new(config.threads, config.gpu_streams), FIRST_OP)
+            }),
             sink: config.sink,
-            next_op: AtomicU64::new(1),
+            next_op: AtomicU64::new(FIRST_OP),
             next_var: AtomicU64::new(1),
             n_unfinished: AtomicUsize::new(0),
             idle_lock: Mutex::new(()),
@@ -231,17 +245,18 @@ impl Engine {
             spec.device,
             spec.priority,
             Accesses::normalized(spec.reads, spec.writes),
-            Work::Run(spec.exec),
+            spec.work,
         )
     }
 
-    /// Waits until every op pushed so far that writes `var` has finished (reads pushed before go
-    /// on: the wait is a read too); returns the error the variable holds, if any. Must not be
-    /// called from inside an op.
+    /// Waits until every op pushed so far that writes `var` has finished (asynchronous ones
+    /// completed); returns the error the variable holds, if any. Must not be called from inside
+    /// an op. Under the simulated policy it first waits, in real time, for every op pushed before
+    /// it to finish (only asynchronous ones can be outstanding), then advances the virtual clock.
     pub fn wait_var(&self, var: &Var) -> Result<(), Arc<OpError>> {
         let signal = Arc::new(Signal::default());
         let label: Arc<str> = format!("wait {}", var.name()).into();
-        self.shared.push_block(
+        let wait = self.shared.push_block(
             label,
             0,
             Device::Cpu,
@@ -252,21 +267,59 @@ impl Engine {
         let result = signal.wait();
         let id = var.id();
         self.shared
-            .simulate_until(&move |sim: &Simulator| sim.var_is_idle(id));
+            .simulate_until(wait.0, &move |sim: &Simulator| sim.var_is_idle(id));
         result
     }
 
-    /// Waits until every op pushed so far has finished. Must not be called from inside an op.
+    /// [`Engine::wait_var`] that the caller can abandon: `give_up` is asked every few
+    /// milliseconds, and once it says yes the wait returns `None` (the ops go on; only the
+    /// caller stops waiting). A REPL's second Ctrl-C while a `print` waits uses it.
+    pub fn wait_var_or(
+        &self,
+        var: &Var,
+        give_up: &dyn Fn() -> bool,
+    ) -> Option<Result<(), Arc<OpError>>> {
+        let signal = Arc::new(Signal::default());
+        let label: Arc<str> = format!("wait {}", var.name()).into();
+        let wait = self.shared.push_block(
+            label,
+            0,
+            Device::Cpu,
+            0,
+            Accesses::normalized(vec![var.clone()], Vec::new()),
+            Work::Wait(signal.clone()),
+        );
+        let result = signal.wait_or(give_up)?;
+        let id = var.id();
+        self.shared
+            .simulate_until(wait.0, &move |sim: &Simulator| sim.var_is_idle(id));
+        Some(result)
+    }
+
+    /// [`Engine::wait_all`] that the caller can abandon (see [`Engine::wait_var_or`]); says
+    /// whether every op finished.
+    pub fn wait_all_or(&self, give_up: &dyn Fn() -> bool) -> bool {
+        let before = self.shared.next_op.load(Ordering::SeqCst);
+        if !self.shared.wait_all_or(give_up) {
+            return false;
+        }
+        self.shared.simulate_until(before, &Simulator::is_idle);
+        true
+    }
+
+    /// Waits until every op pushed so far has finished (asynchronous ones completed). Must not be
+    /// called from inside an op.
     pub fn wait_all(&self) {
+        let before = self.shared.next_op.load(Ordering::SeqCst);
         self.shared.wait_all();
-        self.shared.simulate_until(&Simulator::is_idle);
+        self.shared.simulate_until(before, &Simulator::is_idle);
     }
 
     /// Sets the simulated model of `target` (`cpu`, `gpu1`, `gpu` for every GPU, `cpu->gpu0`,
     /// `pcie`, `nvlink`, `copy`) for ops pushed from now on; only the simulated policy uses it.
     pub fn set_sim_device(&self, target: &str, device: SimDevice) {
         if let Some(sim) = &self.shared.sim {
-            lock(sim).model.set(target, device);
+            sim.with(|sim| sim.model.set(target, device));
         }
     }
 
@@ -365,68 +418,11 @@ impl Drop for Engine {
     }
 }
 
-/// An op's accesses as the engine keeps them: no variable twice; a variable both read and
-/// written is a write, listed first among the writes so that its error still skips the op.
-pub(crate) struct Accesses {
-    pub(crate) reads: Vec<Var>,
-    pub(crate) writes: Vec<Var>,
-    /// How many of `writes`, at the front, the op also reads.
-    pub(crate) n_read_writes: usize,
-}
-
-impl Accesses {
-    pub(crate) fn normalized(mut reads: Vec<Var>, mut writes: Vec<Var>) -> Accesses {
-        dedup_by_id(&mut writes);
-        dedup_by_id(&mut reads);
-        // Long lists (bulks) are looked up through a set; short ones by a scan.
-        let contains = |vars: &[Var], set: &Option<HashSet<VarId>>, id: VarId| match set {
-            Some(set) => set.contains(&id),
-            None => vars.iter().any(|var| var.id() == id),
-        };
-        let read_set = (reads.len() > 16).then(|| reads.iter().map(Var::id).collect());
-        // A stable sort: the read-and-written ones first, each part in its order.
-        writes.sort_by_key(|write| !contains(&reads, &read_set, write.id()));
-        let n_read_writes = writes
-            .iter()
-            .take_while(|write| contains(&reads, &read_set, write.id()))
-            .count();
-        let written = &writes[..n_read_writes];
-        let written_set = (written.len() > 16).then(|| written.iter().map(Var::id).collect());
-        reads.retain(|read| !contains(written, &written_set, read.id()));
-        Accesses {
-            reads,
-            writes,
-            n_read_writes,
-        }
-    }
-}
-
-fn dedup_by_id(vars: &mut Vec<Var>) {
-    // Long lists (bulked sequences) are sorted by id; short ones keep their order, in time
-    // linear in practice.
-    if vars.len() > 16 {
-        vars.sort_unstable_by_key(Var::id);
-        vars.dedup_by_key(|var| var.id());
-        return;
-    }
-    let mut index = 1;
-    while index < vars.len() {
-        if vars[..index]
-            .iter()
-            .any(|earlier| earlier.id() == vars[index].id())
-        {
-            vars.remove(index);
-        } else {
-            index += 1;
-        }
-    }
-}
-
 impl Shared {
     /// Nanoseconds since the start: real time, or the host's virtual time when simulated.
     fn now_ns(&self) -> u64 {
         match &self.sim {
-            Some(sim) => lock(sim).now_ns(),
+            Some(sim) => sim.with(|sim| sim.now_ns()),
             None => self.start.elapsed().as_nanos() as u64,
         }
     }
@@ -441,8 +437,9 @@ impl Shared {
         }
     }
 
-    /// Advances a simulated run until `done`; nothing under the real policies.
-    fn simulate_until(&self, done: &dyn Fn(&Simulator) -> bool) {
+    /// Advances a simulated run until `done`, once every op pushed before op `before` is in the
+    /// simulator; nothing under the real policies.
+    fn simulate_until(&self, before: u64, done: &dyn Fn(&Simulator) -> bool) {
         let Some(sim) = &self.sim else { return };
         let sink = simulation::sink_or_none(&self.sink);
         let mut new_lane = |device: Device, lane: usize| {
@@ -455,7 +452,7 @@ impl Shared {
             });
             (names.len() - 1) as u32
         };
-        lock(sim).run_until(sink, &mut new_lane, done);
+        sim.run_until(before, sink, &mut new_lane, done);
     }
 
     /// Sends an event to the sink, building it only when there is one. Under the simulated
@@ -496,25 +493,7 @@ impl Shared {
             device,
             priority,
         });
-        let mut n_granted = 1; // the count `push` holds
-        for var in &op.reads {
-            if lock(&var.0.state).queue.append_read(op.clone()) {
-                n_granted += 1;
-                self.emit(|| EventKind::Granted {
-                    op: id,
-                    var: var.id(),
-                });
-            }
-        }
-        for var in &op.writes {
-            if lock(&var.0.state).queue.append_write(op.clone()) {
-                n_granted += 1;
-                self.emit(|| EventKind::Granted {
-                    op: id,
-                    var: var.id(),
-                });
-            }
-        }
+        let n_granted = 1 + self.append_accesses(&op); // 1: the count `push` holds
         if op.wait_count.fetch_sub(n_granted, Ordering::AcqRel) == n_granted {
             let op = self.make_ready(op);
             if op.inline || matches!(self.policy, Policy::Naive | Policy::Sim) {
@@ -526,6 +505,67 @@ impl Shared {
             }
         }
         id
+    }
+
+    /// Appends the op's accesses to its variables' queues, reads then writes; returns how many
+    /// were granted at once.
+    ///
+    /// Every variable is locked before the first append and unlocked after the last, in id
+    /// order: two ops pushed at once from two threads then take the same order on every variable
+    /// they share. Appended one variable at a time, each could be first on one variable and second
+    /// on another, holding a granted access the other waits behind there: a cycle that never runs
+    /// (loom found it, `loom_tests`).
+    fn append_accesses(&self, op: &OpRef) -> usize {
+        /// Ops with up to this many accesses (nearly all) keep their locks on the stack.
+        const ON_STACK: usize = 4;
+        let n_accesses = op.reads.len() + op.writes.len();
+        if n_accesses <= ON_STACK {
+            let mut guards: [Option<MutexGuard<'_, VarState>>; ON_STACK] = Default::default();
+            let mut order = [0; ON_STACK];
+            self.append_locked(op, &mut guards[..n_accesses], &mut order[..n_accesses])
+        } else {
+            let mut guards = Vec::new();
+            guards.resize_with(n_accesses, || None);
+            self.append_locked(op, &mut guards, &mut vec![0; n_accesses])
+        }
+    }
+
+    /// [`Self::append_accesses`] with room for a guard and an index per access.
+    fn append_locked<'a>(
+        &self,
+        op: &'a OpRef,
+        guards: &mut [Option<MutexGuard<'a, VarState>>],
+        order: &mut [usize],
+    ) -> usize {
+        let n_reads = op.reads.len();
+        let var_at = |index: usize| match index.checked_sub(n_reads) {
+            None => &op.reads[index],
+            Some(write) => &op.writes[write],
+        };
+        for (position, index) in order.iter_mut().enumerate() {
+            *index = position;
+        }
+        order.sort_unstable_by_key(|&index| var_at(index).id());
+        for &index in order.iter() {
+            guards[index] = Some(lock(&var_at(index).0.state));
+        }
+        let mut n_granted = 0;
+        for (index, guard) in guards.iter_mut().enumerate() {
+            let Some(state) = guard else { continue };
+            let granted = if index < n_reads {
+                state.queue.append_read(op.clone())
+            } else {
+                state.queue.append_write(op.clone())
+            };
+            if granted {
+                n_granted += 1;
+                self.emit(|| EventKind::Granted {
+                    op: op.id,
+                    var: var_at(index).id(),
+                });
+            }
+        }
+        n_granted
     }
 
     fn make_ready(&self, op: OpRef) -> OpRef {
@@ -570,114 +610,192 @@ impl Shared {
         keep
     }
 
-    /// Runs one op on this thread, releases its accesses and collects the ops that become ready.
+    /// Starts one op on this thread. A synchronous op (and engine bookkeeping) also finishes here,
+    /// collecting the ops its release makes ready; an asynchronous one finishes here only when its
+    /// handle ended while its function ran.
     fn execute(self: &Arc<Self>, op: OpRef, worker: u32, ready: &mut Vec<OpRef>) {
         op.set_worker(worker);
         op.set_state(OpState::Running);
         self.emit(|| EventKind::Started { op: op.id, worker });
         let work = lock(&op.work).take();
-        let mut deleted = false;
-        let mut cost = None;
-        let outcome = match work {
-            Some(Work::Run(exec)) if self.sim.is_some() => {
-                let (outcome, measured) = simulation::measure(|| self.run_user_op(&op, exec));
-                cost = Some(measured);
-                outcome
+        match work {
+            Some(Work::Run(exec)) => {
+                let (outcome, cost) = self.measured(|| self.run_user_op(&op, exec));
+                self.finish(&op, outcome, cost, false, ready);
             }
-            Some(Work::Run(exec)) => self.run_user_op(&op, exec),
+            Some(Work::Async(start)) => self.start_async(&op, start, ready),
             Some(Work::Wait(signal)) => {
                 signal.set(match first_read_error(&op) {
                     Some(error) => Err(error),
                     None => Ok(()),
                 });
-                Outcome::Ok
+                self.finish(&op, Outcome::Ok, None, false, ready);
             }
             Some(Work::Delete(free)) => {
                 free();
-                deleted = true;
-                Outcome::Ok
+                self.finish(&op, Outcome::Ok, None, true, ready);
             }
-            None => {
-                debug_assert!(false, "an op ran twice");
-                return;
-            }
-        };
+            None => debug_assert!(false, "an op ran twice"),
+        }
+    }
+
+    /// Ends an op: records its outcome, releases its accesses (collecting the ops that become
+    /// ready) and counts it finished. `cost` is what it reported under the simulated policy, when
+    /// known now.
+    fn finish(
+        self: &Arc<Self>,
+        op: &OpRef,
+        outcome: Outcome,
+        cost: Option<Cost>,
+        deleted: bool,
+        ready: &mut Vec<OpRef>,
+    ) {
         if let Outcome::Failed(error) = &outcome {
             lock(&self.failures).push(error.clone());
         }
         op.set_state(outcome.state());
-        if let (Some(sim), Some(cost)) = (&self.sim, cost) {
-            let pushed = EventKind::Pushed {
-                op: op.id,
-                label: op.label.clone(),
-                line: op.line,
-                reads: op.reads.iter().map(Var::id).collect(),
-                writes: op.writes.iter().map(Var::id).collect(),
-                device: op.device,
-                priority: op.priority,
-            };
-            lock(sim).add(
-                simulation::sink_or_none(&self.sink),
-                pushed,
-                op.id,
-                op.device,
-                op.priority,
-                op.reads.iter().map(Var::id).collect(),
-                op.writes.iter().map(Var::id).collect(),
-                cost,
-                outcome.state(),
-                outcome.error().map(|error| error.message.clone()),
-            );
+        if let Some(sim) = &self.sim {
+            let sink = simulation::sink_or_none(&self.sink);
+            if op.inline {
+                sim.pass(sink, op.id);
+            } else {
+                sim.finished(sink, op.id, sim_outcome(op, &outcome), cost);
+            }
         }
         self.emit(|| EventKind::Finished {
             op: op.id,
             state: outcome.state(),
             message: outcome.error().map(|error| error.message.clone()),
         });
-        self.release(&op, outcome.error(), ready);
+        self.release(op, outcome.error(), ready);
         if deleted {
             for var in &op.writes {
                 lock(&self.vars).remove(&var.id());
                 self.emit_structural(|| EventKind::VarDeleted { var: var.id() });
             }
         }
-        // SeqCst pairs with `wait_all`: either it sees zero unfinished ops, or this sees it waiting.
-        if self.n_unfinished.fetch_sub(1, Ordering::SeqCst) == 1
-            && self.n_idle_waiters.load(Ordering::SeqCst) > 0
-        {
-            let _idle = lock(&self.idle_lock);
-            self.idle_condvar.notify_all();
+        // The fence pairs with `wait_all`'s: either it sees zero unfinished ops, or this sees it
+        // waiting. (SeqCst accesses alone do not order a store before a later load of another
+        // variable in loom's model, which finds the lost wake-up; the fences do.)
+        if self.n_unfinished.fetch_sub(1, Ordering::SeqCst) == 1 {
+            fence(Ordering::SeqCst);
+            if self.n_idle_waiters.load(Ordering::SeqCst) > 0 {
+                let _idle = lock(&self.idle_lock);
+                self.idle_condvar.notify_all();
+            }
         }
     }
 
-    fn run_user_op(&self, op: &OpBlock, exec: crate::op::OpFn) -> Outcome {
+    /// Runs an asynchronous op's start function with its completion handle. The op finishes now
+    /// if it does not run (cancelled, or reading an error) or if its handle ended on this thread
+    /// while the function ran; otherwise whoever holds the handle finishes it.
+    fn start_async(self: &Arc<Self>, op: &OpRef, start: AsyncOpFn, ready: &mut Vec<OpRef>) {
+        if let Some(outcome) = self.refusal(op) {
+            let cost = self.sim.as_ref().map(|_| Cost::default());
+            self.finish(op, outcome, cost, false, ready);
+            return;
+        }
+        let handle = OpCompletion::new(self.clone(), op.clone());
+        let ((result, ending), cost) = self.measured(|| {
+            self.clocked(op, || {
+                let frame = completion::enter(op.id);
+                let result = catch_unwind(AssertUnwindSafe(|| start(handle)));
+                (result, completion::leave(frame))
+            })
+        });
+        let panic = result.err().map(|payload| panic_message(payload.as_ref()));
+        match ending {
+            Some(ending) => {
+                let outcome = match (ending, panic) {
+                    (Ending::Completed(result), panic) => {
+                        if let Some(message) = panic {
+                            self.report_late_panic(op, message);
+                        }
+                        match result {
+                            Ok(()) => Outcome::Ok,
+                            Err(message) => Outcome::Failed(op_error(op, message)),
+                        }
+                    }
+                    (Ending::Dropped, panic) => Outcome::Failed(op_error(
+                        op,
+                        panic.unwrap_or_else(|| completion::DROPPED.to_string()),
+                    )),
+                };
+                self.finish(op, outcome, cost, false, ready);
+            }
+            None => {
+                if let Some(message) = panic {
+                    self.report_late_panic(op, message);
+                }
+                if let (Some(sim), Some(cost)) = (&self.sim, cost) {
+                    sim.cost(simulation::sink_or_none(&self.sink), op.id, cost);
+                }
+            }
+        }
+    }
+
+    /// Finishes an asynchronous op whose handle ended away from its start function; the ops it
+    /// makes ready go to their queues (or run here, under the naive and simulated policies).
+    pub(crate) fn complete_async(self: &Arc<Self>, op: &OpRef, ending: Ending) {
+        let outcome = match ending {
+            Ending::Completed(Ok(())) => Outcome::Ok,
+            Ending::Completed(Err(message)) => Outcome::Failed(op_error(op, message)),
+            Ending::Dropped => Outcome::Failed(op_error(op, completion::DROPPED.to_string())),
+        };
+        let mut ready = Vec::new();
+        self.finish(op, outcome, None, false, &mut ready);
+        self.route(&mut ready, CALLER_WORKER, None);
+    }
+
+    /// An async op's start function panicked after its handle was completed or handed on: the
+    /// op's outcome is the handle's, and the panic is reported as a failure of its own.
+    fn report_late_panic(&self, op: &OpBlock, message: String) {
+        lock(&self.failures).push(op_error(op, message));
+    }
+
+    /// Runs `body`, measuring the cost it reports under the simulated policy.
+    fn measured<T>(&self, body: impl FnOnce() -> T) -> (T, Option<Cost>) {
+        if self.sim.is_some() {
+            let (result, cost) = simulation::measure(body);
+            (result, Some(cost))
+        } else {
+            (body(), None)
+        }
+    }
+
+    /// Runs `body` as `op`'s execution, with its device clock current when observed.
+    fn clocked<T>(&self, op: &OpBlock, body: impl FnOnce() -> T) -> T {
+        match &self.sink {
+            Some(sink) if self.sim.is_none() => DeviceClock::run_as(op.id, sink, self.start, body),
+            _ => body(),
+        }
+    }
+
+    /// Why an op must not run: cancelled before it started, or reading a variable that holds an
+    /// error.
+    fn refusal(&self, op: &OpBlock) -> Option<Outcome> {
         if op.id.0 < self.cancel_below.load(Ordering::Acquire) {
-            return Outcome::Cancelled(Arc::new(OpError {
+            return Some(Outcome::Cancelled(Arc::new(OpError {
                 label: op.label.clone(),
                 line: op.line,
                 message: "cancelled before it started".to_string(),
                 cancelled: true,
-            }));
+            })));
         }
-        if let Some(error) = first_read_error(op) {
-            return Outcome::Skipped(error);
+        first_read_error(op).map(Outcome::Skipped)
+    }
+
+    fn run_user_op(&self, op: &OpBlock, exec: crate::op::OpFn) -> Outcome {
+        if let Some(outcome) = self.refusal(op) {
+            return outcome;
         }
-        let run = || catch_unwind(AssertUnwindSafe(exec));
-        let result = match &self.sink {
-            Some(sink) if self.sim.is_none() => DeviceClock::run_as(op.id, sink, self.start, run),
-            _ => run(),
-        };
+        let result = self.clocked(op, || catch_unwind(AssertUnwindSafe(exec)));
         let message = match result {
             Ok(Ok(())) => return Outcome::Ok,
             Ok(Err(message)) => message,
             Err(payload) => panic_message(payload.as_ref()),
         };
-        Outcome::Failed(Arc::new(OpError {
-            label: op.label.clone(),
-            line: op.line,
-            message,
-            cancelled: false,
-        }))
+        Outcome::Failed(op_error(op, message))
     }
 
     /// Ends the op's accesses, in the order they were taken, and counts down the ops they unblock.
@@ -736,7 +854,7 @@ impl Shared {
             let shared = self.clone();
             let group = group.clone();
             let worker = first_worker + index as u32;
-            let thread = std::thread::Builder::new()
+            let thread = Builder::new()
                 .name(format!("dep-{prefix}{index}"))
                 .spawn(move || {
                     CURRENT_LANE.with(|lane| lane.set(index));
@@ -769,14 +887,28 @@ impl Shared {
         self.cancel_below.fetch_max(next, Ordering::SeqCst);
     }
 
+    fn wait_all_or(&self, give_up: &dyn Fn() -> bool) -> bool {
+        let mut idle = lock(&self.idle_lock);
+        self.n_idle_waiters.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst); // pairs with `finish`'s, as in `wait_all`
+        let mut finished = true;
+        while self.n_unfinished.load(Ordering::SeqCst) > 0 {
+            if give_up() {
+                finished = false;
+                break;
+            }
+            idle = wait_timeout(&self.idle_condvar, idle, crate::op::GIVE_UP_SLICE);
+        }
+        self.n_idle_waiters.fetch_sub(1, Ordering::SeqCst);
+        finished
+    }
+
     fn wait_all(&self) {
         let mut idle = lock(&self.idle_lock);
         self.n_idle_waiters.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         while self.n_unfinished.load(Ordering::SeqCst) > 0 {
-            idle = match self.idle_condvar.wait(idle) {
-                Ok(guard) => guard,
-                Err(poisoned) => poisoned.into_inner(),
-            };
+            idle = wait(&self.idle_condvar, idle);
         }
         self.n_idle_waiters.fetch_sub(1, Ordering::SeqCst);
     }
@@ -858,6 +990,39 @@ fn first_read_error(op: &OpBlock) -> Option<Arc<OpError>> {
         .chain(&op.writes[..op.n_read_writes])
         .filter(|var| var.0.has_error.load(Ordering::Acquire))
         .find_map(|var| lock(&var.0.state).error.clone())
+}
+
+/// The error of `op` failing with `message`.
+fn op_error(op: &OpBlock, message: String) -> Arc<OpError> {
+    Arc::new(OpError {
+        label: op.label.clone(),
+        line: op.line,
+        message,
+        cancelled: false,
+    })
+}
+
+/// What the simulator needs of a finished op.
+fn sim_outcome(op: &OpBlock, outcome: &Outcome) -> SimOutcome {
+    let reads: Vec<VarId> = op.reads.iter().map(Var::id).collect();
+    let writes: Vec<VarId> = op.writes.iter().map(Var::id).collect();
+    SimOutcome {
+        pushed: EventKind::Pushed {
+            op: op.id,
+            label: op.label.clone(),
+            line: op.line,
+            reads: reads.clone(),
+            writes: writes.clone(),
+            device: op.device,
+            priority: op.priority,
+        },
+        device: op.device,
+        priority: op.priority,
+        reads,
+        writes,
+        state: outcome.state(),
+        message: outcome.error().map(|error| error.message.clone()),
+    }
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

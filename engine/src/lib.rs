@@ -8,6 +8,8 @@
 //!
 //! - [`Engine`]: `new_var`, `push`, `wait_var`, `wait_all`, `delete_var`, `cancel_pending`,
 //!   `snapshot`.
+//! - [`OpSpec::new`] for an op that is done when its closure returns, [`OpSpec::new_async`] for
+//!   one finished later, from any thread, through its [`OpCompletion`] (MXNet's `PushAsync`).
 //! - [`EngineConfig`] and [`Policy`]: naive (serial reference), threaded, per-device.
 //! - [`EventSink`] / [`EventLog`]: observation, free when nobody observes.
 //!
@@ -25,41 +27,49 @@
 //! engine.wait_var(&b).unwrap();
 //! assert_eq!(*cell.lock().unwrap(), 3);
 //! ```
+//!
+//! An asynchronous op is finished when its handle is completed, here by another thread; what it
+//! writes is held until then:
+//!
+//! ```
+//! use dep_engine::{Engine, EngineConfig, OpSpec, Policy};
+//!
+//! let engine = Engine::new(EngineConfig::with_policy(Policy::Naive));
+//! let a = engine.new_var("A");
+//! engine.push(OpSpec::new_async("A = recv()", |done| {
+//!     std::thread::spawn(move || done.complete(Err("peer gone".to_string())));
+//! }).writes(&[a.clone()]));
+//! assert_eq!(engine.wait_var(&a).unwrap_err().message, "peer gone");
+//! ```
 
 #![deny(missing_docs)]
 
+mod accesses;
+mod completion;
+mod config;
+mod device;
+mod device_time;
+mod engine;
+mod event;
+#[cfg(all(test, loom))]
+mod loom_tests;
+mod memory;
+mod op;
+mod ready_queue;
+pub mod sim;
+mod sim_feed;
+mod snapshot;
 mod sync;
 mod var_queue;
 
-#[cfg(not(loom))]
-mod config;
-#[cfg(not(loom))]
-mod device;
-#[cfg(not(loom))]
-mod device_time;
-#[cfg(not(loom))]
-mod engine;
-#[cfg(not(loom))]
-mod event;
-#[cfg(not(loom))]
-mod memory;
-#[cfg(not(loom))]
-mod op;
-#[cfg(not(loom))]
-mod ready_queue;
-#[cfg(not(loom))]
-pub mod sim;
-#[cfg(not(loom))]
-mod snapshot;
-
-#[cfg(not(loom))]
 pub use crate::{
+    completion::OpCompletion,
     config::{parse_threads, EngineConfig, Policy},
     device::{Device, MAX_GPUS},
     device_time::DeviceClock,
     engine::{current_lane, Engine, Monitor, Var, VarId, CALLER_WORKER},
     event::{Event, EventKind, EventLog, EventSink},
     memory::{MemoryMeter, MemoryStats},
-    op::{OpError, OpFn, OpId, OpSpec, OpState, Outcome},
+    op::{AsyncOpFn, OpError, OpFn, OpId, OpSpec, OpState, Outcome},
     snapshot::{AccessSnapshot, Blocker, OpSnapshot, Snapshot, VarSnapshot},
 };

@@ -3,7 +3,7 @@
 //! The engine never allocates an op's data itself; whoever does (the interpreter's tensors)
 //! reports allocations and frees to a [`MemoryMeter`], and views and run summaries read it.
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::stats::{AtomicU64, Ordering};
 
 /// Current and peak bytes of one device's storage, and how many allocations were made.
 #[derive(Default)]

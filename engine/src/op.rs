@@ -3,10 +3,14 @@
 use std::fmt;
 
 use crate::sync::{Arc, AtomicU32, AtomicU8, AtomicUsize, Condvar, Mutex, Ordering};
-use crate::{Device, Var};
+use crate::{Device, OpCompletion, Var};
 
 /// The closure an op runs: `Err(message)` marks the op failed.
 pub type OpFn = Box<dyn FnOnce() -> Result<(), String> + Send + 'static>;
+
+/// The closure an asynchronous op runs: it starts the work and hands the [`OpCompletion`] to
+/// whoever finishes it (another thread, a callback), which completes the op later.
+pub type AsyncOpFn = Box<dyn FnOnce(OpCompletion) + Send + 'static>;
 
 /// An op's identity: its push number, unique within an engine, increasing in push order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -18,7 +22,8 @@ impl fmt::Display for OpId {
     }
 }
 
-/// Everything needed to push an op: built with [`OpSpec::new`] and its setters.
+/// Everything needed to push an op: built with [`OpSpec::new`] (or [`OpSpec::new_async`]) and
+/// its setters.
 pub struct OpSpec {
     pub(crate) label: Arc<str>,
     pub(crate) line: u32,
@@ -26,7 +31,7 @@ pub struct OpSpec {
     pub(crate) writes: Vec<Var>,
     pub(crate) device: Device,
     pub(crate) priority: i32,
-    pub(crate) exec: OpFn,
+    pub(crate) work: Work,
 }
 
 impl OpSpec {
@@ -36,14 +41,33 @@ impl OpSpec {
         label: impl Into<Arc<str>>,
         exec: impl FnOnce() -> Result<(), String> + Send + 'static,
     ) -> Self {
+        OpSpec::with_work(label.into(), Work::Run(Box::new(exec)))
+    }
+
+    /// An asynchronous op (MXNet's `PushAsync`): `start` runs when the op's accesses are granted
+    /// and may return before the work is done; the op finishes when the [`OpCompletion`] it is
+    /// given is completed, from any thread, at any later time. Until then its variables stay
+    /// held: readers of what it writes, and writers of what it reads, wait. Completing with
+    /// `Err(message)` fails the op exactly as a synchronous op's error does; dropping the handle
+    /// without completing it fails the op too, so a lost handle never hangs a wait. Waits and
+    /// dropping the engine wait for the completion: a thread must not wait on the engine while
+    /// it holds a handle that only it will complete.
+    pub fn new_async(
+        label: impl Into<Arc<str>>,
+        start: impl FnOnce(OpCompletion) + Send + 'static,
+    ) -> Self {
+        OpSpec::with_work(label.into(), Work::Async(Box::new(start)))
+    }
+
+    fn with_work(label: Arc<str>, work: Work) -> Self {
         OpSpec {
-            label: label.into(),
+            label,
             line: 0,
             reads: Vec::new(),
             writes: Vec::new(),
             device: Device::Cpu,
             priority: 0,
-            exec: Box::new(exec),
+            work,
         }
     }
 
@@ -206,6 +230,9 @@ impl Outcome {
     }
 }
 
+/// How often an abandonable wait asks whether to give up.
+pub(crate) const GIVE_UP_SLICE: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// A one-shot signal a waiting thread blocks on.
 #[derive(Default)]
 pub(crate) struct Signal {
@@ -225,10 +252,22 @@ impl Signal {
             if let Some(result) = guard.take() {
                 return result;
             }
-            guard = match self.condvar.wait(guard) {
-                Ok(guard) => guard,
-                Err(poisoned) => poisoned.into_inner(),
-            };
+            guard = crate::sync::wait(&self.condvar, guard);
+        }
+    }
+
+    /// Like [`Signal::wait`], but asks `give_up` every [`GIVE_UP_SLICE`] and returns `None`
+    /// once it says yes.
+    pub(crate) fn wait_or(&self, give_up: &dyn Fn() -> bool) -> Option<Result<(), Arc<OpError>>> {
+        let mut guard = crate::sync::lock(&self.result);
+        loop {
+            if let Some(result) = guard.take() {
+                return Some(result);
+            }
+            if give_up() {
+                return None;
+            }
+            guard = crate::sync::wait_timeout(&self.condvar, guard, GIVE_UP_SLICE);
         }
     }
 }
@@ -237,6 +276,8 @@ impl Signal {
 pub(crate) enum Work {
     /// A caller's closure, run by a worker.
     Run(OpFn),
+    /// A caller's asynchronous op: started by a worker, finished through its [`OpCompletion`].
+    Async(AsyncOpFn),
     /// `wait_var`: wake the waiting thread with the variable's error, if any.
     Wait(Arc<Signal>),
     /// `delete_var`: free the variable's storage.
@@ -273,16 +314,16 @@ impl OpBlock {
         line: u32,
         device: Device,
         priority: i32,
-        accesses: crate::engine::Accesses,
+        accesses: crate::accesses::Accesses,
         work: Work,
     ) -> OpBlock {
-        let crate::engine::Accesses {
+        let crate::accesses::Accesses {
             reads,
             writes,
             n_read_writes,
         } = accesses;
         let n_accesses = reads.len() + writes.len();
-        let inline = !matches!(work, Work::Run(_));
+        let inline = !matches!(work, Work::Run(_) | Work::Async(_));
         OpBlock {
             inline,
             id,

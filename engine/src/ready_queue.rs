@@ -8,10 +8,14 @@ use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
 
 use crate::op::OpRef;
-use crate::sync::{lock, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::sync::{lock, wait, AtomicUsize, Condvar, Mutex, Ordering};
 
 /// How long an idle worker spins (in polls of the queue length) before it sleeps.
 const SPIN_ROUNDS: u32 = 4096;
+
+/// Whether idle workers spin: not under the loom model, where spinning changes no state and
+/// each poll would multiply the interleavings to explore.
+const SPINS: bool = !cfg!(loom);
 
 /// One group of workers sharing a ready queue (the CPU pool, one GPU's streams, the copy worker).
 pub(crate) struct Group {
@@ -103,7 +107,7 @@ impl Group {
             if state.shutdown {
                 return None;
             }
-            if !spun {
+            if !spun && SPINS {
                 spun = true;
                 drop(state);
                 for round in 0..SPIN_ROUNDS {
@@ -120,10 +124,7 @@ impl Group {
                 continue;
             }
             state.n_sleeping += 1;
-            state = match self.condvar.wait(state) {
-                Ok(guard) => guard,
-                Err(poisoned) => poisoned.into_inner(),
-            };
+            state = wait(&self.condvar, state);
             state.n_sleeping -= 1;
             spun = false;
         }

@@ -57,13 +57,17 @@ pub fn is_simulated() -> bool {
     SIMULATING.with(Cell::get)
 }
 
-/// Runs `body` as a simulated op; returns its result and the cost it reported.
+/// Runs `body` as a simulated op; returns its result and the cost it reported. Re-entrant: an
+/// op that completes an asynchronous op's handle runs that op's successors inside itself.
 pub(crate) fn measure<T>(body: impl FnOnce() -> T) -> (T, Cost) {
-    REPORTED.with(|reported| reported.set(Cost::default()));
-    SIMULATING.with(|simulating| simulating.set(true));
+    let outer_cost = REPORTED.with(|reported| reported.replace(Cost::default()));
+    let outer_simulating = SIMULATING.with(|simulating| simulating.replace(true));
     let result = body();
-    SIMULATING.with(|simulating| simulating.set(false));
-    (result, REPORTED.with(Cell::get))
+    SIMULATING.with(|simulating| simulating.set(outer_simulating));
+    (
+        result,
+        REPORTED.with(|reported| reported.replace(outer_cost)),
+    )
 }
 
 /// A simulated device or link: its speed and its fixed cost per op.

@@ -56,6 +56,7 @@ impl<T: Clone + PartialEq> VarQueue<T> {
             write: false,
             granted,
         });
+        self.check();
         granted
     }
 
@@ -68,6 +69,7 @@ impl<T: Clone + PartialEq> VarQueue<T> {
             write: true,
             granted,
         });
+        self.check();
         granted
     }
 
@@ -87,6 +89,7 @@ impl<T: Clone + PartialEq> VarQueue<T> {
         if self.n_granted_reads == 0 {
             self.grant_front(granted);
         }
+        self.check();
     }
 
     /// Ends the granted write at the front, pushing onto `granted` the ops it unblocks.
@@ -96,6 +99,7 @@ impl<T: Clone + PartialEq> VarQueue<T> {
             _ => debug_assert!(false, "complete_write without a granted write at the front"),
         }
         self.grant_front(granted);
+        self.check();
     }
 
     /// Grants what may run now that nothing runs: the next write, or every read up to it.
@@ -121,8 +125,39 @@ impl<T: Clone + PartialEq> VarQueue<T> {
         }
     }
 
-    /// The pending accesses, oldest first (for snapshots, which the loom build leaves out).
-    #[cfg_attr(loom, allow(dead_code))]
+    /// Asserts the invariant under the loom model (where release builds check no
+    /// `debug_assert`): the granted accesses are a prefix, one write or reads only, and the
+    /// counts agree with the entries. Elsewhere it costs nothing (a queue can be long).
+    fn check(&self) {
+        #[cfg(loom)]
+        {
+            let n_granted = self
+                .entries
+                .iter()
+                .take_while(|access| access.granted)
+                .count();
+            assert!(
+                self.entries
+                    .iter()
+                    .skip(n_granted)
+                    .all(|access| !access.granted),
+                "granted accesses are not a prefix of the queue"
+            );
+            let granted = self.entries.iter().take(n_granted);
+            let n_granted_writes = granted.filter(|access| access.write).count();
+            assert!(
+                n_granted_writes == 0 || n_granted == 1,
+                "a write is granted beside another access"
+            );
+            assert_eq!(self.n_granted_reads, n_granted - n_granted_writes);
+            assert_eq!(
+                self.n_writes,
+                self.entries.iter().filter(|access| access.write).count()
+            );
+        }
+    }
+
+    /// The pending accesses, oldest first (for snapshots).
     pub(crate) fn entries(&self) -> impl Iterator<Item = &Access<T>> {
         self.entries.iter()
     }
@@ -134,7 +169,7 @@ impl<T: Clone + PartialEq> VarQueue<T> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -195,119 +230,5 @@ mod tests {
         let mut granted = Vec::new();
         queue.complete_write(&mut granted);
         assert_eq!(granted, vec![2]);
-    }
-}
-
-#[cfg(all(test, loom))]
-mod loom_tests {
-    //! Model checks of the queue under the engine's locking protocol: the queue behind a mutex,
-    //! one wait counter per op, ops completed by whichever thread ran them.
-    //! Run with `RUSTFLAGS="--cfg loom" cargo test -p dep-engine --release --lib loom`.
-
-    use super::*;
-    use crate::sync::{lock, Arc, AtomicUsize, Mutex, Ordering};
-
-    struct Model {
-        queue: Mutex<VarQueue<usize>>,
-        /// Per op: how many accesses it still waits for.
-        waiting: Vec<AtomicUsize>,
-        /// Running writers and readers, to check exclusion.
-        running_writes: AtomicUsize,
-        running_reads: AtomicUsize,
-        /// Completed ops.
-        done: AtomicUsize,
-    }
-
-    fn run(model: &Model, pattern: &[u8], op: usize) {
-        let write = pattern[op] == b'W';
-        if write {
-            assert_eq!(
-                model.running_writes.fetch_add(1, Ordering::SeqCst),
-                0,
-                "two writes at once"
-            );
-            assert_eq!(
-                model.running_reads.load(Ordering::SeqCst),
-                0,
-                "a write beside a read"
-            );
-        } else {
-            assert_eq!(
-                model.running_writes.load(Ordering::SeqCst),
-                0,
-                "a read beside a write"
-            );
-            model.running_reads.fetch_add(1, Ordering::SeqCst);
-        }
-        let mut granted = Vec::new();
-        if write {
-            model.running_writes.fetch_sub(1, Ordering::SeqCst);
-            lock(&model.queue).complete_write(&mut granted);
-        } else {
-            model.running_reads.fetch_sub(1, Ordering::SeqCst);
-            lock(&model.queue).complete_read(&op, &mut granted);
-        }
-        model.done.fetch_add(1, Ordering::SeqCst);
-        for next in granted {
-            if model.waiting[next].fetch_sub(1, Ordering::SeqCst) == 1 {
-                run(model, pattern, next);
-            }
-        }
-    }
-
-    /// Ops pushed in the order of `pattern` (`R` a read, `W` a write) on the main thread, while
-    /// the granted ones run on spawned threads and grant their successors.
-    fn check(pattern: &'static str) {
-        let pattern = pattern.as_bytes();
-        let n_ops = pattern.len();
-        loom::model(move || {
-            let model = Arc::new(Model {
-                queue: Mutex::new(VarQueue::new()),
-                waiting: (0..n_ops).map(|_| AtomicUsize::new(1)).collect(),
-                running_writes: AtomicUsize::new(0),
-                running_reads: AtomicUsize::new(0),
-                done: AtomicUsize::new(0),
-            });
-            let mut threads = Vec::new();
-            for op in 0..n_ops {
-                let write = pattern[op] == b'W';
-                let granted = {
-                    let mut queue = lock(&model.queue);
-                    if write {
-                        queue.append_write(op)
-                    } else {
-                        queue.append_read(op)
-                    }
-                };
-                if granted && model.waiting[op].fetch_sub(1, Ordering::SeqCst) == 1 {
-                    let model = model.clone();
-                    threads.push(loom::thread::spawn(move || run(&model, pattern, op)));
-                }
-            }
-            for thread in threads {
-                thread.join().unwrap();
-            }
-            assert_eq!(
-                model.done.load(Ordering::SeqCst),
-                n_ops,
-                "every op ran once"
-            );
-            assert!(lock(&model.queue).is_empty());
-        });
-    }
-
-    #[test]
-    fn loom_reads_then_write() {
-        check("RRW");
-    }
-
-    #[test]
-    fn loom_write_two_reads_write() {
-        check("WRRW");
-    }
-
-    #[test]
-    fn loom_write_after_write_then_read() {
-        check("WWR");
     }
 }

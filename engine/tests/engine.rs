@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dep_engine::{
-    Device, DeviceClock, Engine, EngineConfig, EventKind, EventLog, OpSpec, OpState, Policy,
+    Device, DeviceClock, Engine, EngineConfig, EventKind, EventLog, OpSpec, OpState, Policy, Var,
 };
 use rand::{Rng, SeedableRng};
 
@@ -351,6 +351,51 @@ fn push_is_safe_from_several_threads() {
     assert_eq!(*value.lock().unwrap(), 4000);
     assert!(engine.take_failures().is_empty());
     assert_eq!(counter.version(), 4000);
+}
+
+/// Op 1 reads A and writes B, op 2 reads B and writes A, pushed at the same moment from two
+/// threads, many times. Appending to one variable at a time let each op come first on one of them
+/// and hold a granted read the other's write waited behind: neither ever ran (found by loom).
+#[test]
+fn ops_pushed_at_once_in_opposite_variable_orders_never_deadlock() {
+    let (finished, finish) = std::sync::mpsc::channel();
+    for policy in [Policy::Threaded, Policy::PerDevice] {
+        let finished = finished.clone();
+        std::thread::spawn(move || {
+            let engine = Arc::new(engine(policy, 2));
+            let barrier = Arc::new(std::sync::Barrier::new(2));
+            let (to_other, from_main) = std::sync::mpsc::channel::<(Var, Var)>();
+            let other = {
+                let (engine, barrier) = (engine.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    for (a, b) in from_main {
+                        barrier.wait();
+                        engine.push(OpSpec::new("A = B", || Ok(())).reads(&[b]).writes(&[a]));
+                    }
+                })
+            };
+            for _ in 0..20_000 {
+                let (a, b) = (engine.new_var("A"), engine.new_var("B"));
+                to_other.send((a.clone(), b.clone())).unwrap();
+                barrier.wait();
+                engine.push(
+                    OpSpec::new("B = A", || Ok(()))
+                        .reads(&[a.clone()])
+                        .writes(&[b.clone()]),
+                );
+                engine.wait_var(&a).unwrap();
+                engine.wait_var(&b).unwrap();
+            }
+            drop(to_other);
+            other.join().unwrap();
+            finished.send(policy).unwrap();
+        });
+    }
+    for _ in 0..2 {
+        finish
+            .recv_timeout(Duration::from_secs(120))
+            .expect("two ops pushed at once never ran");
+    }
 }
 
 #[test]

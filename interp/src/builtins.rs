@@ -320,18 +320,18 @@ pub fn call(
 }
 
 /// GPipe's clock cycles (torchgpipe): for each tick k of m micro-batches through n partitions,
-/// the pairs (micro-batch i, partition j) with i + j = k, in the order torchgpipe yields them.
-pub fn clock_cycles(n_micro_batches: usize, n_partitions: usize) -> Vec<Vec<(usize, usize)>> {
+/// the pairs (micro-batch i, partition j) with i + j = k, in the order torchgpipe yields them,
+/// tick after tick. Made as they are taken, so a loop over them starts at once.
+pub fn clock_cycles(
+    n_micro_batches: usize,
+    n_partitions: usize,
+) -> impl Iterator<Item = (usize, usize)> {
     let n_ticks = (n_micro_batches + n_partitions).saturating_sub(1);
-    (0..n_ticks)
-        .map(|tick| {
-            let first = (1 + tick).saturating_sub(n_micro_batches);
-            let last = (1 + tick).min(n_partitions);
-            (first..last)
-                .map(|partition| (tick - partition, partition))
-                .collect()
-        })
-        .collect()
+    (0..n_ticks).flat_map(move |tick| {
+        let first = (1 + tick).saturating_sub(n_micro_batches);
+        let last = (1 + tick).min(n_partitions);
+        (first..last).map(move |partition| (tick - partition, partition))
+    })
 }
 
 #[cfg(test)]
@@ -346,16 +346,11 @@ mod tests {
     fn clock_cycles_match_torchgpipe() {
         // torchgpipe: clock_cycles(3, 2) -> [(0,0)], [(1,0),(0,1)], [(2,0),(1,1)], [(2,1)]
         assert_eq!(
-            clock_cycles(3, 2),
-            vec![
-                vec![(0, 0)],
-                vec![(1, 0), (0, 1)],
-                vec![(2, 0), (1, 1)],
-                vec![(2, 1)]
-            ]
+            clock_cycles(3, 2).collect::<Vec<_>>(),
+            vec![(0, 0), (1, 0), (0, 1), (2, 0), (1, 1), (2, 1)]
         );
-        assert_eq!(clock_cycles(4, 3).len(), 6);
-        assert!(clock_cycles(0, 3).iter().all(Vec::is_empty));
+        assert_eq!(clock_cycles(4, 3).count(), 12);
+        assert_eq!(clock_cycles(0, 3).count(), 0);
     }
 
     #[test]

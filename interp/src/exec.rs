@@ -4,7 +4,8 @@
 //! engine orders it after every earlier op on those slots. Only `print`, `save`, `wait`, shown
 //! expression values and host-side numbers (loop bounds, seeds, priorities) wait for ops.
 
-use std::collections::HashMap;
+// FxHash: names are looked up on every statement; nothing here needs DoS-resistant hashing.
+use rustc_hash::FxHashMap as HashMap;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -103,7 +104,9 @@ impl<'a> Runner<'a> {
         Ok(Flow::Normal)
     }
 
-    fn exec_stmt(&mut self, stmt: &grammar::Stmt) -> Result<Flow, RunError> {
+    /// Stops the input with an "interrupted" error at `span` if the user asked to stop (Ctrl-C,
+    /// a kernel interrupt), cancelling the ops that have not started.
+    fn check_interrupt(&self, span: grammar::Span) -> Result<(), RunError> {
         if self
             .session
             .interrupt_check
@@ -112,11 +115,16 @@ impl<'a> Runner<'a> {
         {
             self.session.cancel();
             return Err(self.error(
-                stmt.span,
+                span,
                 "interrupted: ops that had not started are cancelled; running ops finish",
                 "stopped before this statement",
             ));
         }
+        Ok(())
+    }
+
+    fn exec_stmt(&mut self, stmt: &grammar::Stmt) -> Result<Flow, RunError> {
+        self.check_interrupt(stmt.span)?;
         if self.recording.is_some() {
             let refused = match &stmt.kind {
                 StmtKind::Print(_) => Some("print"),
@@ -157,7 +165,7 @@ impl<'a> Runner<'a> {
                 self.session.engine.push(spec);
             }
             StmtKind::Wait => {
-                self.session.engine.wait_all();
+                self.wait_all()?;
                 self.session.take_failures()?;
             }
             StmtKind::For { vars, iter, body } => return self.exec_for(vars, iter, body),
@@ -346,7 +354,7 @@ impl<'a> Runner<'a> {
                 (_, Some(Binding::Counter(value))) => parts.push(value.to_string()),
                 (ExprKind::Name(name), None) if self.session.graphs.contains_key(&name.text) => {
                     // The report reads the sizes the last run left: wait for it.
-                    self.session.engine.wait_all();
+                    self.wait_all()?;
                     let report = self.session.graphs[&name.text].report();
                     parts.push(report.trim_end().to_string());
                 }
@@ -450,7 +458,9 @@ impl<'a> Runner<'a> {
         iter: &grammar::ForIter,
         body: &grammar::Block,
     ) -> Result<Flow, RunError> {
-        let rows: Vec<Vec<i64>> = match iter {
+        // Rows are made as the loop goes: a loop of 10^9 iterations starts at once and runs in
+        // constant memory.
+        let rows: Box<dyn Iterator<Item = [i64; 2]>> = match iter {
             grammar::ForIter::Range { start, end } => {
                 let (start, end) = (self.host_int(start)?, self.host_int(end)?);
                 if vars.len() != 1 {
@@ -460,7 +470,7 @@ impl<'a> Runner<'a> {
                         "here",
                     ));
                 }
-                (start..end).map(|value| vec![value]).collect()
+                Box::new((start..end).map(|value| [value, 0]))
             }
             grammar::ForIter::Expr(expr) => match &expr.kind {
                 ExprKind::Call { func, args, .. }
@@ -475,11 +485,10 @@ impl<'a> Runner<'a> {
                     }
                     let m = self.host_count(&args[0])?;
                     let n = self.host_count(&args[1])?;
-                    builtins::clock_cycles(m, n)
-                        .into_iter()
-                        .flatten()
-                        .map(|(micro_batch, partition)| vec![micro_batch as i64, partition as i64])
-                        .collect()
+                    Box::new(
+                        builtins::clock_cycles(m, n)
+                            .map(|(micro_batch, partition)| [micro_batch as i64, partition as i64]),
+                    )
                 }
                 _ => {
                     return Err(self.error(
@@ -491,6 +500,7 @@ impl<'a> Runner<'a> {
             },
         };
         for row in rows {
+            self.check_interrupt(body.span)?;
             for (var, value) in vars.iter().zip(row) {
                 self.bind(&var.text, Binding::Counter(value), false);
             }
@@ -667,7 +677,7 @@ impl<'a> Runner<'a> {
             ));
         }
         let mut frame = Frame {
-            locals: HashMap::new(),
+            locals: HashMap::default(),
             writes_globals: false,
         };
         for (param, arg) in function.params.iter().zip(args) {
@@ -918,7 +928,7 @@ impl<'a> Runner<'a> {
         }
         self.recording = Some(Recording::default());
         self.frames.push(Frame {
-            locals: HashMap::new(),
+            locals: HashMap::default(),
             writes_globals: true,
         });
         let recorded = self.exec_block(&body.statements);
@@ -1344,8 +1354,42 @@ impl<'a> Runner<'a> {
         value
     }
 
+    /// The error that ends an input whose `print` or `wait` the user stopped waiting for.
+    fn abandoned_wait(&self) -> RunError {
+        let message =
+            "interrupted while waiting (Ctrl-C): the awaited ops go on running; `print` the \
+                       value again to see it"
+                .to_string();
+        RunError::runtime(Report {
+            rendered: format!("error: {message}\n"),
+            message,
+            line: 0,
+        })
+    }
+
+    /// Waits for every pushed op, unless the user gives up (see `Session::set_abandon_check`).
+    fn wait_all(&self) -> Result<(), RunError> {
+        match &self.session.abandon_check {
+            Some(give_up) if !self.session.engine.wait_all_or(give_up) => {
+                Err(self.abandoned_wait())
+            }
+            Some(_) => Ok(()),
+            None => {
+                self.session.engine.wait_all();
+                Ok(())
+            }
+        }
+    }
+
     fn wait_slot(&mut self, slot: &Arc<Slot>) -> Result<Tensor, RunError> {
-        match self.session.engine.wait_var(&slot.var) {
+        let waited = match &self.session.abandon_check {
+            Some(give_up) => self.session.engine.wait_var_or(&slot.var, give_up),
+            None => Some(self.session.engine.wait_var(&slot.var)),
+        };
+        let Some(waited) = waited else {
+            return Err(self.abandoned_wait());
+        };
+        match waited {
             Ok(()) => slot.get().map_err(|message| {
                 RunError::runtime(Report {
                     rendered: format!("error: {message}\n"),

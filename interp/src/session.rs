@@ -2,7 +2,8 @@
 //! turns source text into pushes (`run_source`). The REPL, the Jupyter kernel and `dep run` all
 //! drive this one API.
 
-use std::collections::HashMap;
+// FxHash: names are looked up on every statement; nothing here needs DoS-resistant hashing.
+use rustc_hash::FxHashMap as HashMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
@@ -88,7 +89,7 @@ impl SourceChunk {
             file_first_line,
             text,
             line_starts,
-            labels: HashMap::new(),
+            labels: HashMap::default(),
         }
     }
 
@@ -154,6 +155,9 @@ pub struct Session {
     pub(crate) reported: Vec<Arc<engine::OpError>>,
     /// Asked before each statement: whether the user interrupted (Ctrl-C, a kernel interrupt).
     pub(crate) interrupt_check: Option<InterruptCheck>,
+    /// Asked while a `print` or `wait` blocks: whether the user gave up waiting (a second
+    /// Ctrl-C); the ops go on, the input stops.
+    pub(crate) abandon_check: Option<InterruptCheck>,
 }
 
 /// Says whether the user asked to stop (see [`Session::set_interrupt_check`]).
@@ -173,15 +177,16 @@ impl Session {
             engine,
             log,
             config,
-            globals: HashMap::new(),
-            functions: HashMap::new(),
+            globals: HashMap::default(),
+            functions: HashMap::default(),
             rng,
             sources: Vec::new(),
             lines_so_far: 0,
             n_temporaries: 0,
             reported: Vec::new(),
             interrupt_check: None,
-            graphs: HashMap::new(),
+            abandon_check: None,
+            graphs: HashMap::default(),
         }
     }
 
@@ -333,6 +338,14 @@ impl Session {
     /// values). `reset` forgets it.
     pub fn set_interrupt_check(&mut self, check: Option<InterruptCheck>) {
         self.interrupt_check = check;
+    }
+
+    /// Sets what a blocked `print` or `wait` asks every few milliseconds: when `check()` says
+    /// the user gave up waiting (the REPL's second Ctrl-C), the wait stops and the run ends
+    /// with an error saying so; the awaited ops go on running and the value arrives later.
+    /// `reset` forgets it.
+    pub fn set_abandon_check(&mut self, check: Option<InterruptCheck>) {
+        self.abandon_check = check;
     }
 
     /// Every global tensor variable, sorted by name.

@@ -1,32 +1,33 @@
 //! "Did you mean" suggestions for unknown names.
 
+/// Names longer than this get no suggestion: no typo of a real name is that long, and the
+/// distance costs the product of the two lengths.
+const LONGEST_SUGGESTED: usize = 64;
+
 /// The candidate closest to `name` by edit distance, if it is close enough to be a likely typo.
+/// A swap of two neighbouring letters counts as one edit (`onse` is one edit from `ones`), and
+/// case differences count as nothing.
 pub(crate) fn closest<'a>(
     name: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
-    let limit = (name.chars().count() / 3).max(1);
+    let length = name.chars().count();
+    if length > LONGEST_SUGGESTED {
+        return None;
+    }
+    let limit = (length / 3).max(1);
+    let name = name.to_lowercase();
     candidates
         .into_iter()
-        .map(|candidate| (edit_distance(name, candidate), candidate))
+        // The distance is at least the difference of the lengths: skip far ones unmeasured.
+        .filter(|candidate| candidate.chars().count().abs_diff(length) <= limit)
+        .map(|candidate| {
+            let distance = strsim::osa_distance(&name, &candidate.to_lowercase());
+            (distance, candidate)
+        })
         .filter(|(distance, _)| *distance <= limit)
         .min_by_key(|(distance, candidate)| (*distance, *candidate))
         .map(|(_, candidate)| candidate)
-}
-
-/// Levenshtein distance, counted in chars; case differences cost nothing extra over a substitution.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, a_char) in a.chars().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, b_char) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(!a_char.eq_ignore_ascii_case(b_char));
-            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
-    }
-    previous[b.len()]
 }
 
 #[cfg(test)]
@@ -39,5 +40,19 @@ mod tests {
         assert_eq!(closest("relux", ["relu", "exp"]), Some("relu"));
         assert_eq!(closest("weights", ["A", "B"]), None);
         assert_eq!(closest("a", ["A"]), Some("A"));
+    }
+
+    #[test]
+    fn a_swap_of_neighbouring_letters_is_one_edit() {
+        assert_eq!(closest("onse", ["ones", "zeros"]), Some("ones"));
+        assert_eq!(closest("mtamul", ["matmul", "mean"]), Some("matmul"));
+    }
+
+    #[test]
+    fn very_long_names_get_no_suggestion() {
+        let long = "x".repeat(100_000);
+        let candidate = "x".repeat(99_999);
+        // One edit apart, but measuring it would cost 10^10 steps: not measured, not suggested.
+        assert_eq!(closest(&long, [candidate.as_str()]), None);
     }
 }

@@ -25,7 +25,7 @@ mod style;
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -110,8 +110,9 @@ struct Ctx {
     worst: Option<ErrorKind>,
     /// Terminal columns for the text views.
     width: usize,
-    /// On a terminal: the Ctrl-C flag and where the watcher cancels (see [`watch_interrupts`]).
-    interrupts: Option<(Arc<AtomicBool>, BusyEngine)>,
+    /// On a terminal: the Ctrl-C count of the input and where the watcher cancels (see
+    /// [`watch_interrupts`]).
+    interrupts: Option<(Arc<AtomicUsize>, BusyEngine)>,
 }
 
 impl Ctx {
@@ -135,10 +136,13 @@ impl Ctx {
 
     /// [`Ctx::run_source`] for text that starts at line `first_line` of `path`.
     fn run_source_from_line(&mut self, path: &str, first_line: u32, source: &str) {
-        if let Some((flag, busy)) = &self.interrupts {
-            let flag = flag.clone();
+        if let Some((count, busy)) = &self.interrupts {
+            let (interrupts, abandons) = (count.clone(), count.clone());
+            self.session.set_interrupt_check(Some(Box::new(move || {
+                interrupts.load(Ordering::SeqCst) >= 1
+            })));
             self.session
-                .set_interrupt_check(Some(Box::new(move || flag.load(Ordering::SeqCst))));
+                .set_abandon_check(Some(Box::new(move || abandons.load(Ordering::SeqCst) >= 2)));
             *lock_busy(busy) = Some(self.session.engine().monitor());
         }
         let stdout = io::stdout();
@@ -148,10 +152,11 @@ impl Ctx {
             .run_source_from_line(path, first_line, source, &mut out);
         let _ = out.flush();
         drop(out);
-        if let Some((flag, busy)) = &self.interrupts {
+        if let Some((count, busy)) = &self.interrupts {
             *lock_busy(busy) = None;
             self.session.set_interrupt_check(None);
-            if flag.load(Ordering::SeqCst) {
+            self.session.set_abandon_check(None);
+            if count.load(Ordering::SeqCst) >= 1 {
                 // A Ctrl-C during the last statement (which no check followed): what it pushed
                 // after the watcher cancelled is cancelled too.
                 self.session.cancel();
@@ -615,7 +620,7 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
                 }
             }
         }
-        signalled.store(false, Ordering::SeqCst);
+        signalled.store(0, Ordering::SeqCst);
         let flow = if buffer.is_empty() {
             match colon_command(&line) {
                 Some(text) => match commands::parse(text) {
@@ -645,8 +650,17 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         }
     }
 
-    signalled.store(false, Ordering::SeqCst);
+    signalled.store(0, Ordering::SeqCst);
     ctx.wait_for_pending("before leaving");
+    // While leaving, Ctrl-C cancels what has not started and Ctrl-C again leaves at once.
+    if let Some((_, busy)) = &ctx.interrupts {
+        *lock_busy(busy) = Some(ctx.session.engine().monitor());
+    }
+    let leave_now = || signalled.load(Ordering::SeqCst) >= 2;
+    if !ctx.session.engine().wait_all_or(&leave_now) {
+        ctx.note("left without waiting for the running ops");
+        return ExitCode::SUCCESS;
+    }
     if let Err(error) = ctx.session.finish() {
         ctx.report(&error);
     }
@@ -662,40 +676,44 @@ fn lock_busy(busy: &BusyEngine) -> std::sync::MutexGuard<'_, Option<engine::Moni
 }
 
 /// Ctrl-C outside the line editor, while an input runs (a `print` waiting for a long op, a loop
-/// pushing ops), is a signal. The first one cancels, from this thread, the ops of `busy` that
-/// have not started (`Monitor::cancel_pending`): a blocked `print` returns once the op it waits
-/// for is over, and the session's interrupt check (the returned flag, which the REPL loop
-/// clears before each input) stops the input at its next statement. Running ops finish. A
-/// second Ctrl-C before the input is over quits, as Ctrl-C always does.
-fn watch_interrupts(busy: BusyEngine) -> Arc<AtomicBool> {
-    let signalled = Arc::new(AtomicBool::new(false));
-    // Registered first, so it sees the flag as it was before this very signal.
-    let _ = signal_hook::flag::register_conditional_default(
-        signal_hook::consts::SIGINT,
-        signalled.clone(),
-    );
-    let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, signalled.clone());
-    let watched = signalled.clone();
+/// pushing ops), is a signal, counted from the start of each input (the REPL loop resets the
+/// returned count). The first one cancels, from this thread, the ops of `busy` that have not
+/// started (`Monitor::cancel_pending`): a blocked `print` returns once the op it waits for is
+/// over, and the session's interrupt check stops the input at its next statement. Running ops
+/// finish. A second one abandons a `print` or `wait` still blocked on a running op (the
+/// session's abandon check): the prompt comes back, the op goes on, the session and its
+/// variables stay. Only Ctrl-D or `:quit` leave.
+fn watch_interrupts(busy: BusyEngine) -> Arc<AtomicUsize> {
+    let count = Arc::new(AtomicUsize::new(0));
+    let mut signals = match signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT]) {
+        Ok(signals) => signals,
+        Err(error) => {
+            eprintln!("dep: Ctrl-C will not interrupt a running input: {error}");
+            return count;
+        }
+    };
+    let counted = count.clone();
     let _ = std::thread::Builder::new()
         .name("dep-interrupts".to_string())
         .spawn(move || {
-            let mut noted = false;
-            loop {
-                std::thread::sleep(Duration::from_millis(20));
-                let set = watched.load(Ordering::SeqCst);
-                if set && !noted {
+            for _ in signals.forever() {
+                if counted.fetch_add(1, Ordering::SeqCst) == 0 {
                     if let Some(monitor) = &*lock_busy(&busy) {
                         monitor.cancel_pending();
                     }
                     eprintln!(
                         "\n(Ctrl-C: the ops that had not started are cancelled; running ops \
-                         finish, then the prompt comes back; Ctrl-C again quits dep)"
+                         finish, then the prompt comes back; Ctrl-C again stops waiting)"
+                    );
+                } else {
+                    eprintln!(
+                        "\n(Ctrl-C again: stopped waiting; running ops go on; Ctrl-D or :quit \
+                         leaves dep)"
                     );
                 }
-                noted = set;
             }
         });
-    signalled
+    count
 }
 
 fn new_editor(style: Style) -> rustyline::Result<Editor<DepHelper, FileHistory>> {

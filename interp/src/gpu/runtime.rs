@@ -627,6 +627,27 @@ impl GpuDevice {
         *lock(&self.deferred_error) = Some(message);
     }
 
+    /// The error for `n_bytes` that gpuN cannot give: what was asked, what the device has
+    /// free of its total (when the driver says), what dep holds there, and the driver's words.
+    fn alloc_error(
+        &self,
+        n_bytes: usize,
+        memory: Option<(usize, usize)>,
+        why: &str,
+    ) -> TensorError {
+        let gib = |bytes: usize| crate::tensor::format_bytes(bytes as u64);
+        let device = match memory {
+            Some((free, total)) => format!("{} free of {}", gib(free), gib(total)),
+            None => "free memory unknown".to_string(),
+        };
+        terr!(
+            "cannot allocate {} on gpu{}: {device}, {} held by dep ({why})",
+            gib(n_bytes),
+            self.index,
+            gib(self.bytes_in_use())
+        )
+    }
+
     /// Allocates `n_bytes` on `stream` (stream-ordered).
     pub(crate) fn alloc(
         self: &Arc<Self>,
@@ -638,15 +659,19 @@ impl GpuDevice {
             0
         } else {
             self.bind()?;
+            // Larger than the whole device: refused before asking. Otherwise the driver's own
+            // out-of-memory answer is clean (no OOM killer on a GPU), and freed memory kept in
+            // the stream-ordered pool is not "free" to cuMemGetInfo, so only a failure is
+            // explained with the device's figures.
+            let memory = result::mem_get_info().ok();
+            if memory.is_some_and(|(_, total)| n_bytes > total) {
+                return Err(self.alloc_error(n_bytes, memory, "larger than the whole device"));
+            }
             // SAFETY: the stream is live (owned by this device); the memory is uninitialised
             // and every op writes a buffer entirely before anything reads it.
             unsafe { result::malloc_async(self.stream(stream)?.stream.cu_stream(), n_bytes) }
                 .map_err(|error| {
-                    terr!(
-                        "cannot allocate {n_bytes} bytes on gpu{} ({} in use): {error:?}",
-                        self.index,
-                        self.bytes_in_use()
-                    )
+                    self.alloc_error(n_bytes, result::mem_get_info().ok(), &format!("{error:?}"))
                 })?
         };
         self.bytes_in_use.fetch_add(n_bytes, Ordering::Relaxed);

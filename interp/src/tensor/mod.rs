@@ -22,6 +22,7 @@ pub mod error;
 mod format;
 mod layout;
 mod linalg;
+mod memory_budget;
 mod nn;
 mod npy;
 mod random;

@@ -49,6 +49,7 @@ pub fn alloc(n: usize) -> Result<Vec<f32>> {
     if let Some(pooled) = super::storage::take_pooled(n) {
         return Ok(pooled);
     }
+    super::memory_budget::check(n as u64 * 4)?;
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| alloc_error(n as u128))?;
     Ok(v)
@@ -189,9 +190,13 @@ mod tests {
                 usize::MAX
             )
         );
-        assert_eq!(
-            alloc(1_000_000_000_000).unwrap_err().to_string(),
-            "cannot allocate a tensor of 1000000000000 elements (4000000000000 bytes)"
+        // Refused by the memory budget before the allocator is asked (4 TB).
+        let message = alloc(1_000_000_000_000).unwrap_err().to_string();
+        assert!(
+            message.starts_with(
+                "cannot allocate a tensor of 1000000000000 elements (3725.3 GiB): only "
+            ),
+            "{message}"
         );
         assert_eq!(numel(&[]).unwrap(), 1);
         assert_eq!(numel(&[3, 0]).unwrap(), 0);

@@ -26,9 +26,11 @@ pub fn reset_cpu_peak() {
     CPU_MEMORY.reset_peak();
 }
 
-/// Bytes in the largest unit that keeps the number at least 1: `512 B`, `3.2 KiB`, `1.5 MiB`.
+/// Bytes in the largest unit that keeps the number at least 1: `512 B`, `3.2 KiB`, `1.5 MiB`,
+/// `37.3 GiB`.
 pub fn format_bytes(bytes: u64) -> String {
     match bytes {
+        bytes if bytes >= 1 << 30 => format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64),
         bytes if bytes >= 1 << 20 => format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64),
         bytes if bytes >= 1 << 10 => format!("{:.1} KiB", bytes as f64 / 1024.0),
         bytes => format!("{bytes} B"),

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Instructions per statement of `c = c + b` on 4 elements, counted exactly by callgrind (the same
+# count whatever the machine's load): the loop run N times minus the same script run 0 times,
+# divided by N. For dep through `dep run` on the naive and the threaded engine, and for NumPy
+# (CPython's own loop included) when bench/.venv has it:
+#   python3 -m venv bench/.venv && bench/.venv/bin/pip install numpy==1.23.5
+# Usage: bench/instructions.sh [N]   (default 100000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-100000}
+cargo build -q --release -p dep
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+for iterations in "$n" 0; do
+  printf 'b = ones(4)\nc = ones(4)\nfor i in 0..%s { c = c + b }\nprint c[0]\n' "$iterations" \
+    >"$work/loop$iterations.dep"
+  printf 'import numpy as np\nb = np.ones(4, dtype=np.float32)\nc = np.ones(4, dtype=np.float32)
+for i in range(%s):\n    c = c + b\nprint(c[0])\n' "$iterations" >"$work/loop$iterations.py"
+done
+
+# Instructions of one command (all its threads) under callgrind.
+count() {
+  valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$@" >/dev/null 2>"$work/cg.err"
+  grep -o 'Collected : [0-9]*' "$work/cg.err" | grep -o '[0-9]*'
+}
+
+# Instructions per statement: COMMAND... run on loopN (FILE_SUFFIX) minus on loop0, over N.
+per_statement() {
+  local suffix=$1 with without
+  shift
+  with=$(count "$@" "$work/loop$n.$suffix")
+  without=$(count "$@" "$work/loop0.$suffix")
+  echo $(((with - without) / n))
+}
+
+echo "instructions per statement of c = c + b (4 elements), N = $n"
+echo "dep naive:       $(per_statement dep target/release/dep run --engine naive)"
+echo "dep threaded/2:  $(per_statement dep target/release/dep run --engine threaded --threads 2)"
+if [ -x bench/.venv/bin/python ] && bench/.venv/bin/python -c 'import numpy' 2>/dev/null; then
+  echo "numpy:           $(per_statement py bench/.venv/bin/python)"
+else
+  echo "numpy:           (no bench/.venv with numpy: see the comment at the top)"
+fi

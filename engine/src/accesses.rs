@@ -1,0 +1,65 @@
+//! An op's accesses as the engine keeps them: each variable once, the read-and-written ones
+//! (writes the op also reads) first among the writes.
+
+use std::collections::HashSet;
+
+use crate::{Var, VarId};
+
+/// An op's accesses as the engine keeps them: no variable twice; a variable both read and
+/// written is a write, listed first among the writes so that its error still skips the op.
+pub(crate) struct Accesses {
+    pub(crate) reads: Vec<Var>,
+    pub(crate) writes: Vec<Var>,
+    /// How many of `writes`, at the front, the op also reads.
+    pub(crate) n_read_writes: usize,
+}
+
+impl Accesses {
+    /// The accesses of an op that reads `reads` and writes `writes` (either may repeat a
+    /// variable, or name one the other names).
+    pub(crate) fn normalized(mut reads: Vec<Var>, mut writes: Vec<Var>) -> Accesses {
+        dedup_by_id(&mut writes);
+        dedup_by_id(&mut reads);
+        // Long lists (bulks) are looked up through a set; short ones by a scan.
+        let contains = |vars: &[Var], set: &Option<HashSet<VarId>>, id: VarId| match set {
+            Some(set) => set.contains(&id),
+            None => vars.iter().any(|var| var.id() == id),
+        };
+        let read_set = (reads.len() > 16).then(|| reads.iter().map(Var::id).collect());
+        // A stable sort: the read-and-written ones first, each part in its order.
+        writes.sort_by_key(|write| !contains(&reads, &read_set, write.id()));
+        let n_read_writes = writes
+            .iter()
+            .take_while(|write| contains(&reads, &read_set, write.id()))
+            .count();
+        let written = &writes[..n_read_writes];
+        let written_set = (written.len() > 16).then(|| written.iter().map(Var::id).collect());
+        reads.retain(|read| !contains(written, &written_set, read.id()));
+        Accesses {
+            reads,
+            writes,
+            n_read_writes,
+        }
+    }
+}
+
+fn dedup_by_id(vars: &mut Vec<Var>) {
+    // Long lists (bulked sequences) are sorted by id; short ones keep their order, in time
+    // linear in practice.
+    if vars.len() > 16 {
+        vars.sort_unstable_by_key(Var::id);
+        vars.dedup_by_key(|var| var.id());
+        return;
+    }
+    let mut index = 1;
+    while index < vars.len() {
+        if vars[..index]
+            .iter()
+            .any(|earlier| earlier.id() == vars[index].id())
+        {
+            vars.remove(index);
+        } else {
+            index += 1;
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! Waits that the caller abandons (`wait_var_or`, `wait_all_or`): the caller stops waiting, the
+//! op goes on and its result is there for a later wait.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+
+use dep_engine::{Engine, EngineConfig, OpSpec, Policy};
+
+#[test]
+fn an_abandoned_wait_returns_while_the_op_runs_and_a_later_wait_sees_its_end() {
+    let engine = Engine::new(EngineConfig {
+        policy: Policy::Threaded,
+        threads: 2,
+        ..EngineConfig::default()
+    });
+    let var = engine.new_var("a");
+    let (release, released) = mpsc::channel::<()>();
+    let finished = Arc::new(AtomicBool::new(false));
+    let done = finished.clone();
+    engine.push(
+        OpSpec::new("slow", move || {
+            released.recv().map_err(|error| error.to_string())?;
+            done.store(true, Ordering::SeqCst);
+            Ok(())
+        })
+        .writes(&[var.clone()]),
+    );
+    let asked = Arc::new(AtomicBool::new(false));
+    let give_up = {
+        let asked = asked.clone();
+        move || {
+            // Gives up the second time it is asked: the wait did block once.
+            asked.swap(true, Ordering::SeqCst)
+        }
+    };
+    assert!(engine.wait_var_or(&var, &give_up).is_none());
+    assert!(!engine.wait_all_or(&|| true));
+    assert!(!finished.load(Ordering::SeqCst), "the op still runs");
+    release.send(()).unwrap();
+    assert!(matches!(engine.wait_var_or(&var, &|| false), Some(Ok(()))));
+    assert!(engine.wait_all_or(&|| false));
+    assert!(finished.load(Ordering::SeqCst));
+}

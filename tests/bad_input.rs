@@ -1,0 +1,167 @@
+//! What a new user tries that should fail cleanly: typos, tensors larger than the machine, loops
+//! of a billion iterations, Ctrl-C in a batch run.
+
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::{dep_binary, Run, TestDir};
+
+#[test]
+fn a_swapped_pair_of_letters_gets_a_suggestion() {
+    let dir = TestDir::new();
+    dir.write("typo.dep", "A = onse(2)\n");
+    let run = Run::of(dir.dep().args(["run", "typo.dep"])).expect_code(1);
+    assert!(
+        run.stderr
+            .contains("unknown name `onse` (did you mean `ones`?)"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_tensor_larger_than_the_machine_fails_with_its_size_and_what_is_available() {
+    let dir = TestDir::new();
+    // 400 GB: more than any machine this runs on, refused before the OOM killer can act.
+    dir.write("huge.dep", "A = zeros(1000000, 100000)\nprint A[0, 0]\n");
+    let run = Run::of(dir.dep().args(["run", "huge.dep"])).expect_code(1);
+    assert!(
+        run.stderr
+            .contains("cannot allocate a tensor of 100000000000 elements (372.5 GiB): only"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("available"), "{}", run.stderr);
+    assert!(run.stderr.contains("--> huge.dep:1:1"), "{}", run.stderr);
+}
+
+#[test]
+fn dep_memory_limit_sets_the_budget() {
+    let dir = TestDir::new();
+    dir.write(
+        "big.dep",
+        "A = zeros(1000, 1000)\nB = zeros(10, 10)\nprint A[0, 0]\n",
+    );
+    let run = Run::of(
+        dir.dep()
+            .env("DEP_MEMORY_LIMIT", "1M")
+            .args(["run", "big.dep"]),
+    )
+    .expect_code(1);
+    assert!(
+        run.stderr.contains(
+            "cannot allocate a tensor of 1000000 elements (3.8 MiB): only 1024.0 KiB left under \
+             DEP_MEMORY_LIMIT"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("--> big.dep:1:1"), "{}", run.stderr);
+    let run = Run::of(
+        dir.dep()
+            .env("DEP_MEMORY_LIMIT", "8M")
+            .args(["run", "big.dep"]),
+    )
+    .expect_code(0);
+    assert_eq!(run.stdout, "0.0\n");
+    let run = Run::of(
+        dir.dep()
+            .env("DEP_MEMORY_LIMIT", "lots")
+            .args(["run", "big.dep"]),
+    )
+    .expect_code(1);
+    assert!(
+        run.stderr
+            .contains("DEP_MEMORY_LIMIT=\"lots\" is not a size"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Starts `dep run FILE` in `dir` under a 4 GB address-space limit, with its outputs piped.
+fn spawn_limited(dir: &TestDir, file: &str) -> Child {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 4000000 && exec '{}' run {file}",
+            dep_binary().display()
+        ))
+        .current_dir(dir.path())
+        .env_remove("DEP_ENGINE")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start dep")
+}
+
+/// Sends SIGINT to `child`.
+fn interrupt(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
+
+/// Waits for `child` (at most a minute: a hang fails the test) and returns its exit code and
+/// standard error.
+fn finish(mut child: Child) -> (Option<i32>, String) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for dep") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("dep did not stop after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stderr)
+        .expect("read stderr");
+    (status.code(), stderr)
+}
+
+#[test]
+fn a_loop_of_a_billion_iterations_starts_at_once_in_bounded_memory_and_stops_on_ctrl_c() {
+    let dir = TestDir::new();
+    // Made as a list first, the range alone would need 24 GB: far over the 4 GB limit.
+    dir.write(
+        "long.dep",
+        "for i in 0..1000000000 { a = 1 }\nfor i, j in clock_cycles(100000, 100000) { b = 1 }\n",
+    );
+    let child = spawn_limited(&dir, "long.dep");
+    std::thread::sleep(Duration::from_millis(800));
+    interrupt(&child);
+    let (code, stderr) = finish(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: interrupted: ops that had not started are cancelled")
+            && stderr.contains("--> long.dep:1:"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn ctrl_c_in_a_batch_run_stops_a_blocked_print_and_a_second_one_leaves_at_once() {
+    let dir = TestDir::new();
+    dir.write(
+        "slow.dep",
+        "A = work(30000, ones(2))\nprint A\nB = ones(2)\n",
+    );
+    let child = spawn_limited(&dir, "slow.dep");
+    std::thread::sleep(Duration::from_millis(500));
+    interrupt(&child);
+    std::thread::sleep(Duration::from_millis(300));
+    interrupt(&child);
+    let (code, stderr) = finish(child);
+    assert_eq!(code, Some(130), "{stderr}");
+}
