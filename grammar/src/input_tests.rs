@@ -158,6 +158,8 @@ fn a_huge_file_of_broken_statements_stops_at_the_hundredth_error_at_once() {
     assert_eq!(output.diagnostics.len(), crate::parse::MAX_DIAGNOSTICS + 1);
 }
 
+/// A guard against parsing time growing faster than the size of a token (each takes well
+/// under 2 s in the test profile; the bound leaves room for a loaded machine).
 #[test]
 fn ten_megabyte_tokens_parse_in_linear_time() {
     let text = "a".repeat(10 * 1024 * 1024);
@@ -171,7 +173,7 @@ fn ten_megabyte_tokens_parse_in_linear_time() {
         let output = parse(&source);
         assert!(output.is_ok(), "{:?}", output.diagnostics);
         assert!(
-            started.elapsed() < Duration::from_secs(3),
+            started.elapsed() < Duration::from_secs(10),
             "took {:?}",
             started.elapsed()
         );
