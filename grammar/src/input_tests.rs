@@ -157,3 +157,25 @@ fn a_huge_file_of_broken_statements_stops_at_the_hundredth_error_at_once() {
     );
     assert_eq!(output.diagnostics.len(), crate::parse::MAX_DIAGNOSTICS + 1);
 }
+
+/// A guard against parsing time growing faster than the size of a token (each takes well
+/// under 2 s in the test profile; the bound leaves room for a loaded machine).
+#[test]
+fn ten_megabyte_tokens_parse_in_linear_time() {
+    let text = "a".repeat(10 * 1024 * 1024);
+    for source in [
+        format!("x = \"{text}\"\n"),
+        format!("x = \"\\\"{text}\\\\\"\n"),
+        format!("x = {text}\n"),
+        format!("# {text}\nx = 1\n"),
+    ] {
+        let started = Instant::now();
+        let output = parse(&source);
+        assert!(output.is_ok(), "{:?}", output.diagnostics);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "took {:?}",
+            started.elapsed()
+        );
+    }
+}

@@ -117,15 +117,34 @@ impl Case {
         let mut bytes = generate::program(&self.tape).into_bytes();
         for &(position, kind, byte) in &self.mutations {
             let at = position as usize % (bytes.len() + 1);
-            match kind % 4 {
+            match kind % 7 {
                 0 if at < bytes.len() => bytes[at] = byte,
                 1 => bytes.insert(at, byte),
                 2 if at < bytes.len() => {
                     bytes.remove(at);
                 }
-                _ => {
+                3 => {
                     let insert = INTERESTING[byte as usize % INTERESTING.len()];
                     bytes.splice(at..at, insert.iter().copied());
+                }
+                // Whole lines moved about: mostly well-formed programs that use names before
+                // they are defined, after `del`, or run graphs before they are recorded.
+                line_kind => {
+                    let mut lines: Vec<Vec<u8>> =
+                        bytes.split(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
+                    let from = at % lines.len();
+                    let to = usize::from(byte) % lines.len();
+                    match line_kind {
+                        4 => {
+                            let copy = lines[from].clone();
+                            lines.insert(to, copy);
+                        }
+                        5 => {
+                            lines.remove(from);
+                        }
+                        _ => lines.swap(from, to),
+                    }
+                    bytes = lines.join(&b'\n');
                 }
             }
         }
