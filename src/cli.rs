@@ -138,4 +138,7 @@ impl RunArgs {
 pub(crate) struct ReplayArgs {
     /// A trace written by `dep run --trace`.
     pub(crate) file: PathBuf,
+    /// Print only the state after the last event, then the run's summary, instead of stepping
+    #[arg(long)]
+    pub(crate) end: bool,
 }

@@ -339,7 +339,8 @@ impl Panel {
 }
 
 /// `dep replay FILE.json`: steps through a recorded run. On a terminal, keys move through the
-/// events; otherwise every step is printed in order.
+/// events; otherwise every step is printed in order; with `--end`, only the last, and the
+/// summary.
 pub(crate) fn replay(args: &ReplayArgs) -> ExitCode {
     let path = args.file.display().to_string();
     let replay = match std::fs::read_to_string(&args.file)
@@ -353,6 +354,15 @@ pub(crate) fn replay(args: &ReplayArgs) -> ExitCode {
         }
     };
     let n_steps = replay.events().len();
+    if args.end {
+        let style = views::TextStyle::plain(100);
+        print!(
+            "{}{}",
+            views::text::step(&replay, n_steps, &style),
+            views::text::summary(&views::Summary::of(&replay), &style)
+        );
+        return ExitCode::SUCCESS;
+    }
     if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
         let style = views::TextStyle::plain(100);
         let mut stdout = std::io::stdout().lock();

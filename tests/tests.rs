@@ -6,4 +6,5 @@ mod util;
 mod repl;
 mod run;
 mod sim;
+mod traces;
 mod views;
