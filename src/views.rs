@@ -59,37 +59,56 @@ impl ViewPlan {
         ))
     }
 
-    /// Once the run is over: writes the requested files and prints the summary to stderr.
-    /// Returns the problems met (a file that could not be written), already printed.
-    pub(crate) fn finish(&self, session: &Session, script_path: &str) -> Result<(), ()> {
-        let Some(log) = session.event_log() else {
-            return Ok(());
+    /// Starts folding the session's event log while the run goes: the summary, the trace
+    /// (written as the events arrive), and every event when a view needs the whole run.
+    /// `None` when the session keeps no event log.
+    pub(crate) fn start_recording(&self, session: &Session) -> Option<Recorder> {
+        let log = session.event_log()?.clone();
+        let trace = self.trace.as_ref().map(|path| (path.clone(), open_trace(path)));
+        let keep_events = self.timeline.is_some() || self.dot.is_some() || self.replay.is_some();
+        Some(Recorder::start(log, trace, keep_events))
+    }
+
+    /// Once the run is over: finishes the trace, writes the other requested files and prints
+    /// the summary to stderr. Returns the problems met (a file that could not be written),
+    /// already printed.
+    pub(crate) fn finish(
+        &self,
+        session: &Session,
+        recorder: Recorder,
+        script_path: &str,
+    ) -> Result<(), ()> {
+        let Some(recorded) = recorder.stop(session.engine().worker_names()) else {
+            eprintln!("dep: the views stopped with a panic; the run itself is unaffected");
+            return Err(());
         };
-        let replay = views::Replay::new(log.events(), session.engine().worker_names());
         let mut ok = true;
-        if let Some(path) = &self.trace {
-            ok &= write_file(path, "--trace", &views::trace::chrome_trace(&replay));
+        if let Some((path, result)) = &recorded.trace {
+            if let Err(error) = result {
+                eprintln!("dep: --trace: cannot write {}: {error}", path.display());
+                ok = false;
+            }
         }
-        if let Some(path) = &self.timeline {
-            let options = views::svg::TimelineOptions {
-                arrows: self.arrows,
-                simulated: session.engine().policy() == dep_engine::Policy::Sim,
-                ..views::svg::TimelineOptions::default()
-            };
-            ok &= write_file(path, "--timeline", &views::svg::timeline(&replay, &options));
-        }
-        if let Some(path) = &self.dot {
-            ok &= write_dot(path, &views::dot::dag(&replay));
-        }
-        if let Some(path) = &self.replay {
-            let title = format!("dep replay of {script_path}");
-            ok &= write_file(path, "--replay", &views::html::player(&replay, &title));
+        if let Some(events) = recorded.events {
+            let replay = views::Replay::new(events, session.engine().worker_names());
+            if let Some(path) = &self.timeline {
+                let options = views::svg::TimelineOptions {
+                    arrows: self.arrows,
+                    simulated: session.engine().policy() == dep_engine::Policy::Sim,
+                    ..views::svg::TimelineOptions::default()
+                };
+                ok &= write_file(path, "--timeline", &views::svg::timeline(&replay, &options));
+            }
+            if let Some(path) = &self.dot {
+                ok &= write_dot(path, &views::dot::dag(&replay));
+            }
+            if let Some(path) = &self.replay {
+                let title = format!("dep replay of {script_path}");
+                ok &= write_file(path, "--replay", &views::html::player(&replay, &title));
+            }
         }
         let style = stderr_style();
-        eprint!(
-            "{}",
-            views::text::summary(&views::Summary::of(&replay), &style)
-        );
+        eprint!("{}", views::text::summary(&recorded.summary, &style));
         // Tensor storage is counted per device where it is allocated (the CPU here); GPU bytes
         // come from the GPU layer when the run used one.
         let memory = dep_interp::tensor::cpu_memory();
@@ -110,6 +129,115 @@ impl ViewPlan {
         } else {
             Err(())
         }
+    }
+}
+
+/// A trace file being written: Chrome JSON, its event log spooled to a temporary file beside it.
+type JsonFile = views::trace::JsonTrace<std::io::BufWriter<std::fs::File>, std::fs::File>;
+
+/// Opens the trace file and its spool.
+fn open_trace(path: &Path) -> std::io::Result<JsonFile> {
+    let out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok(views::trace::JsonTrace::new(out, tempfile::tempfile_in(dir)?))
+}
+
+/// What a [`Recorder`] made of the run.
+struct Recorded {
+    summary: views::Summary,
+    /// The trace's path and how writing it went.
+    trace: Option<(PathBuf, std::io::Result<()>)>,
+    /// Every event, when a view needs the whole run.
+    events: Option<Vec<engine::Event>>,
+}
+
+/// How often the recorder looks for new events when it found none.
+const RECORD_PERIOD: Duration = Duration::from_millis(2);
+
+/// A thread that reads the event log as the run goes and forgets what it read: it folds the
+/// summary, streams the trace, and keeps the events only when a view needs them all.
+pub(crate) struct Recorder {
+    stop: mpsc::Sender<Vec<String>>,
+    thread: JoinHandle<Recorded>,
+}
+
+impl Recorder {
+    fn start(
+        log: Arc<engine::EventLog>,
+        trace: Option<(PathBuf, std::io::Result<JsonFile>)>,
+        keep_events: bool,
+    ) -> Recorder {
+        let (stop, stopped) = mpsc::channel::<Vec<String>>();
+        let thread = std::thread::Builder::new()
+            .name("dep-record".to_string())
+            .spawn(move || {
+                let (trace_path, mut trace) = match trace {
+                    Some((path, Ok(trace))) => (Some(path), Ok(Some(trace))),
+                    Some((path, Err(error))) => (Some(path), Err(error)),
+                    None => (None, Ok(None)),
+                };
+                let mut fold = views::fold::RunFold::new();
+                let mut events: Option<Vec<engine::Event>> = keep_events.then(Vec::new);
+                let mut next = log.first_seq();
+                let mut worker_names = None;
+                loop {
+                    let (new, after) = log.events_since(next);
+                    log.forget_before(after);
+                    next = after;
+                    for event in &new {
+                        match &mut trace {
+                            Ok(Some(trace)) => fold.push(event, trace),
+                            _ => fold.push(event, &mut views::fold::NoTrace),
+                        }
+                    }
+                    if let Some(kept) = &mut events {
+                        kept.extend(new.iter().cloned());
+                    }
+                    if !new.is_empty() {
+                        continue;
+                    }
+                    // Everything up to the stop is read once a look after it finds nothing.
+                    if worker_names.is_some() && next == log.next_seq() {
+                        break;
+                    }
+                    match stopped.recv_timeout(RECORD_PERIOD) {
+                        Ok(names) => worker_names = Some(names),
+                        Err(mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(mpsc::RecvTimeoutError::Disconnected) => {
+                            worker_names.get_or_insert_with(Vec::new);
+                        }
+                    }
+                }
+                let worker_names = worker_names.unwrap_or_default();
+                let summary = match &mut trace {
+                    Ok(Some(trace)) => fold.finish(&worker_names, trace),
+                    _ => fold.finish(&worker_names, &mut views::fold::NoTrace),
+                };
+                let trace = trace_path.map(|path| {
+                    let written = trace.and_then(|trace| match trace {
+                        Some(trace) => trace.finish().map(drop),
+                        None => Ok(()),
+                    });
+                    (path, written)
+                });
+                Recorded {
+                    summary,
+                    trace,
+                    events,
+                }
+            })
+            .expect("the OS refused to start the recording thread");
+        Recorder { stop, thread }
+    }
+
+    /// Tells the recorder the run is over (every event is in the log), with the engine's worker
+    /// names, and waits for what it made; `None` if it panicked.
+    fn stop(self, worker_names: Vec<String>) -> Option<Recorded> {
+        let _ = self.stop.send(worker_names);
+        self.thread.join().ok()
     }
 }
 
@@ -277,7 +405,7 @@ impl Panel {
 
     fn draw(&mut self, monitor: &engine::Monitor, log: Option<&engine::EventLog>) {
         let n_unfinished = monitor.n_unfinished();
-        let n_events = log.map_or(0, engine::EventLog::len);
+        let n_events = log.map_or(0, engine::EventLog::next_seq);
         let header = format!(
             "dep --watch: {:.1} s · {n_unfinished} op{} unfinished · {n_events} events",
             self.started.elapsed().as_secs_f64(),
@@ -343,9 +471,9 @@ impl Panel {
 /// summary.
 pub(crate) fn replay(args: &ReplayArgs) -> ExitCode {
     let path = args.file.display().to_string();
-    let replay = match std::fs::read_to_string(&args.file)
+    let replay = match std::fs::File::open(&args.file)
         .map_err(|error| error.to_string())
-        .and_then(|text| views::trace::read_trace(&text).map_err(|error| error.to_string()))
+        .and_then(|file| views::trace::read_trace_from(file).map_err(|error| error.to_string()))
     {
         Ok(replay) => replay,
         Err(message) => {

@@ -46,6 +46,7 @@
 pub mod color;
 pub mod dot;
 mod error;
+pub mod fold;
 mod frame;
 pub mod html;
 mod replay;
