@@ -75,8 +75,8 @@ pub(crate) struct RunArgs {
     /// Worker threads of the CPU pool [env: DEP_THREADS]
     #[arg(long)]
     pub(crate) threads: Option<String>,
-    /// Write a Chrome trace (opens in Perfetto; `dep replay` steps through it)
-    #[arg(long, value_name = "FILE.json")]
+    /// Write a trace while the run goes: Chrome JSON (opens in Perfetto; `dep replay` steps through it), or Perfetto's protobuf when FILE ends in .pftrace
+    #[arg(long, value_name = "FILE.json|FILE.pftrace")]
     pub(crate) trace: Option<PathBuf>,
     /// Write the timeline (one lane per worker, critical path outlined) as SVG
     #[arg(long, value_name = "FILE.svg")]

@@ -132,17 +132,44 @@ impl ViewPlan {
     }
 }
 
-/// A trace file being written: Chrome JSON, its event log spooled to a temporary file beside it.
-type JsonFile = views::trace::JsonTrace<std::io::BufWriter<std::fs::File>, std::fs::File>;
+/// A trace file being written: Perfetto's protobuf (`.pftrace`, `.perfetto-trace`), or Chrome
+/// JSON with its event log spooled to a temporary file beside it.
+enum TraceFile {
+    Json(views::trace::JsonTrace<std::io::BufWriter<std::fs::File>, std::fs::File>),
+    Perfetto(views::perfetto::PerfettoTrace<std::io::BufWriter<std::fs::File>>),
+}
 
-/// Opens the trace file and its spool.
-fn open_trace(path: &Path) -> std::io::Result<JsonFile> {
+impl TraceFile {
+    fn out(&mut self) -> &mut dyn views::fold::TraceOut {
+        match self {
+            TraceFile::Json(trace) => trace,
+            TraceFile::Perfetto(trace) => trace,
+        }
+    }
+
+    fn finish(self) -> std::io::Result<()> {
+        match self {
+            TraceFile::Json(trace) => trace.finish().map(drop),
+            TraceFile::Perfetto(trace) => trace.finish().map(drop),
+        }
+    }
+}
+
+/// Opens the trace file (and the JSON's spool), in the format its name says.
+fn open_trace(path: &Path) -> std::io::Result<TraceFile> {
     let out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let extension = path.extension().and_then(|ext| ext.to_str());
+    if matches!(extension, Some("pftrace" | "perfetto-trace")) {
+        return Ok(TraceFile::Perfetto(views::perfetto::PerfettoTrace::new(out)));
+    }
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    Ok(views::trace::JsonTrace::new(out, tempfile::tempfile_in(dir)?))
+    Ok(TraceFile::Json(views::trace::JsonTrace::new(
+        out,
+        tempfile::tempfile_in(dir)?,
+    )))
 }
 
 /// What a [`Recorder`] made of the run.
@@ -167,7 +194,7 @@ pub(crate) struct Recorder {
 impl Recorder {
     fn start(
         log: Arc<engine::EventLog>,
-        trace: Option<(PathBuf, std::io::Result<JsonFile>)>,
+        trace: Option<(PathBuf, std::io::Result<TraceFile>)>,
         keep_events: bool,
     ) -> Recorder {
         let (stop, stopped) = mpsc::channel::<Vec<String>>();
@@ -189,7 +216,7 @@ impl Recorder {
                     next = after;
                     for event in &new {
                         match &mut trace {
-                            Ok(Some(trace)) => fold.push(event, trace),
+                            Ok(Some(trace)) => fold.push(event, trace.out()),
                             _ => fold.push(event, &mut views::fold::NoTrace),
                         }
                     }
@@ -213,12 +240,12 @@ impl Recorder {
                 }
                 let worker_names = worker_names.unwrap_or_default();
                 let summary = match &mut trace {
-                    Ok(Some(trace)) => fold.finish(&worker_names, trace),
+                    Ok(Some(trace)) => fold.finish(&worker_names, trace.out()),
                     _ => fold.finish(&worker_names, &mut views::fold::NoTrace),
                 };
                 let trace = trace_path.map(|path| {
                     let written = trace.and_then(|trace| match trace {
-                        Some(trace) => trace.finish().map(drop),
+                        Some(trace) => trace.finish(),
                         None => Ok(()),
                     });
                     (path, written)

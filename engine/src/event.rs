@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use crate::sync::{lock, Arc, AtomicU64, Mutex, Ordering};
+use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::{Device, OpId, OpState, VarId};
 
 /// One thing that happened in the engine, at `time_ns` nanoseconds after the engine started
@@ -119,6 +119,8 @@ pub struct EventLog {
     /// The number of the first event after the last clear: the log holds no event numbered
     /// below it. Written only while every shard is locked, so read under any shard's lock.
     first_seq: AtomicU64,
+    /// Whether a reader streams the log (has called [`EventLog::forget_before`]).
+    streamed: AtomicBool,
 }
 
 const N_SHARDS: usize = 8;
@@ -432,6 +434,7 @@ impl Default for EventLog {
             shards: std::array::from_fn(|_| Mutex::new(Shard::default())),
             next_seq: AtomicU64::new(0),
             first_seq: AtomicU64::new(0),
+            streamed: AtomicBool::new(false),
         }
     }
 }
@@ -526,10 +529,22 @@ impl EventLog {
 }
 
 impl EventLog {
+    /// How many events a log that a reader streams (see [`EventLog::forget_before`]) holds
+    /// that the reader has not read yet; 0 for a log nobody streams. A writer that outruns
+    /// the reader waits on this, so that the log stays small.
+    pub fn unread(&self) -> u64 {
+        if !self.streamed.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let first = self.first_seq.load(Ordering::Relaxed);
+        self.next_seq.load(Ordering::Relaxed).saturating_sub(first)
+    }
+
     /// Forgets the events numbered below `seq`, for a reader that streams the log (reads each
     /// event once with [`EventLog::events_since`] and keeps what it needs): the log then holds
     /// only what that reader has not read yet. [`EventLog::events_since`] reads on from `seq`.
     pub fn forget_before(&self, seq: u64) {
+        self.streamed.store(true, Ordering::Relaxed);
         let mut shards: Vec<_> = self.shards.iter().map(lock).collect();
         let first = self.first_seq.load(Ordering::Relaxed).max(seq);
         self.first_seq.store(first, Ordering::Relaxed);
@@ -706,6 +721,9 @@ mod tests {
 
     #[test]
     fn a_streaming_reader_keeps_the_log_small_and_loses_nothing() {
+        let unstreamed = EventLog::new();
+        unstreamed.event(numbered(0, 0));
+        assert_eq!(unstreamed.unread(), 0, "nobody streams this log");
         let log = EventLog::new();
         let mut next = 0;
         let mut n_read = 0;
@@ -718,6 +736,7 @@ mod tests {
                 next = after;
                 log.forget_before(next);
                 assert!(log.len() <= 2 * CHUNK, "{} events held", log.len());
+                assert_eq!(log.unread(), 0);
             }
         }
         let (events, after) = log.events_since(next);

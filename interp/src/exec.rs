@@ -154,7 +154,7 @@ impl<'a> Runner<'a> {
                     .writes(std::slice::from_ref(&self.session.rng.var))
                     .line(self.line(stmt.span))
                     .priority(self.priority);
-                self.session.engine.push(spec);
+                self.session.push(spec);
             }
             StmtKind::Wait => {
                 self.session.engine.wait_all();
@@ -189,6 +189,7 @@ impl<'a> Runner<'a> {
             StmtKind::Run(name) => {
                 self.refuse_while_recording(stmt, "run")?;
                 let options = self.replay_options;
+                self.session.wait_for_backlog();
                 match self.session.graphs.get_mut(&name.text) {
                     Some(graph) => graph.replay(&self.session.engine, options),
                     None => {
@@ -1296,7 +1297,7 @@ impl<'a> Runner<'a> {
             recording.ops.push(op);
             return;
         }
-        self.session.engine.push(op.into_spec(None));
+        self.session.push(op.into_spec(None));
         for temporary in temporaries {
             self.delete_slot(temporary);
         }

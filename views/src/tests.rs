@@ -744,3 +744,36 @@ fn a_summary_of_part_of_a_run_counts_unfinished_ops_by_their_state() {
     }
     assert_eq!(Summary::of(&replay), whole);
 }
+
+#[test]
+fn the_json_and_the_protobuf_trace_hold_the_same_slices_and_flows() {
+    for replay in [
+        naive_replay(SEED_000),
+        threaded_mutation_replay(),
+        long_queue_replay(),
+        gpu_chain_replay(),
+    ] {
+        let json = crate::perfetto::read_json(&trace::chrome_trace(&replay)).unwrap();
+        let protobuf = crate::perfetto::read(&crate::perfetto::perfetto_trace(&replay)).unwrap();
+        assert_eq!(json, protobuf);
+        assert_eq!(
+            json.slices.iter().filter(|slice| slice.category == "op").count(),
+            replay.ops().iter().filter(|op| op.started_ns.is_some()).count()
+        );
+        // Every dependency is an arrow from its earlier op to its later one, in both.
+        let mut arrows: Vec<(u64, u64)> = json
+            .flows
+            .iter()
+            .filter(|(category, ..)| category == "dependency")
+            .map(|(_, from, to)| (json.op_at(*from).unwrap(), json.op_at(*to).unwrap()))
+            .collect();
+        arrows.sort_unstable();
+        let mut edges: Vec<(u64, u64)> = replay
+            .edges()
+            .iter()
+            .map(|edge| (edge.from.0, edge.to.0))
+            .collect();
+        edges.sort_unstable();
+        assert_eq!(arrows, edges);
+    }
+}

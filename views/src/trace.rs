@@ -62,7 +62,7 @@ pub fn chrome_trace(replay: &Replay) -> String {
 /// returns it.
 pub struct JsonTrace<W: Write, S: Read + Write + Seek> {
     out: W,
-    spool: S,
+    spool: io::BufWriter<S>,
     n_trace_events: usize,
     n_dep_events: usize,
     /// Strings declared in `depEvents` so far, by their number.
@@ -76,7 +76,7 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
     pub fn new(out: W, spool: S) -> JsonTrace<W, S> {
         let mut trace = JsonTrace {
             out,
-            spool,
+            spool: io::BufWriter::new(spool),
             n_trace_events: 0,
             n_dep_events: 0,
             strings: HashMap::new(),
@@ -102,9 +102,9 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
         write!(self.out, "{DEP_EVENTS_VERSION},\"workers\":")?;
         serde_json::to_writer(&mut self.out, &self.workers)?;
         self.out.write_all(b",\"events\":[")?;
-        self.spool.flush()?;
-        self.spool.seek(SeekFrom::Start(0))?;
-        io::copy(&mut self.spool, &mut self.out)?;
+        let mut spool = self.spool.into_inner().map_err(io::IntoInnerError::into_error)?;
+        spool.seek(SeekFrom::Start(0))?;
+        io::copy(&mut spool, &mut self.out)?;
         self.out.write_all(b"]}}\n")?;
         self.out.flush()?;
         Ok(self.out)
