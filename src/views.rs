@@ -27,7 +27,7 @@ const PROGRESS_PERIOD: Duration = Duration::from_secs(1);
 /// The views a run asked for, validated from [`RunArgs`].
 #[derive(Debug)]
 pub(crate) struct ViewPlan {
-    trace: Option<PathBuf>,
+    traces: Vec<PathBuf>,
     timeline: Option<PathBuf>,
     arrows: bool,
     dot: Option<PathBuf>,
@@ -39,7 +39,7 @@ impl ViewPlan {
     /// The plan, or `None` when no view flag was given (the session then keeps no event log).
     pub(crate) fn from_args(args: &RunArgs) -> Option<ViewPlan> {
         args.wants_views().then(|| ViewPlan {
-            trace: args.trace.clone(),
+            traces: args.trace.clone(),
             timeline: args.timeline.clone(),
             arrows: args.arrows,
             dot: args.dot.clone(),
@@ -64,9 +64,13 @@ impl ViewPlan {
     /// `None` when the session keeps no event log.
     pub(crate) fn start_recording(&self, session: &Session) -> Option<Recorder> {
         let log = session.event_log()?.clone();
-        let trace = self.trace.as_ref().map(|path| (path.clone(), open_trace(path)));
+        let traces = self
+            .traces
+            .iter()
+            .map(|path| (path.clone(), open_trace(path)))
+            .collect();
         let keep_events = self.timeline.is_some() || self.dot.is_some() || self.replay.is_some();
-        Some(Recorder::start(log, trace, keep_events))
+        Some(Recorder::start(log, traces, keep_events))
     }
 
     /// Once the run is over: finishes the trace, writes the other requested files and prints
@@ -83,8 +87,8 @@ impl ViewPlan {
             return Err(());
         };
         let mut ok = true;
-        if let Some((path, result)) = &recorded.trace {
-            if let Err(error) = result {
+        for (path, written) in &recorded.traces {
+            if let Err(error) = written {
                 eprintln!("dep: --trace: cannot write {}: {error}", path.display());
                 ok = false;
             }
@@ -139,6 +143,41 @@ enum TraceFile {
     Perfetto(views::perfetto::PerfettoTrace<std::io::BufWriter<std::fs::File>>),
 }
 
+/// The trace files being written, each with its path: one [`views::fold::TraceOut`] for all.
+struct Traces(Vec<(PathBuf, TraceFile)>);
+
+impl views::fold::TraceOut for Traces {
+    fn event(&mut self, event: &engine::Event) {
+        for (_, trace) in &mut self.0 {
+            trace.out().event(event);
+        }
+    }
+
+    fn slice(&mut self, slice: &views::fold::OpSlice<'_>) {
+        for (_, trace) in &mut self.0 {
+            trace.out().slice(slice);
+        }
+    }
+
+    fn flow(&mut self, flow: &views::fold::Flow<'_>) {
+        for (_, trace) in &mut self.0 {
+            trace.out().flow(flow);
+        }
+    }
+
+    fn device_slice(&mut self, slice: &views::fold::DeviceSlice<'_>) {
+        for (_, trace) in &mut self.0 {
+            trace.out().device_slice(slice);
+        }
+    }
+
+    fn end(&mut self, worker_names: &[String], lanes: &[views::fold::TraceLane]) {
+        for (_, trace) in &mut self.0 {
+            trace.out().end(worker_names, lanes);
+        }
+    }
+}
+
 impl TraceFile {
     fn out(&mut self) -> &mut dyn views::fold::TraceOut {
         match self {
@@ -160,7 +199,9 @@ fn open_trace(path: &Path) -> std::io::Result<TraceFile> {
     let out = std::io::BufWriter::new(std::fs::File::create(path)?);
     let extension = path.extension().and_then(|ext| ext.to_str());
     if matches!(extension, Some("pftrace" | "perfetto-trace")) {
-        return Ok(TraceFile::Perfetto(views::perfetto::PerfettoTrace::new(out)));
+        return Ok(TraceFile::Perfetto(views::perfetto::PerfettoTrace::new(
+            out,
+        )));
     }
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
@@ -175,8 +216,8 @@ fn open_trace(path: &Path) -> std::io::Result<TraceFile> {
 /// What a [`Recorder`] made of the run.
 struct Recorded {
     summary: views::Summary,
-    /// The trace's path and how writing it went.
-    trace: Option<(PathBuf, std::io::Result<()>)>,
+    /// Each trace's path and how writing it went.
+    traces: Vec<(PathBuf, std::io::Result<()>)>,
     /// Every event, when a view needs the whole run.
     events: Option<Vec<engine::Event>>,
 }
@@ -194,18 +235,21 @@ pub(crate) struct Recorder {
 impl Recorder {
     fn start(
         log: Arc<engine::EventLog>,
-        trace: Option<(PathBuf, std::io::Result<TraceFile>)>,
+        traces: Vec<(PathBuf, std::io::Result<TraceFile>)>,
         keep_events: bool,
     ) -> Recorder {
         let (stop, stopped) = mpsc::channel::<Vec<String>>();
         let thread = std::thread::Builder::new()
             .name("dep-record".to_string())
             .spawn(move || {
-                let (trace_path, mut trace) = match trace {
-                    Some((path, Ok(trace))) => (Some(path), Ok(Some(trace))),
-                    Some((path, Err(error))) => (Some(path), Err(error)),
-                    None => (None, Ok(None)),
-                };
+                let mut failed: Vec<(PathBuf, std::io::Result<()>)> = Vec::new();
+                let mut open = Traces(Vec::new());
+                for (path, trace) in traces {
+                    match trace {
+                        Ok(trace) => open.0.push((path, trace)),
+                        Err(error) => failed.push((path, Err(error))),
+                    }
+                }
                 let mut fold = views::fold::RunFold::new();
                 let mut events: Option<Vec<engine::Event>> = keep_events.then(Vec::new);
                 let mut next = log.first_seq();
@@ -215,10 +259,7 @@ impl Recorder {
                     log.forget_before(after);
                     next = after;
                     for event in &new {
-                        match &mut trace {
-                            Ok(Some(trace)) => fold.push(event, trace.out()),
-                            _ => fold.push(event, &mut views::fold::NoTrace),
-                        }
+                        fold.push(event, &mut open);
                     }
                     if let Some(kept) = &mut events {
                         kept.extend(new.iter().cloned());
@@ -238,21 +279,16 @@ impl Recorder {
                         }
                     }
                 }
-                let worker_names = worker_names.unwrap_or_default();
-                let summary = match &mut trace {
-                    Ok(Some(trace)) => fold.finish(&worker_names, trace.out()),
-                    _ => fold.finish(&worker_names, &mut views::fold::NoTrace),
-                };
-                let trace = trace_path.map(|path| {
-                    let written = trace.and_then(|trace| match trace {
-                        Some(trace) => trace.finish(),
-                        None => Ok(()),
-                    });
-                    (path, written)
-                });
+                let summary = fold.finish(&worker_names.unwrap_or_default(), &mut open);
+                let mut traces: Vec<(PathBuf, std::io::Result<()>)> = open
+                    .0
+                    .into_iter()
+                    .map(|(path, trace)| (path, trace.finish()))
+                    .collect();
+                traces.extend(failed);
                 Recorded {
                     summary,
-                    trace,
+                    traces,
                     events,
                 }
             })

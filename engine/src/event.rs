@@ -362,9 +362,8 @@ impl Shard {
             EventKind::Ready { op } => (KIND_READY, op.0, 0),
             EventKind::Started { op, worker } => (KIND_STARTED, op.0, u64::from(worker)),
             EventKind::Finished { op, state, message } => {
-                let message = message.map_or(0, |message| {
-                    u64::from(strings.number_of_text(&message)) + 1
-                });
+                let message =
+                    message.map_or(0, |message| u64::from(strings.number_of_text(&message)) + 1);
                 (KIND_FINISHED, op.0, state as u64 | message << 8)
             }
             EventKind::DeviceSpan {
@@ -374,7 +373,11 @@ impl Shard {
                 end_ns,
             } => {
                 let lane = u64::from(strings.number(&lane));
-                (KIND_DEVICE_SPAN, op.0, chunk.words([lane, start_ns, end_ns]))
+                (
+                    KIND_DEVICE_SPAN,
+                    op.0,
+                    chunk.words([lane, start_ns, end_ns]),
+                )
             }
         };
         chunk.records.push(Record {

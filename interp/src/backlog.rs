@@ -81,7 +81,9 @@ mod tests {
     #[test]
     fn the_interpreter_never_leads_by_more_than_the_limit() {
         let engine = engine(engine::Policy::Threaded);
-        let vars: Vec<engine::Var> = (0..4).map(|index| engine.new_var(format!("v{index}"))).collect();
+        let vars: Vec<engine::Var> = (0..4)
+            .map(|index| engine.new_var(format!("v{index}")))
+            .collect();
         let most_pending = Arc::new(AtomicUsize::new(0));
         for index in 0..3 * MAX_UNFINISHED {
             wait_for_room(&engine, None, &|| false);
@@ -121,7 +123,9 @@ mod tests {
             engine.push(engine::OpSpec::new("queued", || Ok(())).writes(&[var.clone()]));
         }
         let asked = AtomicUsize::new(0);
-        wait_for_room(&engine, None, &|| asked.fetch_add(1, Ordering::Relaxed) >= 3);
+        wait_for_room(&engine, None, &|| {
+            asked.fetch_add(1, Ordering::Relaxed) >= 3
+        });
         assert!(asked.load(Ordering::Relaxed) >= 4);
         release.store(true, Ordering::Release);
         engine.wait_all();

@@ -271,7 +271,9 @@ impl RunFold {
                 writes,
                 device,
                 priority,
-            } => self.pushed(time_ns, *op, label, *line, reads, writes, *device, *priority),
+            } => self.pushed(
+                time_ns, *op, label, *line, reads, writes, *device, *priority,
+            ),
             EventKind::Granted { .. } => {}
             EventKind::Ready { op } => {
                 if let Some(live) = self.ops.get_mut(op) {
@@ -616,10 +618,9 @@ impl RunFold {
         let busy_ns: Vec<(String, u64)> = lanes
             .iter()
             .filter_map(|lane| match lane {
-                TraceLane::Worker(worker, name) => Some((
-                    name.clone(),
-                    self.busy_ns.get(worker).copied().unwrap_or(0),
-                )),
+                TraceLane::Worker(worker, name) => {
+                    Some((name.clone(), self.busy_ns.get(worker).copied().unwrap_or(0)))
+                }
                 TraceLane::Device(_) => None,
             })
             .collect();

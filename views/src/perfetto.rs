@@ -149,8 +149,8 @@ mod proto {
 }
 
 use proto::{
-    DebugAnnotation, InternedData, Interned, LegacyEvent, ProcessDescriptor, ThreadDescriptor,
-    TrackDescriptor, TrackEvent, TracePacket,
+    DebugAnnotation, Interned, InternedData, LegacyEvent, ProcessDescriptor, ThreadDescriptor,
+    TracePacket, TrackDescriptor, TrackEvent,
 };
 
 /// The one sequence every packet is on.
@@ -382,22 +382,31 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
             ..DebugAnnotation::default()
         };
         let mut arguments = vec![
-            argument(0, DebugAnnotation {
-                uint_value: Some(slice.op.0),
-                ..DebugAnnotation::default()
-            }),
-            argument(1, DebugAnnotation {
-                uint_value: Some(u64::from(slice.line)),
-                ..DebugAnnotation::default()
-            }),
+            argument(
+                0,
+                DebugAnnotation {
+                    uint_value: Some(slice.op.0),
+                    ..DebugAnnotation::default()
+                },
+            ),
+            argument(
+                1,
+                DebugAnnotation {
+                    uint_value: Some(u64::from(slice.line)),
+                    ..DebugAnnotation::default()
+                },
+            ),
             argument(2, names(&slice.reads)),
             argument(3, names(&slice.writes)),
             argument(4, string_value(slice.state.name())),
             argument(5, string_value(&slice.device.to_string())),
-            argument(6, DebugAnnotation {
-                int_value: Some(i64::from(slice.priority)),
-                ..DebugAnnotation::default()
-            }),
+            argument(
+                6,
+                DebugAnnotation {
+                    int_value: Some(i64::from(slice.priority)),
+                    ..DebugAnnotation::default()
+                },
+            ),
         ];
         if let Some(message) = slice.message {
             arguments.push(argument(7, string_value(message)));
@@ -451,14 +460,20 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
                 track_uuid: Some(track),
                 category_iids: vec![CATEGORY_DEVICE],
                 debug_annotations: vec![
-                    argument(0, DebugAnnotation {
-                        uint_value: Some(slice.op.0),
-                        ..DebugAnnotation::default()
-                    }),
-                    argument(1, DebugAnnotation {
-                        uint_value: Some(u64::from(slice.line)),
-                        ..DebugAnnotation::default()
-                    }),
+                    argument(
+                        0,
+                        DebugAnnotation {
+                            uint_value: Some(slice.op.0),
+                            ..DebugAnnotation::default()
+                        },
+                    ),
+                    argument(
+                        1,
+                        DebugAnnotation {
+                            uint_value: Some(u64::from(slice.line)),
+                            ..DebugAnnotation::default()
+                        },
+                    ),
                 ],
                 ..TrackEvent::default()
             },
@@ -539,7 +554,9 @@ impl TraceContents {
     pub fn op_at(&self, (tid, time_ns): (u64, u64)) -> Option<u64> {
         self.slices
             .iter()
-            .filter(|slice| slice.tid == tid && slice.start_ns <= time_ns && time_ns <= slice.end_ns)
+            .filter(|slice| {
+                slice.tid == tid && slice.start_ns <= time_ns && time_ns <= slice.end_ns
+            })
             .max_by_key(|slice| slice.start_ns)
             .and_then(|slice| slice.op)
     }
@@ -548,7 +565,8 @@ impl TraceContents {
 /// Reads a Perfetto trace written by [`PerfettoTrace`] back into its slices and flows.
 pub fn read(bytes: &[u8]) -> Result<TraceContents, Error> {
     let bad = |message: String| Error::new(ErrorKind::BadTrace, message);
-    let trace = proto::Trace::decode(bytes).map_err(|error| bad(format!("not a trace: {error}")))?;
+    let trace =
+        proto::Trace::decode(bytes).map_err(|error| bad(format!("not a trace: {error}")))?;
     let mut contents = TraceContents::default();
     let mut names: HashMap<u64, String> = HashMap::new();
     let mut categories: HashMap<u64, String> = HashMap::new();
@@ -660,7 +678,9 @@ pub fn read_json(json_text: &str) -> Result<TraceContents, Error> {
         .ok_or_else(|| bad("no `traceEvents` list"))?;
     let nanos = |value: &serde_json::Value| -> u64 {
         // Microseconds written with at most three decimals: exact in nanoseconds.
-        value.as_f64().map_or(0, |micros| (micros * 1000.0).round() as u64)
+        value
+            .as_f64()
+            .map_or(0, |micros| (micros * 1000.0).round() as u64)
     };
     let mut contents = TraceContents::default();
     let mut flow_starts: HashMap<String, (u64, u64)> = HashMap::new();
@@ -681,14 +701,22 @@ pub fn read_json(json_text: &str) -> Result<TraceContents, Error> {
                 });
             }
             Some("M") if event["name"] == "thread_name" => {
-                contents
-                    .threads
-                    .insert(tid, event["args"]["name"].as_str().unwrap_or_default().to_string());
+                contents.threads.insert(
+                    tid,
+                    event["args"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
             }
             Some("s") => {
                 flow_starts.insert(event["id"].to_string(), (tid, nanos(&event["ts"])));
             }
-            Some("f") => flow_ends.push((event["id"].to_string(), text("cat"), (tid, nanos(&event["ts"])))),
+            Some("f") => flow_ends.push((
+                event["id"].to_string(),
+                text("cat"),
+                (tid, nanos(&event["ts"])),
+            )),
             _ => {}
         }
     }

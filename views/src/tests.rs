@@ -714,7 +714,10 @@ fn the_folded_summary_has_the_critical_path_of_the_whole_dag() {
         assert_eq!(summary.critical_path_ns, ns);
         assert_eq!(summary.n_ops, replay.ops().len());
     }
-    assert!(Summary::of(&replays[4]).critical_path_ops > 8, "a long path");
+    assert!(
+        Summary::of(&replays[4]).critical_path_ops > 8,
+        "a long path"
+    );
 }
 
 #[test]
@@ -757,8 +760,15 @@ fn the_json_and_the_protobuf_trace_hold_the_same_slices_and_flows() {
         let protobuf = crate::perfetto::read(&crate::perfetto::perfetto_trace(&replay)).unwrap();
         assert_eq!(json, protobuf);
         assert_eq!(
-            json.slices.iter().filter(|slice| slice.category == "op").count(),
-            replay.ops().iter().filter(|op| op.started_ns.is_some()).count()
+            json.slices
+                .iter()
+                .filter(|slice| slice.category == "op")
+                .count(),
+            replay
+                .ops()
+                .iter()
+                .filter(|op| op.started_ns.is_some())
+                .count()
         );
         // Every dependency is an arrow from its earlier op to its later one, in both.
         let mut arrows: Vec<(u64, u64)> = json

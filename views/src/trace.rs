@@ -98,11 +98,15 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
         if let Some(error) = self.error.take() {
             return Err(error);
         }
-        self.out.write_all(b"],\"displayTimeUnit\":\"ns\",\"depEvents\":{\"version\":")?;
+        self.out
+            .write_all(b"],\"displayTimeUnit\":\"ns\",\"depEvents\":{\"version\":")?;
         write!(self.out, "{DEP_EVENTS_VERSION},\"workers\":")?;
         serde_json::to_writer(&mut self.out, &self.workers)?;
         self.out.write_all(b",\"events\":[")?;
-        let mut spool = self.spool.into_inner().map_err(io::IntoInnerError::into_error)?;
+        let mut spool = self
+            .spool
+            .into_inner()
+            .map_err(io::IntoInnerError::into_error)?;
         spool.seek(SeekFrom::Start(0))?;
         io::copy(&mut spool, &mut self.out)?;
         self.out.write_all(b"]}}\n")?;
@@ -503,8 +507,9 @@ impl<'de> Visitor<'de> for EventsSeed {
                 Value::Array(fields) => event_from_fields(&fields, &strings),
                 other => event_from_json(&other),
             };
-            let event = decoded
-                .map_err(|message| de::Error::custom(format!("event {}: {message}", events.len())))?;
+            let event = decoded.map_err(|message| {
+                de::Error::custom(format!("event {}: {message}", events.len()))
+            })?;
             events.push(event);
         }
         Ok(events)
@@ -757,9 +762,6 @@ mod tests {
             .into_iter()
             .map(|ns| Micros(ns).to_string())
             .collect();
-        assert_eq!(
-            written,
-            ["0.0", "47.0", "1234.567", "1.5", "1.05", "0.999"]
-        );
+        assert_eq!(written, ["0.0", "47.0", "1234.567", "1.5", "1.05", "0.999"]);
     }
 }
