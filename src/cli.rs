@@ -75,9 +75,9 @@ pub(crate) struct RunArgs {
     /// Worker threads of the CPU pool [env: DEP_THREADS]
     #[arg(long)]
     pub(crate) threads: Option<String>,
-    /// Write a Chrome trace (opens in Perfetto; `dep replay` steps through it)
-    #[arg(long, value_name = "FILE.json")]
-    pub(crate) trace: Option<PathBuf>,
+    /// Write a trace while the run goes: Chrome JSON (opens in Perfetto; `dep replay` steps through it), or Perfetto's protobuf when FILE ends in .pftrace (may be given twice)
+    #[arg(long, value_name = "FILE.json|FILE.pftrace")]
+    pub(crate) trace: Vec<PathBuf>,
     /// Write the timeline (one lane per worker, critical path outlined) as SVG
     #[arg(long, value_name = "FILE.svg")]
     pub(crate) timeline: Option<PathBuf>,
@@ -124,7 +124,7 @@ impl RunArgs {
 
     /// Whether any view flag asks for the engine's events.
     pub(crate) fn wants_views(&self) -> bool {
-        self.trace.is_some()
+        !self.trace.is_empty()
             || self.timeline.is_some()
             || self.dot.is_some()
             || self.replay.is_some()
@@ -138,4 +138,7 @@ impl RunArgs {
 pub(crate) struct ReplayArgs {
     /// A trace written by `dep run --trace`.
     pub(crate) file: PathBuf,
+    /// Print only the state after the last event, then the run's summary, instead of stepping
+    #[arg(long)]
+    pub(crate) end: bool,
 }

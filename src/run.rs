@@ -34,6 +34,9 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
     let watcher = view_plan
         .as_ref()
         .and_then(|plan| plan.start_watch(&session));
+    let recorder = view_plan
+        .as_ref()
+        .and_then(|plan| plan.start_recording(&session));
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let pushed = match &watcher {
@@ -51,9 +54,10 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         watcher.stop();
     }
     // Views come before the error reports, so that the last line printed is the error.
-    let views_written = view_plan
-        .as_ref()
-        .map_or(Ok(()), |plan| plan.finish(&session, &path));
+    let views_written = match (&view_plan, recorder) {
+        (Some(plan), Some(recorder)) => plan.finish(&session, recorder, &path),
+        _ => Ok(()),
+    };
     match (pushed, finished) {
         (Ok(()), Ok(())) if views_written.is_err() => ExitCode::from(EXIT_RUNTIME),
         (Ok(()), Ok(())) => ExitCode::SUCCESS,

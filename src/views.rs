@@ -27,7 +27,7 @@ const PROGRESS_PERIOD: Duration = Duration::from_secs(1);
 /// The views a run asked for, validated from [`RunArgs`].
 #[derive(Debug)]
 pub(crate) struct ViewPlan {
-    trace: Option<PathBuf>,
+    traces: Vec<PathBuf>,
     timeline: Option<PathBuf>,
     arrows: bool,
     dot: Option<PathBuf>,
@@ -39,7 +39,7 @@ impl ViewPlan {
     /// The plan, or `None` when no view flag was given (the session then keeps no event log).
     pub(crate) fn from_args(args: &RunArgs) -> Option<ViewPlan> {
         args.wants_views().then(|| ViewPlan {
-            trace: args.trace.clone(),
+            traces: args.trace.clone(),
             timeline: args.timeline.clone(),
             arrows: args.arrows,
             dot: args.dot.clone(),
@@ -59,37 +59,60 @@ impl ViewPlan {
         ))
     }
 
-    /// Once the run is over: writes the requested files and prints the summary to stderr.
-    /// Returns the problems met (a file that could not be written), already printed.
-    pub(crate) fn finish(&self, session: &Session, script_path: &str) -> Result<(), ()> {
-        let Some(log) = session.event_log() else {
-            return Ok(());
+    /// Starts folding the session's event log while the run goes: the summary, the trace
+    /// (written as the events arrive), and every event when a view needs the whole run.
+    /// `None` when the session keeps no event log.
+    pub(crate) fn start_recording(&self, session: &Session) -> Option<Recorder> {
+        let log = session.event_log()?.clone();
+        let traces = self
+            .traces
+            .iter()
+            .map(|path| (path.clone(), open_trace(path)))
+            .collect();
+        let keep_events = self.timeline.is_some() || self.dot.is_some() || self.replay.is_some();
+        Some(Recorder::start(log, traces, keep_events))
+    }
+
+    /// Once the run is over: finishes the trace, writes the other requested files and prints
+    /// the summary to stderr. Returns the problems met (a file that could not be written),
+    /// already printed.
+    pub(crate) fn finish(
+        &self,
+        session: &Session,
+        recorder: Recorder,
+        script_path: &str,
+    ) -> Result<(), ()> {
+        let Some(recorded) = recorder.stop(session.engine().worker_names()) else {
+            eprintln!("dep: the views stopped with a panic; the run itself is unaffected");
+            return Err(());
         };
-        let replay = views::Replay::new(log.events(), session.engine().worker_names());
         let mut ok = true;
-        if let Some(path) = &self.trace {
-            ok &= write_file(path, "--trace", &views::trace::chrome_trace(&replay));
+        for (path, written) in &recorded.traces {
+            if let Err(error) = written {
+                eprintln!("dep: --trace: cannot write {}: {error}", path.display());
+                ok = false;
+            }
         }
-        if let Some(path) = &self.timeline {
-            let options = views::svg::TimelineOptions {
-                arrows: self.arrows,
-                simulated: session.engine().policy() == dep_engine::Policy::Sim,
-                ..views::svg::TimelineOptions::default()
-            };
-            ok &= write_file(path, "--timeline", &views::svg::timeline(&replay, &options));
-        }
-        if let Some(path) = &self.dot {
-            ok &= write_dot(path, &views::dot::dag(&replay));
-        }
-        if let Some(path) = &self.replay {
-            let title = format!("dep replay of {script_path}");
-            ok &= write_file(path, "--replay", &views::html::player(&replay, &title));
+        if let Some(events) = recorded.events {
+            let replay = views::Replay::new(events, session.engine().worker_names());
+            if let Some(path) = &self.timeline {
+                let options = views::svg::TimelineOptions {
+                    arrows: self.arrows,
+                    simulated: session.engine().policy() == dep_engine::Policy::Sim,
+                    ..views::svg::TimelineOptions::default()
+                };
+                ok &= write_file(path, "--timeline", &views::svg::timeline(&replay, &options));
+            }
+            if let Some(path) = &self.dot {
+                ok &= write_dot(path, &views::dot::dag(&replay));
+            }
+            if let Some(path) = &self.replay {
+                let title = format!("dep replay of {script_path}");
+                ok &= write_file(path, "--replay", &views::html::player(&replay, &title));
+            }
         }
         let style = stderr_style();
-        eprint!(
-            "{}",
-            views::text::summary(&views::Summary::of(&replay), &style)
-        );
+        eprint!("{}", views::text::summary(&recorded.summary, &style));
         // Tensor storage is counted per device where it is allocated (the CPU here); GPU bytes
         // come from the GPU layer when the run used one.
         let memory = dep_interp::tensor::cpu_memory();
@@ -110,6 +133,174 @@ impl ViewPlan {
         } else {
             Err(())
         }
+    }
+}
+
+/// A trace file being written: Perfetto's protobuf (`.pftrace`, `.perfetto-trace`), or Chrome
+/// JSON with its event log spooled to a temporary file beside it.
+enum TraceFile {
+    Json(views::trace::JsonTrace<std::io::BufWriter<std::fs::File>, std::fs::File>),
+    Perfetto(views::perfetto::PerfettoTrace<std::io::BufWriter<std::fs::File>>),
+}
+
+/// The trace files being written, each with its path: one [`views::fold::TraceOut`] for all.
+struct Traces(Vec<(PathBuf, TraceFile)>);
+
+impl views::fold::TraceOut for Traces {
+    fn event(&mut self, event: &engine::Event) {
+        for (_, trace) in &mut self.0 {
+            trace.out().event(event);
+        }
+    }
+
+    fn slice(&mut self, slice: &views::fold::OpSlice<'_>) {
+        for (_, trace) in &mut self.0 {
+            trace.out().slice(slice);
+        }
+    }
+
+    fn flow(&mut self, flow: &views::fold::Flow<'_>) {
+        for (_, trace) in &mut self.0 {
+            trace.out().flow(flow);
+        }
+    }
+
+    fn device_slice(&mut self, slice: &views::fold::DeviceSlice<'_>) {
+        for (_, trace) in &mut self.0 {
+            trace.out().device_slice(slice);
+        }
+    }
+
+    fn end(&mut self, worker_names: &[String], lanes: &[views::fold::TraceLane]) {
+        for (_, trace) in &mut self.0 {
+            trace.out().end(worker_names, lanes);
+        }
+    }
+}
+
+impl TraceFile {
+    fn out(&mut self) -> &mut dyn views::fold::TraceOut {
+        match self {
+            TraceFile::Json(trace) => trace,
+            TraceFile::Perfetto(trace) => trace,
+        }
+    }
+
+    fn finish(self) -> std::io::Result<()> {
+        match self {
+            TraceFile::Json(trace) => trace.finish().map(drop),
+            TraceFile::Perfetto(trace) => trace.finish().map(drop),
+        }
+    }
+}
+
+/// Opens the trace file (and the JSON's spool), in the format its name says.
+fn open_trace(path: &Path) -> std::io::Result<TraceFile> {
+    let out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let extension = path.extension().and_then(|ext| ext.to_str());
+    if matches!(extension, Some("pftrace" | "perfetto-trace")) {
+        return Ok(TraceFile::Perfetto(views::perfetto::PerfettoTrace::new(
+            out,
+        )));
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok(TraceFile::Json(views::trace::JsonTrace::new(
+        out,
+        tempfile::tempfile_in(dir)?,
+    )))
+}
+
+/// What a [`Recorder`] made of the run.
+struct Recorded {
+    summary: views::Summary,
+    /// Each trace's path and how writing it went.
+    traces: Vec<(PathBuf, std::io::Result<()>)>,
+    /// Every event, when a view needs the whole run.
+    events: Option<Vec<engine::Event>>,
+}
+
+/// How often the recorder looks for new events when it found none.
+const RECORD_PERIOD: Duration = Duration::from_millis(2);
+
+/// A thread that reads the event log as the run goes and forgets what it read: it folds the
+/// summary, streams the trace, and keeps the events only when a view needs them all.
+pub(crate) struct Recorder {
+    stop: mpsc::Sender<Vec<String>>,
+    thread: JoinHandle<Recorded>,
+}
+
+impl Recorder {
+    fn start(
+        log: Arc<engine::EventLog>,
+        traces: Vec<(PathBuf, std::io::Result<TraceFile>)>,
+        keep_events: bool,
+    ) -> Recorder {
+        let (stop, stopped) = mpsc::channel::<Vec<String>>();
+        let thread = std::thread::Builder::new()
+            .name("dep-record".to_string())
+            .spawn(move || {
+                let mut failed: Vec<(PathBuf, std::io::Result<()>)> = Vec::new();
+                let mut open = Traces(Vec::new());
+                for (path, trace) in traces {
+                    match trace {
+                        Ok(trace) => open.0.push((path, trace)),
+                        Err(error) => failed.push((path, Err(error))),
+                    }
+                }
+                let mut fold = views::fold::RunFold::new();
+                let mut events: Option<Vec<engine::Event>> = keep_events.then(Vec::new);
+                let mut next = log.first_seq();
+                let mut worker_names = None;
+                loop {
+                    let (new, after) = log.events_since(next);
+                    log.forget_before(after);
+                    next = after;
+                    for event in &new {
+                        fold.push(event, &mut open);
+                    }
+                    if let Some(kept) = &mut events {
+                        kept.extend(new.iter().cloned());
+                    }
+                    if !new.is_empty() {
+                        continue;
+                    }
+                    // Everything up to the stop is read once a look after it finds nothing.
+                    if worker_names.is_some() && next == log.next_seq() {
+                        break;
+                    }
+                    match stopped.recv_timeout(RECORD_PERIOD) {
+                        Ok(names) => worker_names = Some(names),
+                        Err(mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(mpsc::RecvTimeoutError::Disconnected) => {
+                            worker_names.get_or_insert_with(Vec::new);
+                        }
+                    }
+                }
+                let summary = fold.finish(&worker_names.unwrap_or_default(), &mut open);
+                let mut traces: Vec<(PathBuf, std::io::Result<()>)> = open
+                    .0
+                    .into_iter()
+                    .map(|(path, trace)| (path, trace.finish()))
+                    .collect();
+                traces.extend(failed);
+                Recorded {
+                    summary,
+                    traces,
+                    events,
+                }
+            })
+            .expect("the OS refused to start the recording thread");
+        Recorder { stop, thread }
+    }
+
+    /// Tells the recorder the run is over (every event is in the log), with the engine's worker
+    /// names, and waits for what it made; `None` if it panicked.
+    fn stop(self, worker_names: Vec<String>) -> Option<Recorded> {
+        let _ = self.stop.send(worker_names);
+        self.thread.join().ok()
     }
 }
 
@@ -277,7 +468,7 @@ impl Panel {
 
     fn draw(&mut self, monitor: &engine::Monitor, log: Option<&engine::EventLog>) {
         let n_unfinished = monitor.n_unfinished();
-        let n_events = log.map_or(0, engine::EventLog::len);
+        let n_events = log.map_or(0, engine::EventLog::next_seq);
         let header = format!(
             "dep --watch: {:.1} s · {n_unfinished} op{} unfinished · {n_events} events",
             self.started.elapsed().as_secs_f64(),
@@ -339,12 +530,13 @@ impl Panel {
 }
 
 /// `dep replay FILE.json`: steps through a recorded run. On a terminal, keys move through the
-/// events; otherwise every step is printed in order.
+/// events; otherwise every step is printed in order; with `--end`, only the last, and the
+/// summary.
 pub(crate) fn replay(args: &ReplayArgs) -> ExitCode {
     let path = args.file.display().to_string();
-    let replay = match std::fs::read_to_string(&args.file)
+    let replay = match std::fs::File::open(&args.file)
         .map_err(|error| error.to_string())
-        .and_then(|text| views::trace::read_trace(&text).map_err(|error| error.to_string()))
+        .and_then(|file| views::trace::read_trace_from(file).map_err(|error| error.to_string()))
     {
         Ok(replay) => replay,
         Err(message) => {
@@ -353,6 +545,15 @@ pub(crate) fn replay(args: &ReplayArgs) -> ExitCode {
         }
     };
     let n_steps = replay.events().len();
+    if args.end {
+        let style = views::TextStyle::plain(100);
+        print!(
+            "{}{}",
+            views::text::step(&replay, n_steps, &style),
+            views::text::summary(&views::Summary::of(&replay), &style)
+        );
+        return ExitCode::SUCCESS;
+    }
     if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
         let style = views::TextStyle::plain(100);
         let mut stdout = std::io::stdout().lock();

@@ -9,4 +9,5 @@ mod repl;
 mod run;
 mod sim;
 mod source_text;
+mod traces;
 mod views;

@@ -73,7 +73,17 @@ impl fmt::Display for Device {
 impl FromStr for Device {
     type Err = String;
 
+    /// Parses what [`Device`]'s `Display` writes: `cpu`, `gpu1`, `copy`, and links such as
+    /// `cpu->gpu0` (traces name an op's device so).
     fn from_str(text: &str) -> Result<Device, String> {
+        let unknown = || format!("unknown device `{text}` (expected cpu, gpu0, gpu1, ...)");
+        if let Some((from, to)) = text.split_once("->") {
+            let endpoint = |end: &str| match end.parse::<Device>() {
+                Ok(device @ (Device::Cpu | Device::Gpu(_))) => Ok(device),
+                _ => Err(unknown()),
+            };
+            return Ok(Device::link(endpoint(from)?, endpoint(to)?));
+        }
         match text {
             "cpu" => Ok(Device::Cpu),
             "copy" => Ok(Device::Copy),
@@ -82,7 +92,7 @@ impl FromStr for Device {
                 .and_then(|index| index.parse::<u16>().ok())
                 .filter(|index| *index < MAX_GPUS)
                 .map(Device::Gpu)
-                .ok_or_else(|| format!("unknown device `{text}` (expected cpu, gpu0, gpu1, ...)")),
+                .ok_or_else(unknown),
         }
     }
 }
@@ -100,5 +110,29 @@ mod tests {
         assert_eq!(link.link_ends(), Some((Device::Cpu, Device::Gpu(0))));
         assert_eq!(Device::Gpu(0).link_ends(), None);
         assert_eq!(Device::Copy.link_ends(), None);
+    }
+
+    #[test]
+    fn every_device_reads_back_what_it_writes() {
+        for device in [
+            Device::Cpu,
+            Device::Copy,
+            Device::Gpu(3),
+            Device::link(Device::Cpu, Device::Gpu(0)),
+            Device::link(Device::Gpu(1), Device::Gpu(0)),
+            Device::link(Device::Gpu(2), Device::Cpu),
+        ] {
+            assert_eq!(device.to_string().parse::<Device>(), Ok(device));
+        }
+        for bad in [
+            "cpu->",
+            "->gpu0",
+            "copy->cpu",
+            "gpu0->gpu0->cpu",
+            "gpu99->cpu",
+            "tpu",
+        ] {
+            assert!(bad.parse::<Device>().is_err(), "{bad}");
+        }
     }
 }

@@ -3,7 +3,9 @@
 //! Architecture Invariant: with no sink attached, the engine takes no timestamp and builds no
 //! event; the only cost is one branch per would-be event.
 
-use crate::sync::{lock, Arc, AtomicU64, Mutex, Ordering};
+use std::collections::HashMap;
+
+use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::{Device, OpId, OpState, VarId};
 
 /// One thing that happened in the engine, at `time_ns` nanoseconds after the engine started
@@ -117,6 +119,8 @@ pub struct EventLog {
     /// The number of the first event after the last clear: the log holds no event numbered
     /// below it. Written only while every shard is locked, so read under any shard's lock.
     first_seq: AtomicU64,
+    /// Whether a reader streams the log (has called [`EventLog::forget_before`]).
+    streamed: AtomicBool,
 }
 
 const N_SHARDS: usize = 8;
@@ -125,49 +129,297 @@ const N_SHARDS: usize = 8;
 /// never moves the events already there. (A growing `Vec` would now and then copy the whole
 /// shard, tens of megabytes for a long run, inside the lock and within some op's span: that op
 /// would look milliseconds long in every view.)
+///
+/// Events are kept compact ([`Record`], 32 bytes each) and decoded when read; their strings (a
+/// label, a variable's name, a lane, a message) are kept once per shard ([`Strings`]), so a
+/// loop's statement costs one string however many ops it pushes.
 #[derive(Default)]
 struct Shard {
-    chunks: Vec<Vec<(u64, Event)>>,
+    chunks: Vec<Chunk>,
+    strings: Strings,
+}
+
+/// A run of records, and the words that the records in it point to (a push's accesses, a
+/// device span's times).
+struct Chunk {
+    records: Vec<Record>,
+    words: Vec<u64>,
 }
 
 /// Events per chunk of a shard.
 const CHUNK: usize = 4096;
+/// Words a chunk makes room for at first: enough for pushes of a few accesses each.
+const CHUNK_WORDS: usize = 4 * CHUNK;
 
-impl Shard {
-    fn push(&mut self, numbered: (u64, Event)) {
-        match self.chunks.last_mut() {
-            Some(chunk) if chunk.len() < CHUNK => chunk.push(numbered),
-            _ => {
-                let mut chunk = Vec::with_capacity(CHUNK);
-                chunk.push(numbered);
-                self.chunks.push(chunk);
-            }
+/// An event as the log keeps it: the same 32 bytes whatever its kind.
+#[derive(Clone, Copy, Debug)]
+struct Record {
+    /// The sequence number, shifted left by 8 bits, and the kind (`KIND_*`) in the low 8 bits.
+    seq_kind: u64,
+    time_ns: u64,
+    /// The op, or the variable of a creation or deletion.
+    subject: u64,
+    /// By kind: a string number (a variable's name), an offset into the chunk's words (a push,
+    /// a device span), a variable (a grant), a worker, or a state and message (a finish).
+    payload: u64,
+}
+
+const KIND_VAR_CREATED: u8 = 0;
+const KIND_VAR_DELETED: u8 = 1;
+const KIND_PUSHED: u8 = 2;
+const KIND_GRANTED: u8 = 3;
+const KIND_READY: u8 = 4;
+const KIND_STARTED: u8 = 5;
+const KIND_FINISHED: u8 = 6;
+const KIND_DEVICE_SPAN: u8 = 7;
+
+/// Every op state, by its number.
+const STATES: [OpState; 7] = [
+    OpState::Waiting,
+    OpState::Ready,
+    OpState::Running,
+    OpState::Done,
+    OpState::Failed,
+    OpState::Skipped,
+    OpState::Cancelled,
+];
+
+/// A shard's strings, each kept once and named by its number. A string is found by the address
+/// of the `Arc` that holds it when it is the one kept (a statement's label, pushed again and
+/// again), else by its text.
+#[derive(Default)]
+struct Strings {
+    texts: Vec<Arc<str>>,
+    by_text: HashMap<Arc<str>, u32>,
+    /// Addresses of the kept `Arc`s (which `texts` keeps alive, so no other string can take one).
+    by_address: HashMap<usize, u32>,
+}
+
+impl Strings {
+    /// The number of `text`, kept (this very `Arc`) if new.
+    fn number(&mut self, text: &Arc<str>) -> u32 {
+        let address = Arc::as_ptr(text) as *const u8 as usize;
+        if let Some(number) = self.by_address.get(&address) {
+            return *number;
+        }
+        if let Some(number) = self.by_text.get(&**text) {
+            return *number;
+        }
+        let number = self.texts.len() as u32;
+        self.texts.push(text.clone());
+        self.by_text.insert(text.clone(), number);
+        self.by_address.insert(address, number);
+        number
+    }
+
+    /// The number of `text`, kept (copied) if new.
+    fn number_of_text(&mut self, text: &str) -> u32 {
+        match self.by_text.get(text) {
+            Some(number) => *number,
+            None => self.number(&Arc::from(text)),
         }
     }
 
+    fn get(&self, number: u64) -> Arc<str> {
+        self.texts[number as usize].clone()
+    }
+}
+
+/// A device as a number: the CPU 0, copy 1, GPU k 2 + k, a link `1 << 16 | from << 8 | to`.
+fn device_code(device: Device) -> u64 {
+    match device {
+        Device::Cpu => 0,
+        Device::Copy => 1,
+        Device::Gpu(index) => 2 + u64::from(index),
+        Device::Link(from, to) => 1 << 16 | u64::from(from) << 8 | u64::from(to),
+    }
+}
+
+fn device_of(code: u64) -> Device {
+    match code {
+        0 => Device::Cpu,
+        1 => Device::Copy,
+        code if code >= 1 << 16 => Device::Link((code >> 8) as u8, code as u8),
+        code => Device::Gpu((code - 2) as u16),
+    }
+}
+
+impl Chunk {
+    fn new() -> Chunk {
+        Chunk {
+            records: Vec::with_capacity(CHUNK),
+            words: Vec::with_capacity(CHUNK_WORDS),
+        }
+    }
+
+    fn seq(record: &Record) -> u64 {
+        record.seq_kind >> 8
+    }
+
+    fn last_seq(&self) -> Option<u64> {
+        self.records.last().map(Chunk::seq)
+    }
+
+    /// Appends words, returning the offset of the first.
+    fn words(&mut self, words: impl IntoIterator<Item = u64>) -> u64 {
+        let offset = self.words.len() as u64;
+        self.words.extend(words);
+        offset
+    }
+
+    fn decode(&self, record: &Record, strings: &Strings) -> Event {
+        let word = |index: u64| self.words[(record.payload + index) as usize];
+        let op = OpId(record.subject);
+        let kind = match (record.seq_kind & 0xff) as u8 {
+            KIND_VAR_CREATED => EventKind::VarCreated {
+                var: VarId(record.subject),
+                name: strings.get(record.payload),
+            },
+            KIND_VAR_DELETED => EventKind::VarDeleted {
+                var: VarId(record.subject),
+            },
+            KIND_PUSHED => {
+                let (label_line, device_priority, counts) = (word(0), word(1), word(2));
+                let n_reads = counts >> 32;
+                let n_writes = counts & 0xffff_ffff;
+                let vars = |from: u64, n: u64| (from..from + n).map(|index| VarId(word(index)));
+                EventKind::Pushed {
+                    op,
+                    label: strings.get(label_line >> 32),
+                    line: label_line as u32,
+                    reads: vars(3, n_reads).collect(),
+                    writes: vars(3 + n_reads, n_writes).collect(),
+                    device: device_of(device_priority >> 32),
+                    priority: device_priority as u32 as i32,
+                }
+            }
+            KIND_GRANTED => EventKind::Granted {
+                op,
+                var: VarId(record.payload),
+            },
+            KIND_READY => EventKind::Ready { op },
+            KIND_STARTED => EventKind::Started {
+                op,
+                worker: record.payload as u32,
+            },
+            KIND_FINISHED => EventKind::Finished {
+                op,
+                state: STATES[(record.payload & 0xff) as usize],
+                message: match record.payload >> 8 {
+                    0 => None,
+                    number => Some(strings.get(number - 1).to_string()),
+                },
+            },
+            _ => EventKind::DeviceSpan {
+                op,
+                lane: strings.get(word(0)),
+                start_ns: word(1),
+                end_ns: word(2),
+            },
+        };
+        Event {
+            time_ns: record.time_ns,
+            kind,
+        }
+    }
+}
+
+impl Shard {
+    fn push(&mut self, seq: u64, event: Event) {
+        if self
+            .chunks
+            .last()
+            .is_none_or(|chunk| chunk.records.len() == CHUNK)
+        {
+            self.chunks.push(Chunk::new());
+        }
+        let chunk = self.chunks.last_mut().expect("a chunk with room");
+        let strings = &mut self.strings;
+        let (kind, subject, payload) = match event.kind {
+            EventKind::VarCreated { var, name } => {
+                (KIND_VAR_CREATED, var.0, u64::from(strings.number(&name)))
+            }
+            EventKind::VarDeleted { var } => (KIND_VAR_DELETED, var.0, 0),
+            EventKind::Pushed {
+                op,
+                label,
+                line,
+                reads,
+                writes,
+                device,
+                priority,
+            } => {
+                let label = u64::from(strings.number(&label));
+                let head = [
+                    label << 32 | u64::from(line),
+                    device_code(device) << 32 | u64::from(priority as u32),
+                    (reads.len() as u64) << 32 | writes.len() as u64,
+                ];
+                let vars = reads.iter().chain(&writes).map(|var| var.0);
+                (KIND_PUSHED, op.0, chunk.words(head.into_iter().chain(vars)))
+            }
+            EventKind::Granted { op, var } => (KIND_GRANTED, op.0, var.0),
+            EventKind::Ready { op } => (KIND_READY, op.0, 0),
+            EventKind::Started { op, worker } => (KIND_STARTED, op.0, u64::from(worker)),
+            EventKind::Finished { op, state, message } => {
+                let message =
+                    message.map_or(0, |message| u64::from(strings.number_of_text(&message)) + 1);
+                (KIND_FINISHED, op.0, state as u64 | message << 8)
+            }
+            EventKind::DeviceSpan {
+                op,
+                lane,
+                start_ns,
+                end_ns,
+            } => {
+                let lane = u64::from(strings.number(&lane));
+                (
+                    KIND_DEVICE_SPAN,
+                    op.0,
+                    chunk.words([lane, start_ns, end_ns]),
+                )
+            }
+        };
+        chunk.records.push(Record {
+            seq_kind: seq << 8 | u64::from(kind),
+            time_ns: event.time_ns,
+            subject,
+            payload,
+        });
+    }
+
     fn len(&self) -> usize {
-        self.chunks.iter().map(Vec::len).sum()
+        self.chunks.iter().map(|chunk| chunk.records.len()).sum()
     }
 
-    fn iter(&self) -> impl Iterator<Item = &(u64, Event)> {
-        self.chunks.iter().flatten()
-    }
-
-    /// The events numbered `from` and on, found by binary searches.
-    fn since(&self, from: u64) -> impl Iterator<Item = &(u64, Event)> {
+    /// The events numbered `from` and on, decoded, found by binary searches.
+    fn since(&self, from: u64) -> impl Iterator<Item = (u64, Event)> + '_ {
         // The chunks before the first that ends at or after `from` hold only earlier numbers.
         let first_chunk = self
             .chunks
-            .partition_point(|chunk| chunk.last().is_some_and(|(seq, _)| *seq < from));
-        let rest = &self.chunks[first_chunk..];
-        let skip = rest
-            .first()
-            .map_or(0, |chunk| chunk.partition_point(|(seq, _)| *seq < from));
-        rest.iter().flatten().skip(skip)
+            .partition_point(|chunk| chunk.last_seq().is_some_and(|seq| seq < from));
+        self.chunks[first_chunk..].iter().flat_map(move |chunk| {
+            let skip = chunk
+                .records
+                .partition_point(|record| Chunk::seq(record) < from);
+            chunk.records[skip..]
+                .iter()
+                .map(|record| (Chunk::seq(record), chunk.decode(record, &self.strings)))
+        })
     }
 
     fn clear(&mut self) {
         self.chunks.clear();
+    }
+
+    /// Drops the chunks that hold only events numbered below `seq`, but never the last one,
+    /// which is still being appended to.
+    fn forget_before(&mut self, seq: u64) {
+        let n_old = self
+            .chunks
+            .partition_point(|chunk| chunk.last_seq().is_some_and(|last| last < seq));
+        let n_old = n_old.min(self.chunks.len().saturating_sub(1));
+        self.chunks.drain(..n_old);
     }
 }
 
@@ -185,6 +437,7 @@ impl Default for EventLog {
             shards: std::array::from_fn(|_| Mutex::new(Shard::default())),
             next_seq: AtomicU64::new(0),
             first_seq: AtomicU64::new(0),
+            streamed: AtomicBool::new(false),
         }
     }
 }
@@ -199,7 +452,7 @@ impl EventLog {
     pub fn events(&self) -> Vec<Event> {
         let mut all: Vec<(u64, Event)> = Vec::with_capacity(self.len());
         for shard in &self.shards {
-            all.extend(lock(shard).iter().cloned());
+            all.extend(lock(shard).since(0));
         }
         all.sort_unstable_by_key(|(seq, _)| *seq);
         all.into_iter().map(|(_, event)| event).collect()
@@ -223,7 +476,7 @@ impl EventLog {
                 // Read under a shard's lock, which a clear holds while it writes `first_seq`.
                 from = from.max(self.first_seq.load(Ordering::Relaxed));
             }
-            found.extend(shard.since(from).cloned());
+            found.extend(shard.since(from));
         }
         // Each shard's part is in order: a merge of a few runs.
         found.sort_by_key(|(seq, _)| *seq);
@@ -278,6 +531,32 @@ impl EventLog {
     }
 }
 
+impl EventLog {
+    /// How many events a log that a reader streams (see [`EventLog::forget_before`]) holds
+    /// that the reader has not read yet; 0 for a log nobody streams. A writer that outruns
+    /// the reader waits on this, so that the log stays small.
+    pub fn unread(&self) -> u64 {
+        if !self.streamed.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let first = self.first_seq.load(Ordering::Relaxed);
+        self.next_seq.load(Ordering::Relaxed).saturating_sub(first)
+    }
+
+    /// Forgets the events numbered below `seq`, for a reader that streams the log (reads each
+    /// event once with [`EventLog::events_since`] and keeps what it needs): the log then holds
+    /// only what that reader has not read yet. [`EventLog::events_since`] reads on from `seq`.
+    pub fn forget_before(&self, seq: u64) {
+        self.streamed.store(true, Ordering::Relaxed);
+        let mut shards: Vec<_> = self.shards.iter().map(lock).collect();
+        let first = self.first_seq.load(Ordering::Relaxed).max(seq);
+        self.first_seq.store(first, Ordering::Relaxed);
+        for shard in &mut shards {
+            shard.forget_before(first);
+        }
+    }
+}
+
 impl EventSink for EventLog {
     fn event(&self, event: Event) {
         let shard = SHARD.with(|shard| *shard);
@@ -285,7 +564,7 @@ impl EventSink for EventLog {
         // Numbered under the shard's lock, so each shard is in increasing order (several threads
         // may share one), and a clear, which holds every shard, falls between two numbers.
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        shard.push((seq, event));
+        shard.push(seq, event);
     }
 }
 
@@ -313,7 +592,7 @@ mod tests {
         let mut shard = Shard::default();
         // Every third number, as when three threads share the numbering.
         for seq in (0..3 * (2 * CHUNK as u64 + 10)).step_by(3) {
-            shard.push((seq, numbered(0, seq)));
+            shard.push(seq, numbered(0, seq));
         }
         assert_eq!(shard.chunks.len(), 3);
         assert_eq!(shard.len(), 2 * CHUNK + 10);
@@ -325,10 +604,10 @@ mod tests {
             3 * CHUNK as u64,
             6 * CHUNK as u64 + 29,
         ] {
-            let found: Vec<u64> = shard.since(from).map(|(seq, _)| *seq).collect();
+            let found: Vec<u64> = shard.since(from).map(|(seq, _)| seq).collect();
             let expected: Vec<u64> = shard
-                .iter()
-                .map(|(seq, _)| *seq)
+                .since(0)
+                .map(|(seq, _)| seq)
                 .filter(|seq| *seq >= from)
                 .collect();
             assert_eq!(found, expected, "since {from}");
@@ -336,6 +615,138 @@ mod tests {
         assert_eq!(shard.since(u64::MAX).count(), 0);
         shard.clear();
         assert_eq!(shard.since(0).count(), 0);
+    }
+
+    /// One event of every kind, with every field set.
+    fn every_kind() -> Vec<Event> {
+        let label: Arc<str> = Arc::from("y = x + 1");
+        let kinds = vec![
+            EventKind::VarCreated {
+                var: VarId(7),
+                name: Arc::from("x"),
+            },
+            EventKind::Pushed {
+                op: OpId(3),
+                label: label.clone(),
+                line: 12,
+                reads: vec![VarId(7), VarId(9)],
+                writes: vec![VarId(8)],
+                device: Device::link(Device::Cpu, Device::Gpu(1)),
+                priority: -5,
+            },
+            EventKind::Pushed {
+                op: OpId(4),
+                label,
+                line: 0,
+                reads: Vec::new(),
+                writes: Vec::new(),
+                device: Device::Gpu(61),
+                priority: i32::MAX,
+            },
+            EventKind::Granted {
+                op: OpId(3),
+                var: VarId(7),
+            },
+            EventKind::Ready { op: OpId(3) },
+            EventKind::Started {
+                op: OpId(3),
+                worker: 2,
+            },
+            EventKind::Finished {
+                op: OpId(3),
+                state: OpState::Failed,
+                message: Some("shapes differ".to_string()),
+            },
+            EventKind::Finished {
+                op: OpId(4),
+                state: OpState::Done,
+                message: None,
+            },
+            EventKind::DeviceSpan {
+                op: OpId(3),
+                lane: Arc::from("gpu1:s0"),
+                start_ns: 5,
+                end_ns: u64::MAX,
+            },
+            EventKind::VarDeleted { var: VarId(7) },
+        ];
+        kinds
+            .into_iter()
+            .enumerate()
+            .map(|(index, kind)| Event {
+                time_ns: 1_000 * index as u64,
+                kind,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_kind_of_event_reads_back_as_it_was_sent() {
+        let log = EventLog::new();
+        for event in every_kind() {
+            log.event(event);
+        }
+        assert_eq!(log.events(), every_kind());
+    }
+
+    #[test]
+    fn a_label_pushed_again_and_again_is_kept_once() {
+        let mut shard = Shard::default();
+        let label: Arc<str> = Arc::from("y = x + 1");
+        for seq in 0..1_000 {
+            let copy_of_the_text: Arc<str> = Arc::from("y = x + 1");
+            shard.push(
+                seq,
+                Event {
+                    time_ns: seq,
+                    kind: EventKind::Pushed {
+                        op: OpId(seq),
+                        label: if seq % 2 == 0 {
+                            label.clone()
+                        } else {
+                            copy_of_the_text
+                        },
+                        line: 1,
+                        reads: vec![VarId(1)],
+                        writes: vec![VarId(2)],
+                        device: Device::Cpu,
+                        priority: 0,
+                    },
+                },
+            );
+        }
+        assert_eq!(shard.strings.texts.len(), 1);
+        assert_eq!(std::mem::size_of::<Record>(), 32);
+        assert!(shard
+            .since(0)
+            .all(|(_, event)| matches!(event.kind, EventKind::Pushed { label, .. } if &*label == "y = x + 1")));
+    }
+
+    #[test]
+    fn a_streaming_reader_keeps_the_log_small_and_loses_nothing() {
+        let unstreamed = EventLog::new();
+        unstreamed.event(numbered(0, 0));
+        assert_eq!(unstreamed.unread(), 0, "nobody streams this log");
+        let log = EventLog::new();
+        let mut next = 0;
+        let mut n_read = 0;
+        for index in 0..10 * CHUNK as u64 {
+            log.event(numbered(0, index));
+            if index % 1000 == 999 {
+                let (events, after) = log.events_since(next);
+                assert_eq!(numbers(&events), (next..after).collect::<Vec<u64>>());
+                n_read += events.len();
+                next = after;
+                log.forget_before(next);
+                assert!(log.len() <= 2 * CHUNK, "{} events held", log.len());
+                assert_eq!(log.unread(), 0);
+            }
+        }
+        let (events, after) = log.events_since(next);
+        assert_eq!(n_read + events.len(), 10 * CHUNK);
+        assert_eq!(after, 10 * CHUNK as u64);
+        // Asking from before what was forgotten reads on from the first number kept.
+        assert_eq!(log.events_since(0).0, events);
     }
 
     #[test]
@@ -364,7 +775,7 @@ mod tests {
         let (events, next) = log.events_since(0);
         assert_eq!((numbers(&events), next), (vec![0], 1));
         assert_eq!(log.events_since(next), (Vec::new(), 1));
-        lock(&log.shards[(SHARD.with(|shard| *shard) + 1) % N_SHARDS]).push((late, numbered(0, 1)));
+        lock(&log.shards[(SHARD.with(|shard| *shard) + 1) % N_SHARDS]).push(late, numbered(0, 1));
         let (events, next) = log.events_since(next);
         assert_eq!((numbers(&events), next), (vec![1, 2], 3));
     }

@@ -162,7 +162,7 @@ impl<'a> Runner<'a> {
                     .writes(std::slice::from_ref(&self.session.rng.var))
                     .line(self.line(stmt.span))
                     .priority(self.priority);
-                self.session.engine.push(spec);
+                self.session.push(spec);
             }
             StmtKind::Wait => {
                 self.wait_all()?;
@@ -197,6 +197,7 @@ impl<'a> Runner<'a> {
             StmtKind::Run(name) => {
                 self.refuse_while_recording(stmt, "run")?;
                 let options = self.replay_options;
+                self.session.wait_for_backlog();
                 match self.session.graphs.get_mut(&name.text) {
                     Some(graph) => graph.replay(&self.session.engine, options),
                     None => {
@@ -1306,7 +1307,7 @@ impl<'a> Runner<'a> {
             recording.ops.push(op);
             return;
         }
-        self.session.engine.push(op.into_spec(None));
+        self.session.push(op.into_spec(None));
         for temporary in temporaries {
             self.delete_slot(temporary);
         }

@@ -13,6 +13,7 @@
 
 #![deny(missing_docs)]
 
+mod backlog;
 pub mod builtins;
 mod compute;
 mod error;

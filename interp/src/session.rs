@@ -200,6 +200,20 @@ impl Session {
         &self.engine
     }
 
+    /// Pushes a statement's op, after waiting while the engine has too many unfinished ops
+    /// (see `backlog`): the interpreter leads the workers by a bounded number of ops.
+    pub(crate) fn push(&self, spec: engine::OpSpec) -> engine::OpId {
+        self.wait_for_backlog();
+        self.engine.push(spec)
+    }
+
+    /// Waits while the engine has too many unfinished ops, or the event log too many events
+    /// its streaming reader has not read (see `backlog`), or until the user interrupts.
+    pub(crate) fn wait_for_backlog(&self) {
+        let interrupted = || self.interrupt_check.as_ref().is_some_and(|check| check());
+        crate::backlog::wait_for_room(&self.engine, self.log.as_deref(), &interrupted);
+    }
+
     /// The event log, when the session observes its engine.
     pub fn event_log(&self) -> Option<&Arc<engine::EventLog>> {
         self.log.as_ref()

@@ -13,7 +13,9 @@
 //!   honouring `NO_COLOR` and a width ([`TextStyle`]).
 //! - [`svg`]: the timeline as a Gantt chart with the critical path; [`dot`]: the op DAG as
 //!   Graphviz DOT (and SVG when Graphviz is installed); [`trace`]: Chrome trace JSON for Perfetto,
-//!   carrying the raw event log so that it can be replayed; [`html`]: a live-state fragment and a
+//!   carrying the raw event log so that it can be replayed, and [`perfetto`]: the same slices and
+//!   flows in Perfetto's protobuf format, both written while a run goes from the online
+//!   [`fold`] that also makes the [`Summary`]; [`html`]: a live-state fragment and a
 //!   self-contained replay player.
 //! - [`color`]: the one colour scheme every view uses.
 //!
@@ -46,8 +48,10 @@
 pub mod color;
 pub mod dot;
 mod error;
+pub mod fold;
 mod frame;
 pub mod html;
+pub mod perfetto;
 mod replay;
 mod summary;
 pub mod svg;

@@ -3,9 +3,11 @@
 
 use dep_engine::{OpId, OpState};
 
-use crate::replay::{Lane, Replay};
+use crate::fold::{NoTrace, RunFold};
+use crate::replay::Replay;
 
-/// Figures of a run, computed from its [`Replay`].
+/// Figures of a run, folded from its events in one pass ([`Summary::of`] for a replay, or
+/// [`RunFold::finish`] while the run streams).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
     /// How many ops were pushed.
@@ -20,7 +22,10 @@ pub struct Summary {
     pub parallelism: f64,
     /// The sum of op durations along the critical path: no schedule can beat it.
     pub critical_path_ns: u64,
-    /// The critical path's ops, in order: (op, "statement (line N)").
+    /// How many ops the critical path has.
+    pub critical_path_ops: usize,
+    /// The critical path's ops, in order: (op, "statement (line N)"); only its first three and
+    /// last three when it has more than eight.
     pub critical_path: Vec<(OpId, String)>,
     /// Time each device lane spent running kernels: (lane name, ns); empty without device spans.
     pub device_busy_ns: Vec<(String, u64)>,
@@ -42,86 +47,29 @@ pub struct KernelGaps {
 }
 
 impl KernelGaps {
-    /// The gaps of a replay, or `None` when no dependent pair ran on a device.
-    pub fn of(replay: &Replay) -> Option<KernelGaps> {
-        let gaps: Vec<u64> = replay
-            .edges()
-            .iter()
-            .filter_map(|edge| {
-                let from = replay.op(edge.from)?.device_span.as_ref()?;
-                let to = replay.op(edge.to)?.device_span.as_ref()?;
-                Some(to.start_ns.saturating_sub(from.end_ns))
-            })
-            .collect();
-        let n_pairs = gaps.len();
+    /// The figures of some gaps, or `None` when there are none.
+    pub(crate) fn of_pairs(gaps: impl Iterator<Item = u64>) -> Option<KernelGaps> {
+        let (mut n_pairs, mut total, mut max_ns) = (0usize, 0u64, 0u64);
+        for gap in gaps {
+            n_pairs += 1;
+            total += gap;
+            max_ns = max_ns.max(gap);
+        }
         (n_pairs > 0).then(|| KernelGaps {
             n_pairs,
-            mean_ns: gaps.iter().sum::<u64>() / n_pairs as u64,
-            max_ns: gaps.iter().copied().max().unwrap_or(0),
+            mean_ns: total / n_pairs as u64,
+            max_ns,
         })
     }
 }
 
 impl Summary {
-    /// The summary of a replay.
+    /// The summary of a replay, in one pass over its events.
     pub fn of(replay: &Replay) -> Summary {
-        let (start, end) = replay.span_ns();
-        let wall_ns = end - start;
-        let busy_ns: Vec<(String, u64)> = replay
-            .lanes()
-            .into_iter()
-            .map(|worker| {
-                let busy = replay
-                    .ops()
-                    .iter()
-                    .filter(|op| op.worker == Some(worker))
-                    .filter_map(|op| op.duration_ns())
-                    .sum();
-                (replay.worker_name(worker), busy)
-            })
-            .collect();
-        let total_busy: u64 = busy_ns.iter().map(|(_, busy)| busy).sum();
-        let device_busy_ns = replay
-            .timeline_lanes()
-            .into_iter()
-            .filter(|lane| matches!(lane, Lane::Device(_)))
-            .map(|lane| {
-                let bars = replay.bars(&lane);
-                let busy = bars.iter().map(|bar| bar.end_ns - bar.start_ns).sum();
-                (replay.lane_name(&lane), busy)
-            })
-            .collect();
-        let mut n_by_state: Vec<(OpState, usize)> = Vec::new();
-        for op in replay.ops() {
-            match n_by_state.iter_mut().find(|(state, _)| *state == op.state) {
-                Some((_, count)) => *count += 1,
-                None => n_by_state.push((op.state, 1)),
-            }
+        let mut fold = RunFold::new();
+        for event in replay.events() {
+            fold.push(event, &mut NoTrace);
         }
-        n_by_state.sort_by_key(|(state, _)| *state as u8);
-        let critical_path: Vec<(OpId, String)> = replay
-            .critical_path()
-            .into_iter()
-            .filter_map(|id| replay.op(id).map(|op| (id, op.describe())))
-            .collect();
-        let critical_path_ns = critical_path
-            .iter()
-            .filter_map(|(id, _)| replay.op(*id)?.duration_ns())
-            .sum();
-        Summary {
-            n_ops: replay.ops().len(),
-            n_by_state,
-            wall_ns,
-            parallelism: if wall_ns == 0 {
-                0.0
-            } else {
-                total_busy as f64 / wall_ns as f64
-            },
-            busy_ns,
-            critical_path_ns,
-            critical_path,
-            device_busy_ns,
-            kernel_gaps: KernelGaps::of(replay),
-        }
+        fold.finish(replay.worker_names(), &mut NoTrace)
     }
 }

@@ -665,3 +665,125 @@ fn wait_for<T>(mut probe: impl FnMut() -> Option<T>) -> T {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+/// The critical path as the summary shows it, worked out from the whole replay's DAG.
+fn shown_critical_path(replay: &Replay) -> (usize, Vec<String>, u64) {
+    let path = replay.critical_path();
+    let describe = |id: &dep_engine::OpId| replay.op(*id).unwrap().describe();
+    let mut shown: Vec<String> = path.iter().map(describe).collect();
+    if shown.len() > 8 {
+        shown.drain(3..shown.len() - 3);
+    }
+    let ns = path
+        .iter()
+        .filter_map(|id| replay.op(*id)?.duration_ns())
+        .sum();
+    (path.len(), shown, ns)
+}
+
+#[test]
+fn the_folded_summary_has_the_critical_path_of_the_whole_dag() {
+    // A chain through A (with reads of it between writes) and an independent chain through Z.
+    let mut chain = String::from("A = 1\nZ = 1\n");
+    for index in 0..30 {
+        chain.push_str(&format!("B = A + 1\nA = B * 2\nZ = Z + {index}\n"));
+    }
+    let mut bench = Bench::new(Policy::Threaded, 2);
+    bench.push_script(&chain, &|line| {
+        Box::new(move || std::thread::sleep(Duration::from_micros(u64::from(line % 7) * 50)))
+    });
+    bench.engine.wait_all();
+    let replays = [
+        naive_replay(SEED_000),
+        naive_replay(MUTATION),
+        threaded_mutation_replay(),
+        long_queue_replay(),
+        naive_replay(&chain),
+        bench.replay(),
+    ];
+    for replay in &replays {
+        let summary = Summary::of(replay);
+        let (n_ops, shown, ns) = shown_critical_path(replay);
+        assert_eq!(summary.critical_path_ops, n_ops);
+        let summary_shown: Vec<&str> = summary
+            .critical_path
+            .iter()
+            .map(|(_, describe)| describe.as_str())
+            .collect();
+        assert_eq!(summary_shown, shown);
+        assert_eq!(summary.critical_path_ns, ns);
+        assert_eq!(summary.n_ops, replay.ops().len());
+    }
+    assert!(
+        Summary::of(&replays[4]).critical_path_ops > 8,
+        "a long path"
+    );
+}
+
+#[test]
+fn a_summary_of_part_of_a_run_counts_unfinished_ops_by_their_state() {
+    let replay = threaded_mutation_replay();
+    let whole = Summary::of(&replay);
+    for n_events in 0..replay.events().len() {
+        let part = Replay::new(
+            replay.events()[..n_events].to_vec(),
+            replay.worker_names().to_vec(),
+        );
+        let summary = Summary::of(&part);
+        let n_counted: usize = summary.n_by_state.iter().map(|(_, n)| n).sum();
+        assert_eq!(n_counted, part.ops().len(), "after {n_events} events");
+        let (n_ops, shown, ns) = shown_critical_path(&part);
+        assert_eq!(
+            (summary.critical_path_ops, summary.critical_path_ns),
+            (n_ops, ns),
+            "after {n_events} events"
+        );
+        let summary_shown: Vec<String> = summary
+            .critical_path
+            .into_iter()
+            .map(|(_, describe)| describe)
+            .collect();
+        assert_eq!(summary_shown, shown, "after {n_events} events");
+    }
+    assert_eq!(Summary::of(&replay), whole);
+}
+
+#[test]
+fn the_json_and_the_protobuf_trace_hold_the_same_slices_and_flows() {
+    for replay in [
+        naive_replay(SEED_000),
+        threaded_mutation_replay(),
+        long_queue_replay(),
+        gpu_chain_replay(),
+    ] {
+        let json = crate::perfetto::read_json(&trace::chrome_trace(&replay)).unwrap();
+        let protobuf = crate::perfetto::read(&crate::perfetto::perfetto_trace(&replay)).unwrap();
+        assert_eq!(json, protobuf);
+        assert_eq!(
+            json.slices
+                .iter()
+                .filter(|slice| slice.category == "op")
+                .count(),
+            replay
+                .ops()
+                .iter()
+                .filter(|op| op.started_ns.is_some())
+                .count()
+        );
+        // Every dependency is an arrow from its earlier op to its later one, in both.
+        let mut arrows: Vec<(u64, u64)> = json
+            .flows
+            .iter()
+            .filter(|(category, ..)| category == "dependency")
+            .map(|(_, from, to)| (json.op_at(*from).unwrap(), json.op_at(*to).unwrap()))
+            .collect();
+        arrows.sort_unstable();
+        let mut edges: Vec<(u64, u64)> = replay
+            .edges()
+            .iter()
+            .map(|edge| (edge.from.0, edge.to.0))
+            .collect();
+        edges.sort_unstable();
+        assert_eq!(arrows, edges);
+    }
+}

@@ -309,11 +309,11 @@ pub fn summary(summary: &Summary, style: &TextStyle) -> String {
         .iter()
         .map(|(_, describe)| describe.as_str())
         .collect();
-    let n_path = path.len();
-    // A long path (a loop's chain) keeps its three first and three last ops.
-    let elided = format!("… {} more …", n_path.saturating_sub(6));
-    if n_path > 8 {
-        path.splice(3..n_path - 3, [elided.as_str()]);
+    let n_path = summary.critical_path_ops;
+    // A long path (a loop's chain) shows its three first and three last ops.
+    let elided = format!("… {} more …", n_path.saturating_sub(path.len()));
+    if n_path > path.len() {
+        path.insert(path.len().min(3), elided.as_str());
     }
     let mut path_text = format!(
         "critical path: {} over {} op{}:",

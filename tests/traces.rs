@@ -1,0 +1,127 @@
+//! Traces: every trace `dep run --trace` writes reads back with `dep replay`, on every sample
+//! and every engine; the JSON and the Perfetto protobuf of one run show the same slices and
+//! flows; a long observed run stays within a memory limit.
+
+use dep_views::perfetto;
+
+use crate::util::{repo_root, Run, TestDir};
+
+/// Every engine policy, with the worker count it runs with.
+const ENGINES: &[(&str, &str)] = &[
+    ("naive", "1"),
+    ("threaded", "2"),
+    ("per-device", "2"),
+    ("sim", "2"),
+];
+
+/// Every sample script in `samples/`, by path.
+fn samples() -> Vec<std::path::PathBuf> {
+    let mut samples: Vec<_> = std::fs::read_dir(repo_root().join("samples"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "dep"))
+        .collect();
+    samples.sort();
+    assert!(samples.len() >= 9, "{samples:?}");
+    samples
+}
+
+/// The summary's first line without its wall time: `summary: 10 ops (10 done)`.
+fn ops_line(text: &str) -> &str {
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("summary: "))
+        .unwrap_or_else(|| panic!("no summary in\n{text}"));
+    line.split(", wall ").next().unwrap()
+}
+
+#[test]
+fn the_trace_of_every_sample_on_every_engine_replays() {
+    let dir = TestDir::new();
+    for sample in samples() {
+        let name = sample.file_name().unwrap().to_string_lossy().into_owned();
+        for (engine, threads) in ENGINES {
+            let run = Run::of(dir.dep().arg("run").arg(&sample).args([
+                "--engine",
+                engine,
+                "--threads",
+                threads,
+                "--trace",
+                "t.json",
+                "--trace",
+                "t.pftrace",
+            ]));
+            // Samples that place ops on GPUs fail on a real engine without one, after writing
+            // their views.
+            let no_gpu = run.code == 1 && run.stderr.contains("gpu");
+            assert!(
+                run.code == 0 || no_gpu,
+                "{name} on {engine}: exit {}\n{}",
+                run.code,
+                run.stderr
+            );
+            let json =
+                perfetto::read_json(&std::fs::read_to_string(dir.path().join("t.json")).unwrap())
+                    .unwrap();
+            let protobuf =
+                perfetto::read(&std::fs::read(dir.path().join("t.pftrace")).unwrap()).unwrap();
+            assert_eq!(json, protobuf, "{name} on {engine}: the two formats differ");
+            assert!(!json.slices.is_empty(), "{name} on {engine}");
+            for (category, from, to) in &json.flows {
+                assert!(
+                    json.op_at(*from).is_some() && json.op_at(*to).is_some(),
+                    "{name} on {engine}: a {category} flow from {from:?} to {to:?} binds to no op"
+                );
+            }
+            let replay = Run::of(dir.dep().args(["replay", "t.json", "--end"]));
+            assert_eq!(
+                replay.code, 0,
+                "{name} on {engine}: replay failed\n{}",
+                replay.stderr
+            );
+            assert!(replay.stdout.starts_with("step "), "{}", replay.stdout);
+            let (step, total) = replay.stdout["step ".len()..]
+                .split_once(' ')
+                .unwrap()
+                .0
+                .split_once('/')
+                .unwrap();
+            assert_eq!(step, total, "{name} on {engine}: the last step");
+            assert_eq!(
+                ops_line(&replay.stdout),
+                ops_line(&run.stderr),
+                "{name} on {engine}: the replay's ops are the run's"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_long_observed_run_completes_under_a_memory_limit() {
+    let dir = TestDir::new();
+    // 300,004 ops: folding the summary from the whole event log took 620 MB here.
+    dir.write(
+        "long.dep",
+        "x = ones(64)\nfor i in 0..150000 {\n  y = x + 1\n  x = y * 1\n}\nprint sum(x)\n",
+    );
+    let command = format!(
+        "ulimit -v 300000 && exec '{}' run long.dep --summary",
+        crate::util::dep_binary().display()
+    );
+    let mut shell = std::process::Command::new("sh");
+    shell
+        .args(["-c", &command])
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .env_remove("DEP_ENGINE")
+        .env_remove("DEP_THREADS")
+        .stdin(std::process::Stdio::null());
+    let run = Run::of(&mut shell).expect_code(0);
+    assert_eq!(run.stdout, "9.600064e+06\n");
+    assert!(
+        run.stderr
+            .starts_with("summary: 300004 ops (300004 done), wall "),
+        "{}",
+        run.stderr
+    );
+}

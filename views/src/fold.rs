@@ -1,0 +1,689 @@
+//! The online fold of an event log: the run's [`Summary`] and its trace, worked out one event at
+//! a time, in one pass, keeping only what later events can still refer to.
+//!
+//! A [`Replay`](crate::Replay) keeps every event and every op; this keeps the ops that are
+//! unfinished or that a later op may still depend on (the last writer of each live variable and
+//! the readers since), so a long run folds in memory that does not grow with its length. The
+//! same fold computes [`Summary::of`] for a replay, so the two never disagree.
+//!
+//! Dependencies are those of [`Edge`](crate::Edge): a read depends on the last write before it;
+//! a write on every read since the last write or, when there was none, on the last write. Each
+//! edge gets the flow id `index + 1`, its index in [`Replay::edges`](crate::Replay::edges).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use dep_engine::{Device, Event, EventKind, OpId, OpState, VarId};
+
+use crate::replay::{worker_name, Hazard};
+use crate::summary::{KernelGaps, Summary};
+use crate::util::describe_op;
+
+/// Receives what the fold finds, as soon as it is known: the parts of a trace.
+pub trait TraceOut {
+    /// Every event, in log order, before the fold looks at it.
+    fn event(&mut self, event: &Event);
+    /// An op's run on its worker: once it finished, or at the end of the log for one still
+    /// running.
+    fn slice(&mut self, slice: &OpSlice<'_>);
+    /// A dependency between two ops that both started, once the later one started.
+    fn flow(&mut self, flow: &Flow<'_>);
+    /// The device work (GPU kernels) of one op, at the end of the log.
+    fn device_slice(&mut self, slice: &DeviceSlice<'_>);
+    /// The end of the log: the engine's worker names, and every lane of the run, workers first.
+    fn end(&mut self, worker_names: &[String], lanes: &[TraceLane]);
+}
+
+/// An op's run on its worker (see [`TraceOut::slice`]).
+#[derive(Debug)]
+pub struct OpSlice<'a> {
+    /// The op.
+    pub op: OpId,
+    /// Its label (the statement).
+    pub label: &'a Arc<str>,
+    /// Its source line (0: none).
+    pub line: u32,
+    /// The names of the variables it reads.
+    pub reads: Vec<Arc<str>>,
+    /// The names of the variables it writes.
+    pub writes: Vec<Arc<str>>,
+    /// Its state at the end of its slice.
+    pub state: OpState,
+    /// Its device.
+    pub device: Device,
+    /// Its priority.
+    pub priority: i32,
+    /// The error message of a failed, skipped or cancelled op.
+    pub message: Option<&'a str>,
+    /// The worker that ran it.
+    pub worker: u32,
+    /// When it started (ns).
+    pub start_ns: u64,
+    /// When it finished, or the end of the log.
+    pub end_ns: u64,
+}
+
+/// A dependency arrow between two started ops (see [`TraceOut::flow`]).
+#[derive(Debug)]
+pub struct Flow<'a> {
+    /// The edge's index in [`Replay::edges`](crate::Replay::edges), plus one.
+    pub id: u64,
+    /// The variable and the hazard: `X RAW`.
+    pub name: String,
+    /// The variable's name.
+    pub var: &'a str,
+    /// The earlier op's worker and start.
+    pub from: (u32, u64),
+    /// The later op's worker and start.
+    pub to: (u32, u64),
+}
+
+/// The device work of one op (see [`TraceOut::device_slice`]).
+#[derive(Debug)]
+pub struct DeviceSlice<'a> {
+    /// The op.
+    pub op: OpId,
+    /// Its label.
+    pub label: &'a Arc<str>,
+    /// Its source line.
+    pub line: u32,
+    /// The device lane's index among [`TraceLane::Device`] lanes (in name order).
+    pub lane: usize,
+    /// When its first kernel started.
+    pub start_ns: u64,
+    /// When its last kernel ended.
+    pub end_ns: u64,
+    /// Where and when the op enqueued the work: its worker and start, when it started.
+    pub launch: Option<(u32, u64)>,
+}
+
+/// A lane of the trace (see [`TraceOut::end`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TraceLane {
+    /// A worker: its index and name.
+    Worker(u32, String),
+    /// A device lane: its name (`gpu0:s0`).
+    Device(Arc<str>),
+}
+
+/// A [`TraceOut`] that keeps nothing: for a summary alone.
+pub struct NoTrace;
+
+impl TraceOut for NoTrace {
+    fn event(&mut self, _: &Event) {}
+    fn slice(&mut self, _: &OpSlice<'_>) {}
+    fn flow(&mut self, _: &Flow<'_>) {}
+    fn device_slice(&mut self, _: &DeviceSlice<'_>) {}
+    fn end(&mut self, _: &[String], _: &[TraceLane]) {}
+}
+
+/// The fold: feed it the log's events in order ([`RunFold::push`]), then end it
+/// ([`RunFold::finish`]) for the summary.
+#[derive(Default)]
+pub struct RunFold {
+    n_pushed: usize,
+    n_edges: u64,
+    ops: HashMap<OpId, LiveOp>,
+    histories: HashMap<VarId, History>,
+    var_names: HashMap<VarId, Arc<str>>,
+    /// Ops placed on a device other than the CPU (or that reported device work), kept to the
+    /// end: their kernels' times may arrive last.
+    device_ops: HashMap<OpId, DeviceOp>,
+    first_push_ns: Option<u64>,
+    last_ns: u64,
+    n_by_state: [usize; N_STATES],
+    busy_ns: BTreeMap<u32, u64>,
+    /// The longest path so far and the push position of its last op.
+    critical: Option<(Path, usize)>,
+}
+
+const N_STATES: usize = 7;
+
+/// What the fold keeps of a live op.
+struct LiveOp {
+    position: usize,
+    label: Arc<str>,
+    line: u32,
+    device: Device,
+    priority: i32,
+    /// Emptied once its slice is out.
+    reads: Vec<VarId>,
+    writes: Vec<VarId>,
+    started: Option<(u32, u64)>,
+    finished: bool,
+    state: OpState,
+    message: Option<String>,
+    /// Its dependencies, held until it finishes.
+    preds: Vec<Pred>,
+    /// How many history entries and unfinished later ops name it.
+    refs: u32,
+    /// The longest path ending at it, once it finished.
+    path: Option<Path>,
+}
+
+struct Pred {
+    from: OpId,
+    var: VarId,
+    hazard: Hazard,
+    flow: u64,
+}
+
+#[derive(Default)]
+struct History {
+    last_write: Option<OpId>,
+    reads_since: Vec<OpId>,
+}
+
+struct DeviceOp {
+    position: usize,
+    label: Arc<str>,
+    line: u32,
+    launch: Option<(u32, u64)>,
+    span: Option<(Arc<str>, u64, u64)>,
+    /// Its dependencies on other device ops.
+    preds: Vec<OpId>,
+}
+
+/// One op of a path: its id, label and line.
+#[derive(Clone, Debug)]
+struct Step(OpId, Arc<str>, u32);
+
+/// A chain of dependent ops, kept as its length, its run time, its first ops and its last three:
+/// all a summary shows of it.
+#[derive(Clone, Debug)]
+struct Path {
+    ns: u64,
+    n_ops: usize,
+    head: Arc<[Step]>,
+    tail: [Option<Step>; TAIL],
+}
+
+/// The first ops a path keeps: all of a path this short is shown.
+const HEAD: usize = 8;
+/// The last ops a path keeps.
+const TAIL: usize = 3;
+
+impl Path {
+    fn extend(previous: Option<&Path>, step: Step, own_ns: u64) -> Path {
+        let Some(previous) = previous else {
+            return Path {
+                ns: own_ns,
+                n_ops: 1,
+                head: Arc::from(vec![step.clone()]),
+                tail: [None, None, Some(step)],
+            };
+        };
+        let head = if previous.head.len() < HEAD {
+            let mut head = previous.head.to_vec();
+            head.push(step.clone());
+            Arc::from(head)
+        } else {
+            previous.head.clone()
+        };
+        let [_, second, third] = &previous.tail;
+        Path {
+            ns: previous.ns + own_ns,
+            n_ops: previous.n_ops + 1,
+            head,
+            tail: [second.clone(), third.clone(), Some(step)],
+        }
+    }
+
+    /// What a summary shows: every op of a path of at most [`HEAD`], else the first three and
+    /// the last three.
+    fn shown(&self) -> Vec<(OpId, String)> {
+        let describe = |Step(id, label, line): &Step| (*id, describe_op(label, *line));
+        if self.n_ops <= HEAD {
+            return self.head.iter().map(describe).collect();
+        }
+        let tail = self.tail.iter().flatten().map(describe);
+        self.head[..TAIL].iter().map(describe).chain(tail).collect()
+    }
+}
+
+impl RunFold {
+    /// An empty fold.
+    pub fn new() -> RunFold {
+        RunFold::default()
+    }
+
+    /// Folds the log's next event, telling `out` what it makes known.
+    pub fn push(&mut self, event: &Event, out: &mut dyn TraceOut) {
+        out.event(event);
+        let time_ns = event.time_ns;
+        match &event.kind {
+            EventKind::VarCreated { var, name } => {
+                self.var_names.insert(*var, name.clone());
+            }
+            EventKind::VarDeleted { var } => {
+                self.var_names.remove(var);
+                if let Some(history) = self.histories.remove(var) {
+                    for op in history.last_write.into_iter().chain(history.reads_since) {
+                        self.unref(op);
+                    }
+                }
+            }
+            EventKind::Pushed {
+                op,
+                label,
+                line,
+                reads,
+                writes,
+                device,
+                priority,
+            } => self.pushed(
+                time_ns, *op, label, *line, reads, writes, *device, *priority,
+            ),
+            EventKind::Granted { .. } => {}
+            EventKind::Ready { op } => {
+                if let Some(live) = self.ops.get_mut(op) {
+                    live.state = OpState::Ready;
+                }
+            }
+            EventKind::Started { op, worker } => self.started(time_ns, *op, *worker, out),
+            EventKind::Finished { op, state, message } => {
+                self.finished(time_ns, *op, *state, message.as_deref(), out);
+            }
+            EventKind::DeviceSpan {
+                op,
+                lane,
+                start_ns,
+                end_ns,
+            } => {
+                // A span read from a file may end before it starts: it then takes no time.
+                let end_ns = (*end_ns).max(*start_ns);
+                self.last_ns = self.last_ns.max(end_ns);
+                let device_op = match self.device_ops.get_mut(op) {
+                    Some(device_op) => device_op,
+                    None => {
+                        let Some(live) = self.ops.get(op) else {
+                            return;
+                        };
+                        let device_op = DeviceOp {
+                            position: live.position,
+                            label: live.label.clone(),
+                            line: live.line,
+                            launch: live.started,
+                            span: None,
+                            preds: Vec::new(),
+                        };
+                        self.device_ops.entry(*op).or_insert(device_op)
+                    }
+                };
+                // Several reports for one op (its kernels timed in parts) cover them all.
+                let span = device_op
+                    .span
+                    .get_or_insert_with(|| (lane.clone(), *start_ns, end_ns));
+                span.1 = span.1.min(*start_ns);
+                span.2 = span.2.max(end_ns);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn pushed(
+        &mut self,
+        time_ns: u64,
+        op: OpId,
+        label: &Arc<str>,
+        line: u32,
+        reads: &[VarId],
+        writes: &[VarId],
+        device: Device,
+        priority: i32,
+    ) {
+        let position = self.n_pushed;
+        self.n_pushed += 1;
+        self.first_push_ns = Some(self.first_push_ns.map_or(time_ns, |t| t.min(time_ns)));
+        self.last_ns = self.last_ns.max(time_ns);
+        let mut preds: Vec<Pred> = Vec::new();
+        let mut add = |from: OpId, var: VarId, hazard: Hazard| {
+            if from != op && !preds.iter().any(|pred| pred.from == from) {
+                preds.push(Pred {
+                    from,
+                    var,
+                    hazard,
+                    flow: 0,
+                });
+            }
+        };
+        let mut new_refs: Vec<OpId> = Vec::new();
+        let mut dropped_refs: Vec<OpId> = Vec::new();
+        for var in reads {
+            let history = self.histories.entry(*var).or_default();
+            if let Some(writer) = history.last_write {
+                add(writer, *var, Hazard::ReadAfterWrite);
+            }
+            history.reads_since.push(op);
+            new_refs.push(op);
+        }
+        for var in writes {
+            let history = self.histories.entry(*var).or_default();
+            if history.reads_since.is_empty() {
+                if let Some(writer) = history.last_write {
+                    add(writer, *var, Hazard::WriteAfterWrite);
+                }
+            }
+            for reader in std::mem::take(&mut history.reads_since) {
+                add(reader, *var, Hazard::WriteAfterRead);
+                dropped_refs.push(reader);
+            }
+            dropped_refs.extend(history.last_write.replace(op));
+            new_refs.push(op);
+        }
+        let ops = &self.ops;
+        preds.sort_by_key(|pred| ops.get(&pred.from).map_or(0, |from| from.position));
+        for pred in &mut preds {
+            self.n_edges += 1;
+            pred.flow = self.n_edges;
+        }
+        for pred in &preds {
+            new_refs.push(pred.from);
+        }
+        if device != Device::Cpu {
+            let device_preds = preds
+                .iter()
+                .map(|pred| pred.from)
+                .filter(|from| self.device_ops.contains_key(from))
+                .collect();
+            self.device_ops.insert(
+                op,
+                DeviceOp {
+                    position,
+                    label: label.clone(),
+                    line,
+                    launch: None,
+                    span: None,
+                    preds: device_preds,
+                },
+            );
+        }
+        self.ops.insert(
+            op,
+            LiveOp {
+                position,
+                label: label.clone(),
+                line,
+                device,
+                priority,
+                reads: reads.to_vec(),
+                writes: writes.to_vec(),
+                started: None,
+                finished: false,
+                state: OpState::Waiting,
+                message: None,
+                preds,
+                refs: 0,
+                path: None,
+            },
+        );
+        for id in new_refs {
+            if let Some(live) = self.ops.get_mut(&id) {
+                live.refs += 1;
+            }
+        }
+        for id in dropped_refs {
+            self.unref(id);
+        }
+    }
+
+    fn started(&mut self, time_ns: u64, op: OpId, worker: u32, out: &mut dyn TraceOut) {
+        self.last_ns = self.last_ns.max(time_ns);
+        let Some(live) = self.ops.get_mut(&op) else {
+            return;
+        };
+        live.state = OpState::Running;
+        live.started = Some((worker, time_ns));
+        // A worker that ran an op has a lane, even while the op runs.
+        self.busy_ns.entry(worker).or_default();
+        if let Some(device_op) = self.device_ops.get_mut(&op) {
+            device_op.launch = Some((worker, time_ns));
+        }
+        let live = &self.ops[&op];
+        for pred in &live.preds {
+            let Some(from) = self.ops.get(&pred.from).and_then(|from| from.started) else {
+                continue;
+            };
+            let var = self.var_name(pred.var);
+            out.flow(&Flow {
+                id: pred.flow,
+                name: format!("{var} {}", pred.hazard.short_name()),
+                var: &var,
+                from,
+                to: (worker, time_ns),
+            });
+        }
+    }
+
+    fn finished(
+        &mut self,
+        time_ns: u64,
+        op: OpId,
+        state: OpState,
+        message: Option<&str>,
+        out: &mut dyn TraceOut,
+    ) {
+        self.last_ns = self.last_ns.max(time_ns);
+        let Some(live) = self.ops.get_mut(&op) else {
+            return;
+        };
+        live.state = state;
+        live.finished = true;
+        live.message = message.map(str::to_string);
+        if let Some((worker, start_ns)) = live.started {
+            *self.busy_ns.entry(worker).or_default() += time_ns.saturating_sub(start_ns);
+        }
+        self.n_by_state[state as usize] += 1;
+        self.close(op, time_ns, out);
+    }
+
+    /// Ends an op's record: its slice goes out, its path is made, its dependencies let go.
+    /// `end_ns` is its finish, or the end of the log for an op that did not finish.
+    fn close(&mut self, op: OpId, end_ns: u64, out: &mut dyn TraceOut) {
+        let live = &self.ops[&op];
+        let own_ns = match (live.finished, live.started) {
+            (true, Some((_, start_ns))) => end_ns.saturating_sub(start_ns),
+            _ => 0,
+        };
+        if let Some((worker, start_ns)) = live.started {
+            let names = |vars: &[VarId]| vars.iter().map(|var| self.var_name(*var)).collect();
+            out.slice(&OpSlice {
+                op,
+                label: &live.label,
+                line: live.line,
+                reads: names(&live.reads),
+                writes: names(&live.writes),
+                state: live.state,
+                device: live.device,
+                priority: live.priority,
+                message: live.message.as_deref(),
+                worker,
+                start_ns,
+                end_ns: end_ns.max(start_ns),
+            });
+        }
+        // The longest path to it: through the dependency with the longest path, the latest
+        // pushed among equals.
+        let before = live
+            .preds
+            .iter()
+            .filter_map(|pred| {
+                let from = self.ops.get(&pred.from)?;
+                Some((from.path.as_ref()?, from.position))
+            })
+            .max_by_key(|(path, position)| (path.ns, *position))
+            .map(|(path, _)| path);
+        let path = Path::extend(before, Step(op, live.label.clone(), live.line), own_ns);
+        let position = live.position;
+        let better = match &self.critical {
+            None => true,
+            Some((best, best_position)) => {
+                path.ns > best.ns || (path.ns == best.ns && position < *best_position)
+            }
+        };
+        if better {
+            self.critical = Some((path.clone(), position));
+        }
+        let live = self.ops.get_mut(&op).expect("closed op is live");
+        live.path = Some(path);
+        live.reads = Vec::new();
+        live.writes = Vec::new();
+        live.message = None;
+        let preds = std::mem::take(&mut live.preds);
+        for pred in preds {
+            self.unref(pred.from);
+        }
+        self.forget_if_unused(op);
+    }
+
+    fn unref(&mut self, op: OpId) {
+        if let Some(live) = self.ops.get_mut(&op) {
+            live.refs = live.refs.saturating_sub(1);
+            self.forget_if_unused(op);
+        }
+    }
+
+    fn forget_if_unused(&mut self, op: OpId) {
+        if self
+            .ops
+            .get(&op)
+            .is_some_and(|live| live.refs == 0 && live.path.is_some())
+        {
+            self.ops.remove(&op);
+        }
+    }
+
+    fn var_name(&self, var: VarId) -> Arc<str> {
+        self.var_names
+            .get(&var)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(var.to_string()))
+    }
+
+    /// Ends the fold: ops still unfinished get their slices (to the end of the log) and count
+    /// as taking no time; device work goes out; `out` learns the lanes. Returns the summary.
+    pub fn finish(mut self, worker_names: &[String], out: &mut dyn TraceOut) -> Summary {
+        let start_ns = self.first_push_ns.unwrap_or(0);
+        let end_ns = self.last_ns.max(start_ns);
+        let mut unfinished: Vec<(usize, OpId)> = self
+            .ops
+            .iter()
+            .filter(|(_, live)| live.path.is_none())
+            .map(|(id, live)| (live.position, *id))
+            .collect();
+        unfinished.sort_unstable();
+        for (_, op) in unfinished {
+            let state = self.ops[&op].state;
+            self.n_by_state[state as usize] += 1;
+            self.close(op, end_ns, out);
+        }
+        let lanes = self.lanes(worker_names);
+        let device_lanes: Vec<Arc<str>> = lanes
+            .iter()
+            .filter_map(|lane| match lane {
+                TraceLane::Device(name) => Some(name.clone()),
+                TraceLane::Worker(..) => None,
+            })
+            .collect();
+        let mut device_ops: Vec<(&OpId, &DeviceOp)> = self.device_ops.iter().collect();
+        device_ops.sort_unstable_by_key(|(_, device_op)| device_op.position);
+        let mut device_busy_ns = vec![0; device_lanes.len()];
+        for (op, device_op) in &device_ops {
+            let Some((lane, start_ns, end_ns)) = &device_op.span else {
+                continue;
+            };
+            let lane = device_lanes
+                .binary_search(lane)
+                .expect("every span's lane is a lane");
+            device_busy_ns[lane] += end_ns - start_ns;
+            out.device_slice(&DeviceSlice {
+                op: **op,
+                label: &device_op.label,
+                line: device_op.line,
+                lane,
+                start_ns: *start_ns,
+                end_ns: *end_ns,
+                launch: device_op.launch,
+            });
+        }
+        out.end(worker_names, &lanes);
+        let all_device_ops = &self.device_ops;
+        let kernel_gaps = KernelGaps::of_pairs(device_ops.iter().flat_map(|(_, to)| {
+            let to_start = to.span.as_ref().map(|span| span.1);
+            to.preds.iter().filter_map(move |from| {
+                let from_end = all_device_ops.get(from)?.span.as_ref()?.2;
+                Some(to_start?.saturating_sub(from_end))
+            })
+        }));
+        let busy_ns: Vec<(String, u64)> = lanes
+            .iter()
+            .filter_map(|lane| match lane {
+                TraceLane::Worker(worker, name) => {
+                    Some((name.clone(), self.busy_ns.get(worker).copied().unwrap_or(0)))
+                }
+                TraceLane::Device(_) => None,
+            })
+            .collect();
+        let wall_ns = end_ns - start_ns;
+        let total_busy: u64 = busy_ns.iter().map(|(_, busy)| busy).sum();
+        let (critical_path_ns, critical_path_ops, critical_path) = match &self.critical {
+            Some((path, _)) => (path.ns, path.n_ops, path.shown()),
+            None => (0, 0, Vec::new()),
+        };
+        Summary {
+            n_ops: self.n_pushed,
+            n_by_state: ALL_STATES
+                .into_iter()
+                .filter(|state| self.n_by_state[*state as usize] > 0)
+                .map(|state| (state, self.n_by_state[state as usize]))
+                .collect(),
+            wall_ns,
+            parallelism: if wall_ns == 0 {
+                0.0
+            } else {
+                total_busy as f64 / wall_ns as f64
+            },
+            busy_ns,
+            critical_path_ns,
+            critical_path_ops,
+            critical_path,
+            device_busy_ns: device_lanes
+                .iter()
+                .zip(device_busy_ns)
+                .map(|(lane, busy)| (format!("dev:{lane}"), busy))
+                .collect(),
+            kernel_gaps,
+        }
+    }
+
+    /// Every named worker and every worker that ran an op, by index; then the device lanes, by
+    /// name.
+    fn lanes(&self, worker_names: &[String]) -> Vec<TraceLane> {
+        let mut workers: Vec<u32> = (0..worker_names.len() as u32).collect();
+        workers.extend(self.busy_ns.keys().copied());
+        workers.sort_unstable();
+        workers.dedup();
+        let mut device_lanes: Vec<Arc<str>> = self
+            .device_ops
+            .values()
+            .filter_map(|device_op| device_op.span.as_ref().map(|span| span.0.clone()))
+            .collect();
+        device_lanes.sort();
+        device_lanes.dedup();
+        workers
+            .into_iter()
+            .map(|worker| TraceLane::Worker(worker, worker_name(worker_names, worker)))
+            .chain(device_lanes.into_iter().map(TraceLane::Device))
+            .collect()
+    }
+}
+
+const ALL_STATES: [OpState; N_STATES] = [
+    OpState::Waiting,
+    OpState::Ready,
+    OpState::Running,
+    OpState::Done,
+    OpState::Failed,
+    OpState::Skipped,
+    OpState::Cancelled,
+];
