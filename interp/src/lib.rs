@@ -14,6 +14,7 @@
 #![deny(missing_docs)]
 
 pub mod builtins;
+pub mod commands;
 mod compute;
 mod error;
 mod exec;
