@@ -30,7 +30,9 @@ impl CommandInfo {
     pub fn usage(&self, sigil: char) -> String {
         let policies: Vec<&str> = engine::Policy::ALL.iter().map(|p| p.name()).collect();
         let args = self.args.replace("POLICY", &policies.join("|"));
-        format!("{sigil}{} {args}", self.name).trim_end().to_string()
+        format!("{sigil}{} {args}", self.name)
+            .trim_end()
+            .to_string()
     }
 }
 
@@ -332,7 +334,9 @@ fn vars(session: &Session) -> Outcome {
         })
         .collect();
     Outcome::Table {
-        header: ["name", "shape", "device", "state"].map(str::to_string).to_vec(),
+        header: ["name", "shape", "device", "state"]
+            .map(str::to_string)
+            .to_vec(),
         rows,
     }
 }
@@ -390,7 +394,10 @@ fn no_graph(session: &Session, name: &str) -> String {
 fn write_file(path: &Path, contents: &str, what: &str) -> Result<Outcome, String> {
     std::fs::write(path, contents)
         .map_err(|error| format!("cannot write {}: {error}", path.display()))?;
-    Ok(Outcome::Note(format!("wrote the {what} to {}", path.display())))
+    Ok(Outcome::Note(format!(
+        "wrote the {what} to {}",
+        path.display()
+    )))
 }
 
 #[cfg(test)]
@@ -417,7 +424,10 @@ mod tests {
             })
         );
         assert_eq!(parse(':', "timeline"), Ok(Command::Timeline(None)));
-        assert_eq!(parse(':', "dag g.dot"), Ok(Command::Dag(Some("g.dot".into()))));
+        assert_eq!(
+            parse(':', "dag g.dot"),
+            Ok(Command::Dag(Some("g.dot".into())))
+        );
         assert_eq!(parse('%', "graph"), Ok(Command::Graph(None)));
         assert_eq!(parse('%', "watch off"), Ok(Command::Watch(false)));
         assert_eq!(parse(':', "q"), Ok(Command::Quit));
@@ -429,8 +439,12 @@ mod tests {
         assert_eq!(parse(':', "why"), Err("usage: :why NAME".into()));
         assert_eq!(parse('%', "graph a b"), Err("usage: %graph [NAME]".into()));
         assert_eq!(parse(':', "vars x"), Err("usage: :vars".into()));
-        assert!(parse('%', "engine warp").unwrap_err().contains("unknown engine"));
-        assert!(parse(':', "threads 0").unwrap_err().contains("thread count"));
+        assert!(parse('%', "engine warp")
+            .unwrap_err()
+            .contains("unknown engine"));
+        assert!(parse(':', "threads 0")
+            .unwrap_err()
+            .contains("thread count"));
         assert_eq!(
             parse('%', "frobnicate"),
             Err("unknown command `%frobnicate`; %help lists the commands".into())
@@ -446,7 +460,10 @@ mod tests {
         for policy in engine::Policy::ALL {
             assert!(engine_line.0.contains(policy.name()), "{engine_line:?}");
         }
-        assert_eq!(engine_line.0, "%engine naive|threaded|per-device|sim [THREADS]");
+        assert_eq!(
+            engine_line.0,
+            "%engine naive|threaded|per-device|sim [THREADS]"
+        );
     }
 
     #[test]
@@ -498,6 +515,9 @@ mod tests {
         let Ok(Outcome::EngineReplaced(note)) = run(&mut session, Command::Threads(2)) else {
             panic!("threads replaces the engine");
         };
-        assert!(note.ends_with("2 CPU worker threads; every variable kept"), "{note}");
+        assert!(
+            note.ends_with("2 CPU worker threads; every variable kept"),
+            "{note}"
+        );
     }
 }

@@ -103,6 +103,11 @@ impl Summary {
             .critical_path()
             .into_iter()
             .filter_map(|id| replay.op(id).map(|op| (id, op.describe())))
+            .filter(|(id, _)| {
+                replay
+                    .op(*id)
+                    .is_some_and(|op| !crate::is_internal_op(&op.label))
+            })
             .collect();
         let critical_path_ns = critical_path
             .iter()
