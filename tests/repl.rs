@@ -161,7 +161,10 @@ fn tab_completes_a_builtin_and_the_hint_shows_its_signature() {
     repl.expect(":threads");
     repl.line(" 3");
     let shown = repl.prompt();
-    assert!(shown.contains("engine: threaded, 3 CPU worker threads"), "{shown:?}");
+    assert!(
+        shown.contains("engine: threaded, 3 CPU worker threads"),
+        "{shown:?}"
+    );
     assert_eq!(repl.quit().0, 0);
 }
 
