@@ -161,7 +161,10 @@ fn tab_completes_a_builtin_and_the_hint_shows_its_signature() {
     repl.expect(":threads");
     repl.line(" 3");
     let shown = repl.prompt();
-    assert!(shown.contains("engine: threaded, 3 threads"), "{shown:?}");
+    assert!(
+        shown.contains("engine: threaded, 3 CPU worker threads"),
+        "{shown:?}"
+    );
     assert_eq!(repl.quit().0, 0);
 }
 
@@ -404,6 +407,38 @@ fn graph_names_complete_after_graph_and_dag() {
     assert!(shown.contains("digraph \"step\""), "{shown:?}");
     let shown = repl.run(":help");
     assert!(shown.contains(":graph [NAME]"), "{shown:?}");
-    assert!(shown.contains(":dag NAME"), "{shown:?}");
+    assert!(shown.contains(":dag [NAME|"), "{shown:?}");
     assert_eq!(repl.quit().0, 0);
+}
+
+/// The command names a help text lists: the first word after `sigil` on its indented lines.
+fn listed_commands(help: &str, sigil: char) -> std::collections::BTreeSet<String> {
+    help.lines()
+        .filter_map(|line| line.strip_prefix("  ")?.strip_prefix(sigil))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn colon_help_and_percent_help_list_the_same_commands() {
+    let dir = TestDir::new();
+    let run = Run::of(
+        Command::new(crate::util::dep_binary())
+            .env("HOME", dir.path())
+            .env("NO_COLOR", "1")
+            .stdin(std::fs::File::open(dir.write("in.dep", ":help\n")).expect("open")),
+    )
+    .expect_code(0);
+    let repl = listed_commands(&run.stdout, ':');
+    let kernel = listed_commands(&dep_kernel::magic_help(), '%');
+    assert!(repl.len() >= 15 && repl.contains("engine"), "{repl:?}");
+    assert_eq!(repl, kernel);
+    // Every engine policy, the simulated one included, in both.
+    assert!(
+        run.stdout
+            .contains(":engine naive|threaded|per-device|sim [THREADS]"),
+        "{}",
+        run.stdout
+    );
 }

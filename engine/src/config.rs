@@ -23,6 +23,14 @@ pub enum Policy {
 }
 
 impl Policy {
+    /// Every policy, in the order help texts list them.
+    pub const ALL: [Policy; 4] = [
+        Policy::Naive,
+        Policy::Threaded,
+        Policy::PerDevice,
+        Policy::Sim,
+    ];
+
     /// The policy's name as `DEP_ENGINE` spells it.
     pub fn name(self) -> &'static str {
         match self {

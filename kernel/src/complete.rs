@@ -7,7 +7,7 @@
 use dep_grammar as grammar;
 use dep_interp as interp;
 
-use crate::magic::MAGICS;
+use interp::commands::COMMANDS as MAGICS;
 
 /// What completion and inspection may name.
 pub(crate) struct Scope {
@@ -110,7 +110,7 @@ pub(crate) fn inspect(code: &str, cursor_pos: usize, scope: &Scope) -> Option<St
     let is_magic = code[..start].ends_with('%');
     if is_magic {
         let magic = MAGICS.iter().find(|magic| magic.name == word)?;
-        return Some(format!("%{} {}\n\n{}", magic.name, magic.args, magic.doc));
+        return Some(format!("{}\n\n{}", magic.usage('%'), magic.doc));
     }
     if let Some(variable) = scope
         .variables

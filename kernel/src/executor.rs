@@ -40,13 +40,14 @@ use dep_engine as engine;
 use dep_grammar as grammar;
 use dep_interp as interp;
 use dep_views as views;
+use interp::commands::{self, LiveView, Outcome};
 use jupyter_protocol as jp;
 use tokio::sync::oneshot;
 
 use crate::complete;
 use crate::display::{self, LiveDisplay};
 use crate::iopub::{CellOutput, Iopub, StreamWriter};
-use crate::magic::{self, Magic};
+use crate::magic;
 
 /// The width of the text fallbacks of `%timeline`.
 const TEXT_WIDTH: usize = 100;
@@ -306,6 +307,7 @@ impl Executor {
         }
         interrupted |= self.wait_idle(mark);
         if !interrupted {
+            self.finish_cell_ops();
             self.session
                 .wait_for_kernel_times_until(|| self.interrupts.since(mark));
         }
@@ -365,6 +367,13 @@ impl Executor {
         ))
     }
 
+    /// Lets the engine reach its final state once every op has finished: the simulated policy
+    /// advances its virtual clock only when something waits, so without this a cell's display
+    /// would end with ops still ready or running at their virtual times.
+    fn finish_cell_ops(&self) {
+        self.session.engine().wait_all();
+    }
+
     /// Waits until every pushed op has finished, cancelling the pending ones on an interrupt;
     /// returns whether the cell was interrupted.
     fn wait_idle(&self, mark: u64) -> bool {
@@ -398,7 +407,8 @@ impl Executor {
         mark: u64,
         display: &mut Option<LiveDisplay>,
     ) -> Result<(), CellFailure> {
-        let magic = magic::parse(line).map_err(|message| CellFailure {
+        let body = line.trim().strip_prefix('%').unwrap_or(line);
+        let command = commands::parse('%', body).map_err(|message| CellFailure {
             ename: "MagicError".to_string(),
             evalue: message.clone(),
             traceback: vec![format!(
@@ -411,9 +421,42 @@ impl Executor {
             evalue: message.clone(),
             traceback: vec![format!("\x1b[1;31merror\x1b[0m: {message}")],
         };
-        match magic {
-            Magic::Help => output.stdout(&magic::help()),
-            Magic::Watch(on) => {
+        if command.reads_history() {
+            self.wait_idle(mark);
+        }
+        if command.replaces_engine() {
+            // The live display of the old engine shows its final state; a new one starts with
+            // the next code.
+            self.finish_cell_ops();
+            finish_display(display.take(), None);
+        }
+        match commands::run(&mut self.session, command).map_err(magic_error)? {
+            Outcome::Text(text) => output.stdout(&text),
+            Outcome::Table { header, rows } => output.stdout(&magic::table(&header, &rows)),
+            Outcome::Note(note) | Outcome::EngineReplaced(note) => {
+                output.stdout(&format!("{note}\n"));
+            }
+            Outcome::Live(view, frame) => {
+                let style = views::TextStyle::plain(TEXT_WIDTH);
+                output.stdout(&match view {
+                    LiveView::Queues => views::text::queues(&frame, &style),
+                    LiveView::Ops => views::text::ops(&frame, &style),
+                });
+            }
+            Outcome::Timeline(replay) => {
+                let options = views::svg::TimelineOptions {
+                    simulated: self.session.engine().policy() == engine::Policy::Sim,
+                    ..Default::default()
+                };
+                let text_style = views::TextStyle::plain(TEXT_WIDTH);
+                output.send(jp::DisplayData::new(jp::Media::new(vec![
+                    jp::MediaType::Svg(views::svg::timeline(&replay, &options)),
+                    jp::MediaType::Plain(views::text::timeline(&replay, &text_style)),
+                ])));
+            }
+            Outcome::Dot(dot) => show_dot(output, dot),
+            Outcome::Help => output.stdout(&magic::help()),
+            Outcome::Watch(on) => {
                 self.watch = on;
                 output.stdout(if on {
                     "live display on: cells show their queues and ops while they run\n"
@@ -421,153 +464,19 @@ impl Executor {
                     "live display off\n"
                 });
             }
-            Magic::Timeline => {
-                self.wait_idle(mark);
-                match self.last_cell() {
-                    Some(replay) if !replay.ops().is_empty() => {
-                        let options = views::svg::TimelineOptions {
-                            simulated: self.session.engine().policy() == engine::Policy::Sim,
-                            ..Default::default()
-                        };
-                        let text_style = views::TextStyle::plain(TEXT_WIDTH);
-                        output.send(jp::DisplayData::new(jp::Media::new(vec![
-                            jp::MediaType::Svg(views::svg::timeline(&replay, &options)),
-                            jp::MediaType::Plain(views::text::timeline(&replay, &text_style)),
-                        ])));
-                    }
-                    _ => {
-                        output.stdout("no op ran yet: %timeline shows the last cell that ran ops\n")
-                    }
-                }
+            Outcome::Run { path, source } => {
+                let mut writer = StreamWriter::new(output.clone(), None);
+                let ran = self.session.run_source(&path, &source, &mut writer);
+                ran.map_err(|error| failure_of(&error))?;
             }
-            Magic::Dag(None) => {
-                self.wait_idle(mark);
-                match self.last_cell() {
-                    Some(replay) if !replay.ops().is_empty() => {
-                        show_dot(output, views::dot::dag(&replay));
-                    }
-                    _ => output.stdout("no op ran yet: %dag shows the last cell that ran ops\n"),
-                }
-            }
-            Magic::Dag(Some(name)) => {
-                let dot = self
-                    .session
-                    .graph_dot(&name)
-                    .ok_or_else(|| magic_error(self.no_graph(&name)))?;
-                show_dot(output, dot);
-            }
-            Magic::Graph(Some(name)) => {
-                let report = self
-                    .session
-                    .graph_report(&name)
-                    .ok_or_else(|| magic_error(self.no_graph(&name)))?;
-                output.stdout(&format!("{}\n", report.trim_end()));
-            }
-            Magic::Graph(None) => {
-                let names = self.session.graph_names();
-                output.stdout(&if names.is_empty() {
-                    "no recorded graph: `graph NAME { ... }` records one\n".to_string()
-                } else {
-                    format!("recorded graphs: {}\n", names.join(", "))
-                });
-            }
-            Magic::Trace(path) => {
-                self.wait_idle(mark);
-                let replay = self
-                    .last_cell()
-                    .unwrap_or_else(|| views::Replay::new(Vec::new(), Vec::new()));
-                let trace = views::trace::chrome_trace(&replay);
-                match std::fs::write(&path, trace) {
-                    Ok(()) => output.stdout(&format!(
-                        "wrote the Chrome trace of {} ops to {} (open it in Perfetto or chrome://tracing)\n",
-                        replay.ops().len(),
-                        path.display()
-                    )),
-                    Err(error) => {
-                        return Err(magic_error(format!(
-                            "cannot write {}: {error}",
-                            path.display()
-                        )))
-                    }
-                }
-            }
-            Magic::Why(name) => output.stdout(&self.why(&name)),
-            Magic::Engine { policy, threads } => {
-                let threads = threads.unwrap_or(self.session.config().threads);
-                self.switch_engine(display, |session| session.set_engine(policy, threads));
-                output.stdout(&format!(
-                    "engine: {policy}, {threads} CPU worker threads; every variable kept\n"
-                ));
-            }
-            Magic::Threads(threads) => {
-                let policy = self.session.config().policy;
-                self.switch_engine(display, |session| session.set_engine(policy, threads));
-                output.stdout(&format!(
-                    "engine: {policy}, {threads} CPU worker threads; every variable kept\n"
-                ));
-            }
-            Magic::Reset => {
-                self.switch_engine(display, interp::Session::reset);
-                output.stdout("reset: every variable and function forgotten; a fresh engine\n");
+            Outcome::Quit => {
+                return Err(magic_error(
+                    "a notebook's kernel does not quit from a cell: stop it from the Kernel menu"
+                        .to_string(),
+                ))
             }
         }
         Ok(())
-    }
-
-    /// Replaces the engine; a live display of the old one shows its final state and a new one
-    /// starts with the next code.
-    fn switch_engine(
-        &mut self,
-        display: &mut Option<LiveDisplay>,
-        change: impl FnOnce(&mut interp::Session),
-    ) {
-        self.session.engine().wait_all();
-        finish_display(display.take(), None);
-        change(&mut self.session);
-    }
-
-    /// The last cell that ran ops, from the event log (cleared when a cell runs code).
-    fn last_cell(&self) -> Option<views::Replay> {
-        let log = self.session.event_log()?;
-        Some(views::Replay::new(
-            log.events(),
-            self.session.engine().worker_names(),
-        ))
-    }
-
-    /// Why `%dag NAME` or `%graph NAME` found nothing.
-    fn no_graph(&self, name: &str) -> String {
-        let names = self.session.graph_names();
-        if names.is_empty() {
-            format!("no graph named `{name}`: `graph {name} {{ ... }}` records one")
-        } else {
-            format!(
-                "no graph named `{name}`; recorded graphs: {}",
-                names.join(", ")
-            )
-        }
-    }
-
-    /// `%why NAME`: what the variable waits for, in one sentence (`views::Frame::why`).
-    fn why(&self, name: &str) -> String {
-        if self.session.var_of(name).is_none() {
-            return format!("no variable named `{name}`\n");
-        }
-        let engine = self.session.engine();
-        let frame = views::Frame::from_snapshot(&engine.snapshot(), &engine.worker_names());
-        let mut text = frame
-            .why(name)
-            .unwrap_or_else(|| format!("{name} is ready: nothing reads or writes it now"));
-        text.push('\n');
-        let variables = self.session.variables();
-        let error = variables
-            .iter()
-            .filter(|info| info.name == name)
-            .find_map(|info| info.state.strip_prefix("failed: "));
-        if let Some(error) = error {
-            text.push_str(&format!("{name} holds an error: {error}\n"));
-        }
-        text
     }
 }
 
@@ -743,6 +652,54 @@ mod tests {
                 "wait value B + 1",
             ]
         );
+    }
+
+    /// An executor over a session of `policy`, whose outputs go nowhere (a silent request).
+    fn silent_executor(policy: engine::Policy) -> (Executor, CellOutput) {
+        let (queue, _) = tokio::sync::mpsc::unbounded_channel();
+        let iopub = Iopub::new(queue, crate::message::Identity::new());
+        let parent = jp::JupyterMessage::new(jp::ExecuteRequest::new(String::new()), None);
+        let config = interp::SessionConfig {
+            policy,
+            observe: true,
+            ..interp::SessionConfig::default()
+        };
+        let executor = Executor {
+            session: interp::Session::new(config),
+            execution_count: 1,
+            watch: false,
+            iopub: iopub.clone(),
+            interrupts: Interrupts::default(),
+        };
+        (executor, CellOutput::new(iopub, parent, true))
+    }
+
+    #[test]
+    fn a_finished_cell_shows_every_op_done_on_every_engine() {
+        // Two chains of matmuls and a print in the middle: under the simulated policy the
+        // virtual clock used to stop at the print, leaving the later ops ready or running.
+        let code = "A = ones(64, 64)\nB = A @ A\nprint B[0, 0]\nC = B @ A\nD = A @ A\nE = C + D";
+        for policy in engine::Policy::ALL {
+            let (mut executor, output) = silent_executor(policy);
+            assert!(executor.run_cell(code, &output, 0).is_ok(), "{policy}");
+            let view = executor
+                .display_source("cell[1]")
+                .expect("observed")
+                .view(true);
+            // The five statements' ops, and the print's bookkeeping.
+            assert!(
+                view.count(engine::OpState::Done) >= 5,
+                "{policy}: {}",
+                view.heading
+            );
+            for state in [
+                engine::OpState::Running,
+                engine::OpState::Ready,
+                engine::OpState::Waiting,
+            ] {
+                assert_eq!(view.count(state), 0, "{policy}: {}", view.heading);
+            }
+        }
     }
 
     #[test]

@@ -43,6 +43,7 @@ use anyhow::Context as _;
 use dep_interp as interp;
 
 pub use kernelspec::{install_kernelspec, InstallTarget};
+pub use magic::help as magic_help;
 
 /// Runs the kernel described by a Jupyter connection file until a client asks it to shut down.
 /// The session runs under `session_config` (its policy and threads), with observation and

@@ -16,9 +16,9 @@ use rustyline::hint::{Hint, Hinter};
 use rustyline::validate::Validator;
 use rustyline::{Context, Helper};
 
-use crate::repl::commands;
 use crate::repl::panel::Panel;
 use crate::repl::style::Style;
+use dep_interp::commands;
 
 /// What the helper shares with the REPL loop.
 #[derive(Default)]
@@ -97,7 +97,10 @@ impl Completer for DepHelper {
                     let start = pos - command_line.len();
                     Ok((
                         start,
-                        matching(commands::NAMES.iter().copied(), command_line),
+                        matching(
+                            commands::COMMANDS.iter().map(|info| info.name),
+                            command_line,
+                        ),
                     ))
                 }
                 Some((command, _)) => self.complete_argument(command, line, pos, ctx),
@@ -159,7 +162,10 @@ impl DepHelper {
                 let names = self.names();
                 return Ok((start, matching(names.iter().map(String::as_str), word)));
             }
-            "engine" => &["naive", "threaded", "per-device"],
+            "engine" => {
+                let policies = dep_engine::Policy::ALL.map(dep_engine::Policy::name);
+                return Ok((start, matching(policies.into_iter(), word)));
+            }
             "watch" => &["on", "off"],
             _ => &[],
         };

@@ -5,7 +5,7 @@
 //! complete and the prompt comes back at once while its ops run: only `print`, `save`, `wait` and
 //! a shown expression value block, each for the variables it needs. A live panel under the input
 //! line shows the pending ops ([`panel`]). Colon commands inspect and steer the session
-//! ([`commands`]).
+//! (`dep_interp::commands`, shared with the kernel's `%` magics; the REPL only renders them).
 //!
 //! When stdin is not a terminal, the same loop reads statements line by line like a script, with
 //! no prompt, and the exit code says whether any statement failed ([`run_piped`]).
@@ -17,19 +17,19 @@
 //! for a long op, a long loop pushing ops) cancels the ops that have not started and stops the
 //! input; running ops finish: see [`watch_interrupts`].
 
-mod commands;
 mod helper;
 mod panel;
 mod style;
 
 use std::io::{self, BufRead, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dep_engine as engine;
+use dep_interp::commands::{self, Command, LiveView, Outcome};
 use dep_interp::{builtins, ErrorKind, RunError, Session, SessionConfig};
 use dep_views as views;
 use rustyline::error::ReadlineError;
@@ -39,7 +39,6 @@ use rustyline::{
     EventHandler, KeyEvent, RepeatCount,
 };
 
-use crate::repl::commands::Command;
 use crate::repl::helper::DepHelper;
 use crate::repl::panel::Panel;
 use crate::repl::style::Style;
@@ -288,55 +287,41 @@ impl Ctx {
     }
 
     fn run_command(&mut self, command: Command) -> Flow {
-        match command {
-            Command::Help => self.help(),
-            Command::Vars => self.vars(),
-            Command::Queues => {
-                print!(
-                    "{}",
-                    views::text::queues(&self.live_frame(), &self.text_style())
-                );
+        if command.replaces_engine() {
+            self.wait_for_pending("before replacing the engine");
+        }
+        let outcome = match commands::run(&mut self.session, command) {
+            Ok(outcome) => outcome,
+            Err(message) => {
+                self.usage_error(&message);
+                return Flow::Continue;
             }
-            Command::Ops => print!(
-                "{}",
-                views::text::ops(&self.live_frame(), &self.text_style())
-            ),
-            Command::Why(name) => self.why(&name),
-            Command::Timeline(path) => self.timeline(path.as_deref()),
-            Command::Dag(argument) => match argument {
-                Some(name) if self.session.graph_names().contains(&name) => {
-                    print!("{}", self.session.graph_dot(&name).unwrap_or_default());
-                }
-                argument => self.dag(argument.as_deref().map(Path::new)),
-            },
-            Command::Graph(name) => self.graph(name.as_deref()),
-            Command::Trace(path) => self.trace(&path),
-            Command::Engine(policy) => {
-                self.wait_for_pending("before switching engines");
-                let threads = self.session.config().threads;
-                self.session.set_engine(policy, threads);
+        };
+        match outcome {
+            Outcome::Text(text) => print!("{text}"),
+            Outcome::Table { header, rows } => self.table(&header, &rows),
+            Outcome::Note(note) => self.note(&note),
+            Outcome::EngineReplaced(note) => {
                 self.engine_replaced();
-                self.note(&format!("engine: {policy}, {threads} threads"));
+                self.note(&note);
             }
-            Command::Threads(threads) => {
-                self.wait_for_pending("before switching engines");
-                let policy = self.session.config().policy;
-                self.session.set_engine(policy, threads);
-                self.engine_replaced();
-                self.note(&format!("engine: {policy}, {threads} threads"));
+            Outcome::Live(LiveView::Queues, frame) => {
+                print!("{}", views::text::queues(&frame, &self.text_style()));
             }
-            Command::Load(path) => self.load(&path),
-            Command::Reset => {
-                self.wait_for_pending("before resetting");
-                self.session.reset();
-                self.engine_replaced();
-                self.note("reset: no variables, a fresh engine");
+            Outcome::Live(LiveView::Ops, frame) => {
+                print!("{}", views::text::ops(&frame, &self.text_style()));
             }
-            Command::Watch(on) => match &self.panel {
+            Outcome::Timeline(replay) => {
+                print!("{}", views::text::timeline(&replay, &self.text_style()));
+            }
+            Outcome::Dot(dot) => print!("{dot}"),
+            Outcome::Help => self.help(),
+            Outcome::Watch(on) => match &self.panel {
                 Some(panel) => panel.set_enabled(on),
                 None => self.note("the live panel shows only on a terminal"),
             },
-            Command::Quit => return Flow::Quit,
+            Outcome::Run { path, source } => self.run_source(&path, &source),
+            Outcome::Quit => return Flow::Quit,
         }
         Flow::Continue
     }
@@ -351,12 +336,13 @@ impl Ctx {
         );
         out.push_str(&self.style.heading("Commands"));
         out.push('\n');
-        let width = commands::HELP
+        let lines = commands::help_lines(':');
+        let width = lines
             .iter()
             .map(|(usage, _)| usage.len())
             .max()
             .unwrap_or(0);
-        for (usage, what) in commands::HELP {
+        for (usage, what) in &lines {
             out.push_str(&format!("  {usage:<width$}  {what}\n"));
         }
         out.push('\n');
@@ -376,163 +362,35 @@ impl Ctx {
         print!("{out}");
     }
 
-    fn vars(&self) {
-        let variables = self.session.variables();
-        if variables.is_empty() {
-            println!("no variables");
-            return;
-        }
-        let rows: Vec<[String; 4]> = variables
-            .iter()
-            .map(|info| {
-                let shape = match &info.shape {
-                    None => "?".to_string(),
-                    Some(shape) if shape.is_empty() => "scalar".to_string(),
-                    Some(shape) => format!("{shape:?}"),
-                };
-                [
-                    info.name.clone(),
-                    shape,
-                    info.device.clone(),
-                    info.state.clone(),
-                ]
-            })
-            .collect();
-        let header = ["name", "shape", "device", "state"].map(str::to_string);
-        let widths: Vec<usize> = (0..3)
+    /// A table with a heading row, columns as wide as their widest cell.
+    fn table(&self, header: &[String], rows: &[Vec<String>]) {
+        let widths: Vec<usize> = (0..header.len())
             .map(|column| {
                 rows.iter()
-                    .chain(std::iter::once(&header))
-                    .map(|row| row[column].chars().count())
+                    .chain(std::iter::once(&header.to_vec()))
+                    .map(|row| row.get(column).map_or(0, |cell| cell.chars().count()))
                     .max()
                     .unwrap_or(0)
             })
             .collect();
-        let line = |row: &[String; 4]| {
-            format!(
-                "{:<w0$}  {:<w1$}  {:<w2$}  {}",
-                row[0],
-                row[1],
-                row[2],
-                row[3],
-                w0 = widths[0],
-                w1 = widths[1],
-                w2 = widths[2]
-            )
+        let line = |row: &[String]| {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(cell, width)| format!("{cell:<width$}"))
+                .collect();
+            cells.join("  ").trim_end().to_string()
         };
-        println!("{}", self.style.heading(line(&header).trim_end()));
-        for row in &rows {
+        println!("{}", self.style.heading(&line(header)));
+        for row in rows {
             println!("{}", line(row));
         }
-    }
-
-    fn load(&mut self, path: &Path) {
-        match crate::run::read_source(path) {
-            Ok(source) => self.run_source(&path.display().to_string(), &source),
-            Err(crate::run::ReadError::Io(message)) => self.usage_error(&message),
-            Err(crate::run::ReadError::NotText(rendered)) => {
-                if self.worst.is_none() {
-                    self.worst = Some(ErrorKind::Parse);
-                }
-                eprintln!("{}", self.style.report(rendered.trim_end()));
-            }
-        }
-    }
-
-    /// The engine's queues and live ops now.
-    fn live_frame(&self) -> views::Frame {
-        let engine = self.session.engine();
-        views::Frame::from_snapshot(&engine.snapshot(), &engine.worker_names())
-    }
-
-    /// Everything the engine did since it started (the session observes its engine).
-    fn replay(&self) -> views::Replay {
-        let events = self
-            .session
-            .event_log()
-            .map(|log| log.events())
-            .unwrap_or_default();
-        views::Replay::new(events, self.session.engine().worker_names())
     }
 
     fn text_style(&self) -> views::TextStyle {
         views::TextStyle {
             color: self.style.colour,
             width: self.width,
-        }
-    }
-
-    fn why(&mut self, name: &str) {
-        if self.session.var_of(name).is_none() {
-            self.usage_error(&format!("no variable named `{name}` (:vars lists them)"));
-            return;
-        }
-        match self.live_frame().why(name) {
-            Some(sentence) => println!("{sentence}"),
-            None => println!("{name} is ready: nothing reads or writes it now"),
-        }
-    }
-
-    fn timeline(&mut self, path: Option<&Path>) {
-        let replay = self.replay();
-        if replay.ops().is_empty() {
-            self.note("no ops have run yet");
-            return;
-        }
-        match path {
-            None => print!("{}", views::text::timeline(&replay, &self.text_style())),
-            Some(path) => {
-                let svg = views::svg::timeline(&replay, &views::svg::TimelineOptions::default());
-                self.write_file(path, &svg, "timeline");
-            }
-        }
-    }
-
-    fn dag(&mut self, path: Option<&Path>) {
-        let replay = self.replay();
-        let dot = views::dot::dag(&replay);
-        match path {
-            None => print!("{dot}"),
-            Some(path) if path.extension().is_some_and(|extension| extension == "svg") => {
-                match views::dot::to_svg(&dot) {
-                    Ok(svg) => self.write_file(path, &svg, "DAG"),
-                    Err(error) => self.usage_error(&error.to_string()),
-                }
-            }
-            Some(path) => self.write_file(path, &dot, "DAG"),
-        }
-    }
-
-    /// `:graph NAME`: a recorded graph's report; `:graph`: the recorded graphs' names.
-    fn graph(&mut self, name: Option<&str>) {
-        let names = self.session.graph_names();
-        match name {
-            None if names.is_empty() => {
-                self.note("no recorded graph: `graph NAME { ... }` records one");
-            }
-            None => println!("recorded graphs: {}", names.join(", ")),
-            Some(name) => match self.session.graph_report(name) {
-                Some(report) => println!("{}", report.trim_end()),
-                None if names.is_empty() => self.usage_error(&format!(
-                    "no graph named `{name}`: `graph {name} {{ ... }}` records one"
-                )),
-                None => self.usage_error(&format!(
-                    "no graph named `{name}`; recorded graphs: {}",
-                    names.join(", ")
-                )),
-            },
-        }
-    }
-
-    fn trace(&mut self, path: &Path) {
-        let trace = views::trace::chrome_trace(&self.replay());
-        self.write_file(path, &trace, "Chrome trace (open it in Perfetto)");
-    }
-
-    fn write_file(&mut self, path: &Path, contents: &str, what: &str) {
-        match std::fs::write(path, contents) {
-            Ok(()) => self.note(&format!("wrote the {what} to {}", path.display())),
-            Err(error) => self.usage_error(&format!("cannot write {}: {error}", path.display())),
         }
     }
 }
@@ -629,7 +487,7 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         signalled.store(0, Ordering::SeqCst);
         let flow = if buffer.is_empty() {
             match colon_command(&line) {
-                Some(text) => match commands::parse(text) {
+                Some(text) => match commands::parse(':', text) {
                     Ok(command) => ctx.run_command(command),
                     Err(message) => {
                         ctx.usage_error(&message);
@@ -808,7 +666,7 @@ fn run_piped(config: SessionConfig) -> ExitCode {
         };
         if buffer.is_empty() {
             if let Some(text) = colon_command(&line) {
-                let flow = match commands::parse(text) {
+                let flow = match commands::parse(':', text) {
                     Ok(command) => ctx.run_command(command),
                     Err(message) => {
                         ctx.usage_error(&message);

@@ -231,13 +231,20 @@ impl Path {
 
     /// What a summary shows: every op of a path of at most [`HEAD`], else the first three and
     /// the last three.
+    /// Internal ops (a temporary's `wait _#1`, `del _#1`) are left out.
     fn shown(&self) -> Vec<(OpId, String)> {
         let describe = |Step(id, label, line): &Step| (*id, describe_op(label, *line));
+        let visible = |Step(_, label, _): &&Step| !crate::is_internal_op(label);
         if self.n_ops <= HEAD {
-            return self.head.iter().map(describe).collect();
+            return self.head.iter().filter(visible).map(describe).collect();
         }
-        let tail = self.tail.iter().flatten().map(describe);
-        self.head[..TAIL].iter().map(describe).chain(tail).collect()
+        let tail = self.tail.iter().flatten().filter(visible).map(describe);
+        self.head[..TAIL]
+            .iter()
+            .filter(visible)
+            .map(describe)
+            .chain(tail)
+            .collect()
     }
 }
 

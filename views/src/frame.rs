@@ -60,15 +60,33 @@ impl FrameOp {
     }
 }
 
+/// Whether a variable is the interpreter's own temporary (`_#3`, `return#4`): user names are
+/// identifiers, which never hold a `#` (it starts a comment).
+pub fn is_internal_name(name: &str) -> bool {
+    name.contains('#')
+}
+
+/// Whether an op is bookkeeping of the interpreter's temporaries (`_#1`, `wait _#1`,
+/// `del _#1`), which no view shows.
+pub fn is_internal_op(label: &str) -> bool {
+    let name = label
+        .strip_prefix("wait ")
+        .or_else(|| label.strip_prefix("del "))
+        .unwrap_or(label);
+    is_internal_name(name) && !name.contains(char::is_whitespace)
+}
+
 impl Frame {
     /// A frame of a live engine: `worker_names` from [`dep_engine::Monitor::worker_names`].
-    /// Snapshots carry no start times; `started_ns` is left unknown.
+    /// Snapshots carry no start times; `started_ns` is left unknown. The interpreter's
+    /// temporaries and their bookkeeping ops are left out ([`is_internal_op`]).
     pub fn from_snapshot(snapshot: &engine::Snapshot, worker_names: &[String]) -> Frame {
         Frame {
             time_ns: snapshot.time_ns,
             vars: snapshot
                 .vars
                 .iter()
+                .filter(|var| !is_internal_name(&var.name))
                 .map(|var| FrameVar {
                     id: var.id,
                     name: var.name.clone(),
@@ -78,6 +96,7 @@ impl Frame {
             ops: snapshot
                 .ops
                 .iter()
+                .filter(|op| !is_internal_op(&op.label))
                 .map(|op| FrameOp {
                     id: op.id,
                     label: op.label.clone(),
@@ -192,5 +211,51 @@ impl Frame {
             },
             (state, _) => format!("{subject}, {}", state.name()),
         })
+    }
+}
+
+#[cfg(test)]
+mod internal_tests {
+    use super::*;
+
+    #[test]
+    fn temporaries_and_their_bookkeeping_are_internal() {
+        for label in ["_#1", "wait _#1", "del _#12", "del return#3"] {
+            assert!(is_internal_op(label), "{label}");
+        }
+        for label in ["A = B + 1", "wait A", "del A", "print x # a comment"] {
+            assert!(!is_internal_op(label), "{label}");
+        }
+    }
+
+    #[test]
+    fn a_frame_leaves_out_internal_ops_and_variables() {
+        let engine = engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::Threaded,
+            threads: 1,
+            ..engine::EngineConfig::default()
+        });
+        let a = engine.new_var("A");
+        let temporary = engine.new_var("_#1");
+        // A gate holds both variables, so the ops behind it stay in the snapshot.
+        let (open, gate) = std::sync::mpsc::channel::<()>();
+        let gate = std::sync::Mutex::new(gate);
+        let both = [a.clone(), temporary.clone()];
+        engine.push(
+            engine::OpSpec::new("gate", move || {
+                let _ = gate.lock().map(|gate| gate.recv());
+                Ok(())
+            })
+            .writes(&both),
+        );
+        engine.push(engine::OpSpec::new("_#1", || Ok(())).writes(&[temporary.clone()]));
+        engine.push(engine::OpSpec::new("A = 1", || Ok(())).writes(&[a]));
+        let frame = Frame::from_snapshot(&engine.snapshot(), &engine.worker_names());
+        let _ = open.send(());
+        engine.wait_all();
+        assert!(frame.ops.iter().any(|op| &*op.label == "A = 1"));
+        assert!(frame.vars.iter().any(|var| &*var.name == "A"));
+        assert!(frame.vars.iter().all(|var| &*var.name != "_#1"));
+        assert!(frame.ops.iter().all(|op| &*op.label != "_#1"));
     }
 }

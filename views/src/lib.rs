@@ -61,7 +61,7 @@ mod util;
 
 pub use crate::{
     error::{Error, ErrorKind},
-    frame::{Frame, FrameOp, FrameVar},
+    frame::{is_internal_name, is_internal_op, Frame, FrameOp, FrameVar},
     replay::{renumber_times, Bar, DeviceSpan, Edge, Hazard, Lane, OpRecord, Replay},
     summary::{KernelGaps, Summary},
     text::TextStyle,

@@ -1,0 +1,527 @@
+//! The commands that inspect and steer a session: `:name` in the REPL, `%name` in a notebook.
+//!
+//! One table ([`COMMANDS`]) names them, with their arguments and help; [`parse`] turns the text
+//! after the sigil into a typed [`Command`] and [`run`] runs it on a [`Session`]. What a command
+//! shows comes back as an [`Outcome`] that each front-end only renders (the REPL as terminal text,
+//! the kernel as text, SVG or HTML): a command added here appears in both, with the same help.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use dep_engine as engine;
+use dep_views as views;
+
+use crate::Session;
+
+/// One command's name, arguments and help, for help texts, completion and inspection.
+pub struct CommandInfo {
+    /// The name after the sigil (`why`).
+    pub name: &'static str,
+    /// Other names it answers to (`q` for `quit`).
+    pub aliases: &'static [&'static str],
+    /// Its arguments as the help shows them; `POLICY` stands for every engine policy.
+    pub args: &'static str,
+    /// What it does, in one sentence.
+    pub doc: &'static str,
+}
+
+impl CommandInfo {
+    /// How to call it: `:why NAME`, `%engine naive|threaded|per-device|sim [THREADS]`.
+    pub fn usage(&self, sigil: char) -> String {
+        let policies: Vec<&str> = engine::Policy::ALL.iter().map(|p| p.name()).collect();
+        let args = self.args.replace("POLICY", &policies.join("|"));
+        format!("{sigil}{} {args}", self.name)
+            .trim_end()
+            .to_string()
+    }
+}
+
+/// Every command, in the order help lists them.
+pub const COMMANDS: &[CommandInfo] = &[
+    CommandInfo { name: "help", aliases: &["h", "?"], args: "", doc: "this list" },
+    CommandInfo { name: "vars", aliases: &[], args: "", doc: "variables: names, shapes, devices, states" },
+    CommandInfo { name: "queues", aliases: &[], args: "", doc: "each variable's queue of pending reads and writes" },
+    CommandInfo { name: "ops", aliases: &[], args: "", doc: "live ops and their states" },
+    CommandInfo { name: "why", aliases: &[], args: "NAME", doc: "why NAME is not ready: its queue of pending accesses, and what each waiting op waits on" },
+    CommandInfo { name: "timeline", aliases: &[], args: "[FILE.svg]", doc: "what ran when, on which worker, critical path outlined (SVG to a file)" },
+    CommandInfo { name: "dag", aliases: &[], args: "[NAME|FILE.dot|FILE.svg]", doc: "the dependency graph (RAW, WAR, WAW edges) of the ops, or of the graph NAME recorded with `graph NAME { ... }` (Graphviz DOT, or SVG)" },
+    CommandInfo { name: "graph", aliases: &[], args: "[NAME]", doc: "the report of the recorded graph NAME (ops, edges, critical path, memory); alone, the recorded graphs" },
+    CommandInfo { name: "trace", aliases: &[], args: "FILE.json", doc: "write the ops as Chrome trace JSON (open it in Perfetto)" },
+    CommandInfo { name: "engine", aliases: &[], args: "POLICY [THREADS]", doc: "switch the engine policy, keeping every variable (waits for pending ops first)" },
+    CommandInfo { name: "threads", aliases: &[], args: "N", doc: "set the number of CPU worker threads, keeping every variable" },
+    CommandInfo { name: "load", aliases: &[], args: "FILE.dep", doc: "run a script in this session" },
+    CommandInfo { name: "reset", aliases: &[], args: "", doc: "forget every variable and function and start a fresh engine" },
+    CommandInfo { name: "watch", aliases: &[], args: "on|off", doc: "show or hide the live display of queues and ops" },
+    CommandInfo { name: "quit", aliases: &["q", "exit"], args: "", doc: "wait for pending ops and leave the REPL (a notebook's kernel stops from its Kernel menu)" },
+];
+
+/// The help lines of every command: (usage, doc), for a front-end to lay out.
+pub fn help_lines(sigil: char) -> Vec<(String, &'static str)> {
+    COMMANDS
+        .iter()
+        .map(|info| (info.usage(sigil), info.doc))
+        .collect()
+}
+
+/// A parsed command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// The list of commands.
+    Help,
+    /// The variables.
+    Vars,
+    /// Every variable's queue.
+    Queues,
+    /// The live ops.
+    Ops,
+    /// Why a variable is not ready.
+    Why(String),
+    /// The timeline, shown or written to an SVG file.
+    Timeline(Option<PathBuf>),
+    /// The ops' DAG (or written to a file), or a recorded graph's when the argument names one.
+    Dag(Option<String>),
+    /// A recorded graph's report, or the list of recorded graphs.
+    Graph(Option<String>),
+    /// A Chrome trace written to a file.
+    Trace(PathBuf),
+    /// A new engine policy (and thread count).
+    Engine {
+        /// The policy.
+        policy: engine::Policy,
+        /// The worker threads, else the current count.
+        threads: Option<usize>,
+    },
+    /// A new thread count.
+    Threads(usize),
+    /// A script to run in the session.
+    Load(PathBuf),
+    /// Forget everything.
+    Reset,
+    /// The live display on or off.
+    Watch(bool),
+    /// Leave.
+    Quit,
+}
+
+impl Command {
+    /// Whether running it replaces the engine: a front-end finishes its live display of the old
+    /// one first.
+    pub fn replaces_engine(&self) -> bool {
+        matches!(
+            self,
+            Command::Engine { .. } | Command::Threads(_) | Command::Reset
+        )
+    }
+
+    /// Whether it shows what the ops did, so a front-end lets them finish first.
+    pub fn reads_history(&self) -> bool {
+        matches!(
+            self,
+            Command::Timeline(_) | Command::Dag(_) | Command::Trace(_)
+        )
+    }
+}
+
+/// Parses the text after the sigil (`:` or `%`). Errors are one-line messages for the user.
+pub fn parse(sigil: char, text: &str) -> Result<Command, String> {
+    let text = text.trim();
+    let mut words = text.split_whitespace();
+    let word = words.next().unwrap_or("");
+    let args: Vec<&str> = words.collect();
+    let Some(info) = COMMANDS
+        .iter()
+        .find(|info| info.name == word || info.aliases.contains(&word))
+    else {
+        return Err(if word.is_empty() {
+            format!("a `{sigil}` alone is not a command; {sigil}help lists them")
+        } else {
+            format!("unknown command `{sigil}{word}`; {sigil}help lists the commands")
+        });
+    };
+    let usage = || format!("usage: {}", info.usage(sigil));
+    let path = |text: &str| PathBuf::from(text);
+    let command = match (info.name, args.as_slice()) {
+        ("help", []) => Command::Help,
+        ("vars", []) => Command::Vars,
+        ("queues", []) => Command::Queues,
+        ("ops", []) => Command::Ops,
+        ("why", [name]) => Command::Why(name.to_string()),
+        ("timeline", []) => Command::Timeline(None),
+        ("timeline", [file]) => Command::Timeline(Some(path(file))),
+        ("dag", []) => Command::Dag(None),
+        ("dag", [argument]) => Command::Dag(Some(argument.to_string())),
+        ("graph", []) => Command::Graph(None),
+        ("graph", [name]) => Command::Graph(Some(name.to_string())),
+        ("trace", [file]) => Command::Trace(path(file)),
+        ("engine", [policy]) => Command::Engine {
+            policy: policy.parse()?,
+            threads: None,
+        },
+        ("engine", [policy, threads]) => Command::Engine {
+            policy: policy.parse()?,
+            threads: Some(engine::parse_threads(threads)?),
+        },
+        ("threads", [threads]) => Command::Threads(engine::parse_threads(threads)?),
+        ("load", [file]) => Command::Load(path(file)),
+        ("reset", []) => Command::Reset,
+        ("watch", ["on"]) => Command::Watch(true),
+        ("watch", ["off"]) => Command::Watch(false),
+        ("quit", []) => Command::Quit,
+        _ => return Err(usage()),
+    };
+    Ok(command)
+}
+
+/// Which live view of the engine a command asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LiveView {
+    /// Every variable's queue.
+    Queues,
+    /// The live ops.
+    Ops,
+}
+
+/// What a command shows; each front-end renders it its own way.
+pub enum Outcome {
+    /// Text to show as the command's answer.
+    Text(String),
+    /// A table: its header and rows (`:vars`).
+    Table {
+        /// The column names.
+        header: Vec<String>,
+        /// The rows, as many cells as the header.
+        rows: Vec<Vec<String>>,
+    },
+    /// A note on what was done (a file written, the engine switched).
+    Note(String),
+    /// The engine was replaced (a note saying how): a live display follows the new one.
+    EngineReplaced(String),
+    /// A live view of the engine now.
+    Live(LiveView, views::Frame),
+    /// The timeline of the ops so far.
+    Timeline(views::Replay),
+    /// A DAG as Graphviz DOT.
+    Dot(String),
+    /// The help: the front-end lists [`help_lines`] with its sigil.
+    Help,
+    /// The live display on or off.
+    Watch(bool),
+    /// A script to run in the session (`:load`): its name and text.
+    Run {
+        /// The name its reports give.
+        path: String,
+        /// The text.
+        source: String,
+    },
+    /// Leave.
+    Quit,
+}
+
+/// Runs a command on the session. An error is a one-line message for the user.
+pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
+    Ok(match command {
+        Command::Help => Outcome::Help,
+        Command::Vars => vars(session),
+        Command::Queues => Outcome::Live(LiveView::Queues, live_frame(session)),
+        Command::Ops => Outcome::Live(LiveView::Ops, live_frame(session)),
+        Command::Why(name) => Outcome::Text(why(session, &name)?),
+        Command::Timeline(path) => {
+            let replay = replay(session);
+            if replay.ops().is_empty() {
+                return Ok(Outcome::Note("no op ran yet".to_string()));
+            }
+            match path {
+                None => Outcome::Timeline(replay),
+                Some(path) => {
+                    let options = views::svg::TimelineOptions {
+                        simulated: session.engine().policy() == engine::Policy::Sim,
+                        ..Default::default()
+                    };
+                    write_file(&path, &views::svg::timeline(&replay, &options), "timeline")?
+                }
+            }
+        }
+        Command::Dag(Some(name)) if session.graph_names().contains(&name) => {
+            Outcome::Dot(session.graph_dot(&name).unwrap_or_default())
+        }
+        Command::Dag(Some(argument)) => {
+            let path = Path::new(&argument);
+            let dot = views::dot::dag(&replay(session));
+            match path.extension().and_then(|extension| extension.to_str()) {
+                Some("svg") => {
+                    let svg = views::dot::to_svg(&dot).map_err(|error| error.to_string())?;
+                    write_file(path, &svg, "DAG")?
+                }
+                Some("dot") => write_file(path, &dot, "DAG")?,
+                _ => return Err(no_graph(session, &argument)),
+            }
+        }
+        Command::Dag(None) => {
+            let replay = replay(session);
+            if replay.ops().is_empty() {
+                return Ok(Outcome::Note("no op ran yet".to_string()));
+            }
+            Outcome::Dot(views::dot::dag(&replay))
+        }
+        Command::Graph(None) => {
+            let names = session.graph_names();
+            if names.is_empty() {
+                Outcome::Note("no recorded graph: `graph NAME { ... }` records one".to_string())
+            } else {
+                Outcome::Text(format!("recorded graphs: {}\n", names.join(", ")))
+            }
+        }
+        Command::Graph(Some(name)) => match session.graph_report(&name) {
+            Some(report) => Outcome::Text(format!("{}\n", report.trim_end())),
+            None => return Err(no_graph(session, &name)),
+        },
+        Command::Trace(path) => {
+            let replay = replay(session);
+            let trace = views::trace::chrome_trace(&replay);
+            let what = format!(
+                "Chrome trace of {} ops (open it in Perfetto or chrome://tracing)",
+                replay.ops().len()
+            );
+            write_file(&path, &trace, &what)?
+        }
+        Command::Engine { policy, threads } => {
+            let threads = threads.unwrap_or(session.config().threads);
+            switch_engine(session, policy, threads)
+        }
+        Command::Threads(threads) => {
+            let policy = session.config().policy;
+            switch_engine(session, policy, threads)
+        }
+        Command::Load(path) => {
+            let shown = path.display().to_string();
+            let bytes =
+                std::fs::read(&path).map_err(|error| format!("cannot read {shown}: {error}"))?;
+            // Not UTF-8: the report names the first bad byte and its place, as `dep run` does.
+            let source = dep_grammar::decode_source(bytes).map_err(|error| error.render(&shown))?;
+            Outcome::Run {
+                path: shown,
+                source,
+            }
+        }
+        Command::Reset => {
+            session.reset();
+            Outcome::EngineReplaced(
+                "reset: every variable and function forgotten; a fresh engine".to_string(),
+            )
+        }
+        Command::Watch(on) => Outcome::Watch(on),
+        Command::Quit => Outcome::Quit,
+    })
+}
+
+fn switch_engine(session: &mut Session, policy: engine::Policy, threads: usize) -> Outcome {
+    session.set_engine(policy, threads);
+    Outcome::EngineReplaced(format!(
+        "engine: {policy}, {threads} CPU worker threads; every variable kept"
+    ))
+}
+
+fn vars(session: &Session) -> Outcome {
+    let variables = session.variables();
+    if variables.is_empty() {
+        return Outcome::Text("no variables\n".to_string());
+    }
+    let rows = variables
+        .into_iter()
+        .map(|info| {
+            let shape = match &info.shape {
+                None => "?".to_string(),
+                Some(shape) if shape.is_empty() => "scalar".to_string(),
+                Some(shape) => format!("{shape:?}"),
+            };
+            vec![info.name, shape, info.device, info.state]
+        })
+        .collect();
+    Outcome::Table {
+        header: ["name", "shape", "device", "state"]
+            .map(str::to_string)
+            .to_vec(),
+        rows,
+    }
+}
+
+/// `why NAME`: what the variable waits for, in one sentence (`views::Frame::why`), and the
+/// error it holds.
+fn why(session: &Session, name: &str) -> Result<String, String> {
+    if session.var_of(name).is_none() {
+        return Err(format!("no variable named `{name}`"));
+    }
+    let mut text = live_frame(session)
+        .why(name)
+        .unwrap_or_else(|| format!("{name} is ready: nothing reads or writes it now"));
+    text.push('\n');
+    let variables = session.variables();
+    let error = variables
+        .iter()
+        .filter(|info| info.name == name)
+        .find_map(|info| info.state.strip_prefix("failed: "));
+    if let Some(error) = error {
+        let _ = writeln!(text, "{name} holds an error: {error}");
+    }
+    Ok(text)
+}
+
+/// The engine's queues and live ops now.
+fn live_frame(session: &Session) -> views::Frame {
+    let engine = session.engine();
+    views::Frame::from_snapshot(&engine.snapshot(), &engine.worker_names())
+}
+
+/// What the session's event log holds: everything since the engine started in the REPL, the
+/// last cell that ran code in the kernel (which clears the log).
+fn replay(session: &Session) -> views::Replay {
+    let events = session
+        .event_log()
+        .map(|log| log.events())
+        .unwrap_or_default();
+    views::Replay::new(events, session.engine().worker_names())
+}
+
+/// Why a DAG or report of the graph `name` cannot be shown.
+fn no_graph(session: &Session, name: &str) -> String {
+    let names = session.graph_names();
+    if names.is_empty() {
+        format!("no graph named `{name}`: `graph {name} {{ ... }}` records one")
+    } else {
+        format!(
+            "no graph named `{name}`; recorded graphs: {}",
+            names.join(", ")
+        )
+    }
+}
+
+fn write_file(path: &Path, contents: &str, what: &str) -> Result<Outcome, String> {
+    std::fs::write(path, contents)
+        .map_err(|error| format!("cannot write {}: {error}", path.display()))?;
+    Ok(Outcome::Note(format!(
+        "wrote the {what} to {}",
+        path.display()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SessionConfig;
+
+    #[test]
+    fn commands_parse_with_their_arguments_under_either_sigil() {
+        assert_eq!(parse(':', "why  Z "), Ok(Command::Why("Z".into())));
+        assert_eq!(parse('%', "threads 4"), Ok(Command::Threads(4)));
+        assert_eq!(
+            parse('%', "engine threaded 4"),
+            Ok(Command::Engine {
+                policy: engine::Policy::Threaded,
+                threads: Some(4)
+            })
+        );
+        assert_eq!(
+            parse(':', "engine sim"),
+            Ok(Command::Engine {
+                policy: engine::Policy::Sim,
+                threads: None
+            })
+        );
+        assert_eq!(parse(':', "timeline"), Ok(Command::Timeline(None)));
+        assert_eq!(
+            parse(':', "dag g.dot"),
+            Ok(Command::Dag(Some("g.dot".into())))
+        );
+        assert_eq!(parse('%', "graph"), Ok(Command::Graph(None)));
+        assert_eq!(parse('%', "watch off"), Ok(Command::Watch(false)));
+        assert_eq!(parse(':', "q"), Ok(Command::Quit));
+        assert_eq!(parse(':', "?"), Ok(Command::Help));
+    }
+
+    #[test]
+    fn bad_commands_say_what_is_wrong_with_the_front_ends_sigil() {
+        assert_eq!(parse(':', "why"), Err("usage: :why NAME".into()));
+        assert_eq!(parse('%', "graph a b"), Err("usage: %graph [NAME]".into()));
+        assert_eq!(parse(':', "vars x"), Err("usage: :vars".into()));
+        assert!(parse('%', "engine warp")
+            .unwrap_err()
+            .contains("unknown engine"));
+        assert!(parse(':', "threads 0")
+            .unwrap_err()
+            .contains("thread count"));
+        assert_eq!(
+            parse('%', "frobnicate"),
+            Err("unknown command `%frobnicate`; %help lists the commands".into())
+        );
+    }
+
+    #[test]
+    fn the_help_lists_every_engine_policy() {
+        let engine_line = help_lines('%')
+            .into_iter()
+            .find(|(usage, _)| usage.starts_with("%engine"))
+            .expect("engine has a help line");
+        for policy in engine::Policy::ALL {
+            assert!(engine_line.0.contains(policy.name()), "{engine_line:?}");
+        }
+        assert_eq!(
+            engine_line.0,
+            "%engine naive|threaded|per-device|sim [THREADS]"
+        );
+    }
+
+    #[test]
+    fn every_command_in_the_table_parses() {
+        for info in COMMANDS {
+            let example = info
+                .args
+                .replace("POLICY", "sim")
+                .replace("[THREADS]", "")
+                .replace("NAME", "x")
+                .replace("on|off", "on")
+                .replace('N', "2");
+            let text = format!("{} {}", info.name, example);
+            let text = text.split('[').next().unwrap_or("").trim();
+            assert!(parse(':', text).is_ok(), "{text}: {:?}", parse(':', text));
+        }
+    }
+
+    #[test]
+    fn commands_run_on_a_session() {
+        let mut session = Session::new(SessionConfig {
+            observe: true,
+            ..SessionConfig::default()
+        });
+        session
+            .run_source("t.dep", "A = ones(2)\nB = A + 1", &mut std::io::sink())
+            .unwrap();
+        session.engine().wait_all();
+        let Ok(Outcome::Text(text)) = run(&mut session, Command::Why("B".into())) else {
+            panic!("why gives text");
+        };
+        assert_eq!(text, "B is ready: nothing reads or writes it now\n");
+        assert_eq!(
+            run(&mut session, Command::Why("nope".into())).err(),
+            Some("no variable named `nope`".to_string())
+        );
+        let Ok(Outcome::Table { rows, .. }) = run(&mut session, Command::Vars) else {
+            panic!("vars gives a table");
+        };
+        assert_eq!(rows.len(), 2);
+        let Ok(Outcome::Dot(dot)) = run(&mut session, Command::Dag(None)) else {
+            panic!("dag gives DOT");
+        };
+        assert!(dot.contains("B = A + 1"), "{dot}");
+        assert_eq!(
+            run(&mut session, Command::Graph(Some("g".into()))).err(),
+            Some("no graph named `g`: `graph g { ... }` records one".to_string())
+        );
+        let Ok(Outcome::EngineReplaced(note)) = run(&mut session, Command::Threads(2)) else {
+            panic!("threads replaces the engine");
+        };
+        assert!(
+            note.ends_with("2 CPU worker threads; every variable kept"),
+            "{note}"
+        );
+    }
+}
