@@ -13,6 +13,8 @@
 //! declared here, with the field numbers of Perfetto's `protos/perfetto/trace/`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+
+use rustc_hash::FxHashMap;
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -184,7 +186,7 @@ const ARGUMENTS: [&str; 8] = [
 /// [`PerfettoTrace::finish`] returns it.
 pub struct PerfettoTrace<W: Write> {
     out: W,
-    names: HashMap<Arc<str>, u64>,
+    names: FxHashMap<Arc<str>, u64>,
     tracks: HashSet<u64>,
     /// Flows whose later op's slice is not written yet, by that op's (worker, start): a flow's
     /// end must follow the slice it binds to.
@@ -204,7 +206,7 @@ impl<W: Write> PerfettoTrace<W> {
     pub fn new(out: W) -> PerfettoTrace<W> {
         let mut trace = PerfettoTrace {
             out,
-            names: HashMap::new(),
+            names: FxHashMap::default(),
             tracks: HashSet::new(),
             pending_flows: HashMap::new(),
             buffer: Vec::new(),

@@ -21,7 +21,6 @@
 //! of any length is never held whole. Times are microseconds since the engine started, with
 //! nanosecond precision.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
@@ -29,6 +28,7 @@ use std::sync::Arc;
 use dep_engine::{Device, Event, EventKind, OpId, OpState, VarId};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserializer;
+use rustc_hash::FxHashMap as HashMap;
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, ErrorKind};
@@ -79,7 +79,7 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
             spool: io::BufWriter::new(spool),
             n_trace_events: 0,
             n_dep_events: 0,
-            strings: HashMap::new(),
+            strings: HashMap::default(),
             workers: Vec::new(),
             error: None,
         };
