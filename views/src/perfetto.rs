@@ -530,9 +530,16 @@ pub struct TraceContents {
     pub threads: BTreeMap<u64, String>,
     /// Every slice.
     pub slices: Vec<TraceSlice>,
-    /// Every flow: its category and its two ends, `(tid, time)`, earlier end first.
-    pub flows: Vec<(String, (u64, u64), (u64, u64))>,
+    /// Every flow.
+    pub flows: Vec<TraceFlow>,
 }
+
+/// A flow of a trace read back: its category and its two ends, `(tid, time)`, earlier end
+/// first.
+pub type TraceFlow = (String, (u64, u64), (u64, u64));
+
+/// A slice begun and not yet ended, while reading: its start, name, category and op.
+type OpenSlice = (u64, String, String, Option<u64>);
 
 /// A slice of a trace read back (see [`TraceContents`]).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -574,7 +581,7 @@ pub fn read(bytes: &[u8]) -> Result<TraceContents, Error> {
     let mut categories: HashMap<u64, String> = HashMap::new();
     let mut argument_names: HashMap<u64, String> = HashMap::new();
     // Open slices by track: (start, name, category, op).
-    let mut open: HashMap<u64, Vec<(u64, String, String, Option<u64>)>> = HashMap::new();
+    let mut open: HashMap<u64, Vec<OpenSlice>> = HashMap::new();
     let mut flow_starts: HashMap<u64, (u64, u64)> = HashMap::new();
     let mut flow_ends: Vec<(u64, String, (u64, u64))> = Vec::new();
     for (index, packet) in trace.packet.into_iter().enumerate() {

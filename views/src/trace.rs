@@ -26,9 +26,9 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
 
 use dep_engine::{Device, Event, EventKind, OpId, OpState, VarId};
+use rustc_hash::FxHashMap as HashMap;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserializer;
-use rustc_hash::FxHashMap as HashMap;
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, ErrorKind};
