@@ -4,6 +4,7 @@
 //! event; the only cost is one branch per would-be event.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::{Device, OpId, OpState, VarId};
@@ -192,7 +193,33 @@ struct Strings {
     texts: Vec<Arc<str>>,
     by_text: HashMap<Arc<str>, u32>,
     /// Addresses of the kept `Arc`s (which `texts` keeps alive, so no other string can take one).
-    by_address: HashMap<usize, u32>,
+    by_address: HashMap<usize, u32, BuildHasherDefault<AddressHasher>>,
+}
+
+/// A hasher for addresses, looked up once per push: a multiply by a large odd constant, whose
+/// high bits (those a hash table uses first) mix every bit of the address. Not for untrusted
+/// keys, which addresses are not.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.write_u64(u64::from(*byte));
+        }
+    }
+
+    fn write_usize(&mut self, address: usize) {
+        self.write_u64(address as u64);
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 impl Strings {

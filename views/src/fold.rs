@@ -10,10 +10,11 @@
 //! a write on every read since the last write or, when there was none, on the last write. Each
 //! edge gets the flow id `index + 1`, its index in [`Replay::edges`](crate::Replay::edges).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use dep_engine::{Device, Event, EventKind, OpId, OpState, VarId};
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::replay::{worker_name, Hazard};
 use crate::summary::{KernelGaps, Summary};

@@ -13,6 +13,8 @@
 //! declared here, with the field numbers of Perfetto's `protos/perfetto/trace/`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+
+use rustc_hash::FxHashMap;
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -184,7 +186,7 @@ const ARGUMENTS: [&str; 8] = [
 /// [`PerfettoTrace::finish`] returns it.
 pub struct PerfettoTrace<W: Write> {
     out: W,
-    names: HashMap<Arc<str>, u64>,
+    names: FxHashMap<Arc<str>, u64>,
     tracks: HashSet<u64>,
     /// Flows whose later op's slice is not written yet, by that op's (worker, start): a flow's
     /// end must follow the slice it binds to.
@@ -204,7 +206,7 @@ impl<W: Write> PerfettoTrace<W> {
     pub fn new(out: W) -> PerfettoTrace<W> {
         let mut trace = PerfettoTrace {
             out,
-            names: HashMap::new(),
+            names: FxHashMap::default(),
             tracks: HashSet::new(),
             pending_flows: HashMap::new(),
             buffer: Vec::new(),
@@ -528,9 +530,16 @@ pub struct TraceContents {
     pub threads: BTreeMap<u64, String>,
     /// Every slice.
     pub slices: Vec<TraceSlice>,
-    /// Every flow: its category and its two ends, `(tid, time)`, earlier end first.
-    pub flows: Vec<(String, (u64, u64), (u64, u64))>,
+    /// Every flow.
+    pub flows: Vec<TraceFlow>,
 }
+
+/// A flow of a trace read back: its category and its two ends, `(tid, time)`, earlier end
+/// first.
+pub type TraceFlow = (String, (u64, u64), (u64, u64));
+
+/// A slice begun and not yet ended, while reading: its start, name, category and op.
+type OpenSlice = (u64, String, String, Option<u64>);
 
 /// A slice of a trace read back (see [`TraceContents`]).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -572,7 +581,7 @@ pub fn read(bytes: &[u8]) -> Result<TraceContents, Error> {
     let mut categories: HashMap<u64, String> = HashMap::new();
     let mut argument_names: HashMap<u64, String> = HashMap::new();
     // Open slices by track: (start, name, category, op).
-    let mut open: HashMap<u64, Vec<(u64, String, String, Option<u64>)>> = HashMap::new();
+    let mut open: HashMap<u64, Vec<OpenSlice>> = HashMap::new();
     let mut flow_starts: HashMap<u64, (u64, u64)> = HashMap::new();
     let mut flow_ends: Vec<(u64, String, (u64, u64))> = Vec::new();
     for (index, packet) in trace.packet.into_iter().enumerate() {

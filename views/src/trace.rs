@@ -21,12 +21,12 @@
 //! of any length is never held whole. Times are microseconds since the engine started, with
 //! nanosecond precision.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
 
 use dep_engine::{Device, Event, EventKind, OpId, OpState, VarId};
+use rustc_hash::FxHashMap as HashMap;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserializer;
 use serde_json::{json, Map, Value};
@@ -79,7 +79,7 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
             spool: io::BufWriter::new(spool),
             n_trace_events: 0,
             n_dep_events: 0,
-            strings: HashMap::new(),
+            strings: HashMap::default(),
             workers: Vec::new(),
             error: None,
         };
