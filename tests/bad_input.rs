@@ -165,3 +165,22 @@ fn ctrl_c_in_a_batch_run_stops_a_blocked_print_and_a_second_one_leaves_at_once()
     let (code, stderr) = finish(child);
     assert_eq!(code, Some(130), "{stderr}");
 }
+
+#[test]
+fn one_ctrl_c_in_a_batch_run_stops_a_blocked_print_at_its_place_and_the_run_finishes() {
+    let dir = TestDir::new();
+    dir.write(
+        "slow.dep",
+        "A = work(3000, ones(2))\nprint A\nB = ones(2)\n",
+    );
+    let child = spawn_limited(&dir, "slow.dep");
+    std::thread::sleep(Duration::from_millis(500));
+    interrupt(&child);
+    let (code, stderr) = finish(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: interrupted while waiting (Ctrl-C)")
+            && stderr.contains("--> slow.dep:2:7"),
+        "{stderr}"
+    );
+}

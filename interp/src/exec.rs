@@ -15,7 +15,7 @@ use grammar::{ExprKind, Span, StmtKind};
 
 use crate::builtins;
 use crate::compute::ComputeOp;
-use crate::error::{Report, RunError};
+use crate::error::RunError;
 use crate::graph::{Graph, Recording, ReplayOptions, MAX_BULK};
 use crate::plan::{Plan, PlanIndex};
 use crate::session::{Binding, Function, Session};
@@ -165,7 +165,7 @@ impl<'a> Runner<'a> {
                 self.session.push(spec);
             }
             StmtKind::Wait => {
-                self.wait_all()?;
+                self.wait_all(stmt.span)?;
                 self.session.take_failures()?;
             }
             StmtKind::For { vars, iter, body } => return self.exec_for(vars, iter, body),
@@ -355,7 +355,7 @@ impl<'a> Runner<'a> {
                 (_, Some(Binding::Counter(value))) => parts.push(value.to_string()),
                 (ExprKind::Name(name), None) if self.session.graphs.contains_key(&name.text) => {
                     // The report reads the sizes the last run left: wait for it.
-                    self.wait_all()?;
+                    self.wait_all(item.span)?;
                     let report = self.session.graphs[&name.text].report();
                     parts.push(report.trim_end().to_string());
                 }
@@ -1355,24 +1355,23 @@ impl<'a> Runner<'a> {
         value
     }
 
-    /// The error that ends an input whose `print` or `wait` the user stopped waiting for.
-    fn abandoned_wait(&self) -> RunError {
-        let message =
-            "interrupted while waiting (Ctrl-C): the awaited ops go on running; `print` the \
-                       value again to see it"
-                .to_string();
-        RunError::runtime(Report {
-            rendered: format!("error: {message}\n"),
-            message,
-            line: 0,
-        })
+    /// The error that ends an input whose `print` or `wait` the user stopped waiting for, at
+    /// `span`, what was waited for.
+    fn abandoned_wait(&self, span: Span) -> RunError {
+        self.error(
+            span,
+            "interrupted while waiting (Ctrl-C): the awaited ops go on running; `print` the value \
+             again to see it",
+            "waiting for this",
+        )
     }
 
-    /// Waits for every pushed op, unless the user gives up (see `Session::set_abandon_check`).
-    fn wait_all(&self) -> Result<(), RunError> {
+    /// Waits for every pushed op, unless the user gives up (see `Session::set_abandon_check`);
+    /// `span` is what waits.
+    fn wait_all(&self, span: Span) -> Result<(), RunError> {
         match &self.session.abandon_check {
             Some(give_up) if !self.session.engine.wait_all_or(give_up) => {
-                Err(self.abandoned_wait())
+                Err(self.abandoned_wait(span))
             }
             Some(_) => Ok(()),
             None => {
@@ -1390,7 +1389,7 @@ impl<'a> Runner<'a> {
             None => Some(self.session.engine.wait_var(&slot.var)),
         };
         let Some(waited) = waited else {
-            return Err(self.abandoned_wait());
+            return Err(self.abandoned_wait(span));
         };
         match waited {
             Ok(()) => slot
