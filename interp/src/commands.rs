@@ -373,13 +373,23 @@ fn live_frame(session: &Session) -> views::Frame {
 }
 
 /// What the session's event log holds: everything since the engine started in the REPL, the
-/// last cell that ran code in the kernel (which clears the log).
+/// last cell that ran code in the kernel (which clears the log). Variables created before the
+/// log began are named from the engine.
 fn replay(session: &Session) -> views::Replay {
     let events = session
         .event_log()
         .map(|log| log.events())
         .unwrap_or_default();
-    views::Replay::new(events, session.engine().worker_names())
+    let engine = session.engine();
+    let mut replay = views::Replay::new(events, engine.worker_names());
+    replay.name_vars(
+        engine
+            .snapshot()
+            .vars
+            .into_iter()
+            .map(|var| (var.id, var.name)),
+    );
+    replay
 }
 
 /// Why a DAG or report of the graph `name` cannot be shown.
@@ -512,6 +522,18 @@ mod tests {
             panic!("dag gives DOT");
         };
         assert!(dot.contains("B = A + 1"), "{dot}");
+        // A log that began after A was made (a notebook's next cell) still names it.
+        if let Some(log) = session.event_log() {
+            log.clear();
+        }
+        session
+            .run_source("t.dep", "C = A * 2\nA = ones(2)", &mut std::io::sink())
+            .unwrap();
+        session.engine().wait_all();
+        let Ok(Outcome::Dot(dot)) = run(&mut session, Command::Dag(None)) else {
+            panic!("dag gives DOT");
+        };
+        assert!(dot.contains("label=\"A WAR\""), "{dot}");
         assert_eq!(
             run(&mut session, Command::Graph(Some("g".into()))).err(),
             Some("no graph named `g`: `graph g { ... }` records one".to_string())

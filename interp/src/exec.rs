@@ -359,7 +359,17 @@ impl<'a> Runner<'a> {
                     let report = self.session.graphs[&name.text].report();
                     parts.push(report.trim_end().to_string());
                 }
-                _ => parts.push(self.evaluate_now(item)?.to_string()),
+                _ => {
+                    let value = self.evaluate_now(item)?;
+                    // In a sentence a number reads as a student expects (`0.333`, not
+                    // `0.33333334`); `print X` alone shows every digit.
+                    parts.push(match value.to_scalar() {
+                        Some(number) if items.len() > 1 && value.ndim() == 0 => {
+                            tensor::format_for_reading(number)
+                        }
+                        _ => value.to_string(),
+                    });
+                }
             }
         }
         self.write_line(&parts.join(" "));

@@ -721,6 +721,51 @@ mod tests {
         assert_eq!(row.worker.as_deref(), Some("copy:0"));
     }
 
+    /// `print A + 1` pushes a temporary's value, waits for it and deletes it: the cell shows
+    /// and counts the statements, not the bookkeeping (`wait _#1`, `del _#1`).
+    #[test]
+    fn a_cell_neither_shows_nor_counts_the_bookkeeping_of_temporaries() {
+        let log = Arc::new(engine::EventLog::new());
+        let engine = engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::Threaded,
+            threads: 2,
+            sink: Some(log.clone()),
+            ..engine::EngineConfig::default()
+        });
+        let a = engine.new_var("A");
+        let temporary = engine.new_var("_#1");
+        engine.push(
+            engine::OpSpec::new("A = 1", || Ok(()))
+                .writes(&[a.clone()])
+                .line(1),
+        );
+        engine.push(
+            engine::OpSpec::new("A + 1", || Ok(()))
+                .reads(&[a])
+                .writes(&[temporary.clone()])
+                .line(2),
+        );
+        engine.wait_var(&temporary).unwrap();
+        engine.delete_var(temporary, || ());
+        engine.wait_all();
+        let view = Source {
+            title: "cell[1]".to_string(),
+            policy: engine::Policy::Threaded,
+            monitor: engine.monitor(),
+            log,
+        }
+        .view(true);
+        assert!(
+            view.heading
+                .starts_with("cell[1] · threaded engine · 2 ops: 2 done · "),
+            "{}",
+            view.heading
+        );
+        let text = view.text(None);
+        assert!(!text.contains("_#1"), "{text}");
+        assert!(!view.html(None).contains("_#1"));
+    }
+
     #[test]
     fn a_finished_cell_shows_its_ops_under_a_heading() {
         let view = finished_view(2);

@@ -105,7 +105,7 @@ def test_an_interrupt_ends_a_long_cell_and_the_kernel_keeps_its_variables(kernel
     # The kernel lives on, with A intact.
     reply, messages = kernel.execute('print "sum(A) =", sum(A)')
     assert reply["content"]["status"] == "ok", reply["content"]
-    assert stdout_of(messages) == "sum(A) = 65536.0\n"
+    assert stdout_of(messages) == "sum(A) = 65536\n"
 
 
 def test_an_interrupt_reaches_a_cell_blocked_in_print(kernel):
@@ -175,7 +175,7 @@ def test_an_error_cell_names_line_and_statement_and_the_next_cell_uses_earlier_v
 
     reply, messages = kernel.execute('print "R:", sum(R), "P:", sum(P)')
     assert reply["content"]["status"] == "ok", reply["content"]
-    assert stdout_of(messages) == "R: 12.0 P: 6.0\n"
+    assert stdout_of(messages) == "R: 12 P: 6\n"
 
 
 def test_a_syntax_error_reports_every_error_and_runs_nothing(kernel):

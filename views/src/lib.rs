@@ -45,6 +45,7 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod bookkeeping;
 pub mod color;
 pub mod dot;
 mod error;
