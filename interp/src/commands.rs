@@ -369,7 +369,9 @@ fn why(session: &Session, name: &str) -> Result<String, String> {
 /// The engine's queues and live ops now.
 fn live_frame(session: &Session) -> views::Frame {
     let engine = session.engine();
-    views::Frame::from_snapshot(&engine.snapshot(), &engine.worker_names())
+    let mut frame = views::Frame::from_snapshot(&engine.snapshot(), &engine.worker_names());
+    frame.name_places(&session.places());
+    frame
 }
 
 /// What the session's event log holds: everything since the engine started in the REPL, the
@@ -389,6 +391,7 @@ fn replay(session: &Session) -> views::Replay {
             .into_iter()
             .map(|var| (var.id, var.name)),
     );
+    replay.name_places(&session.places());
     replay
 }
 
@@ -494,6 +497,47 @@ mod tests {
             let text = text.split('[').next().unwrap_or("").trim();
             assert!(parse(':', text).is_ok(), "{text}: {:?}", parse(':', text));
         }
+    }
+
+    /// `:why` and the views name a line by its input (`cell[2]:2`), as error reports do,
+    /// not by its number in the session.
+    #[test]
+    fn why_names_lines_by_their_input() {
+        let mut session = Session::new(SessionConfig {
+            observe: true,
+            policy: engine::Policy::Threaded,
+            threads: 2,
+            ..SessionConfig::default()
+        });
+        let mut sink = std::io::sink();
+        session
+            .run_source("cell[1]", "A = ones(2)\nB = ones(2)", &mut sink)
+            .unwrap();
+        session
+            .run_source("cell[2]", "B = work(1000, A)\nC = B + 1", &mut sink)
+            .unwrap();
+        let Ok(Outcome::Text(text)) = run(&mut session, Command::Why("C".into())) else {
+            panic!("why gives text");
+        };
+        session.cancel();
+        assert!(
+            text.starts_with("C will be written by C = B + 1 (cell[2]:2), which waits for B: written by B = work(1000, A) (cell[2]:1)"),
+            "{text}"
+        );
+        session.engine().wait_all();
+        let Ok(Outcome::Timeline(replay)) = run(&mut session, Command::Timeline(None)) else {
+            panic!("timeline gives a replay");
+        };
+        let places: Vec<Option<&str>> = replay.ops().iter().map(|op| op.place.as_deref()).collect();
+        assert_eq!(
+            places,
+            [
+                Some("cell[1]:1"),
+                Some("cell[1]:2"),
+                Some("cell[2]:1"),
+                Some("cell[2]:2")
+            ]
+        );
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub(crate) struct Source {
     pub(crate) policy: engine::Policy,
     pub(crate) monitor: engine::Monitor,
     pub(crate) log: Arc<engine::EventLog>,
+    /// Names op lines by their cell (`cell[3]:1`).
+    pub(crate) places: views::Places,
 }
 
 /// One cell's ops and queues at one moment, as the display draws them.
@@ -138,13 +140,16 @@ impl CellFold {
         let snapshot = source.monitor.snapshot();
         let now_ns = source.monitor.now_ns();
         let live = views::Frame::from_snapshot(&snapshot, &worker_names);
-        self.cell_view(
+        let mut view = self.cell_view(
             &source.title,
             source.policy,
             (&live, &worker_names),
             now_ns,
             finished,
-        )
+        );
+        // Only the ops shown are named: a redraw's cost does not grow with the cell.
+        view.frame.name_places(&source.places);
+        view
     }
 
     /// Folds the events that arrived since the last read; with `settle`, every event numbered
@@ -545,6 +550,7 @@ fn row_of(
             id: record.id,
             label: record.label.clone(),
             line: record.line,
+            place: record.place.clone(),
             state: record.state,
             device: record.device,
             worker,
@@ -682,6 +688,7 @@ mod tests {
             policy: engine::Policy::Naive,
             monitor: engine.monitor(),
             log,
+            places: views::Places::default(),
         }
         .view(true)
     }
@@ -701,6 +708,7 @@ mod tests {
             policy: engine::Policy::PerDevice,
             monitor: engine.monitor(),
             log,
+            places: views::Places::default(),
         };
         let mut fold = CellFold::new(&source);
         let x = engine.new_var("X");
@@ -753,6 +761,7 @@ mod tests {
             policy: engine::Policy::Threaded,
             monitor: engine.monitor(),
             log,
+            places: views::Places::default(),
         }
         .view(true);
         assert!(
@@ -1124,6 +1133,7 @@ mod tests {
             policy: engine::Policy::Threaded,
             monitor: engine.monitor(),
             log,
+            places: views::Places::default(),
         };
         (engine, vars, source)
     }

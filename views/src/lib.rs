@@ -53,6 +53,7 @@ pub mod fold;
 mod frame;
 pub mod html;
 pub mod perfetto;
+mod places;
 mod replay;
 mod summary;
 pub mod svg;
@@ -63,6 +64,7 @@ mod util;
 pub use crate::{
     error::{Error, ErrorKind},
     frame::{is_internal_name, is_internal_op, Frame, FrameOp, FrameVar},
+    places::Places,
     replay::{renumber_times, Bar, DeviceSpan, Edge, Hazard, Lane, OpRecord, Replay},
     summary::{KernelGaps, Summary},
     text::TextStyle,

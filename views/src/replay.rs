@@ -23,7 +23,8 @@ use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::bookkeeping::Bookkeeping;
 use crate::frame::{Frame, FrameOp, FrameVar};
-use crate::util::describe_op;
+use crate::places::Places;
+use crate::util::describe_op_at;
 
 /// A finished (or partial) run, rebuilt from its events.
 ///
@@ -64,6 +65,9 @@ pub struct OpRecord {
     pub label: Arc<str>,
     /// Its source line (0: none).
     pub line: u32,
+    /// Its line as the reader numbers it (`cell[2]:3`), once a front-end named it
+    /// ([`Replay::name_places`]).
+    pub place: Option<Arc<str>>,
     /// Its device.
     pub device: engine::Device,
     /// Its priority.
@@ -135,7 +139,7 @@ impl OpRecord {
 
     /// "statement (line N)", or the bare label for engine bookkeeping ops without a line.
     pub fn describe(&self) -> String {
-        describe_op(&self.label, self.line)
+        describe_op_at(&self.label, self.line, self.place.as_deref())
     }
 }
 
@@ -237,6 +241,14 @@ impl Replay {
     pub fn name_vars(&mut self, names: impl IntoIterator<Item = (VarId, Arc<str>)>) {
         for (var, name) in names {
             self.table.var_names.entry(var).or_insert(name);
+        }
+    }
+
+    /// Names each op's line as the reader numbers it (`cell[2]:3`, see [`Places`]), in its
+    /// record and in the frames drawn from the replay.
+    pub fn name_places(&mut self, places: &Places) {
+        for op in &mut self.table.ops {
+            op.place = places.name(op.line);
         }
     }
 
@@ -426,7 +438,11 @@ impl Replay {
         let time_ns = n_events
             .checked_sub(1)
             .map_or(0, |last| self.events[last].time_ns);
-        fold.into_frame(time_ns, &self.worker_names)
+        let mut frame = fold.into_frame(time_ns, &self.worker_names);
+        for op in &mut frame.ops {
+            op.place = self.op(op.id).and_then(|record| record.place.clone());
+        }
+        frame
     }
 
     /// The queues and op states at the end of the log.
@@ -557,6 +573,7 @@ impl OpTable {
                     id: *op,
                     label: label.clone(),
                     line: *line,
+                    place: None,
                     device: *device,
                     priority: *priority,
                     reads: reads.clone(),
@@ -713,6 +730,7 @@ impl Fold {
                 id: record.id,
                 label: record.label,
                 line: record.line,
+                place: record.place,
                 state: record.state,
                 device: record.device,
                 started_ns: record.started_ns,

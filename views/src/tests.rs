@@ -854,3 +854,30 @@ fn no_view_shows_the_bookkeeping_of_temporaries() {
     let slices = crate::perfetto::read_json(&trace::chrome_trace(&replay)).unwrap();
     assert_eq!(slices.slices.len(), 3, "{:?}", slices.slices);
 }
+
+/// Once a front-end names places, the ops table, the why sentences, the timeline's tooltips and
+/// the DAG say `cell[2]:1` where they said `line 4`.
+#[test]
+fn named_places_replace_session_line_numbers_in_every_view() {
+    let places = crate::Places::default();
+    places.add(1, "cell[1]", 1);
+    places.add(4, "cell[2]", 1);
+    let mut replay = naive_replay(SEED_000);
+    replay.name_places(&places);
+    assert_eq!(replay.ops()[3].describe(), "A = C * 2 (cell[2]:1)");
+    let frame = replay.frame_at(8);
+    let table = text::ops(&frame, &STYLE);
+    assert!(table.contains(" cell[1]:2 "), "{table}");
+    let svg = svg::timeline(&replay, &svg::TimelineOptions::default());
+    assert!(svg.contains("(cell[2]:2)"), "{svg}");
+    assert!(dot::dag(&replay).contains("cell[2]:1 · done"));
+    // A frame with a waiting op: its why sentence names places too.
+    let mut replay = threaded_mutation_replay();
+    replay.name_places(&places);
+    let waiting = (0..replay.events().len())
+        .map(|n| replay.frame_at(n))
+        .find(|frame| frame.ops.iter().any(|op| !op.waits_on.is_empty()))
+        .expect("an op waits at some step");
+    let html = html::fragment(&waiting);
+    assert!(html.contains("↳") && !html.contains("(line "), "{html}");
+}
