@@ -1257,7 +1257,18 @@ impl<'a> Runner<'a> {
         outputs: Vec<Arc<Slot>>,
         update: Option<tensor::BinaryOp>,
     ) {
-        let label = self.label(stmt);
+        let mut label = self.label(stmt);
+        if self.session.engine.is_observed() {
+            // Views tell a loop's ops apart; an unobserved run keeps the shared label.
+            let written = outputs.first().map(|slot| slot.var.name());
+            let counter = |name: &str| match self.lookup(name) {
+                Some((Binding::Counter(value), _)) => Some(value),
+                _ => None,
+            };
+            if let Some(richer) = crate::labels::with_iteration(&label, written, counter) {
+                label = richer;
+            }
+        }
         let line = self.line(stmt.span);
         self.push_labelled(label, line, compiled, outputs, update);
     }
