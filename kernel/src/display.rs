@@ -38,6 +38,11 @@ const MAX_OP_ROWS: usize = 24;
 const MAX_VAR_ROWS: usize = 16;
 /// The width of the text/plain fallback.
 const TEXT_WIDTH: usize = 100;
+/// Up to how many ops a cell's display draws the timeline of what has run so far: drawing it
+/// costs the cell's whole history, which a redraw of a longer cell must not.
+const MAX_TIMELINE_OPS: usize = 1000;
+/// The width of the timeline under the display.
+const TIMELINE_PX: u32 = 900;
 
 /// What the display is drawn from.
 #[derive(Clone)]
@@ -61,6 +66,8 @@ pub(crate) struct CellView {
     counts: Vec<(engine::OpState, usize)>,
     /// How many of the cell's ops the frame leaves out.
     n_hidden: usize,
+    /// The timeline (SVG) of what the cell ran so far, when it has room for one.
+    timeline: Option<String>,
 }
 
 /// The states in the order the heading counts them.
@@ -149,7 +156,25 @@ impl CellFold {
         );
         // Only the ops shown are named: a redraw's cost does not grow with the cell.
         view.frame.name_places(&source.places);
+        view.timeline = self.timeline(source);
         view
+    }
+
+    /// The Gantt chart of the cell so far (what has run, what runs, as Dask's task stream
+    /// shows it; full labels in each bar's tooltip), for a cell of at most
+    /// [`MAX_TIMELINE_OPS`] ops.
+    fn timeline(&mut self, source: &Source) -> Option<String> {
+        let n_ops = self.replay.ops().len();
+        if n_ops == 0 || n_ops > MAX_TIMELINE_OPS {
+            return None;
+        }
+        self.replay.name_places(&source.places);
+        let options = views::svg::TimelineOptions {
+            width_px: TIMELINE_PX,
+            arrows: false,
+            simulated: source.policy == engine::Policy::Sim,
+        };
+        Some(views::svg::timeline(&self.replay, &options))
     }
 
     /// Folds the events that arrived since the last read; with `settle`, every event numbered
@@ -383,6 +408,7 @@ impl CellFold {
             },
             counts,
             n_hidden,
+            timeline: None,
         }
     }
 }
@@ -400,9 +426,16 @@ impl CellView {
         self.counts.iter().map(|(_, count)| count).sum()
     }
 
-    /// The display's HTML: the heading, the note, the queues and ops of `views::html`.
+    /// The display's HTML: the heading, the note, the queues and ops of `views::html`, then the
+    /// timeline so far.
     pub(crate) fn html(&self, note: Option<&str>) -> String {
-        views::html::fragment_with_heading(&self.frame, &self.heading, note)
+        let mut html = views::html::fragment_with_heading(&self.frame, &self.heading, note);
+        if let Some(svg) = &self.timeline {
+            html.push_str("<div class=\"dep-timeline\" style=\"overflow-x:auto\">");
+            html.push_str(svg);
+            html.push_str("</div>\n");
+        }
+        html
     }
 
     /// The display's text/plain fallback: the heading, the note, the busy queues and the ops
@@ -799,6 +832,18 @@ mod tests {
     }
 
     #[test]
+    fn a_cell_of_up_to_a_thousand_ops_shows_its_timeline_under_the_tables() {
+        let html = finished_view(3).html(None);
+        let timeline = html
+            .find("<div class=\"dep-timeline\"")
+            .expect("a timeline");
+        assert!(html[timeline..].contains("<svg") && html[timeline..].contains("A = A + 1"));
+        assert!(timeline > html.find("dep-ops").unwrap(), "under the tables");
+        let long = finished_view(MAX_TIMELINE_OPS + 1).html(None);
+        assert!(!long.contains("dep-timeline"));
+    }
+
+    #[test]
     fn a_long_cell_shows_its_latest_ops_and_says_how_many_are_left_out() {
         let view = finished_view(30);
         assert_eq!(view.count(engine::OpState::Done), 30);
@@ -903,6 +948,7 @@ mod tests {
             },
             counts,
             n_hidden,
+            timeline: None,
         }
     }
 

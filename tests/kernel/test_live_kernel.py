@@ -43,11 +43,15 @@ def test_a_long_cell_shows_a_live_display_updated_until_its_final_state(kernel):
     first_text = displays[0]["content"]["data"]["text/plain"]
     assert "so far" in first_text
     assert any("running" in m["content"]["data"]["text/plain"] for m in updates[:-1])
+    # While it runs, the timeline of what has run so far is drawn under the tables.
+    assert any("dep-timeline" in m["content"]["data"]["text/html"] for m in updates[:-1])
     final = updates[-1]["content"]["data"]
     assert "in all" in final["text/plain"], final["text/plain"]
     assert "waiting" not in final["text/plain"] and "running" not in final["text/plain"]
     # The HTML is the views crate's fragment under the cell's heading: the matmuls' rows, done.
     html = final["text/html"]
+    # Under the tables, the timeline of what ran: the cell's ops as bars, labels in tooltips.
+    assert "dep-timeline" in html and "<svg" in html, html[:2000]
     assert html.index("in all") < html.index("<td>B = work(25, A @ A)</td>"), html[:2000]
     assert ">done</span>" in html and ">running</span>" not in html
     # Every op of the cell (the matmuls, C = B + 1, the print's sum and wait) is done.
