@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes the notebooks of the simulated lessons (samples/gpipe.ipynb, priorities.ipynb,
 two_gpus.ipynb, gpu_sync.ipynb) from their .dep scripts: one markdown cell per comment block, one code cell per
-block of statements, after a `%engine sim` cell. Run it again after editing a lesson script."""
+block of statements, after a `%engine sim` cell; a comment line `#%magic` becomes a code cell
+`%magic` (a script run by `dep run` skips it as a comment). A script without such lines ends with a
+`%timeline` cell. Run it again after editing a lesson script."""
 import json
 import pathlib
 
@@ -20,6 +22,10 @@ INTRO = {
 }
 # A sentence the student can check against the last timeline.
 OUTRO = {
+    "priorities": "Check it against the two timelines, drawn on one scale: in the first, gpu0 idles "
+                  "until the last parameter has arrived, at 16 ms, and the iteration takes 28 ms; in "
+                  "the second, the link sends parameter 0 first, the forward pass starts at 4 ms "
+                  "between the transfers, and the iteration takes 19 ms.",
     "gpu_sync": "Check it against the picture: in the first step every bar on `gpu0:s0` and `gpu0:s1` "
                 "lasts its 5 µs launch plus its kernel (the host stalls in the synchronization), and "
                 "each `dev:` lane is idle for 5 µs before every kernel; in the second step the host "
@@ -32,6 +38,12 @@ def cells_of(script):
     cells, block, kind = [], [], None
     depth = 0
     for line in script.splitlines():
+        if line.startswith("#%") and depth == 0:
+            if block:
+                cells.append((kind, block))
+            cells.append(("code", [line[1:]]))
+            block, kind = [], None
+            continue
         is_comment = line.startswith("#") and depth == 0
         new_kind = "markdown" if is_comment else "code"
         if line.strip() == "" and depth == 0:
@@ -54,8 +66,9 @@ def notebook(name):
     script = (SAMPLES / f"{name}.dep").read_text()
     cells = [("markdown", [INTRO[name]]), ("code", ["%engine sim"])]
     cells += cells_of(script)
-    cells.append(("markdown", ["The timeline of the whole run, in virtual time:"]))
-    cells.append(("code", ["%timeline"]))
+    if "\n#%" not in script:
+        cells.append(("markdown", ["The timeline of the whole run, in virtual time:"]))
+        cells.append(("code", ["%timeline"]))
     if name in OUTRO:
         cells.append(("markdown", [OUTRO[name]]))
     out = []

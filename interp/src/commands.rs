@@ -43,7 +43,7 @@ pub const COMMANDS: &[CommandInfo] = &[
     CommandInfo { name: "queues", aliases: &[], args: "", doc: "each variable's queue of pending reads and writes" },
     CommandInfo { name: "ops", aliases: &[], args: "", doc: "live ops and their states" },
     CommandInfo { name: "why", aliases: &[], args: "NAME", doc: "why NAME is not ready: the op that will write it and every access that op waits for; once nothing is pending, why its last write waited (from the event log)" },
-    CommandInfo { name: "timeline", aliases: &[], args: "[FILE.svg]", doc: "what ran when, on which worker, critical path outlined (SVG to a file)" },
+    CommandInfo { name: "timeline", aliases: &[], args: "[FILE.svg] [SPAN]", doc: "what ran when, on which worker, critical path outlined (SVG to a file); a SPAN such as 30ms draws at least that long, so that two timelines share a scale" },
     CommandInfo { name: "dag", aliases: &[], args: "[NAME|FILE.dot|FILE.svg]", doc: "the dependency graph (RAW, WAR, WAW edges) of the ops, or of the graph NAME recorded with `graph NAME { ... }` (Graphviz DOT, or SVG)" },
     CommandInfo { name: "graph", aliases: &[], args: "[NAME]", doc: "the report of the recorded graph NAME (ops, edges, critical path, memory); alone, the recorded graphs" },
     CommandInfo { name: "trace", aliases: &[], args: "FILE.json", doc: "write the ops as Chrome trace JSON (open it in Perfetto)" },
@@ -76,8 +76,13 @@ pub enum Command {
     Ops,
     /// Why a variable is not ready.
     Why(String),
-    /// The timeline, shown or written to an SVG file.
-    Timeline(Option<PathBuf>),
+    /// The timeline, shown or written to an SVG file, its axis at least `span_ns` long.
+    Timeline {
+        /// The SVG file to write, if any.
+        path: Option<PathBuf>,
+        /// The least length of the time axis (`30ms`), for timelines on one scale.
+        span_ns: Option<u64>,
+    },
     /// The ops' DAG (or written to a file), or a recorded graph's when the argument names one.
     Dag(Option<String>),
     /// A recorded graph's report, or the list of recorded graphs.
@@ -117,7 +122,7 @@ impl Command {
     pub fn reads_history(&self) -> bool {
         matches!(
             self,
-            Command::Timeline(_) | Command::Dag(_) | Command::Trace(_)
+            Command::Timeline { .. } | Command::Dag(_) | Command::Trace(_)
         )
     }
 }
@@ -146,8 +151,20 @@ pub fn parse(sigil: char, text: &str) -> Result<Command, String> {
         ("queues", []) => Command::Queues,
         ("ops", []) => Command::Ops,
         ("why", [name]) => Command::Why(name.to_string()),
-        ("timeline", []) => Command::Timeline(None),
-        ("timeline", [file]) => Command::Timeline(Some(path(file))),
+        ("timeline", args) if args.len() <= 2 => {
+            let mut timeline = (None, None);
+            for arg in args {
+                match parse_span(arg) {
+                    Some(span_ns) if timeline.1.is_none() => timeline.1 = Some(span_ns),
+                    None if timeline.0.is_none() => timeline.0 = Some(path(arg)),
+                    _ => return Err(usage()),
+                }
+            }
+            Command::Timeline {
+                path: timeline.0,
+                span_ns: timeline.1,
+            }
+        }
         ("dag", []) => Command::Dag(None),
         ("dag", [argument]) => Command::Dag(Some(argument.to_string())),
         ("graph", []) => Command::Graph(None),
@@ -198,8 +215,8 @@ pub enum Outcome {
     EngineReplaced(String),
     /// A live view of the engine now.
     Live(LiveView, views::Frame),
-    /// The timeline of the ops so far.
-    Timeline(views::Replay),
+    /// The timeline of the ops so far, its axis at least the span (ns) long when given.
+    Timeline(Box<views::Replay>, Option<u64>),
     /// A DAG as Graphviz DOT.
     Dot(String),
     /// The help: the front-end lists [`help_lines`] with its sigil.
@@ -225,16 +242,17 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
         Command::Queues => Outcome::Live(LiveView::Queues, live_frame(session)),
         Command::Ops => Outcome::Live(LiveView::Ops, live_frame(session)),
         Command::Why(name) => Outcome::Text(why(session, &name)?),
-        Command::Timeline(path) => {
+        Command::Timeline { path, span_ns } => {
             let replay = replay(session);
             if replay.ops().is_empty() {
                 return Ok(Outcome::Note("no op ran yet".to_string()));
             }
             match path {
-                None => Outcome::Timeline(replay),
+                None => Outcome::Timeline(Box::new(replay), span_ns),
                 Some(path) => {
                     let options = views::svg::TimelineOptions {
                         simulated: session.engine().policy() == engine::Policy::Sim,
+                        span_ns,
                         ..Default::default()
                     };
                     write_file(&path, &views::svg::timeline(&replay, &options), "timeline")?
@@ -378,6 +396,21 @@ fn why(session: &Session, name: &str) -> Result<String, String> {
     Ok(text)
 }
 
+/// A span of time as a command argument: `30ms`, `1.5s`, `200us` (or `µs`), in nanoseconds.
+fn parse_span(text: &str) -> Option<u64> {
+    let (number, unit_ns) = [
+        ("ms", 1e6),
+        ("us", 1e3),
+        ("µs", 1e3),
+        ("ns", 1.0),
+        ("s", 1e9),
+    ]
+    .into_iter()
+    .find_map(|(unit, ns)| Some((text.strip_suffix(unit)?, ns)))?;
+    let value: f64 = number.parse().ok()?;
+    (value.is_finite() && value > 0.0).then(|| (value * unit_ns).round() as u64)
+}
+
 /// The engine's queues and live ops now.
 fn live_frame(session: &Session) -> views::Frame {
     let engine = session.engine();
@@ -452,7 +485,24 @@ mod tests {
                 threads: None
             })
         );
-        assert_eq!(parse(':', "timeline"), Ok(Command::Timeline(None)));
+        assert_eq!(
+            parse(':', "timeline"),
+            Ok(Command::Timeline {
+                path: None,
+                span_ns: None
+            })
+        );
+        assert_eq!(
+            parse('%', "timeline 30ms t.svg"),
+            Ok(Command::Timeline {
+                path: Some("t.svg".into()),
+                span_ns: Some(30_000_000)
+            })
+        );
+        assert_eq!(
+            parse('%', "timeline a.svg b.svg"),
+            Err("usage: %timeline [FILE.svg] [SPAN]".into())
+        );
         assert_eq!(
             parse(':', "dag g.dot"),
             Ok(Command::Dag(Some("g.dot".into())))
@@ -537,7 +587,11 @@ mod tests {
             "{text}"
         );
         session.engine().wait_all();
-        let Ok(Outcome::Timeline(replay)) = run(&mut session, Command::Timeline(None)) else {
+        let timeline = Command::Timeline {
+            path: None,
+            span_ns: None,
+        };
+        let Ok(Outcome::Timeline(replay, _)) = run(&mut session, timeline) else {
             panic!("timeline gives a replay");
         };
         let places: Vec<Option<&str>> = replay.ops().iter().map(|op| op.place.as_deref()).collect();

@@ -173,6 +173,7 @@ impl CellFold {
             width_px: TIMELINE_PX,
             arrows: false,
             simulated: source.policy == engine::Policy::Sim,
+            span_ns: None,
         };
         Some(views::svg::timeline(&self.replay, &options))
     }

@@ -444,9 +444,10 @@ impl Executor {
                     LiveView::Ops => views::text::ops(&frame, &style),
                 });
             }
-            Outcome::Timeline(replay) => {
+            Outcome::Timeline(replay, span_ns) => {
                 let options = views::svg::TimelineOptions {
                     simulated: self.session.engine().policy() == engine::Policy::Sim,
+                    span_ns,
                     ..Default::default()
                 };
                 let text_style = views::TextStyle::plain(TEXT_WIDTH);

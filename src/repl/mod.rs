@@ -311,7 +311,8 @@ impl Ctx {
             Outcome::Live(LiveView::Ops, frame) => {
                 print!("{}", views::text::ops(&frame, &self.text_style()));
             }
-            Outcome::Timeline(replay) => {
+            // The text timeline fits the terminal's width whatever the span.
+            Outcome::Timeline(replay, _) => {
                 print!("{}", views::text::timeline(&replay, &self.text_style()));
             }
             Outcome::Dot(dot) => print!("{dot}"),

@@ -24,6 +24,9 @@ pub struct TimelineOptions {
     pub arrows: bool,
     /// The run was simulated: times are on the virtual clock, and the title says so.
     pub simulated: bool,
+    /// The time axis covers at least this long (ns), so that timelines of different runs drawn
+    /// with the same span share one scale.
+    pub span_ns: Option<u64>,
 }
 
 impl Default for TimelineOptions {
@@ -32,6 +35,7 @@ impl Default for TimelineOptions {
             width_px: 1100,
             arrows: false,
             simulated: false,
+            span_ns: None,
         }
     }
 }
@@ -60,7 +64,11 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
     let width = f64::from(options.width_px.max(400));
     let height = TOP_PX + LANE_PX * lanes.len() as f64 + AXIS_PX;
     let (start, end) = replay.span_ns();
-    let span = (end - start).max(1) as f64;
+    let axis_end = options
+        .span_ns
+        .map_or(end, |span_ns| end.max(start.saturating_add(span_ns)));
+    let span = (axis_end - start).max(1) as f64;
+    let run_span = (end - start).max(1) as f64;
     let plot = width - LEFT_PX - RIGHT_PX;
     let x_of = |time: u64| LEFT_PX + time.saturating_sub(start) as f64 / span * plot;
     let critical: Vec<_> = replay.critical_path();
@@ -106,7 +114,7 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
             LEFT_PX - 6.0,
             y + 15.0,
             Role::Dim.hex(),
-            busy as f64 * 100.0 / span,
+            busy as f64 * 100.0 / run_span,
         );
     }
 
@@ -174,7 +182,7 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
         }
     }
 
-    axis(&mut svg, start, end, height - AXIS_PX + 4.0, &x_of);
+    axis(&mut svg, start, axis_end, height - AXIS_PX + 4.0, &x_of);
     svg.push_str("</svg>\n");
     svg
 }

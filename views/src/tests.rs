@@ -205,6 +205,7 @@ fn seed000_svg_and_dot() {
             width_px: 900,
             arrows: true,
             simulated: false,
+            span_ns: None,
         },
     ));
     expect_file!["../test_data/seed000.dot"].assert_eq(&dot::dag(&replay));
