@@ -110,6 +110,10 @@ pub fn format_for_reading(v: f32) -> String {
         let exp: i32 = exp.parse().unwrap_or(0);
         return format!("{mantissa}{}", exponent(exp, 2));
     }
+    if v == 0.0 {
+        // Also -0.0: a student reads 0.
+        return "0".to_string();
+    }
     if v.fract() == 0.0 {
         return format!("{v:.0}");
     }
@@ -366,6 +370,9 @@ mod tests {
             (30.0, "30"),
             (-4.0, "-4"),
             (0.0, "0"),
+            (-0.0, "0"),
+            (-0.0004, "-4e-04"),
+            (0.9996, "1"),
             (2359296.0, "2359296"),
             (1.0 / 3.0, "0.333"),
             (2.0 / 3.0, "0.667"),
