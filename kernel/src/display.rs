@@ -43,6 +43,10 @@ const TEXT_WIDTH: usize = 100;
 const MAX_TIMELINE_OPS: usize = 1000;
 /// The width of the timeline under the display.
 const TIMELINE_PX: u32 = 900;
+/// Up to how many ops the timeline carries dependency arrows (shown while the pointer is over it).
+const MAX_ARROW_OPS: usize = 300;
+/// Arrows appear while the pointer is over the timeline.
+const TIMELINE_STYLE: &str = "<style>.dep-timeline .dep-arrow { opacity: 0; transition: opacity 0.2s; } .dep-timeline:hover .dep-arrow { opacity: 1; }</style>";
 
 /// What the display is drawn from.
 #[derive(Clone)]
@@ -161,8 +165,8 @@ impl CellFold {
     }
 
     /// The Gantt chart of the cell so far (what has run, what runs, as Dask's task stream
-    /// shows it; full labels in each bar's tooltip), for a cell of at most
-    /// [`MAX_TIMELINE_OPS`] ops.
+    /// shows it; full labels in each bar's tooltip, dependency arrows while the pointer is over
+    /// it), for a cell of at most [`MAX_TIMELINE_OPS`] ops.
     fn timeline(&mut self, source: &Source) -> Option<String> {
         let n_ops = self.replay.ops().len();
         if n_ops == 0 || n_ops > MAX_TIMELINE_OPS {
@@ -171,7 +175,7 @@ impl CellFold {
         self.replay.name_places(&source.places);
         let options = views::svg::TimelineOptions {
             width_px: TIMELINE_PX,
-            arrows: false,
+            arrows: n_ops <= MAX_ARROW_OPS,
             simulated: source.policy == engine::Policy::Sim,
             span_ns: None,
         };
@@ -433,6 +437,7 @@ impl CellView {
         let mut html = views::html::fragment_with_heading(&self.frame, &self.heading, note);
         if let Some(svg) = &self.timeline {
             html.push_str("<div class=\"dep-timeline\" style=\"overflow-x:auto\">");
+            html.push_str(TIMELINE_STYLE);
             html.push_str(svg);
             html.push_str("</div>\n");
         }
@@ -839,6 +844,9 @@ mod tests {
             .find("<div class=\"dep-timeline\"")
             .expect("a timeline");
         assert!(html[timeline..].contains("<svg") && html[timeline..].contains("A = A + 1"));
+        // Its dependency arrows show while the pointer is over it.
+        assert!(html[timeline..].contains("class=\"dep-arrow\""));
+        assert!(html.contains(".dep-timeline:hover .dep-arrow { opacity: 1; }"));
         assert!(timeline > html.find("dep-ops").unwrap(), "under the tables");
         let long = finished_view(MAX_TIMELINE_OPS + 1).html(None);
         assert!(!long.contains("dep-timeline"));

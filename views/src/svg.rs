@@ -20,7 +20,8 @@ use crate::util::{escape_xml, format_ns, truncate};
 pub struct TimelineOptions {
     /// The picture's width in pixels.
     pub width_px: u32,
-    /// Draw an arrow for every dependency edge.
+    /// Draw an arrow for every dependency edge (each a `path` of class `dep-arrow`, which a page
+    /// may show only on hover).
     pub arrows: bool,
     /// The run was simulated: times are on the virtual clock, and the title says so.
     pub simulated: bool,
@@ -173,7 +174,7 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
             let bend = (to_x - from_x).abs().max(12.0) / 2.0;
             let _ = writeln!(
                 svg,
-                r#"<path d="M{from_x:.1},{from_y:.1} C{:.1},{from_y:.1} {:.1},{to_y:.1} {to_x:.1},{to_y:.1}" fill="none" stroke="{colour}" stroke-opacity="0.7" marker-end="url(#arrow)"><title>{} {}</title></path>"#,
+                r#"<path class="dep-arrow" d="M{from_x:.1},{from_y:.1} C{:.1},{from_y:.1} {:.1},{to_y:.1} {to_x:.1},{to_y:.1}" fill="none" stroke="{colour}" stroke-opacity="0.7" marker-end="url(#arrow)"><title>{} {}</title></path>"#,
                 from_x + bend,
                 to_x - bend,
                 edge.hazard.short_name(),
