@@ -63,6 +63,7 @@ mod sync;
 mod var_queue;
 
 pub use crate::{
+    accesses::AccessSet,
     completion::OpCompletion,
     config::{parse_threads, EngineConfig, Policy},
     device::{Device, MAX_GPUS},

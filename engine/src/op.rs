@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::sync::{Arc, AtomicU32, AtomicU8, AtomicUsize, Condvar, Mutex, Ordering};
-use crate::{Device, OpCompletion, Var};
+use crate::{AccessSet, Device, OpCompletion, Var};
 
 /// The closure an op runs: `Err(message)` marks the op failed.
 pub type OpFn = Box<dyn FnOnce() -> Result<(), String> + Send + 'static>;
@@ -29,6 +29,8 @@ pub struct OpSpec {
     pub(crate) line: u32,
     pub(crate) reads: Vec<Var>,
     pub(crate) writes: Vec<Var>,
+    /// Accesses made ready beforehand ([`OpSpec::access_set`]), besides `reads` and `writes`.
+    pub(crate) set: Option<AccessSet>,
     pub(crate) device: Device,
     pub(crate) priority: i32,
     pub(crate) work: Work,
@@ -65,6 +67,7 @@ impl OpSpec {
             line: 0,
             reads: Vec::new(),
             writes: Vec::new(),
+            set: None,
             device: Device::Cpu,
             priority: 0,
             work,
@@ -93,6 +96,30 @@ impl OpSpec {
             self.writes.extend(writes);
         }
         self
+    }
+
+    /// The op's accesses as a set made beforehand, shared with other ops: the cheapest way to
+    /// push the same accesses many times (a statement in a loop).
+    pub fn access_set(mut self, set: AccessSet) -> Self {
+        self.set = Some(set);
+        self
+    }
+
+    /// The accesses the engine keeps for the op: the shared set as it is when nothing else was
+    /// given, otherwise everything normalized together.
+    pub(crate) fn take_accesses(&mut self) -> AccessSet {
+        let (reads, writes) = (
+            std::mem::take(&mut self.reads),
+            std::mem::take(&mut self.writes),
+        );
+        match self.set.take() {
+            Some(set) if reads.is_empty() && writes.is_empty() => set,
+            Some(set) => AccessSet::new(
+                set.reads().iter().chain(&reads).cloned().collect(),
+                set.writes().iter().chain(&writes).cloned().collect(),
+            ),
+            None => AccessSet::new(reads, writes),
+        }
     }
 
     /// The device whose workers run the op.
@@ -291,10 +318,9 @@ pub(crate) struct OpBlock {
     pub(crate) line: u32,
     pub(crate) device: Device,
     pub(crate) priority: i32,
-    pub(crate) reads: Vec<Var>,
-    pub(crate) writes: Vec<Var>,
-    /// How many of `writes`, at the front, the op also reads: their errors skip it too.
-    pub(crate) n_read_writes: usize,
+    /// What it reads and writes (`n_read_writes` of the writes, at the front, it also reads:
+    /// their errors skip it too).
+    pub(crate) accesses: AccessSet,
     /// Engine bookkeeping (wait, delete) run on the thread that makes it ready, never queued.
     pub(crate) inline: bool,
     /// Accesses not yet granted, plus one held by `push` until every access is appended.
@@ -314,15 +340,10 @@ impl OpBlock {
         line: u32,
         device: Device,
         priority: i32,
-        accesses: crate::accesses::Accesses,
+        accesses: AccessSet,
         work: Work,
     ) -> OpBlock {
-        let crate::accesses::Accesses {
-            reads,
-            writes,
-            n_read_writes,
-        } = accesses;
-        let n_accesses = reads.len() + writes.len();
+        let n_accesses = accesses.reads.len() + accesses.writes.len();
         let inline = !matches!(work, Work::Run(_) | Work::Async(_));
         OpBlock {
             inline,
@@ -331,9 +352,7 @@ impl OpBlock {
             line,
             device,
             priority,
-            reads,
-            writes,
-            n_read_writes,
+            accesses,
             wait_count: AtomicUsize::new(n_accesses + 1),
             state: AtomicU8::new(OpState::Waiting as u8),
             worker: AtomicU32::new(u32::MAX),

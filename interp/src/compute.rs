@@ -28,20 +28,44 @@ pub(crate) struct ComputeOp {
     pub(crate) rng: Option<Arc<RngSlot>>,
 }
 
-impl ComputeOp {
-    /// The engine op: reads the inputs (and the generator), writes the outputs (and the
-    /// generator); allocations come from `pool` when one is given.
-    pub(crate) fn into_spec(self, pool: Option<Arc<BufferPool>>) -> engine::OpSpec {
-        let (reads, writes) = self.accesses();
-        let (label, line, priority, device) =
-            (self.label.clone(), self.line, self.priority, self.device);
-        engine::OpSpec::new(label, move || self.execute(pool.as_ref()))
-            .accesses(reads, writes)
-            .line(line)
-            .priority(priority)
-            .device(device)
+/// A compute op ready to push any number of times: the op, shared by every push, and its
+/// accesses normalized once. A statement in a loop is compiled into one of these and pushed again
+/// on every iteration for a few reference counts (see `statement_cache`).
+#[derive(Clone)]
+pub(crate) struct PushableOp {
+    op: Arc<ComputeOp>,
+    accesses: engine::AccessSet,
+}
+
+impl PushableOp {
+    /// Makes `op` pushable: computes its accesses.
+    pub(crate) fn new(op: ComputeOp) -> PushableOp {
+        let (reads, writes) = op.accesses();
+        PushableOp {
+            op: Arc::new(op),
+            accesses: engine::AccessSet::new(reads, writes),
+        }
     }
 
+    /// The op.
+    pub(crate) fn op(&self) -> &ComputeOp {
+        &self.op
+    }
+
+    /// The engine op for one push, labelled `label` (the statement's label now: the same op
+    /// may be shown differently on each push): reads the inputs (and the generator), writes the
+    /// outputs (and the generator), computing on the host with no buffer pool.
+    pub(crate) fn spec(&self, label: Arc<str>) -> engine::OpSpec {
+        let op = self.op.clone();
+        engine::OpSpec::new(label, move || op.execute(None))
+            .access_set(self.accesses.clone())
+            .line(self.op.line)
+            .priority(self.op.priority)
+            .device(self.op.device)
+    }
+}
+
+impl ComputeOp {
     /// The variables the op reads (its inputs, and the target of `A op= ...`, which it updates
     /// in place) and writes (its outputs, and the generator for plans that draw random numbers).
     /// A variable both read and written is a read-write: an error it holds skips the op and

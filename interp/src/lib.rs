@@ -25,6 +25,7 @@ mod plan;
 mod segment;
 mod session;
 mod slot;
+mod statement_cache;
 mod suggest;
 pub mod tensor;
 

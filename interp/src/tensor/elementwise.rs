@@ -8,7 +8,9 @@
 //! `inf`, `0 / 0` is NaN, and comparisons give `1.0` or `0.0`.
 
 use super::error::{terr, Result};
-use super::shape::{alloc, broadcast_shapes, broadcast_strides, fmt_shape, numel, strides};
+use super::shape::{
+    alloc, broadcast_shapes, broadcast_strides, broadcasts_to, fmt_shape, numel, strides,
+};
 use super::Tensor;
 
 /// A binary elementwise operator.
@@ -339,8 +341,8 @@ impl Visit for InPlaceKernel<'_> {
 /// Computes `target op other` into `target`'s own buffer (copying it first
 /// only if it is shared). The broadcast result must have `target`'s shape.
 pub fn binary_inplace(target: &mut Tensor, op: BinaryOp, other: &Tensor) -> Result<()> {
-    let shape = broadcast_shapes(target.shape(), other.shape())?;
-    if shape != target.shape() {
+    if !broadcasts_to(other.shape(), target.shape()) {
+        let shape = broadcast_shapes(target.shape(), other.shape())?;
         return Err(terr!(
             "cannot update a tensor of shape {} in place with an operand of shape {}: \
              the result would have shape {}",
@@ -349,12 +351,12 @@ pub fn binary_inplace(target: &mut Tensor, op: BinaryOp, other: &Tensor) -> Resu
             fmt_shape(&shape)
         ));
     }
-    let target_shape = target.shape().to_vec();
+    let (target_shape, target) = target.shape_and_values_mut();
     with_op(
         op,
         InPlaceKernel {
-            target: target.make_mut(),
-            target_shape: &target_shape,
+            target,
+            target_shape,
             other,
         },
     );
