@@ -625,6 +625,10 @@ impl Shared {
                 let (outcome, cost) = self.measured(|| self.run_user_op(&op, exec));
                 self.finish(&op, outcome, cost, false, ready);
             }
+            Some(Work::Shared(body)) => {
+                let (outcome, cost) = self.measured(|| self.run_user_op(&op, || body.run()));
+                self.finish(&op, outcome, cost, false, ready);
+            }
             Some(Work::Async(start)) => self.start_async(&op, start, ready),
             Some(Work::Wait(signal)) => {
                 signal.set(match first_read_error(&op) {
@@ -787,7 +791,7 @@ impl Shared {
         first_read_error(op).map(Outcome::Skipped)
     }
 
-    fn run_user_op(&self, op: &OpBlock, exec: crate::op::OpFn) -> Outcome {
+    fn run_user_op(&self, op: &OpBlock, exec: impl FnOnce() -> Result<(), String>) -> Outcome {
         if let Some(outcome) = self.refusal(op) {
             return outcome;
         }

@@ -71,6 +71,6 @@ pub use crate::{
     engine::{current_lane, Engine, Monitor, Var, VarId, CALLER_WORKER},
     event::{Event, EventKind, EventLog, EventSink},
     memory::{MemoryMeter, MemoryStats},
-    op::{AsyncOpFn, OpError, OpFn, OpId, OpSpec, OpState, Outcome},
+    op::{AsyncOpFn, OpBody, OpError, OpFn, OpId, OpSpec, OpState, Outcome},
     snapshot::{AccessSnapshot, Blocker, OpSnapshot, Snapshot, VarSnapshot},
 };

@@ -12,6 +12,13 @@ pub type OpFn = Box<dyn FnOnce() -> Result<(), String> + Send + 'static>;
 /// whoever finishes it (another thread, a callback), which completes the op later.
 pub type AsyncOpFn = Box<dyn FnOnce(OpCompletion) + Send + 'static>;
 
+/// What an op pushed many times runs, shared by every push (a statement in a loop): pushing
+/// it costs a reference count, where a closure costs an allocation each time.
+pub trait OpBody: Send + Sync + 'static {
+    /// Runs the op once: `Err(message)` marks it failed.
+    fn run(&self) -> Result<(), String>;
+}
+
 /// An op's identity: its push number, unique within an engine, increasing in push order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OpId(pub u64);
@@ -44,6 +51,12 @@ impl OpSpec {
         exec: impl FnOnce() -> Result<(), String> + Send + 'static,
     ) -> Self {
         OpSpec::with_work(label.into(), Work::Run(Box::new(exec)))
+    }
+
+    /// An op labelled `label` that runs `body`, which other ops may share (see [`OpBody`]); on
+    /// the CPU, at priority 0, reading and writing nothing until told.
+    pub fn shared(label: impl Into<Arc<str>>, body: std::sync::Arc<dyn OpBody>) -> Self {
+        OpSpec::with_work(label.into(), Work::Shared(body))
     }
 
     /// An asynchronous op (MXNet's `PushAsync`): `start` runs when the op's accesses are granted
@@ -303,6 +316,8 @@ impl Signal {
 pub(crate) enum Work {
     /// A caller's closure, run by a worker.
     Run(OpFn),
+    /// A caller's shared body, run by a worker.
+    Shared(std::sync::Arc<dyn OpBody>),
     /// A caller's asynchronous op: started by a worker, finished through its [`OpCompletion`].
     Async(AsyncOpFn),
     /// `wait_var`: wake the waiting thread with the variable's error, if any.
@@ -344,7 +359,7 @@ impl OpBlock {
         work: Work,
     ) -> OpBlock {
         let n_accesses = accesses.reads.len() + accesses.writes.len();
-        let inline = !matches!(work, Work::Run(_) | Work::Async(_));
+        let inline = !matches!(work, Work::Run(_) | Work::Shared(_) | Work::Async(_));
         OpBlock {
             inline,
             id,

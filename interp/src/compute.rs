@@ -4,6 +4,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use dep_engine as engine;
 
 use crate::gpu;
@@ -56,12 +58,19 @@ impl PushableOp {
     /// may be shown differently on each push): reads the inputs (and the generator), writes the
     /// outputs (and the generator), computing on the host with no buffer pool.
     pub(crate) fn spec(&self, label: Arc<str>) -> engine::OpSpec {
-        let op = self.op.clone();
-        engine::OpSpec::new(label, move || op.execute(None))
+        let body: Arc<dyn engine::OpBody> = self.op.clone();
+        engine::OpSpec::shared(label, body)
             .access_set(self.accesses.clone())
             .line(self.op.line)
             .priority(self.op.priority)
             .device(self.op.device)
+    }
+}
+
+/// Pushed as a shared body: a statement pushed again runs the same op, with no buffer pool.
+impl engine::OpBody for ComputeOp {
+    fn run(&self) -> Result<(), String> {
+        self.execute(None)
     }
 }
 
@@ -231,7 +240,8 @@ fn run(
         &mut heap_uses
     };
     plan.count_uses(remaining_uses);
-    let mut values = Vec::with_capacity(inputs.len());
+    let mut values: SmallVec<[Option<tensor::Tensor>; ON_STACK]> =
+        SmallVec::with_capacity(inputs.len());
     for slot in inputs {
         // The old value of a variable this op overwrites is dead once read: take it out of its
         // slot so that the op may update it in place (never for `+=`, which updates the slot).
@@ -260,6 +270,21 @@ fn run(
             .ok_or_else(|| format!("`{}` has no value", outputs[0].var.name()))?;
         return tensor::binary_inplace(value, op, &rhs)
             .map_err(|error| error.message().to_string());
+    }
+    if !plan.is_multi() {
+        let value = plan
+            .eval(&mut ctx)
+            .map_err(|error| error.message().to_string())?;
+        return match outputs {
+            [output] => {
+                output.set(value);
+                Ok(())
+            }
+            _ => Err(format!(
+                "the right side gives 1 value but {} names are assigned",
+                outputs.len()
+            )),
+        };
     }
     let results = plan
         .eval_multi(&mut ctx)
