@@ -272,19 +272,26 @@ fn run(
             .map_err(|error| error.message().to_string());
     }
     if !plan.is_multi() {
-        let value = plan
-            .eval(&mut ctx)
-            .map_err(|error| error.message().to_string())?;
-        return match outputs {
-            [output] => {
-                output.set(value);
-                Ok(())
-            }
-            _ => Err(format!(
+        let [output] = outputs else {
+            return Err(format!(
                 "the right side gives 1 value but {} names are assigned",
                 outputs.len()
-            )),
+            ));
         };
+        // The old value of a variable written but not read is dead: its buffer may take the
+        // result (never a value shared with another variable or a reader: those stay).
+        let spare = inputs
+            .iter()
+            .all(|input| !Arc::ptr_eq(input, output))
+            .then(|| output.take_dead_buffer())
+            .flatten();
+        let value = match spare {
+            Some(spare) => tensor::with_spare(spare, || plan.eval(&mut ctx)),
+            None => plan.eval(&mut ctx),
+        }
+        .map_err(|error| error.message().to_string())?;
+        output.set(value);
+        return Ok(());
     }
     let results = plan
         .eval_multi(&mut ctx)
@@ -306,6 +313,34 @@ fn run(
 mod tests {
     use super::*;
     use engine::Device;
+
+    fn slot_holding(values: Vec<f32>) -> Arc<Slot> {
+        let engine = engine::Engine::new(engine::EngineConfig::default());
+        let slot = Slot::new(engine.new_var("v"));
+        slot.set(tensor::Tensor::from_vec(vec![values.len()], values).unwrap());
+        slot
+    }
+
+    #[test]
+    fn a_result_takes_the_buffer_of_the_value_it_overwrites() {
+        // y = x + 1, where y's old value is held by nobody else.
+        let (x, y) = (slot_holding(vec![1.0, 2.0]), slot_holding(vec![7.0, 7.0]));
+        let old = y.get().unwrap().data().as_ptr();
+        let plan = Plan::Binary(
+            tensor::BinaryOp::Add,
+            Box::new(Plan::Input(0)),
+            Box::new(Plan::Const(tensor::Tensor::scalar(1.0))),
+        );
+        run(&plan, &[x.clone()], &[y.clone()], None, None).unwrap();
+        let new = y.get().unwrap();
+        assert_eq!(new.data(), &[2.0, 3.0]);
+        assert_eq!(new.data().as_ptr(), old, "y's old buffer holds the result");
+        // A value another holder shares is left to it.
+        let shared = y.get().unwrap();
+        run(&plan, &[x], &[y.clone()], None, None).unwrap();
+        assert_ne!(y.get().unwrap().data().as_ptr(), shared.data().as_ptr());
+        assert_eq!(shared.data(), &[2.0, 3.0]);
+    }
 
     #[test]
     fn ops_on_a_gpu_and_copies_to_one_compute_there() {

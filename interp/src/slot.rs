@@ -120,6 +120,14 @@ impl Slot {
         host.ok_or_else(|| format!("`{}` has no value", self.var.name()))
     }
 
+    /// The host buffer of the value an op is about to overwrite, when nobody else holds it, for
+    /// the op's result to reuse (see `tensor::with_spare`). The value leaves the slot: the op
+    /// that overwrites it stores the new one (or fails, and the variable holds the error).
+    pub(crate) fn take_dead_buffer(&self) -> Option<Vec<f32>> {
+        let host = lock(&self.value).take()?;
+        host.into_values()
+    }
+
     /// Drops the value for good (a graph's own buffer after its last reader), never downloading
     /// it: gives its size in bytes and the host copy, if there is one, for a buffer pool.
     pub(crate) fn release(&self) -> (usize, Option<Tensor>) {

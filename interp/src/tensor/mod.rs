@@ -41,6 +41,7 @@ pub use nn::{onehot, softmax};
 pub use npy::{load_npy, read_npy, save_npy, write_npy};
 pub use random::{rand, randn, seeded_rng, TensorRng};
 pub use reduce::{reduce, ReduceOp};
+pub(crate) use storage::with_spare;
 pub use storage::{cpu_memory, format_bytes, reset_cpu_peak, with_pool, BufferPool};
 
 use storage::Storage;
