@@ -269,19 +269,21 @@ impl Visit for NewKernel<'_> {
 /// assert_eq!(c.data(), &[11., 21., 31., 12., 22., 32.]);
 /// ```
 pub fn binary(a: &Tensor, op: BinaryOp, b: &Tensor) -> Result<Tensor> {
-    let shape = broadcast_shapes(a.shape(), b.shape())?;
-    let n = numel(&shape)?;
+    // The result has one operand's shape whenever the other broadcasts to it (nearly always):
+    // then no shape is built.
+    let broadcast;
+    let shape: &[usize] = if broadcasts_to(b.shape(), a.shape()) {
+        a.shape()
+    } else if broadcasts_to(a.shape(), b.shape()) {
+        b.shape()
+    } else {
+        broadcast = broadcast_shapes(a.shape(), b.shape())?;
+        &broadcast
+    };
+    let n = numel(shape)?;
     let out = alloc(n)?;
-    let out = with_op(
-        op,
-        NewKernel {
-            a,
-            b,
-            shape: &shape,
-            out,
-        },
-    );
-    Ok(Tensor::from_parts(shape, out))
+    let out = with_op(op, NewKernel { a, b, shape, out });
+    Ok(Tensor::from_slice_parts(shape, out))
 }
 
 /// Updates `target` in place with `target op other`, as `A += B` does.

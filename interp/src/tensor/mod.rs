@@ -88,6 +88,15 @@ impl Tensor {
         }
     }
 
+    /// [`Tensor::from_parts`] for a shape borrowed from elsewhere (no vector built for it).
+    pub(crate) fn from_slice_parts(shape: &[usize], data: Vec<f32>) -> Tensor {
+        debug_assert_eq!(shape.iter().product::<usize>(), data.len());
+        Tensor {
+            shape: SmallVec::from_slice(shape),
+            data: Arc::new(Storage::new(data)),
+        }
+    }
+
     /// A 0-d tensor holding `value`.
     pub fn scalar(value: f32) -> Tensor {
         Tensor {
