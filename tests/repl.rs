@@ -194,7 +194,7 @@ fn why_explains_an_op_waiting_behind_a_long_matmul_while_the_panel_shows_it() {
     repl.expect("2 ops pending: 1 running, 0 ready, 1 waiting");
     let shown = repl.run(":why Z");
     assert!(
-        shown.contains("Z will be written by Z = Y + 1 (line 4), which waits for Y: written by Y = work(4000, X @ X) (line 3)"),
+        shown.contains("Z will be written by Z = Y + 1 (<repl>:1), which waits for Y: written by Y = work(4000, X @ X) (<repl>:1)"),
         "{shown:?}"
     );
     assert!(shown.contains("running on cpu:"), "{shown:?}");

@@ -40,7 +40,7 @@ fn every_view_flag_writes_its_file_and_stdout_stays_the_script_output() {
     .expect_code(0);
     assert_eq!(run.stdout, plain.stdout, "views never write to stdout");
     assert!(
-        run.stderr.starts_with("summary: 10 ops (10 done), wall "),
+        run.stderr.starts_with("summary: 8 ops (8 done), wall "),
         "{}",
         run.stderr
     );

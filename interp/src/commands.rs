@@ -369,17 +369,30 @@ fn why(session: &Session, name: &str) -> Result<String, String> {
 /// The engine's queues and live ops now.
 fn live_frame(session: &Session) -> views::Frame {
     let engine = session.engine();
-    views::Frame::from_snapshot(&engine.snapshot(), &engine.worker_names())
+    let mut frame = views::Frame::from_snapshot(&engine.snapshot(), &engine.worker_names());
+    frame.name_places(&session.places());
+    frame
 }
 
 /// What the session's event log holds: everything since the engine started in the REPL, the
-/// last cell that ran code in the kernel (which clears the log).
+/// last cell that ran code in the kernel (which clears the log). Variables created before the
+/// log began are named from the engine.
 fn replay(session: &Session) -> views::Replay {
     let events = session
         .event_log()
         .map(|log| log.events())
         .unwrap_or_default();
-    views::Replay::new(events, session.engine().worker_names())
+    let engine = session.engine();
+    let mut replay = views::Replay::new(events, engine.worker_names());
+    replay.name_vars(
+        engine
+            .snapshot()
+            .vars
+            .into_iter()
+            .map(|var| (var.id, var.name)),
+    );
+    replay.name_places(&session.places());
+    replay
 }
 
 /// Why a DAG or report of the graph `name` cannot be shown.
@@ -486,6 +499,47 @@ mod tests {
         }
     }
 
+    /// `:why` and the views name a line by its input (`cell[2]:2`), as error reports do,
+    /// not by its number in the session.
+    #[test]
+    fn why_names_lines_by_their_input() {
+        let mut session = Session::new(SessionConfig {
+            observe: true,
+            policy: engine::Policy::Threaded,
+            threads: 2,
+            ..SessionConfig::default()
+        });
+        let mut sink = std::io::sink();
+        session
+            .run_source("cell[1]", "A = ones(2)\nB = ones(2)", &mut sink)
+            .unwrap();
+        session
+            .run_source("cell[2]", "B = work(1000, A)\nC = B + 1", &mut sink)
+            .unwrap();
+        let Ok(Outcome::Text(text)) = run(&mut session, Command::Why("C".into())) else {
+            panic!("why gives text");
+        };
+        session.cancel();
+        assert!(
+            text.starts_with("C will be written by C = B + 1 (cell[2]:2), which waits for B: written by B = work(1000, A) (cell[2]:1)"),
+            "{text}"
+        );
+        session.engine().wait_all();
+        let Ok(Outcome::Timeline(replay)) = run(&mut session, Command::Timeline(None)) else {
+            panic!("timeline gives a replay");
+        };
+        let places: Vec<Option<&str>> = replay.ops().iter().map(|op| op.place.as_deref()).collect();
+        assert_eq!(
+            places,
+            [
+                Some("cell[1]:1"),
+                Some("cell[1]:2"),
+                Some("cell[2]:1"),
+                Some("cell[2]:2")
+            ]
+        );
+    }
+
     #[test]
     fn commands_run_on_a_session() {
         let mut session = Session::new(SessionConfig {
@@ -512,6 +566,18 @@ mod tests {
             panic!("dag gives DOT");
         };
         assert!(dot.contains("B = A + 1"), "{dot}");
+        // A log that began after A was made (a notebook's next cell) still names it.
+        if let Some(log) = session.event_log() {
+            log.clear();
+        }
+        session
+            .run_source("t.dep", "C = A * 2\nA = ones(2)", &mut std::io::sink())
+            .unwrap();
+        session.engine().wait_all();
+        let Ok(Outcome::Dot(dot)) = run(&mut session, Command::Dag(None)) else {
+            panic!("dag gives DOT");
+        };
+        assert!(dot.contains("label=\"A WAR\""), "{dot}");
         assert_eq!(
             run(&mut session, Command::Graph(Some("g".into()))).err(),
             Some("no graph named `g`: `graph g { ... }` records one".to_string())

@@ -385,7 +385,17 @@ impl<'a> Runner<'a> {
                     let report = self.session.graphs[&name.text].report();
                     parts.push(report.trim_end().to_string());
                 }
-                _ => parts.push(self.evaluate_now(item)?.to_string()),
+                _ => {
+                    let value = self.evaluate_now(item)?;
+                    // In a sentence a number reads as a student expects (`0.333`, not
+                    // `0.33333334`); `print X` alone shows every digit.
+                    parts.push(match value.to_scalar() {
+                        Some(number) if items.len() > 1 && value.ndim() == 0 => {
+                            tensor::format_for_reading(number)
+                        }
+                        _ => value.to_string(),
+                    });
+                }
             }
         }
         self.write_line(&parts.join(" "));
@@ -1303,7 +1313,7 @@ impl<'a> Runner<'a> {
         outputs: Vec<Arc<Slot>>,
         update: Option<tensor::BinaryOp>,
     ) -> Option<Pushed> {
-        let label = self.label(stmt);
+        let label = self.op_label(stmt, &outputs);
         let line = self.line(stmt.span);
         self.push_labelled(label, line, compiled, outputs, update)
     }
@@ -1322,10 +1332,32 @@ impl<'a> Runner<'a> {
         for output in &op.op().outputs {
             output.set_home(self.device);
         }
-        let label = self.session.sources[self.source_index].label(stmt.span);
-        let spec = op.spec(label);
-        self.session.push(spec);
+        if self.session.engine.is_observed() {
+            let op = op.clone();
+            let label = self.op_label(stmt, &op.op().outputs);
+            self.session.push(op.spec(label));
+        } else {
+            let label = self.session.sources[self.source_index].label(stmt.span);
+            let spec = op.spec(label);
+            self.session.push(spec);
+        }
         true
+    }
+
+    /// The label of the op `stmt` pushes to write `outputs`: its text, and when the engine is
+    /// observed, which iteration of a loop it is (see `labels`).
+    fn op_label(&mut self, stmt: &grammar::Stmt, outputs: &[Arc<Slot>]) -> Arc<str> {
+        let label = self.label(stmt);
+        if !self.session.engine.is_observed() {
+            // Views tell a loop's ops apart; an unobserved run keeps the shared label.
+            return label;
+        }
+        let written = outputs.first().map(|slot| slot.var.name());
+        let counter = |name: &str| match self.lookup(name) {
+            Some((Binding::Counter(value), _)) => Some(value),
+            _ => None,
+        };
+        crate::labels::with_iteration(&label, written, counter).unwrap_or(label)
     }
 
     /// Keeps the op just pushed for `stmt`, compiled when the bindings were at `epoch`, if

@@ -329,7 +329,8 @@ impl Graph {
         report
     }
 
-    /// The DAG in Graphviz DOT, edges labelled RAW/WAR/WAW, the critical path in bold.
+    /// The DAG in Graphviz DOT, edges labelled with their variable and RAW/WAR/WAW (`A RAW`),
+    /// the critical path in bold.
     pub(crate) fn dot(&self) -> String {
         let critical = self.critical_path();
         let mut dot = format!("digraph \"{}\" {{\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fillcolor=\"#eef2f7\", fontname=\"monospace\"];\n", self.name);
@@ -348,14 +349,33 @@ impl Graph {
         }
         for edge in self.dag.edge_references() {
             let (from, to) = (self.dag[edge.source()], self.dag[edge.target()]);
-            let _ = writeln!(
-                dot,
-                "  op{from} -> op{to} [label=\"{}\"];",
-                edge.weight().short()
-            );
+            let kind = *edge.weight();
+            let label = match self.edge_var(from, to, kind) {
+                Some(name) => format!("{} {}", escape(name), kind.short()),
+                None => kind.short().to_string(),
+            };
+            let _ = writeln!(dot, "  op{from} -> op{to} [label=\"{label}\"];");
         }
         dot.push_str("}\n");
         dot
+    }
+}
+
+impl Graph {
+    /// The variable a dependency of op `to` on op `from` is about, by name, unless it is one of
+    /// the graph's own temporaries.
+    fn edge_var(&self, from: usize, to: usize, kind: Dependency) -> Option<&str> {
+        let (earlier, later) = (&self.ops[from], &self.ops[to]);
+        let (earlier, later) = match kind {
+            Dependency::ReadAfterWrite => (&earlier.outputs, &later.inputs),
+            Dependency::WriteAfterRead => (&earlier.inputs, &later.outputs),
+            Dependency::WriteAfterWrite => (&earlier.outputs, &later.outputs),
+        };
+        earlier
+            .iter()
+            .find(|slot| later.iter().any(|other| Arc::ptr_eq(slot, other)))
+            .map(|slot| slot.var.name())
+            .filter(|name| !name.contains('#'))
     }
 }
 

@@ -21,6 +21,7 @@ mod error;
 mod exec;
 pub mod gpu;
 mod graph;
+mod labels;
 mod plan;
 mod segment;
 mod session;

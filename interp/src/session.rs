@@ -147,6 +147,8 @@ pub struct Session {
     pub(crate) sources: Vec<SourceChunk>,
     /// Lines run so far, so that each input's lines get session-wide numbers.
     pub(crate) lines_so_far: u32,
+    /// Each input's place, for views that name lines as the reader numbers them.
+    places: dep_views::Places,
     /// Counter for names of temporaries.
     pub(crate) n_temporaries: u64,
     /// Recorded graphs, by name.
@@ -182,12 +184,20 @@ impl Session {
             rng,
             sources: Vec::new(),
             lines_so_far: 0,
+            places: dep_views::Places::default(),
             n_temporaries: 0,
             reported: Vec::new(),
             interrupt_check: None,
             abandon_check: None,
             graphs: HashMap::default(),
         }
+    }
+
+    /// Where each input's lines are, to name an op's session-wide line as the reader numbers
+    /// it (`cell[3]:1`, `<repl>:1`): for `Frame::name_places` and `Replay::name_places`. The
+    /// handle sees inputs run later too.
+    pub fn places(&self) -> dep_views::Places {
+        self.places.clone()
     }
 
     /// The session's configuration.
@@ -274,6 +284,7 @@ impl Session {
             file_first_line,
             source.clone(),
         ));
+        self.places.add(first_line, path, file_first_line);
         let source_index = self.sources.len() - 1;
         let mut runner = Runner::new(self, source_index, out);
         runner.run_statements(&parsed.program.statements)

@@ -46,6 +46,8 @@ pub(crate) struct Source {
     pub(crate) policy: engine::Policy,
     pub(crate) monitor: engine::Monitor,
     pub(crate) log: Arc<engine::EventLog>,
+    /// Names op lines by their cell (`cell[3]:1`).
+    pub(crate) places: views::Places,
 }
 
 /// One cell's ops and queues at one moment, as the display draws them.
@@ -138,13 +140,16 @@ impl CellFold {
         let snapshot = source.monitor.snapshot();
         let now_ns = source.monitor.now_ns();
         let live = views::Frame::from_snapshot(&snapshot, &worker_names);
-        self.cell_view(
+        let mut view = self.cell_view(
             &source.title,
             source.policy,
             (&live, &worker_names),
             now_ns,
             finished,
-        )
+        );
+        // Only the ops shown are named: a redraw's cost does not grow with the cell.
+        view.frame.name_places(&source.places);
+        view
     }
 
     /// Folds the events that arrived since the last read; with `settle`, every event numbered
@@ -545,6 +550,7 @@ fn row_of(
             id: record.id,
             label: record.label.clone(),
             line: record.line,
+            place: record.place.clone(),
             state: record.state,
             device: record.device,
             worker,
@@ -682,6 +688,7 @@ mod tests {
             policy: engine::Policy::Naive,
             monitor: engine.monitor(),
             log,
+            places: views::Places::default(),
         }
         .view(true)
     }
@@ -701,6 +708,7 @@ mod tests {
             policy: engine::Policy::PerDevice,
             monitor: engine.monitor(),
             log,
+            places: views::Places::default(),
         };
         let mut fold = CellFold::new(&source);
         let x = engine.new_var("X");
@@ -719,6 +727,52 @@ mod tests {
             .find(|op| &*op.label == "X = copy")
             .unwrap();
         assert_eq!(row.worker.as_deref(), Some("copy:0"));
+    }
+
+    /// `print A + 1` pushes a temporary's value, waits for it and deletes it: the cell shows
+    /// and counts the statements, not the bookkeeping (`wait _#1`, `del _#1`).
+    #[test]
+    fn a_cell_neither_shows_nor_counts_the_bookkeeping_of_temporaries() {
+        let log = Arc::new(engine::EventLog::new());
+        let engine = engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::Threaded,
+            threads: 2,
+            sink: Some(log.clone()),
+            ..engine::EngineConfig::default()
+        });
+        let a = engine.new_var("A");
+        let temporary = engine.new_var("_#1");
+        engine.push(
+            engine::OpSpec::new("A = 1", || Ok(()))
+                .writes(&[a.clone()])
+                .line(1),
+        );
+        engine.push(
+            engine::OpSpec::new("A + 1", || Ok(()))
+                .reads(&[a])
+                .writes(&[temporary.clone()])
+                .line(2),
+        );
+        engine.wait_var(&temporary).unwrap();
+        engine.delete_var(temporary, || ());
+        engine.wait_all();
+        let view = Source {
+            title: "cell[1]".to_string(),
+            policy: engine::Policy::Threaded,
+            monitor: engine.monitor(),
+            log,
+            places: views::Places::default(),
+        }
+        .view(true);
+        assert!(
+            view.heading
+                .starts_with("cell[1] · threaded engine · 2 ops: 2 done · "),
+            "{}",
+            view.heading
+        );
+        let text = view.text(None);
+        assert!(!text.contains("_#1"), "{text}");
+        assert!(!view.html(None).contains("_#1"));
     }
 
     #[test]
@@ -1079,6 +1133,7 @@ mod tests {
             policy: engine::Policy::Threaded,
             monitor: engine.monitor(),
             log,
+            places: views::Places::default(),
         };
         (engine, vars, source)
     }

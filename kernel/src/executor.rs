@@ -357,6 +357,7 @@ impl Executor {
             policy: self.session.engine().policy(),
             monitor: self.session.engine().monitor(),
             log,
+            places: self.session.places(),
         })
     }
 

@@ -316,7 +316,11 @@ mod tests {
         *shared.names.lock().unwrap() = names.iter().map(|name| name.to_string()).collect();
         let monitor = dep_engine::Engine::new(dep_engine::EngineConfig::default()).monitor();
         let style = Style { colour: false };
-        let helper = DepHelper::new(shared, Arc::new(Panel::new(monitor, style)), style);
+        let helper = DepHelper::new(
+            shared,
+            Arc::new(Panel::new(monitor, dep_views::Places::default(), style)),
+            style,
+        );
         let history = rustyline::history::DefaultHistory::new();
         let (start, pairs) = helper
             .complete(line, line.len(), &Context::new(&history))

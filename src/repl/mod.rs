@@ -225,7 +225,7 @@ impl Ctx {
     /// After the engine was replaced (`:engine`, `:threads`, `:reset`).
     fn engine_replaced(&mut self) {
         if let Some(panel) = &self.panel {
-            panel.set_monitor(self.session.engine().monitor());
+            panel.set_monitor(self.session.engine().monitor(), self.session.places());
         }
         self.refresh_names();
     }
@@ -404,7 +404,11 @@ fn colon_command(line: &str) -> Option<&str> {
 fn run_interactive(config: SessionConfig) -> ExitCode {
     let style = Style::from_env();
     let mut ctx = Ctx::new(Session::new(config), style);
-    let panel = Arc::new(Panel::new(ctx.session.engine().monitor(), style));
+    let panel = Arc::new(Panel::new(
+        ctx.session.engine().monitor(),
+        ctx.session.places(),
+        style,
+    ));
     let helper_shared = Arc::new(helper::Shared::default());
     ctx.panel = Some(panel.clone());
     ctx.helper_shared = Some(helper_shared.clone());

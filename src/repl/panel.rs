@@ -49,6 +49,8 @@ pub(crate) struct Panel {
     width: AtomicUsize,
     style: Style,
     monitor: Mutex<engine::Monitor>,
+    /// Names op lines by their input (`<repl>:1`).
+    places: Mutex<views::Places>,
     /// The text last rendered, plain and coloured.
     text: Mutex<PanelText>,
     /// Failures already known when the prompt was shown, so that only new ones are noticed.
@@ -65,12 +67,13 @@ struct PanelText {
 }
 
 impl Panel {
-    pub(crate) fn new(monitor: engine::Monitor, style: Style) -> Panel {
+    pub(crate) fn new(monitor: engine::Monitor, places: views::Places, style: Style) -> Panel {
         Panel {
             enabled: AtomicBool::new(true),
             width: AtomicUsize::new(80),
             style,
             monitor: Mutex::new(monitor),
+            places: Mutex::new(places),
             text: Mutex::new(PanelText::default()),
             known_failures: Mutex::new(Vec::new()),
             cancelled: Mutex::new(HashSet::new()),
@@ -85,9 +88,11 @@ impl Panel {
         self.enabled.load(Ordering::SeqCst)
     }
 
-    /// Watches another engine (after `:engine`, `:threads`, `:reset`).
-    pub(crate) fn set_monitor(&self, monitor: engine::Monitor) {
+    /// Watches another engine (after `:engine`, `:threads`, `:reset`), whose session's inputs
+    /// are `places`.
+    pub(crate) fn set_monitor(&self, monitor: engine::Monitor, places: views::Places) {
         *lock(&self.monitor) = monitor;
+        *lock(&self.places) = places;
         lock(&self.known_failures).clear();
         lock(&self.cancelled).clear();
     }
@@ -149,6 +154,7 @@ impl Panel {
         }
         let width = self.width.load(Ordering::SeqCst).saturating_sub(1);
         let mut frame = views::Frame::from_snapshot(&snapshot, &monitor.worker_names()).busy_only();
+        frame.name_places(&lock(&self.places));
         {
             let mut cancelled = lock(&self.cancelled);
             cancelled.retain(|id| frame.op(*id).is_some());

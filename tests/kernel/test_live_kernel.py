@@ -64,7 +64,7 @@ def test_the_display_comes_before_the_printed_output_and_the_last_update_before_
     assert reply["content"]["status"] == "ok"
     types = types_of(messages)
     assert types.index("display_data") < types.index("stream"), types
-    assert stdout_of(messages) == "B[0, 0] = 2.0\n"
+    assert stdout_of(messages) == "B[0, 0] = 2\n"
 
 
 def test_watch_off_turns_the_display_off_and_on_again(kernel):
@@ -105,7 +105,7 @@ def test_an_interrupt_ends_a_long_cell_and_the_kernel_keeps_its_variables(kernel
     # The kernel lives on, with A intact.
     reply, messages = kernel.execute('print "sum(A) =", sum(A)')
     assert reply["content"]["status"] == "ok", reply["content"]
-    assert stdout_of(messages) == "sum(A) = 65536.0\n"
+    assert stdout_of(messages) == "sum(A) = 65536\n"
 
 
 def test_an_interrupt_reaches_a_cell_blocked_in_print(kernel):
@@ -175,7 +175,7 @@ def test_an_error_cell_names_line_and_statement_and_the_next_cell_uses_earlier_v
 
     reply, messages = kernel.execute('print "R:", sum(R), "P:", sum(P)')
     assert reply["content"]["status"] == "ok", reply["content"]
-    assert stdout_of(messages) == "R: 12.0 P: 6.0\n"
+    assert stdout_of(messages) == "R: 12 P: 6\n"
 
 
 def test_a_syntax_error_reports_every_error_and_runs_nothing(kernel):
@@ -229,10 +229,14 @@ def test_magics_work_and_a_bad_magic_is_an_error(kernel):
 
 def test_why_inside_a_cell_explains_a_waiting_op(kernel):
     kernel.execute(SETUP)
-    reply, messages = kernel.execute("%engine threaded 1\n" + long_cell(kernel, 0.5) + "\nD = B + 1\n%why D")
+    code = "%engine threaded 1\n" + long_cell(kernel, 0.5) + "\nD = B + 1\n%why D"
+    reply, messages = kernel.execute(code)
     assert reply["content"]["status"] == "ok"
     text = stdout_of(messages)
-    assert "D will be written by D = B + 1" in text, text
+    # Lines are the cell's own, as the student sees them: `cell[N]:L`.
+    line = code.split("\n").index("D = B + 1") + 1
+    count = reply["content"]["execution_count"]
+    assert f"D will be written by D = B + 1 (cell[{count}]:{line})" in text, text
     assert "which waits for B: written by B = work(25, A @ A)" in text, text
 
 
@@ -331,7 +335,7 @@ def test_requests_queued_behind_a_failed_cell_are_aborted_then_the_kernel_runs_a
     reply, _ = kernel.execute("print Queued")
     assert reply["content"]["status"] == "error"  # the aborted cell never ran
     reply, messages = kernel.execute('After = ones(2)\nprint "after:", sum(After)')
-    assert reply["content"]["status"] == "ok" and stdout_of(messages) == "after: 2.0\n"
+    assert reply["content"]["status"] == "ok" and stdout_of(messages) == "after: 2\n"
 
 
 def test_a_silent_cell_publishes_nothing_but_its_status_and_keeps_the_count(kernel):

@@ -30,8 +30,10 @@ pub fn dag(replay: &Replay) -> String {
     for node in graph.node_indices() {
         let op = &replay.ops()[node.index()];
         let mut details = vec![op.state.name().to_string()];
-        if op.line > 0 {
-            details.insert(0, format!("line {}", op.line));
+        match &op.place {
+            Some(place) => details.insert(0, place.to_string()),
+            None if op.line > 0 => details.insert(0, format!("line {}", op.line)),
+            None => {}
         }
         if let Some(worker) = op.worker {
             details.push(replay.worker_name(worker));

@@ -10,12 +10,14 @@
 //! a write on every read since the last write or, when there was none, on the last write. Each
 //! edge gets the flow id `index + 1`, its index in [`Replay::edges`](crate::Replay::edges).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use dep_engine::{Device, Event, EventKind, OpId, OpState, VarId};
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::bookkeeping::Bookkeeping;
 use crate::replay::{worker_name, Hazard};
 use crate::summary::{KernelGaps, Summary};
 use crate::util::describe_op;
@@ -122,6 +124,7 @@ impl TraceOut for NoTrace {
 /// ([`RunFold::finish`]) for the summary.
 #[derive(Default)]
 pub struct RunFold {
+    bookkeeping: Bookkeeping,
     n_pushed: usize,
     n_edges: u64,
     ops: HashMap<OpId, LiveOp>,
@@ -231,21 +234,15 @@ impl Path {
     }
 
     /// What a summary shows: every op of a path of at most [`HEAD`], else the first three and
-    /// the last three.
-    /// Internal ops (a temporary's `wait _#1`, `del _#1`) are left out.
+    /// the last three. (Internal ops, a temporary's `wait _#1` and `del _#1`, never enter the
+    /// fold.)
     fn shown(&self) -> Vec<(OpId, String)> {
         let describe = |Step(id, label, line): &Step| (*id, describe_op(label, *line));
-        let visible = |Step(_, label, _): &&Step| !crate::is_internal_op(label);
         if self.n_ops <= HEAD {
-            return self.head.iter().filter(visible).map(describe).collect();
+            return self.head.iter().map(describe).collect();
         }
-        let tail = self.tail.iter().flatten().filter(visible).map(describe);
-        self.head[..TAIL]
-            .iter()
-            .filter(visible)
-            .map(describe)
-            .chain(tail)
-            .collect()
+        let tail = self.tail.iter().flatten().map(describe);
+        self.head[..TAIL].iter().map(describe).chain(tail).collect()
     }
 }
 
@@ -256,7 +253,12 @@ impl RunFold {
     }
 
     /// Folds the log's next event, telling `out` what it makes known.
+    /// The interpreter's bookkeeping (`wait _#1`) is left out, as in a [`crate::Replay`].
     pub fn push(&mut self, event: &Event, out: &mut dyn TraceOut) {
+        let Some(event) = self.bookkeeping.filter(Cow::Borrowed(event)) else {
+            return;
+        };
+        let event = &*event;
         out.event(event);
         let time_ns = event.time_ns;
         match &event.kind {

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use dep_engine as engine;
 use dep_engine::{AccessSnapshot, Blocker, OpId, OpState, VarId};
 
+use crate::places::Places;
 use crate::replay::worker_name;
-use crate::util::describe_op;
+use crate::util::describe_op_at;
 
 /// Per-variable queues and op states at one moment.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -39,6 +40,9 @@ pub struct FrameOp {
     pub label: Arc<str>,
     /// Its source line (0: none).
     pub line: u32,
+    /// Its line as the reader numbers it (`cell[2]:3`), once a front-end named it
+    /// ([`Frame::name_places`]).
+    pub place: Option<Arc<str>>,
     /// Its state.
     pub state: OpState,
     /// Its device.
@@ -54,9 +58,9 @@ pub struct FrameOp {
 }
 
 impl FrameOp {
-    /// "statement (line N)".
+    /// "statement (line N)", or "statement (cell[2]:3)" once its place is named.
     pub fn describe(&self) -> String {
-        describe_op(&self.label, self.line)
+        describe_op_at(&self.label, self.line, self.place.as_deref())
     }
 }
 
@@ -101,6 +105,7 @@ impl Frame {
                     id: op.id,
                     label: op.label.clone(),
                     line: op.line,
+                    place: None,
                     state: op.state,
                     device: op.device,
                     worker: op.worker.map(|worker| worker_name(worker_names, worker)),
@@ -109,6 +114,13 @@ impl Frame {
                     waits_on: op.waits_on.clone(),
                 })
                 .collect(),
+        }
+    }
+
+    /// Names each op's line as the reader numbers it (`cell[2]:3`, see [`Places`]).
+    pub fn name_places(&mut self, places: &Places) {
+        for op in &mut self.ops {
+            op.place = places.name(op.line);
         }
     }
 

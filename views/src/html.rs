@@ -160,7 +160,7 @@ fn tables(frame: &Frame) -> String {
             html,
             "<tr><td>{}</td><td>{}</td><td><span class=\"dep-state {}\">{}</span></td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape_xml(&op.label),
-            if op.line > 0 { op.line.to_string() } else { String::new() },
+            escape_xml(&crate::util::line_column(op.line, op.place.as_deref())),
             Role::State(op.state).css_class(),
             op.state.name(),
             escape_xml(op.worker.as_deref().unwrap_or("")),

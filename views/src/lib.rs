@@ -45,6 +45,7 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod bookkeeping;
 pub mod color;
 pub mod dot;
 mod error;
@@ -52,6 +53,7 @@ pub mod fold;
 mod frame;
 pub mod html;
 pub mod perfetto;
+mod places;
 mod replay;
 mod summary;
 pub mod svg;
@@ -62,6 +64,7 @@ mod util;
 pub use crate::{
     error::{Error, ErrorKind},
     frame::{is_internal_name, is_internal_op, Frame, FrameOp, FrameVar},
+    places::Places,
     replay::{renumber_times, Bar, DeviceSpan, Edge, Hazard, Lane, OpRecord, Replay},
     summary::{KernelGaps, Summary},
     text::TextStyle,

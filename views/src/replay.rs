@@ -13,6 +13,7 @@
 //! the log order is causal (an op's push comes before its grants, its finish before the grants it
 //! releases).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
@@ -20,8 +21,10 @@ use dep_engine as engine;
 use dep_engine::{AccessSnapshot, Blocker, Event, EventKind, OpId, OpState, VarId};
 use petgraph::graph::{DiGraph, NodeIndex};
 
+use crate::bookkeeping::Bookkeeping;
 use crate::frame::{Frame, FrameOp, FrameVar};
-use crate::util::describe_op;
+use crate::places::Places;
+use crate::util::describe_op_at;
 
 /// A finished (or partial) run, rebuilt from its events.
 ///
@@ -32,6 +35,8 @@ pub struct Replay {
     events: Vec<Event>,
     worker_names: Vec<String>,
     table: OpTable,
+    /// What leaves the interpreter's bookkeeping out of `events` and `table`.
+    bookkeeping: Bookkeeping,
     /// Computed on the first call to [`Replay::edges`] (a live display never asks), and again
     /// after the replay is extended.
     edges: OnceLock<Vec<Edge>>,
@@ -60,6 +65,9 @@ pub struct OpRecord {
     pub label: Arc<str>,
     /// Its source line (0: none).
     pub line: u32,
+    /// Its line as the reader numbers it (`cell[2]:3`), once a front-end named it
+    /// ([`Replay::name_places`]).
+    pub place: Option<Arc<str>>,
     /// Its device.
     pub device: engine::Device,
     /// Its priority.
@@ -131,7 +139,7 @@ impl OpRecord {
 
     /// "statement (line N)", or the bare label for engine bookkeeping ops without a line.
     pub fn describe(&self) -> String {
-        describe_op(&self.label, self.line)
+        describe_op_at(&self.label, self.line, self.place.as_deref())
     }
 }
 
@@ -190,18 +198,18 @@ pub fn renumber_times(events: &mut [Event]) {
 
 impl Replay {
     /// Folds `events` (in log order) into a replay; `worker_names` are the engine's
-    /// ([`dep_engine::Engine::worker_names`]; index 0 is the calling thread, `main`).
+    /// ([`dep_engine::Engine::worker_names`]; index 0 is the calling thread, `main`). The
+    /// events of the interpreter's temporaries (`_#1`, `wait _#1`, `del _#1`) are left out.
     pub fn new(events: Vec<Event>, worker_names: Vec<String>) -> Replay {
-        let mut table = OpTable::default();
-        for event in &events {
-            table.apply(event);
-        }
-        Replay {
-            table,
+        let mut replay = Replay {
+            table: OpTable::default(),
+            bookkeeping: Bookkeeping::default(),
             edges: OnceLock::new(),
-            events,
+            events: Vec::with_capacity(events.len()),
             worker_names,
-        }
+        };
+        replay.extend(events);
+        replay
     }
 
     /// Folds the log's next events (in log order, after those the replay holds) into it, as if
@@ -220,10 +228,28 @@ impl Replay {
     /// grant of every access, a start, a finish, device times), if any: a caller that keeps an
     /// index of ops by state updates that one op.
     pub fn push_event(&mut self, event: Event) -> Option<usize> {
+        let event = self.bookkeeping.filter(Cow::Owned(event))?.into_owned();
         self.edges.take();
         let position = self.table.apply(&event);
         self.events.push(event);
         position
+    }
+
+    /// Names the variables that the log does not name, because it began after they were
+    /// created (a notebook cell's log starts with the cell): `names` are a live engine's, from
+    /// its snapshot. A name the log gives is kept.
+    pub fn name_vars(&mut self, names: impl IntoIterator<Item = (VarId, Arc<str>)>) {
+        for (var, name) in names {
+            self.table.var_names.entry(var).or_insert(name);
+        }
+    }
+
+    /// Names each op's line as the reader numbers it (`cell[2]:3`, see [`Places`]), in its
+    /// record and in the frames drawn from the replay.
+    pub fn name_places(&mut self, places: &Places) {
+        for op in &mut self.table.ops {
+            op.place = places.name(op.line);
+        }
     }
 
     /// The events, in log order.
@@ -405,13 +431,18 @@ impl Replay {
     pub fn frame_at(&self, n_events: usize) -> Frame {
         let n_events = n_events.min(self.events.len());
         let mut fold = Fold::default();
+        fold.table.var_names = self.table.var_names.clone();
         for event in &self.events[..n_events] {
             fold.apply(event);
         }
         let time_ns = n_events
             .checked_sub(1)
             .map_or(0, |last| self.events[last].time_ns);
-        fold.into_frame(time_ns, &self.worker_names)
+        let mut frame = fold.into_frame(time_ns, &self.worker_names);
+        for op in &mut frame.ops {
+            op.place = self.op(op.id).and_then(|record| record.place.clone());
+        }
+        frame
     }
 
     /// The queues and op states at the end of the log.
@@ -542,6 +573,7 @@ impl OpTable {
                     id: *op,
                     label: label.clone(),
                     line: *line,
+                    place: None,
                     device: *device,
                     priority: *priority,
                     reads: reads.clone(),
@@ -698,6 +730,7 @@ impl Fold {
                 id: record.id,
                 label: record.label,
                 line: record.line,
+                place: record.place,
                 state: record.state,
                 device: record.device,
                 started_ns: record.started_ns,

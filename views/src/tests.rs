@@ -787,3 +787,97 @@ fn the_json_and_the_protobuf_trace_hold_the_same_slices_and_flows() {
         assert_eq!(arrows, edges);
     }
 }
+
+/// A `print A + 1` as a session pushes it on the threaded engine: the value into a temporary
+/// (`_#1`, labelled by its expression), a wait for it (`wait _#1`) and its deletion
+/// (`del _#1`). No view shows the bookkeeping: not the ops, the queues, the summary's count and
+/// critical path, the timelines, the DAG or the trace's slices.
+#[test]
+fn no_view_shows_the_bookkeeping_of_temporaries() {
+    let log = Arc::new(EventLog::new());
+    let engine = Engine::new(EngineConfig {
+        policy: Policy::Threaded,
+        threads: 2,
+        sink: Some(log.clone()),
+        ..EngineConfig::default()
+    });
+    let a = engine.new_var("A");
+    let temporary = engine.new_var("_#1");
+    let b = engine.new_var("B");
+    engine.push(OpSpec::new("A = 1", || Ok(())).writes(&[a.clone()]).line(1));
+    engine.push(
+        OpSpec::new("A + 1", || Ok(()))
+            .reads(&[a.clone()])
+            .writes(&[temporary.clone()])
+            .line(2),
+    );
+    engine.wait_var(&temporary).unwrap();
+    engine.delete_var(temporary, || ());
+    engine.push(
+        OpSpec::new("B = A * 2", || Ok(()))
+            .reads(&[a])
+            .writes(&[b])
+            .line(3),
+    );
+    engine.wait_all();
+    let replay = Replay::new(log.events(), engine.worker_names());
+    assert!(
+        log.events().iter().any(|event| matches!(
+            &event.kind,
+            dep_engine::EventKind::Pushed { label, .. } if &**label == "del _#1"
+        )),
+        "the engine pushed the bookkeeping"
+    );
+    let labels: Vec<&str> = replay.ops().iter().map(|op| &*op.label).collect();
+    assert_eq!(labels, ["A = 1", "A + 1", "B = A * 2"]);
+    let summary = Summary::of(&replay);
+    assert_eq!(summary.n_ops, 3);
+    assert!(summary
+        .critical_path
+        .iter()
+        .all(|(_, describe)| !describe.contains("_#")));
+    let frame = replay.final_frame();
+    assert!(frame.vars.iter().all(|var| &*var.name != "_#1"));
+    for shown in [
+        text::ops(&frame, &STYLE),
+        text::timeline(&replay, &STYLE),
+        text::summary(&summary, &STYLE),
+        svg::timeline(&replay, &svg::TimelineOptions::default()),
+        dot::dag(&replay),
+        html::player(&replay, "run"),
+    ] {
+        assert!(
+            !shown.contains("wait _#1") && !shown.contains("del _#1"),
+            "{shown}"
+        );
+    }
+    let slices = crate::perfetto::read_json(&trace::chrome_trace(&replay)).unwrap();
+    assert_eq!(slices.slices.len(), 3, "{:?}", slices.slices);
+}
+
+/// Once a front-end names places, the ops table, the why sentences, the timeline's tooltips and
+/// the DAG say `cell[2]:1` where they said `line 4`.
+#[test]
+fn named_places_replace_session_line_numbers_in_every_view() {
+    let places = crate::Places::default();
+    places.add(1, "cell[1]", 1);
+    places.add(4, "cell[2]", 1);
+    let mut replay = naive_replay(SEED_000);
+    replay.name_places(&places);
+    assert_eq!(replay.ops()[3].describe(), "A = C * 2 (cell[2]:1)");
+    let frame = replay.frame_at(8);
+    let table = text::ops(&frame, &STYLE);
+    assert!(table.contains(" cell[1]:2 "), "{table}");
+    let svg = svg::timeline(&replay, &svg::TimelineOptions::default());
+    assert!(svg.contains("(cell[2]:2)"), "{svg}");
+    assert!(dot::dag(&replay).contains("cell[2]:1 · done"));
+    // A frame with a waiting op: its why sentence names places too.
+    let mut replay = threaded_mutation_replay();
+    replay.name_places(&places);
+    let waiting = (0..replay.events().len())
+        .map(|n| replay.frame_at(n))
+        .find(|frame| frame.ops.iter().any(|op| !op.waits_on.is_empty()))
+        .expect("an op waits at some step");
+    let html = html::fragment(&waiting);
+    assert!(html.contains("↳") && !html.contains("(line "), "{html}");
+}

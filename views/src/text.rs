@@ -110,11 +110,26 @@ pub fn queues(frame: &Frame, style: &TextStyle) -> String {
 /// The ops table: statement, line, state, worker, start and duration; under every waiting op,
 /// why it waits (`↳ D = B * C (line 4) waits for B: written by …, running on cpu:1`).
 pub fn ops(frame: &Frame, style: &TextStyle) -> String {
-    const FIXED: usize = 5 + 1 + 9 + 1 + 8 + 1 + 10 + 1 + 10;
-    let label_width = style.columns().saturating_sub(FIXED + 1).max(12);
+    // The line column: a number, or a place (`cell[2]:3`) where a front-end named it.
+    let lines: Vec<String> = frame
+        .ops
+        .iter()
+        .map(
+            |op| match crate::util::line_column(op.line, op.place.as_deref()) {
+                line if line.is_empty() => "-".to_string(),
+                line => line,
+            },
+        )
+        .collect();
+    let line_width = lines
+        .iter()
+        .map(|line| line.chars().count())
+        .fold(5, usize::max);
+    let fixed = line_width + 1 + 9 + 1 + 8 + 1 + 10 + 1 + 10;
+    let label_width = style.columns().saturating_sub(fixed + 1).max(12);
     let mut text = String::new();
     let header = format!(
-        "{} {:>5} {:<9} {:<8} {:>10} {:>10}",
+        "{} {:>line_width$} {:<9} {:<8} {:>10} {:>10}",
         pad("op", label_width),
         "line",
         "state",
@@ -128,19 +143,14 @@ pub fn ops(frame: &Frame, style: &TextStyle) -> String {
         text.push_str("  no ops\n");
         return text;
     }
-    for op in &frame.ops {
-        let line = if op.line > 0 {
-            op.line.to_string()
-        } else {
-            "-".to_string()
-        };
+    for (op, line) in frame.ops.iter().zip(lines) {
         let duration = match (op.started_ns, op.finished_ns) {
             (Some(start), Some(end)) => format_ns(end.saturating_sub(start)),
             (Some(start), None) => format!("{}+", format_ns(frame.time_ns.saturating_sub(start))),
             _ => "-".to_string(),
         };
         let row = format!(
-            "{} {:>5} {} {:<8} {:>10} {:>10}",
+            "{} {:>line_width$} {} {:<8} {:>10} {:>10}",
             pad(&op.label, label_width),
             line,
             style.paint(&format!("{:<9}", op.state.name()), Role::State(op.state)),

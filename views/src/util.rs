@@ -66,10 +66,26 @@ fn with_hundredths(hundredths: u64, unit: &str) -> String {
 
 /// "a statement (line 3)", or the bare label when it has no line.
 pub(crate) fn describe_op(label: &str, line: u32) -> String {
-    if line > 0 {
-        format!("{label} (line {line})")
-    } else {
-        label.to_string()
+    describe_op_at(label, line, None)
+}
+
+/// "a statement (cell[2]:3)" where a front-end named the line's place ([`crate::Places`]),
+/// else as [`describe_op`].
+pub(crate) fn describe_op_at(label: &str, line: u32, place: Option<&str>) -> String {
+    match place {
+        Some(place) => format!("{label} ({place})"),
+        None if line > 0 => format!("{label} (line {line})"),
+        None => label.to_string(),
+    }
+}
+
+/// An op's line for a table's line column: its place (`cell[2]:3`) when named, else its
+/// number, else nothing.
+pub(crate) fn line_column(line: u32, place: Option<&str>) -> String {
+    match place {
+        Some(place) => place.to_string(),
+        None if line > 0 => line.to_string(),
+        None => String::new(),
     }
 }
 

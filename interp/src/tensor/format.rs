@@ -94,6 +94,45 @@ pub fn format_scalar(v: f32) -> String {
     }
 }
 
+/// A number as a sentence shows it (`print "bubble", b`): a whole number without a point
+/// (`30`, `2359296`), others to three significant digits and at least one decimal (`0.333`,
+/// `-1.85`, `123.5`), scientific below 0.001 or from 10^16 (`1.23e-05`); trailing zeros
+/// dropped. Exact digits are what `print X` alone shows ([`format_scalar`]).
+pub fn format_for_reading(v: f32) -> String {
+    if !v.is_finite() {
+        return plain(v);
+    }
+    let a = f64::from(v.abs());
+    if a >= 1e16 || (a > 0.0 && a < 1e-3) {
+        let s = format!("{:.2e}", f64::from(v));
+        let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
+        let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+        let exp: i32 = exp.parse().unwrap_or(0);
+        return format!("{mantissa}{}", exponent(exp, 2));
+    }
+    if v.fract() == 0.0 {
+        return format!("{v:.0}");
+    }
+    let int_digits = if a < 1.0 {
+        0
+    } else {
+        a.log10().floor() as usize + 1
+    };
+    let decimals = if a < 1.0 {
+        // Three significant digits after the leading zeros: 0.0123.
+        (2 - a.log10().floor() as i64) as usize
+    } else {
+        3usize.saturating_sub(int_digits).max(1)
+    };
+    let s = format!("{:.*}", decimals, f64::from(v));
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
 /// Like [`positional_parts`] but without the precision cut (scalars print
 /// every digit needed to identify them).
 fn positional_parts_unbounded(v: f32) -> (String, String) {
@@ -319,6 +358,34 @@ impl fmt::Display for Tensor {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn numbers_in_a_sentence_read_as_a_student_expects() {
+        let cases = [
+            (1.0, "1"),
+            (30.0, "30"),
+            (-4.0, "-4"),
+            (0.0, "0"),
+            (2359296.0, "2359296"),
+            (1.0 / 3.0, "0.333"),
+            (2.0 / 3.0, "0.667"),
+            (0.75, "0.75"),
+            (0.2, "0.2"),
+            (0.140994, "0.141"),
+            (-1.8470602, "-1.85"),
+            (19.26, "19.3"),
+            (123.456, "123.5"),
+            (0.0123456, "0.0123"),
+            (0.00001234, "1.23e-05"),
+            (-0.0000001, "-1e-07"),
+            (3e20, "3e+20"),
+            (f32::NAN, "nan"),
+            (f32::NEG_INFINITY, "-inf"),
+        ];
+        for (value, shown) in cases {
+            assert_eq!(format_for_reading(value), shown, "{value}");
+        }
+    }
     use super::*;
     use expect_test::{expect, Expect};
 

@@ -33,7 +33,7 @@ mod storage;
 pub use create::{arange, eye, full, ones, zeros};
 pub use elementwise::{binary, binary_inplace, unary, unary_inplace, BinaryOp, UnaryOp};
 pub use error::{Result, TensorError};
-pub use format::format_scalar;
+pub use format::{format_for_reading, format_scalar};
 pub(crate) use layout::{axis_selections, reshaped_shape, split_specs};
 pub use layout::{concat, index, reshape, split, IndexSpec};
 pub use linalg::{matmul, transpose};
