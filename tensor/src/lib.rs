@@ -34,19 +34,18 @@ pub use create::{arange, eye, full, ones, zeros};
 pub use elementwise::{binary, binary_inplace, unary, unary_inplace, BinaryOp, UnaryOp};
 pub use error::{Result, TensorError};
 pub use format::{format_for_reading, format_scalar};
-pub(crate) use layout::{axis_selections, reshaped_shape, split_specs};
+pub use layout::{axis_selections, reshaped_shape, split_specs, AxisSel};
 pub use layout::{concat, index, reshape, split, IndexSpec};
 pub use linalg::{matmul, transpose};
 pub use nn::{onehot, softmax};
 pub use npy::{load_npy, read_npy, save_npy, write_npy};
 pub use random::{rand, randn, seeded_rng, TensorRng};
 pub use reduce::{reduce, ReduceOp};
-pub(crate) use storage::with_spare;
+pub use storage::with_spare;
 pub use storage::{cpu_memory, format_bytes, reset_cpu_peak, with_pool, BufferPool};
 
 use storage::Storage;
 
-use error::terr;
 use shape::fmt_shape;
 use smallvec::SmallVec;
 

@@ -261,7 +261,7 @@ impl Visit for NewKernel<'_> {
 /// Computes `a op b` with NumPy broadcasting.
 ///
 /// ```
-/// use dep_interp::tensor::{binary, BinaryOp, Tensor};
+/// use dep_tensor::{binary, BinaryOp, Tensor};
 /// let a = Tensor::from_vec(vec![2, 1], vec![1., 2.]).unwrap();
 /// let b = Tensor::from_vec(vec![3], vec![10., 20., 30.]).unwrap();
 /// let c = binary(&a, BinaryOp::Add, &b).unwrap();

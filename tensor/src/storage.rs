@@ -187,7 +187,7 @@ thread_local! {
 /// (dead once the op runs, and held by nobody else), serving the first allocation of exactly
 /// its length: `y = x + 1` in a loop then writes into `y`'s old buffer instead of allocating.
 /// The spare stays counted as memory in use until it is reused or, unused, freed at the end.
-pub(crate) fn with_spare<T>(spare: Vec<f32>, body: impl FnOnce() -> T) -> T {
+pub fn with_spare<T>(spare: Vec<f32>, body: impl FnOnce() -> T) -> T {
     CPU_MEMORY.allocated(bytes_of(&spare));
     SPARE.set(Some(spare));
     let result = body();
