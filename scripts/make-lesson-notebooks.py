@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the notebooks of the simulated lessons (samples/gpipe.ipynb, priorities.ipynb,
-two_gpus.ipynb) from their .dep scripts: one markdown cell per comment block, one code cell per
+two_gpus.ipynb, gpu_sync.ipynb) from their .dep scripts: one markdown cell per comment block, one code cell per
 block of statements, after a `%engine sim` cell. Run it again after editing a lesson script."""
 import json
 import pathlib
@@ -15,6 +15,16 @@ INTRO = {
     "gpipe": "Run on **simulated devices**: the timeline is on a virtual clock, the same on every machine.",
     "priorities": "Run on **simulated devices**: watch the copy lane and gpu0 in the timeline of each iteration.",
     "two_gpus": "Run on **simulated devices**: two H100-like GPUs on PCIe links, whatever this machine has.",
+    "gpu_sync": "Run on a **simulated GPU**: its host launch lanes (`gpu0:s0`, `gpu0:s1`) and its kernel lanes "
+                "(`dev:gpu0:s0`, `dev:gpu0:s1`) on a virtual clock, whatever this machine has.",
+}
+# A sentence the student can check against the last timeline.
+OUTRO = {
+    "gpu_sync": "Check it against the picture: in the first step every bar on `gpu0:s0` and `gpu0:s1` "
+                "lasts its 5 µs launch plus its kernel (the host stalls in the synchronization), and "
+                "each `dev:` lane is idle for 5 µs before every kernel; in the second step the host "
+                "bars are 5 µs launches, the kernels of a `dev:` lane touch each other, and only "
+                "`c[0]`, on the CPU, waits for them.",
 }
 
 
@@ -46,6 +56,8 @@ def notebook(name):
     cells += cells_of(script)
     cells.append(("markdown", ["The timeline of the whole run, in virtual time:"]))
     cells.append(("code", ["%timeline"]))
+    if name in OUTRO:
+        cells.append(("markdown", [OUTRO[name]]))
     out = []
     for index, (kind, lines) in enumerate(cells):
         cell = {"cell_type": kind, "id": f"cell-{index}", "metadata": {},

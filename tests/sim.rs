@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::util::{repo_root, Run, TestDir};
 
-const LESSONS: &[&str] = &["gpipe", "priorities", "two_gpus"];
+const LESSONS: &[&str] = &["gpipe", "priorities", "two_gpus", "gpu_sync"];
 
 fn run_sim(dir: &TestDir, script: &str, extra: &[&str]) -> Run {
     Run::of(
@@ -74,7 +74,8 @@ fn read_trace(text: &str) -> (Slices, Vec<Flow>) {
                     ),
                 );
             }
-            Some(phase @ ("s" | "f")) => {
+            // Dependencies between ops; not a GPU op's launch (from its enqueue to its kernel).
+            Some(phase @ ("s" | "f")) if event["cat"] == "dependency" => {
                 let pair = flows.entry(event["id"].as_u64().unwrap()).or_default();
                 pair[usize::from(phase == "f")] = (tid, micros(&event["ts"]));
             }

@@ -81,6 +81,16 @@ pub struct SimDevice {
     pub latency_ns: u64,
     /// Lanes (GPU streams, CPU workers) ops run on at once; 0: the engine's worker count.
     pub lanes: usize,
+    /// For a GPU: the host's time to launch an op's kernels, in nanoseconds. When not 0, a GPU
+    /// op is two things: its launch on a host lane (the engine's worker, `gpu0:s0` busy for
+    /// this long), then its kernel on the stream's device lane (`dev:gpu0:s0`), which starts
+    /// once launched, once the stream is free and once the kernels it depends on have ended
+    /// (an event wait across streams); a CPU op reading its result waits for the kernel.
+    pub launch_ns: u64,
+    /// For a GPU with `launch_ns`: whether the host synchronizes after every op (MXNet before
+    /// RFC 18951): the op completes, and its host lane is free, only when its kernel has
+    /// ended. Otherwise it completes when launched (RFC 18951).
+    pub sync: bool,
 }
 
 impl SimDevice {
@@ -90,6 +100,8 @@ impl SimDevice {
         bytes_per_s: 3e12,
         latency_ns: 5_000,
         lanes: 0,
+        launch_ns: 0,
+        sync: false,
     };
     /// One CPU core: 50 GFLOP/s, 20 GB/s, 1 µs per op.
     pub const CPU: SimDevice = SimDevice {
@@ -97,6 +109,8 @@ impl SimDevice {
         bytes_per_s: 20e9,
         latency_ns: 1_000,
         lanes: 0,
+        launch_ns: 0,
+        sync: false,
     };
     /// A PCIe 4.0 x16 link: 25 GB/s, 10 µs per transfer.
     pub const PCIE: SimDevice = SimDevice {
@@ -104,6 +118,8 @@ impl SimDevice {
         bytes_per_s: 25e9,
         latency_ns: 10_000,
         lanes: 0,
+        launch_ns: 0,
+        sync: false,
     };
     /// An NVLink link between GPUs: 300 GB/s, 5 µs per transfer.
     pub const NVLINK: SimDevice = SimDevice {
@@ -111,6 +127,8 @@ impl SimDevice {
         bytes_per_s: 300e9,
         latency_ns: 5_000,
         lanes: 0,
+        launch_ns: 0,
+        sync: false,
     };
 
     /// How long an op of `cost` takes here, in nanoseconds.
@@ -201,12 +219,21 @@ struct SimOp {
     deps_left: usize,
     successors: Vec<usize>,
     end_ns: Option<u64>,
+    /// For a GPU op whose launch is modelled: the launch time and whether the host syncs.
+    launch: Option<(u64, bool)>,
+    /// When the kernels it depends on end (0: none): its kernel, or its start for a CPU op,
+    /// waits until then.
+    after_ns: u64,
+    /// Its kernel, once launched: the device lane, start and end.
+    kernel: Option<(Arc<str>, u64, u64)>,
 }
 
 /// A lane: one worker of a device (a CPU thread, a GPU stream, a link).
 struct Lane {
     worker: u32,
     free_at: u64,
+    /// For a GPU stream whose launches are modelled: when its device lane is free.
+    stream_free_at: u64,
 }
 
 /// The discrete-event simulation of one engine's ops.
@@ -218,6 +245,8 @@ pub(crate) struct Simulator {
     history: HashMap<VarId, (Option<usize>, Vec<usize>)>,
     ready: BTreeMap<Device, BinaryHeap<(i32, Reverse<usize>)>>,
     running: BinaryHeap<Reverse<(u64, usize)>>,
+    /// The ends of launched kernels still to come: the clock advances to them too.
+    kernels: BinaryHeap<Reverse<u64>>,
     lanes: BTreeMap<Device, Vec<Lane>>,
     n_unfinished: usize,
     lanes_per_device: (usize, usize),
@@ -241,6 +270,7 @@ impl Simulator {
             history: HashMap::new(),
             ready: BTreeMap::new(),
             running: BinaryHeap::new(),
+            kernels: BinaryHeap::new(),
             lanes: BTreeMap::new(),
             n_unfinished: 0,
             lanes_per_device: (threads.max(1), gpu_streams.max(1)),
@@ -292,10 +322,19 @@ impl Simulator {
         }
         predecessors.sort_unstable();
         predecessors.dedup();
+        // Kernels of ended predecessors may still run (launched, not done).
+        let after_ns = predecessors
+            .iter()
+            .filter_map(|&other| self.ops[other].kernel.as_ref().map(|kernel| kernel.2))
+            .max()
+            .unwrap_or(0);
         predecessors.retain(|&other| self.ops[other].end_ns.is_none_or(|end| end > self.now_ns));
         for &other in &predecessors {
             self.ops[other].successors.push(index);
         }
+        let model = self.model.device(device);
+        let launch = (matches!(device, Device::Gpu(_)) && model.launch_ns > 0)
+            .then_some((model.launch_ns, model.sync));
         self.ops.push(SimOp {
             id,
             device,
@@ -308,6 +347,9 @@ impl Simulator {
             deps_left: predecessors.len(),
             successors: Vec::new(),
             end_ns: None,
+            launch,
+            after_ns,
+            kernel: None,
         });
         self.n_unfinished += 1;
         self.emit(sink, pushed);
@@ -351,10 +393,19 @@ impl Simulator {
             if done(self) {
                 return;
             }
-            let Some(Reverse((end_ns, _))) = self.running.peek().copied() else {
+            let next_op = self.running.peek().map(|Reverse((end, _))| *end);
+            let next_kernel = self.kernels.peek().map(|Reverse(end)| *end);
+            let Some(end_ns) = next_op.into_iter().chain(next_kernel).min() else {
                 return;
             };
-            self.now_ns = end_ns;
+            self.now_ns = self.now_ns.max(end_ns);
+            while self
+                .kernels
+                .peek()
+                .is_some_and(|Reverse(end)| *end <= end_ns)
+            {
+                self.kernels.pop();
+            }
             while let Some(Reverse((end, index))) = self.running.peek().copied() {
                 if end != end_ns {
                     break;
@@ -368,18 +419,24 @@ impl Simulator {
     /// Whether a wait for `var` returns now: the last op writing it has ended (and so have the
     /// writes before it, which it waited for). Reads pushed before may go on, as on the real
     /// engines, where a wait reads the variable and so runs beside them (MXNet's WaitForVar).
+    /// A wait is a CPU consumer: it also waits for the writer's kernel.
     pub(crate) fn var_is_idle(&self, var: VarId) -> bool {
         match self.history.get(&var) {
-            Some((Some(writer), _)) => self.ops[*writer]
-                .end_ns
-                .is_some_and(|end| end <= self.now_ns),
+            Some((Some(writer), _)) => {
+                let writer = &self.ops[*writer];
+                writer.end_ns.is_some_and(|end| end <= self.now_ns)
+                    && writer
+                        .kernel
+                        .as_ref()
+                        .is_none_or(|kernel| kernel.2 <= self.now_ns)
+            }
             Some((None, _)) | None => true,
         }
     }
 
-    /// Whether every op has ended.
+    /// Whether every op and every kernel has ended.
     pub(crate) fn is_idle(&self) -> bool {
-        self.n_unfinished == 0
+        self.n_unfinished == 0 && self.kernels.is_empty()
     }
 
     fn start_ready(
@@ -403,17 +460,19 @@ impl Simulator {
                     .map(|lane| Lane {
                         worker: new_lane(device, lane),
                         free_at: 0,
+                        stream_free_at: 0,
                     })
                     .collect();
                 self.lanes.insert(device, lanes);
             }
             loop {
                 let now = self.now_ns;
-                let Some(lane) = self
-                    .lanes
-                    .get_mut(&device)
-                    .and_then(|lanes| lanes.iter_mut().find(|lane| lane.free_at <= now))
-                else {
+                let Some((lane_index, lane)) = self.lanes.get_mut(&device).and_then(|lanes| {
+                    lanes
+                        .iter_mut()
+                        .enumerate()
+                        .find(|(_, lane)| lane.free_at <= now)
+                }) else {
                     break;
                 };
                 let Some((_, Reverse(index))) =
@@ -422,7 +481,25 @@ impl Simulator {
                     break;
                 };
                 let op = &mut self.ops[index];
-                let end = now + op.duration_ns;
+                let end = match op.launch {
+                    Some((launch_ns, sync)) => {
+                        // The host launches; the stream runs the kernel when it can.
+                        let launched = now + launch_ns;
+                        let start = launched.max(lane.stream_free_at).max(op.after_ns);
+                        let kernel_end = start + op.duration_ns;
+                        lane.stream_free_at = kernel_end;
+                        let name: Arc<str> = Arc::from(format!("{device}:s{lane_index}"));
+                        op.kernel = Some((name, start, kernel_end));
+                        self.kernels.push(Reverse(kernel_end));
+                        if sync {
+                            kernel_end
+                        } else {
+                            launched
+                        }
+                    }
+                    // A consumer of kernels' results waits for them inside the op.
+                    None => now.max(op.after_ns) + op.duration_ns,
+                };
                 lane.free_at = end;
                 op.end_ns = Some(end);
                 let (id, worker) = (op.id, lane.worker);
@@ -442,9 +519,23 @@ impl Simulator {
                 message: op.message.clone(),
             },
         );
+        if let Some((lane, start_ns, end_ns)) = op.kernel.clone() {
+            self.emit(
+                sink,
+                EventKind::DeviceSpan {
+                    op: op.id,
+                    lane,
+                    start_ns,
+                    end_ns,
+                },
+            );
+        }
         self.n_unfinished -= 1;
+        let kernel_end = self.ops[index].kernel.as_ref().map_or(0, |kernel| kernel.2);
         let successors = std::mem::take(&mut self.ops[index].successors);
         for successor in successors {
+            let after = &mut self.ops[successor].after_ns;
+            *after = (*after).max(kernel_end);
             self.ops[successor].deps_left -= 1;
             if self.ops[successor].deps_left == 0 {
                 self.make_ready(sink, successor);
@@ -502,6 +593,8 @@ mod tests {
                 bytes_per_s: 1.0,
                 latency_ns: 1,
                 lanes: 0,
+                launch_ns: 0,
+                sync: false,
             },
         );
         model.set(
@@ -511,6 +604,8 @@ mod tests {
                 bytes_per_s: 2.0,
                 latency_ns: 2,
                 lanes: 1,
+                launch_ns: 0,
+                sync: false,
             },
         );
         assert_eq!(model.device(Device::Gpu(0)).latency_ns, 1);

@@ -42,7 +42,7 @@ pub const COMMANDS: &[CommandInfo] = &[
     CommandInfo { name: "vars", aliases: &[], args: "", doc: "variables: names, shapes, devices, states" },
     CommandInfo { name: "queues", aliases: &[], args: "", doc: "each variable's queue of pending reads and writes" },
     CommandInfo { name: "ops", aliases: &[], args: "", doc: "live ops and their states" },
-    CommandInfo { name: "why", aliases: &[], args: "NAME", doc: "why NAME is not ready: its queue of pending accesses, and what each waiting op waits on" },
+    CommandInfo { name: "why", aliases: &[], args: "NAME", doc: "why NAME is not ready: the op that will write it and every access that op waits for; once nothing is pending, why its last write waited (from the event log)" },
     CommandInfo { name: "timeline", aliases: &[], args: "[FILE.svg]", doc: "what ran when, on which worker, critical path outlined (SVG to a file)" },
     CommandInfo { name: "dag", aliases: &[], args: "[NAME|FILE.dot|FILE.svg]", doc: "the dependency graph (RAW, WAR, WAW edges) of the ops, or of the graph NAME recorded with `graph NAME { ... }` (Graphviz DOT, or SVG)" },
     CommandInfo { name: "graph", aliases: &[], args: "[NAME]", doc: "the report of the recorded graph NAME (ops, edges, critical path, memory); alone, the recorded graphs" },
@@ -347,14 +347,26 @@ fn vars(session: &Session) -> Outcome {
 
 /// `why NAME`: what the variable waits for, in one sentence (`views::Frame::why`), and the
 /// error it holds.
+/// Why `name` is not ready: the op that will write it and every access that op waits for; or,
+/// once nothing is pending, why its last write waited when it did (from the event log).
 fn why(session: &Session, name: &str) -> Result<String, String> {
-    if session.var_of(name).is_none() {
+    let Some(var) = session.var_of(name) else {
         return Err(format!("no variable named `{name}`"));
-    }
-    let mut text = live_frame(session)
+    };
+    let frame = live_frame(session);
+    let pending_write = frame.vars.iter().any(|candidate| {
+        candidate.id == var.id() && candidate.queue.iter().any(|access| access.write)
+    });
+    let mut text = frame
         .why(name)
         .unwrap_or_else(|| format!("{name} is ready: nothing reads or writes it now"));
     text.push('\n');
+    if !pending_write {
+        if let Some(history) = replay(session).why_waited(var.id()) {
+            text.push_str(&history);
+            text.push('\n');
+        }
+    }
     let variables = session.variables();
     let error = variables
         .iter()
@@ -553,7 +565,15 @@ mod tests {
         let Ok(Outcome::Text(text)) = run(&mut session, Command::Why("B".into())) else {
             panic!("why gives text");
         };
-        assert_eq!(text, "B is ready: nothing reads or writes it now\n");
+        // Nothing pending: the log says whether its last write waited (it may have waited
+        // for A's, on the threaded engine).
+        assert!(
+            text.starts_with(
+                "B is ready: nothing reads or writes it now\n\
+                 B was last written by B = A + 1 (t.dep:2), which "
+            ),
+            "{text}"
+        );
         assert_eq!(
             run(&mut session, Command::Why("nope".into())).err(),
             Some("no variable named `nope`".to_string())

@@ -888,7 +888,8 @@ impl<'a> Runner<'a> {
 
     // ----- simulated devices and priorities -----
 
-    /// `device gpu1 = sim(tflops=100, gbps=2000, latency_us=5)`: the simulated model of a device
+    /// `device gpu1 = sim(tflops=100, gbps=2000, latency_us=5, launch_us=5, sync=1)`: the
+    /// simulated model of a device
     /// (or of every GPU with `gpu`, of links with `pcie` / `nvlink`, of the copy lane with
     /// `copy`). Fields not given keep their defaults; real engines ignore the models.
     fn exec_device(
@@ -924,11 +925,13 @@ impl<'a> Runner<'a> {
                 "gflops" => model.flops_per_s = value * 1e9,
                 "gbps" => model.bytes_per_s = value * 1e9,
                 "latency_us" => model.latency_ns = (value * 1e3).round() as u64,
+                "launch_us" => model.launch_ns = (value * 1e3).round() as u64,
+                "sync" => model.sync = value != 0.0,
                 "streams" | "lanes" if value >= 1.0 && value.fract() == 0.0 => {
                     model.lanes = value as usize
                 }
                 other => {
-                    return Err(self.error(arg.name.span, format!("unknown field `{other}` (expected tflops, gflops, gbps, latency_us, or a whole number of streams)"), "this field"));
+                    return Err(self.error(arg.name.span, format!("unknown field `{other}` (expected tflops, gflops, gbps, latency_us, launch_us, sync, or a whole number of streams)"), "this field"));
                 }
             }
         }

@@ -238,6 +238,12 @@ def test_why_inside_a_cell_explains_a_waiting_op(kernel):
     count = reply["content"]["execution_count"]
     assert f"D will be written by D = B + 1 (cell[{count}]:{line})" in text, text
     assert "which waits for B: written by B = work(25, A @ A)" in text, text
+    # Once D is done, %why tells from the event log what its write waited for.
+    reply, messages = kernel.execute("%why D")
+    text = stdout_of(messages)
+    assert text.startswith("D is ready: nothing reads or writes it now\n"), text
+    assert f"D was last written by D = B + 1 (cell[{count}]:{line}), which waited " in text, text
+    assert "for B: written by B = work(25, A @ A)" in text, text
 
 
 def test_graph_and_dag_show_a_recorded_graph(kernel):

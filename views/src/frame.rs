@@ -1,12 +1,13 @@
 //! A [`Frame`]: what the live views show at one moment, from a replay or a live snapshot.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use dep_engine as engine;
 use dep_engine::{AccessSnapshot, Blocker, OpId, OpState, VarId};
 
 use crate::places::Places;
-use crate::replay::worker_name;
+use crate::replay::{blockers, worker_name};
 use crate::util::describe_op_at;
 
 /// Per-variable queues and op states at one moment.
@@ -84,7 +85,16 @@ impl Frame {
     /// A frame of a live engine: `worker_names` from [`dep_engine::Monitor::worker_names`].
     /// Snapshots carry no start times; `started_ns` is left unknown. The interpreter's
     /// temporaries and their bookkeeping ops are left out ([`is_internal_op`]).
+    /// Each waiting op waits on every access ahead of it that it must outlive (two running
+    /// reads ahead of a write are two blockers), worked out from the queues by the rule a replay
+    /// uses.
     pub fn from_snapshot(snapshot: &engine::Snapshot, worker_names: &[String]) -> Frame {
+        let mut waits: HashMap<OpId, Vec<Blocker>> = HashMap::new();
+        for var in &snapshot.vars {
+            for (op, blocker) in blockers(var.id, &var.queue) {
+                waits.entry(op).or_default().push(blocker);
+            }
+        }
         Frame {
             time_ns: snapshot.time_ns,
             vars: snapshot
@@ -111,7 +121,7 @@ impl Frame {
                     worker: op.worker.map(|worker| worker_name(worker_names, worker)),
                     started_ns: None,
                     finished_ns: None,
-                    waits_on: op.waits_on.clone(),
+                    waits_on: waits.remove(&op.id).unwrap_or_default(),
                 })
                 .collect(),
         }
@@ -157,40 +167,64 @@ impl Frame {
         }
     }
 
-    /// Why `op` waits, in words, one clause per blocked variable:
-    /// `waits for B: written by B = A + 1 (line 2), running on cpu:1`. `None` unless it waits
-    /// behind something.
+    /// Why `op` waits, in words, one clause per blocked variable naming every access it waits
+    /// behind: `waits for A: read by B = A @ A (line 2), running on cpu:0, and by C = A @ A
+    /// (line 3), running on cpu:1`. `None` unless it waits behind something.
     pub fn why_waiting(&self, op: &FrameOp) -> Option<String> {
         if op.waits_on.is_empty() {
             return None;
         }
-        let clauses: Vec<String> = op
-            .waits_on
-            .iter()
-            .map(|blocker| {
-                let verb = if blocker.behind_writes {
-                    "written"
-                } else {
-                    "read"
-                };
-                let behind = match self.op(blocker.behind) {
-                    Some(behind) => {
-                        format!("{} by {}", verb, behind.describe())
-                            + &match (behind.state, &behind.worker) {
-                                (OpState::Running, Some(worker)) => {
-                                    format!(", running on {worker}")
+        Some(format!(
+            "waits {}",
+            self.blocker_clauses(&op.waits_on, true)
+        ))
+    }
+
+    /// `for A: read by B = A + 1 (line 2), and by C = A * 3 (line 3); and for C: …`, each op
+    /// followed by its state in this frame when `with_states`.
+    pub(crate) fn blocker_clauses(&self, waits_on: &[Blocker], with_states: bool) -> String {
+        let mut clauses: Vec<String> = Vec::new();
+        let mut by_var: Vec<(VarId, Vec<&Blocker>)> = Vec::new();
+        for blocker in waits_on {
+            match by_var.iter_mut().find(|(var, _)| *var == blocker.var) {
+                Some((_, blockers)) => blockers.push(blocker),
+                None => by_var.push((blocker.var, vec![blocker])),
+            }
+        }
+        for (var, blockers) in by_var {
+            let behind: Vec<String> = blockers
+                .iter()
+                .map(|blocker| {
+                    let who = match self.op(blocker.behind) {
+                        Some(behind) if !with_states => behind.describe(),
+                        Some(behind) => {
+                            behind.describe()
+                                + &match (behind.state, &behind.worker) {
+                                    (OpState::Running, Some(worker)) => {
+                                        format!(", running on {worker}")
+                                    }
+                                    (OpState::Ready, _) => ", ready for a free worker".to_string(),
+                                    (OpState::Waiting, _) => ", itself waiting".to_string(),
+                                    (state, _) => format!(", {}", state.name()),
                                 }
-                                (OpState::Ready, _) => ", ready for a free worker".to_string(),
-                                (OpState::Waiting, _) => ", itself waiting".to_string(),
-                                (state, _) => format!(", {}", state.name()),
-                            }
-                    }
-                    None => format!("{verb} by {}", blocker.behind),
-                };
-                format!("for {}: {behind}", self.var_name(blocker.var))
-            })
-            .collect();
-        Some(format!("waits {}", clauses.join("; and ")))
+                        }
+                        None => blocker.behind.to_string(),
+                    };
+                    format!("by {who}")
+                })
+                .collect();
+            let verb = if blockers[0].behind_writes {
+                "written"
+            } else {
+                "read"
+            };
+            clauses.push(format!(
+                "for {}: {verb} {}",
+                self.var_name(var),
+                behind.join(", and ")
+            ));
+        }
+        clauses.join("; and ")
     }
 
     /// One sentence on what a variable waits for: the op that will write it, and why that op is

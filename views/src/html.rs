@@ -229,19 +229,22 @@ const PLAYER_JS: &str = r#"
     var clauses = [];
     fr.order.forEach(function (v) {
       var q = fr.queues[v]; if (!q) return;
-      var prev = null, lastWrite = null;
+      var lastWrite = null, readsSince = [];
       q.forEach(function (a) {
         if (!a.granted && a.op === opId) {
-          var behind = a.write ? (prev && {op: prev.op, writes: prev.write}) : (lastWrite !== null && {op: lastWrite, writes: true});
-          if (behind) {
-            var b = fr.ops[behind.op];
-            var tail = !b ? '' : b.state === 'running' ? ', running on ' + b.worker
-              : b.state === 'ready' ? ', ready for a free worker' : b.state === 'waiting' ? ', itself waiting' : ', ' + b.state;
-            clauses.push('for ' + fr.names[v] + ': ' + (behind.writes ? 'written' : 'read') + ' by ' + (b ? describe(b) : 'op' + behind.op) + tail);
+          var behind = !a.write || !readsSince.length ? (lastWrite === null ? [] : [lastWrite]) : readsSince.slice();
+          var writes = !a.write || !readsSince.length;
+          if (behind.length) {
+            var who = behind.map(function (id) {
+              var b = fr.ops[id];
+              var tail = !b ? '' : b.state === 'running' ? ', running on ' + b.worker
+                : b.state === 'ready' ? ', ready for a free worker' : b.state === 'waiting' ? ', itself waiting' : ', ' + b.state;
+              return 'by ' + (b ? describe(b) : 'op' + id) + tail;
+            });
+            clauses.push('for ' + fr.names[v] + ': ' + (writes ? 'written' : 'read') + ' ' + who.join(', and '));
           }
         }
-        if (a.write) lastWrite = a.op;
-        prev = a;
+        if (a.write) { lastWrite = a.op; readsSince = []; } else readsSince.push(a.op);
       });
     });
     return clauses.length ? 'waits ' + clauses.join('; and ') : null;

@@ -445,6 +445,42 @@ impl Replay {
         frame
     }
 
+    /// Why the last op that wrote `var` waited, from the log, in words: `A was last written
+    /// by A = 5 (line 4), which waited 2.00 ms for A: read by B = A + 1 (line 2), and by C =
+    /// A * 3 (line 3)`, or `…, which did not wait`. What it waited for is every access ahead
+    /// of its own when it was pushed. `None` when no op of the log wrote `var`.
+    pub fn why_waited(&self, var: VarId) -> Option<String> {
+        let writer = self
+            .ops()
+            .iter()
+            .rev()
+            .find(|op| op.writes.contains(&var))?;
+        let subject = format!(
+            "{} was last written by {}",
+            self.var_name(var),
+            writer.describe()
+        );
+        let at_push = self.frame_at(writer.pushed_at + 1);
+        let waits_on = at_push
+            .op(writer.id)
+            .map(|op| op.waits_on.as_slice())
+            .unwrap_or_default();
+        if waits_on.is_empty() {
+            return Some(format!("{subject}, which did not wait"));
+        }
+        let waited = match writer.ready_ns {
+            Some(ready_ns) => format!(
+                " {}",
+                crate::format_ns(ready_ns.saturating_sub(writer.pushed_ns))
+            ),
+            None => String::new(),
+        };
+        Some(format!(
+            "{subject}, which waited{waited} {}",
+            at_push.blocker_clauses(waits_on, false)
+        ))
+    }
+
     /// The queues and op states at the end of the log.
     pub fn final_frame(&self) -> Frame {
         self.frame_at(self.events.len())
@@ -741,34 +777,40 @@ impl Fold {
     }
 }
 
-/// What each access not yet granted in `queue` waits behind, by the engine's rule: a write waits
-/// for the access just before it, a read for the last write before it.
-fn blockers(var: VarId, queue: &[AccessSnapshot]) -> Vec<(OpId, Blocker)> {
+/// Every access that each access not yet granted in `queue` waits behind, by the engine's rule:
+/// a write waits for every read since the last write before it (all of them: two running reads
+/// are two blockers), or for that write when no read came since; a read waits for the last
+/// write before it.
+pub(crate) fn blockers(var: VarId, queue: &[AccessSnapshot]) -> Vec<(OpId, Blocker)> {
     let mut found = Vec::new();
-    let mut previous: Option<&AccessSnapshot> = None;
     let mut last_write: Option<OpId> = None;
+    let mut reads_since: Vec<OpId> = Vec::new();
     for access in queue {
         if !access.granted {
-            let behind = if access.write {
-                previous.map(|previous| (previous.op, previous.write))
-            } else {
-                last_write.map(|op| (op, true))
-            };
-            if let Some((behind, behind_writes)) = behind {
-                found.push((
+            let blocker = |behind: OpId, behind_writes: bool| {
+                (
                     access.op,
                     Blocker {
                         var,
                         behind,
                         behind_writes,
                     },
-                ));
+                )
+            };
+            if !access.write {
+                found.extend(last_write.map(|op| blocker(op, true)));
+            } else if reads_since.is_empty() {
+                found.extend(last_write.map(|op| blocker(op, true)));
+            } else {
+                found.extend(reads_since.iter().map(|op| blocker(*op, false)));
             }
         }
         if access.write {
             last_write = Some(access.op);
+            reads_since.clear();
+        } else {
+            reads_since.push(access.op);
         }
-        previous = Some(access);
     }
     found
 }

@@ -348,8 +348,8 @@ fn live_queues_and_why_waiting_behind_a_blocked_op() {
             C = A + 2                                                 3 waiting   -                 -          -
               ↳ C = A + 2 (line 3) waits for A: written by A = 2 (line 1), running on cpu:0
             A = C * 2                                                 4 waiting   -                 -          -
-              ↳ A = C * 2 (line 4) waits for A: read by C = A + 2 (line 3), itself waiting; and for C: written
-                by C = A + 2 (line 3), itself waiting
+              ↳ A = C * 2 (line 4) waits for A: read by B = A + 1 (line 2), itself waiting, and by C = A + 2
+                (line 3), itself waiting; and for C: written by C = A + 2 (line 3), itself waiting
             D = A + 3                                                 5 waiting   -                 -          -
               ↳ D = A + 3 (line 5) waits for A: written by A = C * 2 (line 4), itself waiting
         "#]],
@@ -880,4 +880,59 @@ fn named_places_replace_session_line_numbers_in_every_view() {
         .expect("an op waits at some step");
     let html = html::fragment(&waiting);
     assert!(html.contains("↳") && !html.contains("(line "), "{html}");
+}
+
+/// A write behind two running reads waits for both, and says so: live, and afterwards from the
+/// event log.
+#[test]
+fn a_write_behind_two_running_reads_names_both() {
+    let mut bench = Bench::new(Policy::Threaded, 2);
+    let (release, gate) = mpsc::channel::<()>();
+    let gate = Arc::new(std::sync::Mutex::new(gate));
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let script = "A = 1\nB = A + 1\nC = A * 3\nA = 5";
+    bench.push_script(script, &|line| {
+        let (gate, started) = (gate.clone(), started.clone());
+        Box::new(move || {
+            if line == 2 || line == 3 {
+                started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _ = gate.lock().unwrap().recv();
+            }
+        })
+    });
+    let monitor = bench.engine.monitor();
+    let frame = wait_for(|| {
+        let frame = Frame::from_snapshot(&monitor.snapshot(), &monitor.worker_names());
+        let running = frame
+            .ops
+            .iter()
+            .filter(|op| op.state == OpState::Running)
+            .count();
+        (running == 2).then_some(frame)
+    });
+    let why = frame.why("A").unwrap();
+    assert!(
+        why.starts_with(
+            "A will be written by A = 5 (line 4), which waits for A: read by B = A + 1 (line 2), running on cpu:"
+        ) && why.contains(", and by C = A * 3 (line 3), running on cpu:"),
+        "{why}"
+    );
+    release.send(()).unwrap();
+    release.send(()).unwrap();
+    bench.engine.wait_all();
+    let replay = bench.replay();
+    let var = bench.vars["A"].id();
+    let why = replay.why_waited(var).unwrap();
+    assert!(
+        why.starts_with("A was last written by A = 5 (line 4), which waited ")
+            && why.ends_with(" for A: read by B = A + 1 (line 2), and by C = A * 3 (line 3)"),
+        "{why}"
+    );
+    // On the naive engine every op runs at its push: nothing waits.
+    let naive = naive_replay(SEED_000);
+    let d = naive.ops()[4].writes[0];
+    assert_eq!(
+        naive.why_waited(d).as_deref(),
+        Some("D was last written by D = A + 3 (line 5), which did not wait")
+    );
 }
