@@ -13,6 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use dep_engine as engine;
+use engine::lock;
 use dep_interp::Session;
 use dep_views as views;
 
@@ -440,13 +441,6 @@ impl Write for PanelAwareOutput<'_> {
     }
 }
 
-/// Locks a mutex, ignoring poisoning: a panic in a redraw leaves nothing half-updated that
-/// matters (the worst is a stale line count).
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// The state of the live panel between redraws.
 struct Panel {

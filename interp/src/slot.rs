@@ -182,9 +182,4 @@ pub struct RngSlot {
     pub(crate) gpu_rng: Mutex<GpuRng>,
 }
 
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}
+pub(crate) use dep_engine::lock;

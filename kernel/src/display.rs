@@ -23,6 +23,7 @@ use std::thread;
 use std::time::Duration;
 
 use dep_engine as engine;
+use engine::lock;
 use dep_views as views;
 use jupyter_protocol as jp;
 
@@ -640,12 +641,6 @@ fn watch(shared: &Shared, stopped: &mpsc::Receiver<()>) {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while drawing leaves nothing half-done that matters: keep drawing.
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 fn display_data(data: jp::Media, display_id: &str) -> jp::DisplayData {
     jp::DisplayData {

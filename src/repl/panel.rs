@@ -24,9 +24,10 @@ use std::collections::HashSet;
 use std::io::{self, IsTerminal, Write};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use dep_engine as engine;
+use engine::lock;
 use dep_views as views;
 use nix::sys::termios;
 
@@ -368,9 +369,6 @@ fn truncate(text: &str, width: usize) -> String {
     cut
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 #[cfg(test)]
 mod tests {
