@@ -13,9 +13,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use dep_engine as engine;
-use engine::lock;
 use dep_interp::Session;
 use dep_views as views;
+use engine::lock;
 
 use crate::cli::{ReplayArgs, RunArgs};
 
@@ -170,6 +170,10 @@ impl views::fold::TraceOut for Traces {
         for (_, trace) in &mut self.0 {
             trace.out().device_slice(slice);
         }
+    }
+
+    fn keeps_slices(&self) -> bool {
+        !self.0.is_empty()
     }
 
     fn end(&mut self, worker_names: &[String], lanes: &[views::fold::TraceLane]) {
@@ -440,7 +444,6 @@ impl Write for PanelAwareOutput<'_> {
         self.out.flush()
     }
 }
-
 
 /// The state of the live panel between redraws.
 struct Panel {

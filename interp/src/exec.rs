@@ -1335,15 +1335,11 @@ impl<'a> Runner<'a> {
         for output in &op.op().outputs {
             output.set_home(self.device);
         }
-        if self.session.engine.is_observed() {
-            let op = op.clone();
-            let label = self.op_label(stmt, &op.op().outputs);
-            self.session.push(op.spec(label));
-        } else {
-            let label = self.session.sources[self.source_index].label(stmt.span);
-            let spec = op.spec(label);
-            self.session.push(spec);
-        }
+        // A kept statement reads no loop counter and writes no `set` slot, so its label has
+        // nothing of the iteration to add (`op_label`): the statement's text.
+        let label = self.session.sources[self.source_index].label(stmt.span);
+        let spec = op.spec(label);
+        self.session.push(spec);
         true
     }
 

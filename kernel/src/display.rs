@@ -23,8 +23,8 @@ use std::thread;
 use std::time::Duration;
 
 use dep_engine as engine;
-use engine::lock;
 use dep_views as views;
+use engine::lock;
 use jupyter_protocol as jp;
 
 use crate::iopub::CellOutput;
@@ -640,7 +640,6 @@ fn watch(shared: &Shared, stopped: &mpsc::Receiver<()>) {
         shared.draw(false, None);
     }
 }
-
 
 fn display_data(data: jp::Media, display_id: &str) -> jp::DisplayData {
     jp::DisplayData {

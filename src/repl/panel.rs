@@ -27,8 +27,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dep_engine as engine;
-use engine::lock;
 use dep_views as views;
+use engine::lock;
 use nix::sys::termios;
 
 use crate::repl::style::Style;
@@ -368,7 +368,6 @@ fn truncate(text: &str, width: usize) -> String {
     cut.push('…');
     cut
 }
-
 
 #[cfg(test)]
 mod tests {
