@@ -4,6 +4,8 @@
 # divided by N. For dep through `dep run` on the naive and the threaded engine, and for NumPy
 # (CPython's own loop included) when bench/.venv has it:
 #   python3 -m venv bench/.venv && bench/.venv/bin/pip install numpy==1.23.5
+# Then the same for a block of ten statements pushed eagerly, replayed from a recorded graph, and
+# replayed in bulks of ten (issue 9's workload), per op, with N/10 iterations of the block.
 # Usage: bench/instructions.sh [N]   (default 100000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,3 +44,43 @@ if [ -x bench/.venv/bin/python ] && bench/.venv/bin/python -c 'import numpy' 2>/
 else
   echo "numpy:           (no bench/.venv with numpy: see the comment at the top)"
 fi
+
+setup='a = ones(4)
+b = ones(4)
+c = ones(4)'
+block='  t1 = a + b
+  t2 = t1 * c
+  t3 = t2 - a
+  t4 = t3 / 2
+  t5 = t4 + t1
+  a = t5 * 0.5
+  t6 = b - c
+  t7 = t6 + a
+  b = t7 * 0.5
+  c = c + 0'
+for iterations in "$((n / 10))" 0; do
+  printf '%s\nfor i in 0..%s {\n%s\n}\nwait\n' "$setup" "$iterations" "$block" \
+    >"$work/eager$iterations.dep"
+  for options in "recycle = 0, share = 0, lazy = 0" "recycle = 0, share = 0, lazy = 0, bulk = 10"; do
+    name=graph
+    [[ $options == *bulk* ]] && name=bulk
+    printf '%s\ngraph block {\n%s\n}\nfor i in 0..%s { with %s { run block } }\nwait\n' \
+      "$setup" "$block" "$iterations" "$options" >"$work/$name$iterations.dep"
+  done
+done
+
+# Instructions per op of workload NAME on ENGINE: its N/10 iterations of ten ops minus 0.
+per_op() {
+  local name=$1 with without
+  shift
+  with=$(count "$@" "$work/$name$((n / 10)).dep")
+  without=$(count "$@" "$work/${name}0.dep")
+  echo $(((with - without) / n))
+}
+
+echo "instructions per op of a block of ten statements, N = $n ops"
+for engine in naive threaded; do
+  echo "$engine: eager $(per_op eager target/release/dep run --engine "$engine")," \
+    "replay $(per_op graph target/release/dep run --engine "$engine")," \
+    "bulked replay $(per_op bulk target/release/dep run --engine "$engine")"
+done

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use dep_engine as engine;
 use dep_interp::Session;
 use dep_views as views;
+use engine::lock;
 
 use crate::cli::{ReplayArgs, RunArgs};
 
@@ -169,6 +170,10 @@ impl views::fold::TraceOut for Traces {
         for (_, trace) in &mut self.0 {
             trace.out().device_slice(slice);
         }
+    }
+
+    fn keeps_slices(&self) -> bool {
+        !self.0.is_empty()
     }
 
     fn end(&mut self, worker_names: &[String], lanes: &[views::fold::TraceLane]) {
@@ -438,14 +443,6 @@ impl Write for PanelAwareOutput<'_> {
     fn flush(&mut self) -> std::io::Result<()> {
         self.out.flush()
     }
-}
-
-/// Locks a mutex, ignoring poisoning: a panic in a redraw leaves nothing half-updated that
-/// matters (the worst is a stale line count).
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The state of the live panel between redraws.

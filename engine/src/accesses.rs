@@ -2,12 +2,45 @@
 //! (writes the op also reads) first among the writes.
 
 use std::collections::HashSet;
+use std::ops::Deref;
 
+use crate::sync::Arc;
 use crate::{Var, VarId};
+
+/// An op's reads and writes, normalized once and shared by every op pushed with them: a
+/// statement inside a loop (or a replayed graph's op) pushes the same set each time for the cost
+/// of a reference count, with no copy, sort or allocation (see [`crate::OpSpec::access_set`]).
+#[derive(Clone)]
+pub struct AccessSet(Arc<Accesses>);
+
+impl AccessSet {
+    /// The accesses of ops that read `reads` and write `writes` (either may repeat a variable or
+    /// name one the other names; a variable both read and written counts as written).
+    pub fn new(reads: Vec<Var>, writes: Vec<Var>) -> AccessSet {
+        AccessSet(Arc::new(Accesses::normalized(reads, writes)))
+    }
+
+    /// The variables only read, each once.
+    pub fn reads(&self) -> &[Var] {
+        &self.0.reads
+    }
+
+    /// The variables written (read-and-written ones first), each once.
+    pub fn writes(&self) -> &[Var] {
+        &self.0.writes
+    }
+}
+
+impl Deref for AccessSet {
+    type Target = Accesses;
+    fn deref(&self) -> &Accesses {
+        &self.0
+    }
+}
 
 /// An op's accesses as the engine keeps them: no variable twice; a variable both read and
 /// written is a write, listed first among the writes so that its error still skips the op.
-pub(crate) struct Accesses {
+pub struct Accesses {
     pub(crate) reads: Vec<Var>,
     pub(crate) writes: Vec<Var>,
     /// How many of `writes`, at the front, the op also reads.

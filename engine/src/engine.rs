@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
-use crate::accesses::Accesses;
+use crate::accesses::AccessSet;
 use crate::completion::{self, Ending, OpCompletion};
 use crate::config::{EngineConfig, Policy};
 use crate::device_time::DeviceClock;
@@ -238,13 +238,14 @@ impl Engine {
     }
 
     /// Pushes an op; it runs once every access is granted. Safe from several threads at once.
-    pub fn push(&self, spec: OpSpec) -> OpId {
+    pub fn push(&self, mut spec: OpSpec) -> OpId {
+        let accesses = spec.take_accesses();
         self.shared.push_block(
             spec.label,
             spec.line,
             spec.device,
             spec.priority,
-            Accesses::normalized(spec.reads, spec.writes),
+            accesses,
             spec.work,
         )
     }
@@ -262,7 +263,7 @@ impl Engine {
             0,
             Device::Cpu,
             0,
-            Accesses::normalized(vec![var.clone()], Vec::new()),
+            AccessSet::new(vec![var.clone()], Vec::new()),
             Work::Wait(signal.clone()),
         );
         let result = signal.wait();
@@ -287,7 +288,7 @@ impl Engine {
             0,
             Device::Cpu,
             0,
-            Accesses::normalized(vec![var.clone()], Vec::new()),
+            AccessSet::new(vec![var.clone()], Vec::new()),
             Work::Wait(signal.clone()),
         );
         let result = signal.wait_or(give_up)?;
@@ -333,7 +334,7 @@ impl Engine {
             0,
             Device::Cpu,
             0,
-            Accesses::normalized(Vec::new(), vec![var]),
+            AccessSet::new(Vec::new(), vec![var]),
             Work::Delete(Box::new(free)),
         )
     }
@@ -477,7 +478,7 @@ impl Shared {
         line: u32,
         device: Device,
         priority: i32,
-        accesses: Accesses,
+        accesses: AccessSet,
         work: Work,
     ) -> OpId {
         let id = OpId(self.next_op.fetch_add(1, Ordering::Relaxed));
@@ -489,8 +490,8 @@ impl Shared {
             op: id,
             label: op.label.clone(),
             line,
-            reads: op.reads.iter().map(Var::id).collect(),
-            writes: op.writes.iter().map(Var::id).collect(),
+            reads: op.accesses.reads.iter().map(Var::id).collect(),
+            writes: op.accesses.writes.iter().map(Var::id).collect(),
             device,
             priority,
         });
@@ -519,7 +520,7 @@ impl Shared {
     fn append_accesses(&self, op: &OpRef) -> usize {
         /// Ops with up to this many accesses (nearly all) keep their locks on the stack.
         const ON_STACK: usize = 4;
-        let n_accesses = op.reads.len() + op.writes.len();
+        let n_accesses = op.accesses.reads.len() + op.accesses.writes.len();
         if n_accesses <= ON_STACK {
             let mut guards: [Option<MutexGuard<'_, VarState>>; ON_STACK] = Default::default();
             let mut order = [0; ON_STACK];
@@ -538,10 +539,10 @@ impl Shared {
         guards: &mut [Option<MutexGuard<'a, VarState>>],
         order: &mut [usize],
     ) -> usize {
-        let n_reads = op.reads.len();
+        let n_reads = op.accesses.reads.len();
         let var_at = |index: usize| match index.checked_sub(n_reads) {
-            None => &op.reads[index],
-            Some(write) => &op.writes[write],
+            None => &op.accesses.reads[index],
+            Some(write) => &op.accesses.writes[write],
         };
         for (position, index) in order.iter_mut().enumerate() {
             *index = position;
@@ -624,6 +625,10 @@ impl Shared {
                 let (outcome, cost) = self.measured(|| self.run_user_op(&op, exec));
                 self.finish(&op, outcome, cost, false, ready);
             }
+            Some(Work::Shared(body)) => {
+                let (outcome, cost) = self.measured(|| self.run_user_op(&op, || body.run()));
+                self.finish(&op, outcome, cost, false, ready);
+            }
             Some(Work::Async(start)) => self.start_async(&op, start, ready),
             Some(Work::Wait(signal)) => {
                 signal.set(match first_read_error(&op) {
@@ -670,7 +675,7 @@ impl Shared {
         });
         self.release(op, outcome.error(), ready);
         if deleted {
-            for var in &op.writes {
+            for var in &op.accesses.writes {
                 lock(&self.vars).remove(&var.id());
                 self.emit_structural(|| EventKind::VarDeleted { var: var.id() });
             }
@@ -786,7 +791,7 @@ impl Shared {
         first_read_error(op).map(Outcome::Skipped)
     }
 
-    fn run_user_op(&self, op: &OpBlock, exec: crate::op::OpFn) -> Outcome {
+    fn run_user_op(&self, op: &OpBlock, exec: impl FnOnce() -> Result<(), String>) -> Outcome {
         if let Some(outcome) = self.refusal(op) {
             return outcome;
         }
@@ -802,11 +807,11 @@ impl Shared {
     /// Ends the op's accesses, in the order they were taken, and counts down the ops they unblock.
     fn release(&self, op: &OpRef, error: Option<&Arc<OpError>>, ready: &mut Vec<OpRef>) {
         let mut granted = Vec::new();
-        for var in &op.reads {
+        for var in &op.accesses.reads {
             lock(&var.0.state).queue.complete_read(op, &mut granted);
             self.grant_all(var, &mut granted, ready);
         }
-        for var in &op.writes {
+        for var in &op.accesses.writes {
             {
                 let mut state = lock(&var.0.state);
                 state.version += 1;
@@ -974,8 +979,8 @@ impl Shared {
                 device: op.device,
                 priority: op.priority,
                 worker: op.worker(),
-                reads: op.reads.iter().map(Var::id).collect(),
-                writes: op.writes.iter().map(Var::id).collect(),
+                reads: op.accesses.reads.iter().map(Var::id).collect(),
+                writes: op.accesses.writes.iter().map(Var::id).collect(),
                 waits_on,
             })
             .collect();
@@ -986,9 +991,10 @@ impl Shared {
 /// The first error held by a variable the op reads, also one it writes too (granted accesses:
 /// no other write can change it now).
 fn first_read_error(op: &OpBlock) -> Option<Arc<OpError>> {
-    op.reads
+    op.accesses
+        .reads
         .iter()
-        .chain(&op.writes[..op.n_read_writes])
+        .chain(&op.accesses.writes[..op.accesses.n_read_writes])
         .filter(|var| var.0.has_error.load(Ordering::Acquire))
         .find_map(|var| lock(&var.0.state).error.clone())
 }
@@ -1005,8 +1011,8 @@ fn op_error(op: &OpBlock, message: String) -> Arc<OpError> {
 
 /// What the simulator needs of a finished op.
 fn sim_outcome(op: &OpBlock, outcome: &Outcome) -> SimOutcome {
-    let reads: Vec<VarId> = op.reads.iter().map(Var::id).collect();
-    let writes: Vec<VarId> = op.writes.iter().map(Var::id).collect();
+    let reads: Vec<VarId> = op.accesses.reads.iter().map(Var::id).collect();
+    let writes: Vec<VarId> = op.accesses.writes.iter().map(Var::id).collect();
     SimOutcome {
         pushed: EventKind::Pushed {
             op: op.id,

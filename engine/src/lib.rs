@@ -63,6 +63,7 @@ mod sync;
 mod var_queue;
 
 pub use crate::{
+    accesses::AccessSet,
     completion::OpCompletion,
     config::{parse_threads, EngineConfig, Policy},
     device::{Device, MAX_GPUS},
@@ -70,6 +71,15 @@ pub use crate::{
     engine::{current_lane, Engine, Monitor, Var, VarId, CALLER_WORKER},
     event::{Event, EventKind, EventLog, EventSink},
     memory::{MemoryMeter, MemoryStats},
-    op::{AsyncOpFn, OpError, OpFn, OpId, OpSpec, OpState, Outcome},
+    op::{AsyncOpFn, OpBody, OpError, OpFn, OpId, OpSpec, OpState, Outcome},
     snapshot::{AccessSnapshot, Blocker, OpSnapshot, Snapshot, VarSnapshot},
 };
+
+/// Locks a standard mutex, taking the guard even if a thread panicked while holding it: across
+/// dep, a panic never leaves guarded data half-updated in a way that matters (a panicking op is
+/// reported as failed; a panicking redraw leaves at worst a stale line), so the lock stays usable.
+pub fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::sync::{Arc, AtomicU32, AtomicU8, AtomicUsize, Condvar, Mutex, Ordering};
-use crate::{Device, OpCompletion, Var};
+use crate::{AccessSet, Device, OpCompletion, Var};
 
 /// The closure an op runs: `Err(message)` marks the op failed.
 pub type OpFn = Box<dyn FnOnce() -> Result<(), String> + Send + 'static>;
@@ -11,6 +11,13 @@ pub type OpFn = Box<dyn FnOnce() -> Result<(), String> + Send + 'static>;
 /// The closure an asynchronous op runs: it starts the work and hands the [`OpCompletion`] to
 /// whoever finishes it (another thread, a callback), which completes the op later.
 pub type AsyncOpFn = Box<dyn FnOnce(OpCompletion) + Send + 'static>;
+
+/// What an op pushed many times runs, shared by every push (a statement in a loop): pushing
+/// it costs a reference count, where a closure costs an allocation each time.
+pub trait OpBody: Send + Sync + 'static {
+    /// Runs the op once: `Err(message)` marks it failed.
+    fn run(&self) -> Result<(), String>;
+}
 
 /// An op's identity: its push number, unique within an engine, increasing in push order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -29,6 +36,8 @@ pub struct OpSpec {
     pub(crate) line: u32,
     pub(crate) reads: Vec<Var>,
     pub(crate) writes: Vec<Var>,
+    /// Accesses made ready beforehand ([`OpSpec::access_set`]), besides `reads` and `writes`.
+    pub(crate) set: Option<AccessSet>,
     pub(crate) device: Device,
     pub(crate) priority: i32,
     pub(crate) work: Work,
@@ -42,6 +51,12 @@ impl OpSpec {
         exec: impl FnOnce() -> Result<(), String> + Send + 'static,
     ) -> Self {
         OpSpec::with_work(label.into(), Work::Run(Box::new(exec)))
+    }
+
+    /// An op labelled `label` that runs `body`, which other ops may share (see [`OpBody`]); on
+    /// the CPU, at priority 0, reading and writing nothing until told.
+    pub fn shared(label: impl Into<Arc<str>>, body: std::sync::Arc<dyn OpBody>) -> Self {
+        OpSpec::with_work(label.into(), Work::Shared(body))
     }
 
     /// An asynchronous op (MXNet's `PushAsync`): `start` runs when the op's accesses are granted
@@ -65,6 +80,7 @@ impl OpSpec {
             line: 0,
             reads: Vec::new(),
             writes: Vec::new(),
+            set: None,
             device: Device::Cpu,
             priority: 0,
             work,
@@ -93,6 +109,30 @@ impl OpSpec {
             self.writes.extend(writes);
         }
         self
+    }
+
+    /// The op's accesses as a set made beforehand, shared with other ops: the cheapest way to
+    /// push the same accesses many times (a statement in a loop).
+    pub fn access_set(mut self, set: AccessSet) -> Self {
+        self.set = Some(set);
+        self
+    }
+
+    /// The accesses the engine keeps for the op: the shared set as it is when nothing else was
+    /// given, otherwise everything normalized together.
+    pub(crate) fn take_accesses(&mut self) -> AccessSet {
+        let (reads, writes) = (
+            std::mem::take(&mut self.reads),
+            std::mem::take(&mut self.writes),
+        );
+        match self.set.take() {
+            Some(set) if reads.is_empty() && writes.is_empty() => set,
+            Some(set) => AccessSet::new(
+                set.reads().iter().chain(&reads).cloned().collect(),
+                set.writes().iter().chain(&writes).cloned().collect(),
+            ),
+            None => AccessSet::new(reads, writes),
+        }
     }
 
     /// The device whose workers run the op.
@@ -276,6 +316,8 @@ impl Signal {
 pub(crate) enum Work {
     /// A caller's closure, run by a worker.
     Run(OpFn),
+    /// A caller's shared body, run by a worker.
+    Shared(std::sync::Arc<dyn OpBody>),
     /// A caller's asynchronous op: started by a worker, finished through its [`OpCompletion`].
     Async(AsyncOpFn),
     /// `wait_var`: wake the waiting thread with the variable's error, if any.
@@ -291,10 +333,9 @@ pub(crate) struct OpBlock {
     pub(crate) line: u32,
     pub(crate) device: Device,
     pub(crate) priority: i32,
-    pub(crate) reads: Vec<Var>,
-    pub(crate) writes: Vec<Var>,
-    /// How many of `writes`, at the front, the op also reads: their errors skip it too.
-    pub(crate) n_read_writes: usize,
+    /// What it reads and writes (`n_read_writes` of the writes, at the front, it also reads:
+    /// their errors skip it too).
+    pub(crate) accesses: AccessSet,
     /// Engine bookkeeping (wait, delete) run on the thread that makes it ready, never queued.
     pub(crate) inline: bool,
     /// Accesses not yet granted, plus one held by `push` until every access is appended.
@@ -314,16 +355,11 @@ impl OpBlock {
         line: u32,
         device: Device,
         priority: i32,
-        accesses: crate::accesses::Accesses,
+        accesses: AccessSet,
         work: Work,
     ) -> OpBlock {
-        let crate::accesses::Accesses {
-            reads,
-            writes,
-            n_read_writes,
-        } = accesses;
-        let n_accesses = reads.len() + writes.len();
-        let inline = !matches!(work, Work::Run(_) | Work::Async(_));
+        let n_accesses = accesses.reads.len() + accesses.writes.len();
+        let inline = !matches!(work, Work::Run(_) | Work::Shared(_) | Work::Async(_));
         OpBlock {
             inline,
             id,
@@ -331,9 +367,7 @@ impl OpBlock {
             line,
             device,
             priority,
-            reads,
-            writes,
-            n_read_writes,
+            accesses,
             wait_count: AtomicUsize::new(n_accesses + 1),
             state: AtomicU8::new(OpState::Waiting as u8),
             worker: AtomicU32::new(u32::MAX),

@@ -4,6 +4,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use dep_engine as engine;
 
 use crate::gpu;
@@ -28,20 +30,51 @@ pub(crate) struct ComputeOp {
     pub(crate) rng: Option<Arc<RngSlot>>,
 }
 
-impl ComputeOp {
-    /// The engine op: reads the inputs (and the generator), writes the outputs (and the
-    /// generator); allocations come from `pool` when one is given.
-    pub(crate) fn into_spec(self, pool: Option<Arc<BufferPool>>) -> engine::OpSpec {
-        let (reads, writes) = self.accesses();
-        let (label, line, priority, device) =
-            (self.label.clone(), self.line, self.priority, self.device);
-        engine::OpSpec::new(label, move || self.execute(pool.as_ref()))
-            .accesses(reads, writes)
-            .line(line)
-            .priority(priority)
-            .device(device)
+/// A compute op ready to push any number of times: the op, shared by every push, and its
+/// accesses normalized once. A statement in a loop is compiled into one of these and pushed again
+/// on every iteration for a few reference counts (see `statement_cache`).
+#[derive(Clone)]
+pub(crate) struct PushableOp {
+    op: Arc<ComputeOp>,
+    accesses: engine::AccessSet,
+}
+
+impl PushableOp {
+    /// Makes `op` pushable: computes its accesses.
+    pub(crate) fn new(op: ComputeOp) -> PushableOp {
+        let (reads, writes) = op.accesses();
+        PushableOp {
+            op: Arc::new(op),
+            accesses: engine::AccessSet::new(reads, writes),
+        }
     }
 
+    /// The op.
+    pub(crate) fn op(&self) -> &ComputeOp {
+        &self.op
+    }
+
+    /// The engine op for one push, labelled `label` (the statement's label now: the same op
+    /// may be shown differently on each push): reads the inputs (and the generator), writes the
+    /// outputs (and the generator), computing on the host with no buffer pool.
+    pub(crate) fn spec(&self, label: Arc<str>) -> engine::OpSpec {
+        let body: Arc<dyn engine::OpBody> = self.op.clone();
+        engine::OpSpec::shared(label, body)
+            .access_set(self.accesses.clone())
+            .line(self.op.line)
+            .priority(self.op.priority)
+            .device(self.op.device)
+    }
+}
+
+/// Pushed as a shared body: a statement pushed again runs the same op, with no buffer pool.
+impl engine::OpBody for ComputeOp {
+    fn run(&self) -> Result<(), String> {
+        self.execute(None)
+    }
+}
+
+impl ComputeOp {
     /// The variables the op reads (its inputs, and the target of `A op= ...`, which it updates
     /// in place) and writes (its outputs, and the generator for plans that draw random numbers).
     /// A variable both read and written is a read-write: an error it holds skips the op and
@@ -207,7 +240,8 @@ fn run(
         &mut heap_uses
     };
     plan.count_uses(remaining_uses);
-    let mut values = Vec::with_capacity(inputs.len());
+    let mut values: SmallVec<[Option<tensor::Tensor>; ON_STACK]> =
+        SmallVec::with_capacity(inputs.len());
     for slot in inputs {
         // The old value of a variable this op overwrites is dead once read: take it out of its
         // slot so that the op may update it in place (never for `+=`, which updates the slot).
@@ -237,6 +271,28 @@ fn run(
         return tensor::binary_inplace(value, op, &rhs)
             .map_err(|error| error.message().to_string());
     }
+    if !plan.is_multi() {
+        let [output] = outputs else {
+            return Err(format!(
+                "the right side gives 1 value but {} names are assigned",
+                outputs.len()
+            ));
+        };
+        // The old value of a variable written but not read is dead: its buffer may take the
+        // result (never a value shared with another variable or a reader: those stay).
+        let spare = inputs
+            .iter()
+            .all(|input| !Arc::ptr_eq(input, output))
+            .then(|| output.take_dead_buffer())
+            .flatten();
+        let value = match spare {
+            Some(spare) => tensor::with_spare(spare, || plan.eval(&mut ctx)),
+            None => plan.eval(&mut ctx),
+        }
+        .map_err(|error| error.message().to_string())?;
+        output.set(value);
+        return Ok(());
+    }
     let results = plan
         .eval_multi(&mut ctx)
         .map_err(|error| error.message().to_string())?;
@@ -257,6 +313,34 @@ fn run(
 mod tests {
     use super::*;
     use engine::Device;
+
+    fn slot_holding(values: Vec<f32>) -> Arc<Slot> {
+        let engine = engine::Engine::new(engine::EngineConfig::default());
+        let slot = Slot::new(engine.new_var("v"));
+        slot.set(tensor::Tensor::from_vec(vec![values.len()], values).unwrap());
+        slot
+    }
+
+    #[test]
+    fn a_result_takes_the_buffer_of_the_value_it_overwrites() {
+        // y = x + 1, where y's old value is held by nobody else.
+        let (x, y) = (slot_holding(vec![1.0, 2.0]), slot_holding(vec![7.0, 7.0]));
+        let old = y.get().unwrap().data().as_ptr();
+        let plan = Plan::Binary(
+            tensor::BinaryOp::Add,
+            Box::new(Plan::Input(0)),
+            Box::new(Plan::Const(tensor::Tensor::scalar(1.0))),
+        );
+        run(&plan, &[x.clone()], &[y.clone()], None, None).unwrap();
+        let new = y.get().unwrap();
+        assert_eq!(new.data(), &[2.0, 3.0]);
+        assert_eq!(new.data().as_ptr(), old, "y's old buffer holds the result");
+        // A value another holder shares is left to it.
+        let shared = y.get().unwrap();
+        run(&plan, &[x], &[y.clone()], None, None).unwrap();
+        assert_ne!(y.get().unwrap().data().as_ptr(), shared.data().as_ptr());
+        assert_eq!(shared.data(), &[2.0, 3.0]);
+    }
 
     #[test]
     fn ops_on_a_gpu_and_copies_to_one_compute_there() {

@@ -14,12 +14,13 @@ use dep_grammar as grammar;
 use grammar::{ExprKind, Span, StmtKind};
 
 use crate::builtins;
-use crate::compute::ComputeOp;
+use crate::compute::{ComputeOp, PushableOp};
 use crate::error::RunError;
 use crate::graph::{Graph, Recording, ReplayOptions, MAX_BULK};
 use crate::plan::{Plan, PlanIndex};
 use crate::session::{Binding, Function, Session};
 use crate::slot::{lock, Slot};
+use crate::statement_cache::StatementCache;
 use crate::suggest;
 use crate::tensor::{self, Tensor};
 
@@ -30,6 +31,13 @@ const MAX_CALL_DEPTH: usize = 64;
 enum Flow {
     Normal,
     Return(Vec<Arc<Slot>>),
+}
+
+/// An op a statement pushed, which its statement may keep to push again.
+struct Pushed {
+    op: PushableOp,
+    /// Whether the statement made temporaries (function results), deleted behind the op.
+    had_temporaries: bool,
 }
 
 /// A function call's local names.
@@ -68,6 +76,11 @@ pub(crate) struct Runner<'a> {
     recording: Option<Recording>,
     /// How `run` replays graphs (`with lazy = 0`, `recycle = 0`, `share = 0`, `bulk = N`).
     replay_options: ReplayOptions,
+    /// Assignments compiled once and pushed again while their names keep their bindings.
+    cache: StatementCache,
+    /// Whether the expression compiled last depends on nothing but name bindings (no loop
+    /// counter, clock, function call), so that its statement may be cached.
+    compiled_pure: bool,
 }
 
 impl<'a> Runner<'a> {
@@ -85,6 +98,8 @@ impl<'a> Runner<'a> {
             device: engine::Device::Cpu,
             recording: None,
             replay_options: ReplayOptions::default(),
+            cache: StatementCache::default(),
+            compiled_pure: true,
         }
     }
 
@@ -185,6 +200,7 @@ impl<'a> Runner<'a> {
                 self.session
                     .functions
                     .insert(name.text.clone(), Arc::new(function));
+                self.cache.invalidate();
             }
             StmtKind::Return(exprs) => {
                 if self.frames.is_empty() {
@@ -235,6 +251,9 @@ impl<'a> Runner<'a> {
         targets: &[grammar::Name],
         value: &grammar::Expr,
     ) -> Result<(), RunError> {
+        if self.push_cached(stmt) {
+            return Ok(());
+        }
         if let Some((func, args, kwargs)) = self.user_call(value) {
             let results = self.call_function(func, args, kwargs, value.span)?;
             if results.len() != targets.len() {
@@ -287,6 +306,7 @@ impl<'a> Runner<'a> {
                 return Ok(());
             }
         }
+        let epoch = self.cache.epoch();
         let compiled = self.compile(value)?;
         if targets.len() > 1 && !compiled.plan.is_multi() {
             return Err(self.error(
@@ -299,7 +319,8 @@ impl<'a> Runner<'a> {
             .iter()
             .map(|target| self.target_slot(target))
             .collect::<Result<Vec<_>, _>>()?;
-        self.push_compute(stmt, compiled, outputs, None);
+        let pushed = self.push_compute(stmt, compiled, outputs, None);
+        self.keep_compiled(stmt, epoch, pushed);
         Ok(())
     }
 
@@ -310,6 +331,9 @@ impl<'a> Runner<'a> {
         op: grammar::AugOp,
         value: &grammar::Expr,
     ) -> Result<(), RunError> {
+        if self.push_cached(stmt) {
+            return Ok(());
+        }
         let binary = match op {
             grammar::AugOp::Add => tensor::BinaryOp::Add,
             grammar::AugOp::Sub => tensor::BinaryOp::Sub,
@@ -342,8 +366,10 @@ impl<'a> Runner<'a> {
             Some((Binding::Slots(_), _)) => return Err(self.slots_misuse(target)),
             None => return Err(self.unknown_name(target)),
         };
+        let epoch = self.cache.epoch();
         let compiled = self.compile(value)?;
-        self.push_compute(stmt, compiled, vec![owned_slot], Some(binary));
+        let pushed = self.push_compute(stmt, compiled, vec![owned_slot], Some(binary));
+        self.keep_compiled(stmt, epoch, pushed);
         Ok(())
     }
 
@@ -717,8 +743,10 @@ impl<'a> Runner<'a> {
         }
         let caller_source = std::mem::replace(&mut self.source_index, function.source_index);
         self.frames.push(frame);
+        self.cache.invalidate();
         let flow = self.exec_block(&function.body.statements);
         let frame = self.frames.pop().expect("the frame pushed above");
+        self.cache.invalidate();
         self.source_index = caller_source;
         let results = match flow? {
             Flow::Return(results) => results,
@@ -791,20 +819,34 @@ impl<'a> Runner<'a> {
     }
 
     fn bind(&mut self, name: &str, binding: Binding, owned: bool) {
+        // A loop counter's next value changes no compiled statement (none that reads a counter
+        // is cached); any other binding may.
+        let counter = matches!(binding, Binding::Counter(_));
+        let still_counter = |old: &Binding| counter && matches!(old, Binding::Counter(_));
         // Rebinding a name (every iteration of `c = c + b`) reuses its key: no allocation.
         match self.frames.last_mut() {
             Some(frame) => match frame.locals.get_mut(name) {
-                Some(local) => *local = Local { binding, owned },
+                Some(local) if still_counter(&local.binding) => local.binding = binding,
+                Some(local) => {
+                    *local = Local { binding, owned };
+                    self.cache.invalidate();
+                }
                 None => {
                     frame
                         .locals
                         .insert(name.to_string(), Local { binding, owned });
+                    self.cache.invalidate();
                 }
             },
             None => match self.session.globals.get_mut(name) {
-                Some(global) => *global = binding,
+                Some(global) if still_counter(global) => *global = binding,
+                Some(global) => {
+                    *global = binding;
+                    self.cache.invalidate();
+                }
                 None => {
                     self.session.globals.insert(name.to_string(), binding);
+                    self.cache.invalidate();
                 }
             },
         }
@@ -945,8 +987,10 @@ impl<'a> Runner<'a> {
             locals: HashMap::default(),
             writes_globals: true,
         });
+        self.cache.invalidate();
         let recorded = self.exec_block(&body.statements);
         let frame = self.frames.pop();
+        self.cache.invalidate();
         let mut recording = self.recording.take().unwrap_or_default();
         if keep_names {
             recording.internals.clear();
@@ -976,6 +1020,7 @@ impl<'a> Runner<'a> {
     }
 
     fn delete_name(&mut self, name: &grammar::Name) -> Result<(), RunError> {
+        self.cache.invalidate();
         let removed = match self.frames.last_mut() {
             Some(frame) => frame
                 .locals
@@ -1025,6 +1070,10 @@ impl<'a> Runner<'a> {
         let Some((Binding::Slots(slots), _)) = self.lookup(&name.text) else {
             return Ok(None);
         };
+        if !matches!(index.kind, ExprKind::Number(_)) {
+            // The index is a host value (a counter, a variable's value) that may change.
+            self.compiled_pure = false;
+        }
         let position = self.host_int(index)?;
         match usize::try_from(position)
             .ok()
@@ -1060,6 +1109,7 @@ impl<'a> Runner<'a> {
     // ----- compiling expressions -----
 
     fn compile(&mut self, expr: &grammar::Expr) -> Result<Compiled, RunError> {
+        self.compiled_pure = true;
         let mut inputs = Vec::new();
         let mut temporaries = Vec::new();
         let plan = self.compile_into(expr, &mut inputs, &mut temporaries)?;
@@ -1081,7 +1131,10 @@ impl<'a> Runner<'a> {
             ExprKind::Str(text) => Plan::Str(text.clone()),
             ExprKind::Name(name) => match self.lookup(&name.text) {
                 Some((Binding::Tensor(slot), _)) => Plan::Input(input_index(inputs, slot)),
-                Some((Binding::Counter(value), _)) => Plan::Const(Tensor::scalar(value as f32)),
+                Some((Binding::Counter(value), _)) => {
+                    self.compiled_pure = false;
+                    Plan::Const(Tensor::scalar(value as f32))
+                }
                 Some((Binding::Slots(_), _)) => return Err(self.slots_misuse(name)),
                 None if self.session.functions.contains_key(&name.text)
                     || builtins::lookup(&name.text).is_some() =>
@@ -1121,6 +1174,7 @@ impl<'a> Runner<'a> {
             }
             ExprKind::Call { func, args, kwargs } => {
                 if self.session.functions.contains_key(&func.text) {
+                    self.compiled_pure = false;
                     let mut results = self.call_function(func, args, kwargs, expr.span)?;
                     if results.len() != 1 {
                         for result in results {
@@ -1141,6 +1195,7 @@ impl<'a> Runner<'a> {
                 }
                 match (func.text.as_str(), args.as_slice()) {
                     ("clock", []) => {
+                        self.compiled_pure = false;
                         // A host number: the engine's clock (virtual under `--engine sim`) now.
                         return Ok(Plan::Const(Tensor::scalar(
                             (self.session.engine.now_ns() as f64 / 1e6) as f32,
@@ -1253,31 +1308,73 @@ impl<'a> Runner<'a> {
 
     // ----- pushing -----
 
+    /// Pushes the statement's op (see [`Self::push_labelled`]).
     fn push_compute(
         &mut self,
         stmt: &grammar::Stmt,
         compiled: Compiled,
         outputs: Vec<Arc<Slot>>,
         update: Option<tensor::BinaryOp>,
-    ) {
-        let mut label = self.label(stmt);
-        if self.session.engine.is_observed() {
-            // Views tell a loop's ops apart; an unobserved run keeps the shared label.
-            let written = outputs.first().map(|slot| slot.var.name());
-            let counter = |name: &str| match self.lookup(name) {
-                Some((Binding::Counter(value), _)) => Some(value),
-                _ => None,
-            };
-            if let Some(richer) = crate::labels::with_iteration(&label, written, counter) {
-                label = richer;
-            }
-        }
+    ) -> Option<Pushed> {
+        let label = self.op_label(stmt, &outputs);
         let line = self.line(stmt.span);
-        self.push_labelled(label, line, compiled, outputs, update);
+        self.push_labelled(label, line, compiled, outputs, update)
+    }
+
+    /// Pushes the op kept for `stmt` if it is still valid here (see `statement_cache`); says
+    /// whether it did.
+    fn push_cached(&mut self, stmt: &grammar::Stmt) -> bool {
+        if self.recording.is_some() {
+            return false;
+        }
+        let key = (self.source_index, stmt.span.start);
+        let Some(op) = self.cache.get(key, self.device, self.priority) else {
+            return false;
+        };
+        // Another statement may have placed an output elsewhere since.
+        for output in &op.op().outputs {
+            output.set_home(self.device);
+        }
+        // A kept statement reads no loop counter and writes no `set` slot, so its label has
+        // nothing of the iteration to add (`op_label`): the statement's text.
+        let label = self.session.sources[self.source_index].label(stmt.span);
+        let spec = op.spec(label);
+        self.session.push(spec);
+        true
+    }
+
+    /// The label of the op `stmt` pushes to write `outputs`: its text, and when the engine is
+    /// observed, which iteration of a loop it is (see `labels`).
+    fn op_label(&mut self, stmt: &grammar::Stmt, outputs: &[Arc<Slot>]) -> Arc<str> {
+        let label = self.label(stmt);
+        if !self.session.engine.is_observed() {
+            // Views tell a loop's ops apart; an unobserved run keeps the shared label.
+            return label;
+        }
+        let written = outputs.first().map(|slot| slot.var.name());
+        let counter = |name: &str| match self.lookup(name) {
+            Some((Binding::Counter(value), _)) => Some(value),
+            _ => None,
+        };
+        crate::labels::with_iteration(&label, written, counter).unwrap_or(label)
+    }
+
+    /// Keeps the op just pushed for `stmt`, compiled when the bindings were at `epoch`, if
+    /// its plan depends on nothing else (see `statement_cache`).
+    fn keep_compiled(&mut self, stmt: &grammar::Stmt, epoch: u64, pushed: Option<Pushed>) {
+        let Some(pushed) = pushed else { return };
+        if !self.compiled_pure || pushed.had_temporaries || pushed.op.op().plan.copy_to().is_some()
+        {
+            return;
+        }
+        let key = (self.source_index, stmt.span.start);
+        self.cache
+            .insert(key, epoch, self.device, self.priority, pushed.op);
     }
 
     /// Pushes one op that evaluates `compiled` into `outputs` (or, with `update`, applies it in
-    /// place to the single output), then deletes the statement's temporaries behind it.
+    /// place to the single output), then deletes the statement's temporaries behind it. Returns
+    /// what it pushed (nothing while a graph is recorded).
     fn push_labelled(
         &mut self,
         label: Arc<str>,
@@ -1285,7 +1382,7 @@ impl<'a> Runner<'a> {
         compiled: Compiled,
         outputs: Vec<Arc<Slot>>,
         update: Option<tensor::BinaryOp>,
-    ) {
+    ) -> Option<Pushed> {
         let Compiled {
             plan,
             inputs,
@@ -1329,12 +1426,19 @@ impl<'a> Runner<'a> {
             // Temporaries of a recorded statement are the graph's own buffers, released by
             // liveness on replay.
             recording.ops.push(op);
-            return;
+            return None;
         }
-        self.session.push(op.into_spec(None));
+        let label = op.label.clone();
+        let op = PushableOp::new(op);
+        self.session.push(op.spec(label));
+        let had_temporaries = !temporaries.is_empty();
         for temporary in temporaries {
             self.delete_slot(temporary);
         }
+        Some(Pushed {
+            op,
+            had_temporaries,
+        })
     }
 
     fn delete_slot(&mut self, slot: Arc<Slot>) {

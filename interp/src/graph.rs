@@ -28,7 +28,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
 use crate::compute::ComputeOp;
-use crate::segment::{FailedStep, FailedSteps, Segment, SegmentBuilder};
+use crate::segment::{FailedStep, FailedSteps, Segment, SegmentBuilder, SegmentContext};
 use crate::slot::Slot;
 use crate::tensor::{format_bytes, BufferPool};
 
@@ -171,13 +171,12 @@ impl Graph {
 
     /// Pushes the recorded ops, with releases of internal buffers and bulking as `options` say.
     pub(crate) fn replay(&mut self, engine: &engine::Engine, options: ReplayOptions) {
-        let pool = options.share.then(|| self.pool.clone());
         if self.segments.as_ref().map(|(built_for, _)| *built_for) != Some(options) {
             self.segments = Some((options, self.segments_for(options)));
         }
         if let Some((_, segments)) = &self.segments {
             for segment in segments {
-                engine.push(segment.spec(&pool, &self.internal_bytes, &self.failed_steps));
+                engine.push(segment.spec());
             }
         }
         self.runs += 1;
@@ -190,7 +189,12 @@ impl Graph {
 
     /// The engine ops of one replay under `options`.
     fn segments_for(&self, options: ReplayOptions) -> Vec<Segment> {
-        let mut builder = SegmentBuilder::new(options.bulk);
+        let context = SegmentContext {
+            pool: options.share.then(|| self.pool.clone()),
+            sizes: self.internal_bytes.clone(),
+            failed: self.failed_steps.clone(),
+        };
+        let mut builder = SegmentBuilder::new(options.bulk, context);
         for (op_index, op) in self.ops.iter().enumerate() {
             builder.op(op);
             if options.lazy && options.recycle {

@@ -26,8 +26,11 @@ mod plan;
 mod segment;
 mod session;
 mod slot;
+mod statement_cache;
 mod suggest;
-pub mod tensor;
+/// The tensors and their CPU kernels (the `dep-tensor` crate), under the name the interpreter
+/// and its users have always reached them by.
+pub use dep_tensor as tensor;
 
 pub use error::{ErrorKind, Report, RunError};
 pub use session::{InterruptCheck, Session, SessionConfig, VariableInfo};

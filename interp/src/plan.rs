@@ -166,10 +166,7 @@ impl Plan {
             Plan::Binary(op, lhs, rhs) => {
                 let mut lhs = lhs.eval(ctx)?;
                 let rhs = rhs.eval(ctx)?;
-                if lhs.is_unique()
-                    && tensor::shape::broadcast_shapes(lhs.shape(), rhs.shape())
-                        .is_ok_and(|shape| shape == lhs.shape())
-                {
+                if lhs.is_unique() && tensor::shape::broadcasts_to(rhs.shape(), lhs.shape()) {
                     tensor::binary_inplace(&mut lhs, *op, &rhs)?;
                     return Ok(lhs);
                 }

@@ -23,15 +23,35 @@ use crate::compute::ComputeOp;
 use crate::slot::Slot;
 use crate::tensor::{BufferPool, Tensor};
 
-/// One engine op of a replay.
+/// One engine op of a replay, pushed again on every run for a few reference counts: its
+/// accesses are normalized once and its body is shared by every push.
 pub(crate) struct Segment {
-    label: Arc<str>,
     line: u32,
     device: engine::Device,
     priority: i32,
-    reads: Vec<engine::Var>,
-    writes: Vec<engine::Var>,
-    steps: Arc<[Step]>,
+    accesses: engine::AccessSet,
+    body: Arc<SegmentBody>,
+}
+
+/// What a segment runs: its steps, with where allocations come from (`pool`), where releases
+/// note buffer sizes (`sizes`), and where a bulk notes its failing statement (`failed`).
+struct SegmentBody {
+    label: Arc<str>,
+    steps: Box<[Step]>,
+    pool: Option<Arc<BufferPool>>,
+    sizes: Arc<Vec<AtomicU64>>,
+    failed: Arc<FailedSteps>,
+}
+
+/// Where the segments of one graph's replays put what they note, and take buffers from.
+#[derive(Clone)]
+pub(crate) struct SegmentContext {
+    /// The graph's buffer pool, when its buffers are shared (`share = 1`).
+    pub(crate) pool: Option<Arc<BufferPool>>,
+    /// The byte size of each internal buffer, noted when released.
+    pub(crate) sizes: Arc<Vec<AtomicU64>>,
+    /// The failing statements of bulks.
+    pub(crate) failed: Arc<FailedSteps>,
 }
 
 /// One thing a segment does.
@@ -92,16 +112,19 @@ impl FailedSteps {
 pub(crate) struct SegmentBuilder {
     /// Compute ops per segment (1: no bulking).
     bulk: usize,
+    context: SegmentContext,
     segments: Vec<Segment>,
     open: Vec<Step>,
     open_device: engine::Device,
 }
 
 impl SegmentBuilder {
-    /// A builder putting at most `bulk` ops in a segment.
-    pub(crate) fn new(bulk: usize) -> SegmentBuilder {
+    /// A builder putting at most `bulk` ops in a segment, for a graph whose replays use
+    /// `context`.
+    pub(crate) fn new(bulk: usize, context: SegmentContext) -> SegmentBuilder {
         SegmentBuilder {
             bulk: bulk.max(1),
+            context,
             segments: Vec::new(),
             open: Vec::new(),
             open_device: engine::Device::Cpu,
@@ -192,20 +215,28 @@ impl SegmentBuilder {
                 Step::Release(_, slot) => writes.push(slot.var.clone()),
             }
         }
-        dedup_accesses(&mut reads, &mut writes);
         let label: Arc<str> = match (labels.as_slice(), &steps[..]) {
             ([only], _) => (*only).clone(),
             ([], [Step::Release(_, slot)]) => Arc::from(format!("release {}", slot.var.name())),
             (labels, _) => Arc::from(bulk_label(labels)),
         };
+        let SegmentContext {
+            pool,
+            sizes,
+            failed,
+        } = self.context.clone();
         self.segments.push(Segment {
-            label,
             line,
             device: self.open_device,
             priority: if priority == i32::MIN { 0 } else { priority },
-            reads,
-            writes,
-            steps: steps.into(),
+            accesses: engine::AccessSet::new(reads, writes),
+            body: Arc::new(SegmentBody {
+                label,
+                steps: steps.into(),
+                pool,
+                sizes,
+                failed,
+            }),
         });
     }
 }
@@ -224,48 +255,34 @@ fn bulk_label(labels: &[&Arc<str>]) -> String {
     label
 }
 
-/// Removes repeated variables (a variable both read and written stays in both lists: the
-/// engine counts it as a write whose error skips the bulk).
-fn dedup_accesses(reads: &mut Vec<engine::Var>, writes: &mut Vec<engine::Var>) {
-    for vars in [reads, writes] {
-        vars.sort_unstable_by_key(engine::Var::id);
-        vars.dedup_by_key(|var| var.id());
-    }
-}
-
 impl Segment {
-    /// The engine op that runs this segment once; allocations come from `pool` when given,
-    /// releases note buffer sizes in `sizes`, and a bulk's failing statement is noted in
-    /// `failed`.
-    pub(crate) fn spec(
-        &self,
-        pool: &Option<Arc<BufferPool>>,
-        sizes: &Arc<Vec<AtomicU64>>,
-        failed: &Arc<FailedSteps>,
-    ) -> engine::OpSpec {
-        let (steps, pool, sizes) = (self.steps.clone(), pool.clone(), sizes.clone());
-        let (label, failed) = (self.label.clone(), failed.clone());
-        let exec = move || {
-            run_steps(&steps, pool.as_ref(), &sizes).map_err(|(step, message)| {
-                let Some(op) = step else {
-                    return message;
-                };
-                let bulk_message = format!("`{}`: {message}", op.label);
-                failed.note(FailedStep {
-                    bulk: label,
-                    bulk_message: bulk_message.clone(),
-                    label: op.label.clone(),
-                    line: op.line,
-                    message,
-                });
-                bulk_message
-            })
-        };
-        engine::OpSpec::new(self.label.clone(), exec)
-            .accesses(self.reads.clone(), self.writes.clone())
+    /// The engine op that runs this segment once.
+    pub(crate) fn spec(&self) -> engine::OpSpec {
+        let body: Arc<dyn engine::OpBody> = self.body.clone();
+        engine::OpSpec::shared(self.body.label.clone(), body)
+            .access_set(self.accesses.clone())
             .line(self.line)
             .priority(self.priority)
             .device(self.device)
+    }
+}
+
+impl engine::OpBody for SegmentBody {
+    fn run(&self) -> Result<(), String> {
+        run_steps(&self.steps, self.pool.as_ref(), &self.sizes).map_err(|(step, message)| {
+            let Some(op) = step else {
+                return message;
+            };
+            let bulk_message = format!("`{}`: {message}", op.label);
+            self.failed.note(FailedStep {
+                bulk: self.label.clone(),
+                bulk_message: bulk_message.clone(),
+                label: op.label.clone(),
+                line: op.line,
+                message,
+            });
+            bulk_message
+        })
     }
 }
 

@@ -120,6 +120,14 @@ impl Slot {
         host.ok_or_else(|| format!("`{}` has no value", self.var.name()))
     }
 
+    /// The host buffer of the value an op is about to overwrite, when nobody else holds it, for
+    /// the op's result to reuse (see `tensor::with_spare`). The value leaves the slot: the op
+    /// that overwrites it stores the new one (or fails, and the variable holds the error).
+    pub(crate) fn take_dead_buffer(&self) -> Option<Vec<f32>> {
+        let host = lock(&self.value).take()?;
+        host.into_values()
+    }
+
     /// Drops the value for good (a graph's own buffer after its last reader), never downloading
     /// it: gives its size in bytes and the host copy, if there is one, for a buffer pool.
     pub(crate) fn release(&self) -> (usize, Option<Tensor>) {
@@ -174,9 +182,4 @@ pub struct RngSlot {
     pub(crate) gpu_rng: Mutex<GpuRng>,
 }
 
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}
+pub(crate) use dep_engine::lock;

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use dep_engine as engine;
 use dep_views as views;
+use engine::lock;
 use jupyter_protocol as jp;
 
 use crate::iopub::CellOutput;
@@ -677,13 +678,6 @@ fn watch(shared: &Shared, stopped: &mpsc::Receiver<()>) {
         }
         shared.draw(false, None);
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while drawing leaves nothing half-done that matters: keep drawing.
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn display_data(data: jp::Media, display_id: &str) -> jp::DisplayData {

@@ -24,10 +24,11 @@ use std::collections::HashSet;
 use std::io::{self, IsTerminal, Write};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use dep_engine as engine;
 use dep_views as views;
+use engine::lock;
 use nix::sys::termios;
 
 use crate::repl::style::Style;
@@ -366,10 +367,6 @@ fn truncate(text: &str, width: usize) -> String {
     let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
     cut.push('…');
     cut
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

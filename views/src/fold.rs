@@ -35,6 +35,11 @@ pub trait TraceOut {
     fn device_slice(&mut self, slice: &DeviceSlice<'_>);
     /// The end of the log: the engine's worker names, and every lane of the run, workers first.
     fn end(&mut self, worker_names: &[String], lanes: &[TraceLane]);
+    /// Whether it keeps slices and flows at all: when not, the fold does not build them (their
+    /// names and vectors cost more than the rest of the fold).
+    fn keeps_slices(&self) -> bool {
+        true
+    }
 }
 
 /// An op's run on its worker (see [`TraceOut::slice`]).
@@ -118,6 +123,9 @@ impl TraceOut for NoTrace {
     fn flow(&mut self, _: &Flow<'_>) {}
     fn device_slice(&mut self, _: &DeviceSlice<'_>) {}
     fn end(&mut self, _: &[String], _: &[TraceLane]) {}
+    fn keeps_slices(&self) -> bool {
+        false
+    }
 }
 
 /// The fold: feed it the log's events in order ([`RunFold::push`]), then end it
@@ -449,6 +457,9 @@ impl RunFold {
         if let Some(device_op) = self.device_ops.get_mut(&op) {
             device_op.launch = Some((worker, time_ns));
         }
+        if !out.keeps_slices() {
+            return;
+        }
         let live = &self.ops[&op];
         for pred in &live.preds {
             let Some(from) = self.ops.get(&pred.from).and_then(|from| from.started) else {
@@ -495,7 +506,7 @@ impl RunFold {
             (true, Some((_, start_ns))) => end_ns.saturating_sub(start_ns),
             _ => 0,
         };
-        if let Some((worker, start_ns)) = live.started {
+        if let (Some((worker, start_ns)), true) = (live.started, out.keeps_slices()) {
             let names = |vars: &[VarId]| vars.iter().map(|var| self.var_name(*var)).collect();
             out.slice(&OpSlice {
                 op,

@@ -450,6 +450,44 @@ fn trace_of_a_parallel_run_reads_back_consistent() {
 }
 
 #[test]
+fn a_summary_alone_skips_slices_and_flows_but_not_their_effect() {
+    use crate::fold::{DeviceSlice, Flow, NoTrace, OpSlice, RunFold, TraceLane, TraceOut};
+    /// Counts what a trace would get.
+    #[derive(Default)]
+    struct Counting {
+        slices: usize,
+        flows: usize,
+    }
+    impl TraceOut for Counting {
+        fn event(&mut self, _: &dep_engine::Event) {}
+        fn slice(&mut self, _: &OpSlice<'_>) {
+            self.slices += 1;
+        }
+        fn flow(&mut self, _: &Flow<'_>) {
+            self.flows += 1;
+        }
+        fn device_slice(&mut self, _: &DeviceSlice<'_>) {}
+        fn end(&mut self, _: &[String], _: &[TraceLane]) {}
+    }
+    let replay = naive_replay(MUTATION);
+    let (mut bare, mut traced) = (RunFold::new(), RunFold::new());
+    let mut counting = Counting::default();
+    for event in replay.events() {
+        bare.push(event, &mut NoTrace);
+        traced.push(event, &mut counting);
+    }
+    let summary = bare.finish(replay.worker_names(), &mut NoTrace);
+    let traced_summary = traced.finish(replay.worker_names(), &mut counting);
+    assert_eq!(
+        summary, traced_summary,
+        "a trace changes nothing in the summary"
+    );
+    assert_eq!(summary, Summary::of(&replay));
+    assert_eq!(counting.slices, replay.ops().len());
+    assert!(counting.flows > 0, "the mutation script has dependencies");
+}
+
+#[test]
 fn reading_a_foreign_trace_says_why_it_fails() {
     let error = trace::read_trace(r#"{"traceEvents": []}"#).unwrap_err();
     assert_eq!(error.kind(), crate::ErrorKind::BadTrace);

@@ -20,14 +20,23 @@ enum Source {
     Available,
 }
 
+/// `DEP_MEMORY_LIMIT` as the process started with it: read once, since every allocation asks
+/// (reading the environment costs hundreds of instructions, more than a small op's kernel).
+fn user_limit() -> Option<&'static str> {
+    static USER_LIMIT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    USER_LIMIT
+        .get_or_init(|| std::env::var("DEP_MEMORY_LIMIT").ok())
+        .as_deref()
+}
+
 /// Fails if `bytes` more cannot be allocated within the budget.
 pub(crate) fn check(bytes: u64) -> Result<()> {
-    let user_limit = std::env::var("DEP_MEMORY_LIMIT").ok();
+    let user_limit = user_limit();
     // A user's limit applies to every size: they may set it small to try things out.
     if bytes < CHECKED_FROM && user_limit.is_none() {
         return Ok(());
     }
-    let (budget, source) = match user_limit.as_deref().map(parse_size) {
+    let (budget, source) = match user_limit.map(parse_size) {
         Some(Some(limit)) => (
             limit.saturating_sub(super::cpu_memory().current_bytes),
             Source::UserLimit,

@@ -27,7 +27,7 @@ pub fn reshape(x: &Tensor, dims: &[i64]) -> Result<Tensor> {
 }
 
 /// The shape `reshape` gives a tensor of `shape` (shared with the GPU, which reshapes views).
-pub(crate) fn reshaped_shape(shape: &[usize], dims: &[i64]) -> Result<Vec<usize>> {
+pub fn reshaped_shape(shape: &[usize], dims: &[i64]) -> Result<Vec<usize>> {
     let len: usize = shape.iter().product();
     let mut infer = None;
     let mut known: usize = 1;
@@ -68,10 +68,13 @@ pub(crate) fn reshaped_shape(shape: &[usize], dims: &[i64]) -> Result<Vec<usize>
 
 /// The selection on one axis: first position, length, and whether the axis
 /// stays in the result.
-pub(crate) struct AxisSel {
-    pub(crate) start: usize,
-    pub(crate) len: usize,
-    pub(crate) keep: bool,
+pub struct AxisSel {
+    /// The first position selected.
+    pub start: usize,
+    /// How many positions are selected.
+    pub len: usize,
+    /// Whether the axis stays in the result (a slice) or goes (a single index).
+    pub keep: bool,
 }
 
 fn clamp_bound(v: i64, size: usize) -> usize {
@@ -97,7 +100,7 @@ pub fn index(x: &Tensor, specs: &[IndexSpec]) -> Result<Tensor> {
 }
 
 /// What `specs` select on each axis of a tensor of `shape` (shared with the GPU kernels).
-pub(crate) fn axis_selections(shape: &[usize], specs: &[IndexSpec]) -> Result<Vec<AxisSel>> {
+pub fn axis_selections(shape: &[usize], specs: &[IndexSpec]) -> Result<Vec<AxisSel>> {
     if specs.len() > shape.len() {
         return Err(terr!(
             "too many indices for a tensor of {} (shape {}): {} were given",
@@ -226,7 +229,7 @@ pub fn split(x: &Tensor, parts: usize, axis: i64) -> Result<Vec<Tensor>> {
 }
 
 /// The index of each part of `split` on a tensor of `shape` (shared with the GPU kernels).
-pub(crate) fn split_specs(shape: &[usize], parts: usize, axis: i64) -> Result<Vec<Vec<IndexSpec>>> {
+pub fn split_specs(shape: &[usize], parts: usize, axis: i64) -> Result<Vec<Vec<IndexSpec>>> {
     let ax = normalize_axis(axis, shape.len())?;
     let size = shape[ax];
     if size.checked_rem(parts) != Some(0) {

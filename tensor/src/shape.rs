@@ -125,6 +125,18 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
     Ok(out)
 }
 
+/// Whether a value of shape `from` broadcasts to exactly `to` (each of its dimensions, aligned
+/// on the right, equal to `to`'s or 1): then `to op from` has `to`'s shape and can be computed
+/// in `to`'s buffer. Allocates nothing, unlike [`broadcast_shapes`].
+pub fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
+    from.len() <= to.len()
+        && from
+            .iter()
+            .rev()
+            .zip(to.iter().rev())
+            .all(|(&f, &t)| f == t || f == 1)
+}
+
 /// Strides (in elements) for reading a tensor of `shape` as if it had the
 /// broadcast shape `out` (of at least as many dimensions): broadcast
 /// dimensions get stride 0.
@@ -156,6 +168,17 @@ mod tests {
             broadcast_shapes(&[2, 3], &[4]).unwrap_err().to_string(),
             "cannot broadcast shapes [2, 3] and [4]"
         );
+    }
+
+    #[test]
+    fn broadcasts_to_agrees_with_broadcast_shapes() {
+        let shapes: [&[usize]; 8] = [&[], &[1], &[3], &[2, 3], &[2, 1], &[1, 3], &[4, 2, 3], &[0]];
+        for from in shapes {
+            for to in shapes {
+                let same = broadcast_shapes(to, from).is_ok_and(|shape| shape == to);
+                assert_eq!(broadcasts_to(from, to), same, "{from:?} to {to:?}");
+            }
+        }
     }
 
     #[test]

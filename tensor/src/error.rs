@@ -39,12 +39,13 @@ impl std::error::Error for TensorError {}
 pub type Result<T, E = TensorError> = std::result::Result<T, E>;
 
 /// Builds a [`TensorError`] from `format!` arguments.
+#[macro_export]
 macro_rules! terr {
     ($($arg:tt)*) => {
-        $crate::tensor::error::TensorError::new(format!($($arg)*))
+        $crate::error::TensorError::new(format!($($arg)*))
     };
 }
-pub(crate) use terr;
+pub use crate::terr;
 
 #[cfg(test)]
 mod tests {

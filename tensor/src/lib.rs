@@ -34,26 +34,29 @@ pub use create::{arange, eye, full, ones, zeros};
 pub use elementwise::{binary, binary_inplace, unary, unary_inplace, BinaryOp, UnaryOp};
 pub use error::{Result, TensorError};
 pub use format::{format_for_reading, format_scalar};
-pub(crate) use layout::{axis_selections, reshaped_shape, split_specs};
+pub use layout::{axis_selections, reshaped_shape, split_specs, AxisSel};
 pub use layout::{concat, index, reshape, split, IndexSpec};
 pub use linalg::{matmul, transpose};
 pub use nn::{onehot, softmax};
 pub use npy::{load_npy, read_npy, save_npy, write_npy};
 pub use random::{rand, randn, seeded_rng, TensorRng};
 pub use reduce::{reduce, ReduceOp};
+pub use storage::with_spare;
 pub use storage::{cpu_memory, format_bytes, reset_cpu_peak, with_pool, BufferPool};
 
 use storage::Storage;
 
-use error::terr;
 use shape::fmt_shape;
+use smallvec::SmallVec;
 
 /// An n-dimensional, row-major, contiguous array of `f32`.
 ///
 /// A 0-d tensor has shape `[]` and one element. Clones share their data.
 #[derive(Clone, Debug)]
 pub struct Tensor {
-    shape: Vec<usize>,
+    /// Inline up to four dimensions: cloning a tensor (an op reading a variable) allocates
+    /// nothing.
+    shape: SmallVec<[usize; 4]>,
     data: Arc<Storage>,
 }
 
@@ -70,7 +73,7 @@ impl Tensor {
             ));
         }
         Ok(Tensor {
-            shape,
+            shape: SmallVec::from_vec(shape),
             data: Arc::new(Storage::new(data)),
         })
     }
@@ -79,7 +82,16 @@ impl Tensor {
     pub(crate) fn from_parts(shape: Vec<usize>, data: Vec<f32>) -> Tensor {
         debug_assert_eq!(shape.iter().product::<usize>(), data.len());
         Tensor {
-            shape,
+            shape: SmallVec::from_vec(shape),
+            data: Arc::new(Storage::new(data)),
+        }
+    }
+
+    /// [`Tensor::from_parts`] for a shape borrowed from elsewhere (no vector built for it).
+    pub(crate) fn from_slice_parts(shape: &[usize], data: Vec<f32>) -> Tensor {
+        debug_assert_eq!(shape.iter().product::<usize>(), data.len());
+        Tensor {
+            shape: SmallVec::from_slice(shape),
             data: Arc::new(Storage::new(data)),
         }
     }
@@ -87,7 +99,7 @@ impl Tensor {
     /// A 0-d tensor holding `value`.
     pub fn scalar(value: f32) -> Tensor {
         Tensor {
-            shape: Vec::new(),
+            shape: SmallVec::new(),
             data: Arc::new(Storage::new(vec![value])),
         }
     }
@@ -141,6 +153,13 @@ impl Tensor {
         Arc::make_mut(&mut self.data).values_mut().as_mut_slice()
     }
 
+    /// The shape, and the values to write in place (copied first only if shared, as
+    /// [`Tensor::make_mut`]): for kernels that need both at once without copying the shape.
+    pub fn shape_and_values_mut(&mut self) -> (&[usize], &mut [f32]) {
+        let values = Arc::make_mut(&mut self.data).values_mut().as_mut_slice();
+        (&self.shape, values)
+    }
+
     /// Whether `self` and `other` have the same shape and bit-identical
     /// values (so NaNs compare equal to themselves, and `0.0 != -0.0`).
     pub fn bits_eq(&self, other: &Tensor) -> bool {
@@ -172,7 +191,7 @@ impl Tensor {
     pub(crate) fn with_shape(&self, shape: Vec<usize>) -> Tensor {
         debug_assert_eq!(shape.iter().product::<usize>(), self.data.len());
         Tensor {
-            shape,
+            shape: SmallVec::from_vec(shape),
             data: Arc::clone(&self.data),
         }
     }

@@ -8,7 +8,9 @@
 //! `inf`, `0 / 0` is NaN, and comparisons give `1.0` or `0.0`.
 
 use super::error::{terr, Result};
-use super::shape::{alloc, broadcast_shapes, broadcast_strides, fmt_shape, numel, strides};
+use super::shape::{
+    alloc, broadcast_shapes, broadcast_strides, broadcasts_to, fmt_shape, numel, strides,
+};
 use super::Tensor;
 
 /// A binary elementwise operator.
@@ -259,7 +261,7 @@ impl Visit for NewKernel<'_> {
 /// Computes `a op b` with NumPy broadcasting.
 ///
 /// ```
-/// use dep_interp::tensor::{binary, BinaryOp, Tensor};
+/// use dep_tensor::{binary, BinaryOp, Tensor};
 /// let a = Tensor::from_vec(vec![2, 1], vec![1., 2.]).unwrap();
 /// let b = Tensor::from_vec(vec![3], vec![10., 20., 30.]).unwrap();
 /// let c = binary(&a, BinaryOp::Add, &b).unwrap();
@@ -267,19 +269,21 @@ impl Visit for NewKernel<'_> {
 /// assert_eq!(c.data(), &[11., 21., 31., 12., 22., 32.]);
 /// ```
 pub fn binary(a: &Tensor, op: BinaryOp, b: &Tensor) -> Result<Tensor> {
-    let shape = broadcast_shapes(a.shape(), b.shape())?;
-    let n = numel(&shape)?;
+    // The result has one operand's shape whenever the other broadcasts to it (nearly always):
+    // then no shape is built.
+    let broadcast;
+    let shape: &[usize] = if broadcasts_to(b.shape(), a.shape()) {
+        a.shape()
+    } else if broadcasts_to(a.shape(), b.shape()) {
+        b.shape()
+    } else {
+        broadcast = broadcast_shapes(a.shape(), b.shape())?;
+        &broadcast
+    };
+    let n = numel(shape)?;
     let out = alloc(n)?;
-    let out = with_op(
-        op,
-        NewKernel {
-            a,
-            b,
-            shape: &shape,
-            out,
-        },
-    );
-    Ok(Tensor::from_parts(shape, out))
+    let out = with_op(op, NewKernel { a, b, shape, out });
+    Ok(Tensor::from_slice_parts(shape, out))
 }
 
 /// Updates `target` in place with `target op other`, as `A += B` does.
@@ -339,8 +343,8 @@ impl Visit for InPlaceKernel<'_> {
 /// Computes `target op other` into `target`'s own buffer (copying it first
 /// only if it is shared). The broadcast result must have `target`'s shape.
 pub fn binary_inplace(target: &mut Tensor, op: BinaryOp, other: &Tensor) -> Result<()> {
-    let shape = broadcast_shapes(target.shape(), other.shape())?;
-    if shape != target.shape() {
+    if !broadcasts_to(other.shape(), target.shape()) {
+        let shape = broadcast_shapes(target.shape(), other.shape())?;
         return Err(terr!(
             "cannot update a tensor of shape {} in place with an operand of shape {}: \
              the result would have shape {}",
@@ -349,12 +353,12 @@ pub fn binary_inplace(target: &mut Tensor, op: BinaryOp, other: &Tensor) -> Resu
             fmt_shape(&shape)
         ));
     }
-    let target_shape = target.shape().to_vec();
+    let (target_shape, target) = target.shape_and_values_mut();
     with_op(
         op,
         InPlaceKernel {
-            target: target.make_mut(),
-            target_shape: &target_shape,
+            target,
+            target_shape,
             other,
         },
     );

@@ -6,7 +6,7 @@
 //! ([`with_pool`]); allocations of that op ([`super::shape::alloc`]) then reuse a released buffer
 //! of the same size instead of asking the allocator.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -170,14 +170,70 @@ pub fn with_pool<T>(pool: &Arc<BufferPool>, body: impl FnOnce() -> T) -> T {
     result
 }
 
-/// A buffer of exactly `len` elements' capacity from the current pool, if it has one.
+/// A buffer of exactly `len` elements' capacity from the current pool, if it has one, or else
+/// the op's spare buffer if it has that capacity.
 pub(crate) fn take_pooled(len: usize) -> Option<Vec<f32>> {
-    CURRENT_POOL.with(|current| current.borrow().as_ref().and_then(|pool| pool.take(len)))
+    CURRENT_POOL
+        .with(|current| current.borrow().as_ref().and_then(|pool| pool.take(len)))
+        .or_else(|| take_spare(len))
+}
+
+thread_local! {
+    /// The buffer of the value the running op overwrites, offered to its allocations.
+    static SPARE: Cell<Option<Vec<f32>>> = const { Cell::new(None) };
+}
+
+/// Runs `body` (an op's computation) with `spare`, the buffer of the value the op overwrites
+/// (dead once the op runs, and held by nobody else), serving the first allocation of exactly
+/// its length: `y = x + 1` in a loop then writes into `y`'s old buffer instead of allocating.
+/// The spare stays counted as memory in use until it is reused or, unused, freed at the end.
+pub fn with_spare<T>(spare: Vec<f32>, body: impl FnOnce() -> T) -> T {
+    CPU_MEMORY.allocated(bytes_of(&spare));
+    SPARE.set(Some(spare));
+    let result = body();
+    if let Some(unused) = SPARE.take() {
+        CPU_MEMORY.freed(bytes_of(&unused));
+    }
+    result
+}
+
+/// The spare buffer, emptied, if it holds exactly `len` elements.
+fn take_spare(len: usize) -> Option<Vec<f32>> {
+    let spare = SPARE.take()?;
+    if spare.capacity() != len {
+        SPARE.set(Some(spare));
+        return None;
+    }
+    CPU_MEMORY.freed(bytes_of(&spare));
+    let mut spare = spare;
+    spare.clear();
+    Some(spare)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spare_serves_one_allocation_of_its_length() {
+        let spare = vec![1.0f32; 16];
+        let address = spare.as_ptr();
+        let (first, second) = with_spare(spare, || {
+            assert_eq!(take_pooled(8), None, "another length");
+            (take_pooled(16), take_pooled(16))
+        });
+        let first = first.expect("the spare, once");
+        assert_eq!(
+            (first.as_ptr(), first.len(), first.capacity()),
+            (address, 0, 16)
+        );
+        assert_eq!(second, None);
+        assert_eq!(
+            with_spare(vec![0.0; 4], || take_pooled(4)).map(|v| v.capacity()),
+            Some(4)
+        );
+        assert_eq!(take_pooled(4), None, "no spare outside with_spare");
+    }
 
     #[test]
     fn a_pool_serves_an_allocation_of_the_same_length_once() {
