@@ -34,6 +34,9 @@ use dep_interp::comm::{timeout, timeout_message, CommDone, CommRequest, Communic
 /// flight.
 const EPOCH_BYTES: usize = 64 << 20;
 
+/// Rounds the progress thread spins (yielding) after its last progress before it sleeps.
+const SPIN_ROUNDS: u32 = 20_000;
+
 /// MPI tags run from 0 to at least 32767 (`MPI_TAG_UB`); message numbers wrap around there.
 const TAG_MODULUS: u64 = 32768;
 
@@ -227,20 +230,35 @@ impl Progress {
                     return EpochEnd::Drained;
                 }
             }
-            // Spin while requests are in flight, then look every 50 µs; idle, every 200 ms.
-            let first = if !busy {
-                match inbox.recv_timeout(Duration::from_millis(200)) {
-                    Ok(command) => Some(command),
-                    Err(mpsc::RecvTimeoutError::Timeout) => None,
-                    // The session is gone: finish.
-                    Err(mpsc::RecvTimeoutError::Disconnected) => Some(Command::Finish),
-                }
-            } else if idle_rounds < 2000 {
-                std::thread::yield_now();
-                inbox.try_recv().ok()
-            } else {
-                inbox.recv_timeout(Duration::from_micros(50)).ok()
+            // Spin a while after the last progress, then look every 50 µs while requests are in
+            // flight, every millisecond when idle.
+            let pause = match (idle_rounds < SPIN_ROUNDS, busy) {
+                (true, _) => None,
+                (false, true) => Some(Duration::from_micros(50)),
+                (false, false) => Some(Duration::from_millis(1)),
             };
+            let first = match pause {
+                None => {
+                    std::thread::yield_now();
+                    inbox
+                        .try_recv()
+                        .map_err(|error| error == mpsc::TryRecvError::Disconnected)
+                }
+                Some(pause) => inbox
+                    .recv_timeout(pause)
+                    .map_err(|error| error == mpsc::RecvTimeoutError::Disconnected),
+            };
+            let first = match first {
+                Ok(command) => Some(command),
+                // The session is gone: finish.
+                Err(true) => Some(Command::Finish),
+                Err(false) => None,
+            };
+            if !busy {
+                // Open MPI progresses only inside MPI calls: a peer's transfer may still need
+                // this rank after its own requests are over (a rendezvous, a collective's tree).
+                let _ = world.any_process().immediate_probe();
+            }
             let commands: Vec<Command> = first.into_iter().chain(inbox.try_iter()).collect();
             let mut progressed = !commands.is_empty();
             for command in commands {
