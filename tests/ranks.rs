@@ -275,14 +275,25 @@ fn simulated_data_parallel_training_prints_the_single_process_losses_and_the_sam
             text.contains("allreduce(gW2)") && text.contains("net:0"),
             "no allreduce on the net lane"
         );
-        // The timeline: every op's slice (name, lane, virtual start and duration).
+        // The timeline: every op's slice (statement, op number, lane, virtual start and
+        // duration). Not the names of the variables in its args: a temporary's name can be
+        // missing when its creation event comes after the op's (async ops complete in real time).
         let trace: serde_json::Value = serde_json::from_str(&text).expect("JSON");
-        let slices: Vec<serde_json::Value> = trace["traceEvents"]
+        let slices: Vec<String> = trace["traceEvents"]
             .as_array()
             .expect("trace events")
             .iter()
             .filter(|event| event["ph"] == "X")
-            .cloned()
+            .map(|event| {
+                let fields = [
+                    &event["name"],
+                    &event["args"]["op"],
+                    &event["tid"],
+                    &event["ts"],
+                    &event["dur"],
+                ];
+                format!("{fields:?}")
+            })
             .collect();
         assert!(slices.len() > 3000, "{} slices", slices.len());
         timelines.push(slices);
@@ -335,4 +346,15 @@ fn ranks_outside_the_simulator_is_an_error_saying_where_real_ranks_come_from() {
         run.stderr
     );
     assert!(run.stderr.contains("mpirun -n N"), "{}", run.stderr);
+}
+
+#[test]
+fn a_simulated_allreduce_takes_a_rings_share_of_its_bytes_over_the_net_model() {
+    let dir = TestDir::new();
+    // 1 MB over 1 GB/s with no latency: a ring sends 2(n-1)/n of it over each rank's link.
+    let script = "device net = sim(gbps=1, latency_us=0)\nx = ones(250000)\nwait\nt0 = clock()\nx = allreduce(x)\nwait\nprint clock() - t0\n";
+    for (n, ms) in [(2, "1.0"), (4, "1.5")] {
+        let run = simulated(&dir, n, script, &[]).expect_code(0);
+        assert_eq!(run.stdout, format!("{ms}\n"), "{n} ranks");
+    }
 }
