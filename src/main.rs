@@ -5,8 +5,12 @@
 
 mod cli;
 mod kernel_cmd;
+#[cfg(feature = "mpi")]
+mod mpi_ranks;
+mod ranks;
 mod repl;
 mod run;
+mod sim_ranks;
 mod views;
 
 use std::process::ExitCode;

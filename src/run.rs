@@ -11,6 +11,8 @@ use signal_hook::consts::SIGINT;
 use dep_interp::{ErrorKind, RunError, Session};
 
 use crate::cli::RunArgs;
+use crate::ranks::{RankOutput, Ranks};
+use crate::sim_ranks::OtherRanks;
 use crate::views::ViewPlan;
 
 /// Exit code of a runtime error.
@@ -18,18 +20,62 @@ const EXIT_RUNTIME: u8 = 1;
 /// Exit code of a usage or parse error.
 const EXIT_USAGE: u8 = 2;
 
-/// Runs a script: pushes every statement, waits for all ops, reports failures.
+/// Runs a script: pushes every statement, waits for all ops, reports failures. Under mpirun
+/// this process is one rank of the job (see `ranks`): a failing rank ends the whole job.
 pub(crate) fn run(args: &RunArgs) -> ExitCode {
+    let ranks = match Ranks::connect(args) {
+        Ok(ranks) => ranks,
+        Err(message) => return usage_error(&message),
+    };
+    let code = run_rank(args, &ranks);
+    ranks.end(code);
+    ExitCode::from(code)
+}
+
+/// Runs the script as this process's rank; returns the exit code.
+fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
     let config = match args.session_config() {
         Ok(config) => config,
-        Err(message) => return usage_error(&message),
+        Err(message) => return usage_code(&message),
     };
     let (path, source) = match read_script(&args.file) {
         Ok(read) => read,
         Err(code) => return code,
     };
+    let others = match ranks {
+        Ranks::Simulated(comms) => Some(OtherRanks::start(
+            comms,
+            &config,
+            &path,
+            &source,
+            args.all_ranks,
+        )),
+        _ => None,
+    };
+    let code = run_source_as_rank(args, ranks, config, &path, &source);
+    if let (Ranks::Simulated(comms), true) = (ranks, code != 0) {
+        // The other ranks stop waiting for rank 0.
+        comms[0].end_job("rank 0 failed".to_string());
+    }
+    match others {
+        Some(others) => others.join(code),
+        None => code,
+    }
+}
+
+/// Runs `source` in this process's session, as rank `ranks.rank()`; returns the exit code.
+fn run_source_as_rank(
+    args: &RunArgs,
+    ranks: &Ranks,
+    config: dep_interp::SessionConfig,
+    path: &str,
+    source: &str,
+) -> u8 {
     let view_plan = ViewPlan::from_args(args);
     let mut session = Session::new(config);
+    if let Some(comm) = ranks.communicator() {
+        session.set_communicator(comm);
+    }
     let interrupted = watch_interrupts(&mut session);
     let watcher = view_plan
         .as_ref()
@@ -38,10 +84,10 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         .as_ref()
         .and_then(|plan| plan.start_recording(&session));
     let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = RankOutput::new(stdout.lock(), ranks.rank(), ranks.size(), args.all_ranks);
     let pushed = match &watcher {
-        Some(watcher) => session.run_source(&path, &source, &mut watcher.output(&mut out)),
-        None => session.run_source(&path, &source, &mut out),
+        Some(watcher) => session.run_source(path, source, &mut watcher.output(&mut out)),
+        None => session.run_source(path, source, &mut out),
     };
     if interrupted.load(Ordering::SeqCst) {
         // Stopped inside a wait, where no statement's check cancelled: cancel here.
@@ -55,16 +101,16 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
     }
     // Views come before the error reports, so that the last line printed is the error.
     let views_written = match (&view_plan, recorder) {
-        (Some(plan), Some(recorder)) => plan.finish(&session, recorder, &path),
+        (Some(plan), Some(recorder)) => plan.finish(&session, recorder, path),
         _ => Ok(()),
     };
     match (pushed, finished) {
-        (Ok(()), Ok(())) if views_written.is_err() => ExitCode::from(EXIT_RUNTIME),
-        (Ok(()), Ok(())) => ExitCode::SUCCESS,
-        (Err(error), Ok(())) | (Ok(()), Err(error)) => report(&error),
+        (Ok(()), Ok(())) if views_written.is_err() => EXIT_RUNTIME,
+        (Ok(()), Ok(())) => 0,
+        (Err(error), Ok(())) | (Ok(()), Err(error)) => report(ranks, &error),
         (Err(first), Err(later)) => {
-            report(&first);
-            report(&later)
+            report(ranks, &first);
+            report(ranks, &later)
         }
     }
 }
@@ -89,7 +135,7 @@ fn watch_interrupts(session: &mut Session) -> Arc<AtomicBool> {
 pub(crate) fn check(file: &Path) -> ExitCode {
     let (path, source) = match read_script(file) {
         Ok(read) => read,
-        Err(code) => return code,
+        Err(code) => return ExitCode::from(code),
     };
     let parsed = dep_grammar::parse(&source);
     if parsed.diagnostics.is_empty() {
@@ -115,14 +161,14 @@ pub(crate) fn check(file: &Path) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
-fn read_script(file: &Path) -> Result<(String, String), ExitCode> {
+fn read_script(file: &Path) -> Result<(String, String), u8> {
     let path = file.display().to_string();
     match read_source(file) {
         Ok(source) => Ok((path, source)),
-        Err(ReadError::Io(message)) => Err(usage_error(&message)),
+        Err(ReadError::Io(message)) => Err(usage_code(&message)),
         Err(ReadError::NotText(rendered)) => {
             eprint!("{rendered}");
-            Err(ExitCode::from(EXIT_USAGE))
+            Err(EXIT_USAGE)
         }
     }
 }
@@ -144,15 +190,19 @@ pub(crate) fn read_source(file: &Path) -> Result<String, ReadError> {
     dep_grammar::decode_source(bytes).map_err(|error| ReadError::NotText(error.render(&path)))
 }
 
-fn report(error: &RunError) -> ExitCode {
-    eprintln!("{error}");
+fn report(ranks: &Ranks, error: &RunError) -> u8 {
+    eprintln!("{}", ranks.label_error(&error.to_string()));
     match error.kind {
-        ErrorKind::Parse => ExitCode::from(EXIT_USAGE),
-        _ => ExitCode::from(EXIT_RUNTIME),
+        ErrorKind::Parse => EXIT_USAGE,
+        _ => EXIT_RUNTIME,
     }
 }
 
 fn usage_error(message: &str) -> ExitCode {
+    ExitCode::from(usage_code(message))
+}
+
+fn usage_code(message: &str) -> u8 {
     eprintln!("dep: {message}");
-    ExitCode::from(EXIT_USAGE)
+    EXIT_USAGE
 }

@@ -2,7 +2,15 @@
 
 use crate::util::{repo_root, Run, TestDir};
 
-const SAMPLES: &[&str] = &["intro", "mutation", "random", "memory", "mlp", "mlp_graph"];
+const SAMPLES: &[&str] = &[
+    "intro",
+    "mutation",
+    "random",
+    "memory",
+    "mlp",
+    "mlp_graph",
+    "data_parallel",
+];
 
 fn expected_output(sample: &str) -> String {
     let path = repo_root()

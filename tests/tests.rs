@@ -5,6 +5,7 @@ mod util;
 
 mod bad_input;
 mod errors;
+mod ranks;
 mod repl;
 mod run;
 mod sim;

@@ -38,19 +38,30 @@ pub(crate) enum Ending {
     Dropped,
 }
 
+/// An op of one engine: the engine's address and the op's number. Op numbers alone are not
+/// enough: two engines in one process (ranks on threads) number their ops alike, and one's op
+/// may complete the other's from inside its start function.
+type EngineOp = (usize, OpId);
+
 engine_thread_local! {
     /// The async op whose start function runs on this thread, and how its handle ended on this
     /// thread while the function ran.
-    static STARTING: RefCell<Option<(OpId, Option<Ending>)>> = RefCell::new(None);
+    static STARTING: RefCell<Option<(EngineOp, Option<Ending>)>> = RefCell::new(None);
 }
 
 /// What [`enter`] replaced, for [`leave`] to put back (start functions nest under the naive
 /// policy, when one pushes an op that runs at once).
-pub(crate) struct Frame(Option<(OpId, Option<Ending>)>);
+pub(crate) struct Frame(Option<(EngineOp, Option<Ending>)>);
 
-/// Marks `op`'s start function as running on this thread.
-pub(crate) fn enter(op: OpId) -> Frame {
-    Frame(STARTING.with(|starting| starting.borrow_mut().replace((op, None))))
+/// The address that tells `shared`'s engine from the others in this process.
+fn engine_address(shared: &Shared) -> usize {
+    shared as *const Shared as usize
+}
+
+/// Marks `op`'s start function, of the engine `shared`, as running on this thread.
+pub(crate) fn enter(shared: &Shared, op: OpId) -> Frame {
+    let key = (engine_address(shared), op);
+    Frame(STARTING.with(|starting| starting.borrow_mut().replace((key, None))))
 }
 
 /// Ends the frame [`enter`] opened; returns how the op's handle ended on this thread while its
@@ -105,9 +116,10 @@ impl fmt::Debug for OpCompletion {
 fn end(shared: Arc<Shared>, op: OpRef, ending: Ending) {
     let mut ending = Some(ending);
     // An error means this thread's locals are being destroyed: it runs no start function.
+    let key = (engine_address(&shared), op.id);
     let _ = STARTING.try_with(|starting| {
-        if let Some((id, slot @ None)) = &mut *starting.borrow_mut() {
-            if *id == op.id {
+        if let Some((starting_key, slot @ None)) = &mut *starting.borrow_mut() {
+            if *starting_key == key {
                 *slot = ending.take();
             }
         }

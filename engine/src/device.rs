@@ -14,6 +14,8 @@ pub enum Device {
     Copy,
     /// The link between two devices (0 is the CPU, k + 1 is GPU k), for copies between them.
     Link(u8, u8),
+    /// The network: communication between ranks (`allreduce`, `send`, ...).
+    Net,
 }
 
 /// The largest GPU index a device may have (worker groups live in a fixed table).
@@ -53,6 +55,7 @@ impl Device {
             Device::Cpu => 0,
             Device::Copy | Device::Link(..) => 1,
             Device::Gpu(index) => 2 + index as usize,
+            Device::Net => 2 + MAX_GPUS as usize,
         }
     }
 }
@@ -63,6 +66,7 @@ impl fmt::Display for Device {
             Device::Cpu => f.write_str("cpu"),
             Device::Gpu(index) => write!(f, "gpu{index}"),
             Device::Copy => f.write_str("copy"),
+            Device::Net => f.write_str("net"),
             Device::Link(from, to) => {
                 write!(f, "{}->{}", Device::endpoint(*from), Device::endpoint(*to))
             }
@@ -87,6 +91,7 @@ impl FromStr for Device {
         match text {
             "cpu" => Ok(Device::Cpu),
             "copy" => Ok(Device::Copy),
+            "net" => Ok(Device::Net),
             _ => text
                 .strip_prefix("gpu")
                 .and_then(|index| index.parse::<u16>().ok())
@@ -117,6 +122,7 @@ mod tests {
         for device in [
             Device::Cpu,
             Device::Copy,
+            Device::Net,
             Device::Gpu(3),
             Device::link(Device::Cpu, Device::Gpu(0)),
             Device::link(Device::Gpu(1), Device::Gpu(0)),

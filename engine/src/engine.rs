@@ -112,8 +112,8 @@ pub struct Engine {
     shared: Arc<Shared>,
 }
 
-/// The most worker groups an engine can have: the CPU, the copy workers and the GPUs.
-const N_GROUP_SLOTS: usize = 2 + crate::device::MAX_GPUS as usize;
+/// The most worker groups an engine can have: the CPU, the copy workers, the GPUs and the network.
+const N_GROUP_SLOTS: usize = 3 + crate::device::MAX_GPUS as usize;
 
 /// The engine's state, shared by its handle, its workers, monitors and completion handles.
 pub(crate) struct Shared {
@@ -450,6 +450,7 @@ impl Shared {
                 Device::Cpu => format!("cpu:{lane}"),
                 Device::Gpu(index) => format!("gpu{index}:s{lane}"),
                 Device::Copy => format!("copy:{lane}"),
+                Device::Net => format!("net:{lane}"),
                 Device::Link(..) => device.to_string(),
             });
             (names.len() - 1) as u32
@@ -704,7 +705,7 @@ impl Shared {
         let handle = OpCompletion::new(self.clone(), op.clone());
         let ((result, ending), cost) = self.measured(|| {
             self.clocked(op, || {
-                let frame = completion::enter(op.id);
+                let frame = completion::enter(self, op.id);
                 let result = catch_unwind(AssertUnwindSafe(|| start(handle)));
                 (result, completion::leave(frame))
             })
@@ -850,6 +851,7 @@ impl Shared {
         let (n_workers, prefix) = match (self.policy, device) {
             (Policy::PerDevice, Device::Gpu(index)) => (self.gpu_streams, format!("gpu{index}:s")),
             (Policy::PerDevice, Device::Copy | Device::Link(..)) => (1, "copy:".to_string()),
+            (Policy::PerDevice, Device::Net) => (1, "net:".to_string()),
             _ => (self.threads, "cpu:".to_string()),
         };
         let mut names = lock(&self.worker_names);

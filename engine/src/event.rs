@@ -252,20 +252,26 @@ impl Strings {
     }
 }
 
-/// A device as a number: the CPU 0, copy 1, GPU k 2 + k, a link `1 << 16 | from << 8 | to`.
+/// A device as a number: the CPU 0, copy 1, GPU k 2 + k, the network `NET_CODE`, a link
+/// `1 << 16 | from << 8 | to`.
 fn device_code(device: Device) -> u64 {
     match device {
         Device::Cpu => 0,
         Device::Copy => 1,
+        Device::Net => NET_CODE,
         Device::Gpu(index) => 2 + u64::from(index),
         Device::Link(from, to) => 1 << 16 | u64::from(from) << 8 | u64::from(to),
     }
 }
 
+/// The network's code: above every GPU's, below every link's.
+const NET_CODE: u64 = (1 << 16) - 1;
+
 fn device_of(code: u64) -> Device {
     match code {
         0 => Device::Cpu,
         1 => Device::Copy,
+        NET_CODE => Device::Net,
         code if code >= 1 << 16 => Device::Link((code >> 8) as u8, code as u8),
         code => Device::Gpu((code - 2) as u16),
     }

@@ -121,6 +121,15 @@ impl SimDevice {
         launch_ns: 0,
         sync: false,
     };
+    /// The network between ranks: 100 Gbit/s (12.5 GB/s), 5 µs per message.
+    pub const NET: SimDevice = SimDevice {
+        flops_per_s: f64::INFINITY,
+        bytes_per_s: 12.5e9,
+        latency_ns: 5_000,
+        lanes: 0,
+        launch_ns: 0,
+        sync: false,
+    };
     /// An NVLink link between GPUs: 300 GB/s, 5 µs per transfer.
     pub const NVLINK: SimDevice = SimDevice {
         flops_per_s: f64::INFINITY,
@@ -159,10 +168,11 @@ impl fmt::Display for SimDevice {
     }
 }
 
-/// The default model of a target name (`cpu`, `gpu`, `gpu3`, `copy`, `pcie`, `nvlink`).
+/// The default model of a target name (`cpu`, `gpu`, `gpu3`, `copy`, `pcie`, `nvlink`, `net`).
 pub fn default_model(target: &str) -> Option<SimDevice> {
     match target {
         "cpu" => Some(SimDevice::CPU),
+        "net" => Some(SimDevice::NET),
         "copy" | "pcie" => Some(SimDevice::PCIE),
         "nvlink" => Some(SimDevice::NVLINK),
         "gpu" => Some(SimDevice::GPU),
@@ -196,6 +206,7 @@ impl SimModel {
             Device::Cpu => ("cpu", SimDevice::CPU),
             Device::Gpu(_) => ("gpu", SimDevice::GPU),
             Device::Copy => ("copy", SimDevice::PCIE),
+            Device::Net => ("net", SimDevice::NET),
             Device::Link(from, to) if from > 0 && to > 0 => ("nvlink", SimDevice::NVLINK),
             Device::Link(..) => ("pcie", SimDevice::PCIE),
         };
@@ -257,7 +268,7 @@ fn lane_count(device: Device, (threads, gpu_streams): (usize, usize)) -> usize {
     match device {
         Device::Cpu => threads,
         Device::Gpu(_) => gpu_streams,
-        Device::Copy | Device::Link(..) => 1,
+        Device::Copy | Device::Link(..) | Device::Net => 1,
     }
 }
 

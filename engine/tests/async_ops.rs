@@ -484,3 +484,35 @@ fn a_simulated_async_op_ends_when_its_cost_says_whenever_it_completes() {
         "the same events, completed at once"
     );
 }
+
+/// Two engines in one process number their ops alike (ranks on threads run the same script): an
+/// op of one that completes the other's op of the same number, inside its start function, must
+/// complete that op, not be taken for completing itself.
+#[test]
+fn an_op_completing_another_engines_op_of_the_same_number_completes_that_op() {
+    for policy in [Policy::Naive, Policy::Threaded, Policy::Sim] {
+        let a = engine_with(policy, 2, None);
+        let b = engine_with(policy, 2, None);
+        let (handles, handle) = mpsc::channel::<OpCompletion>();
+        let b_var = b.new_var("b");
+        b.push(OpSpec::new_async("b0", move |done| handles.send(done).unwrap()).writes(&[b_var]));
+        let a_var = a.new_var("a");
+        a.push(
+            OpSpec::new_async("a0", move |done| {
+                handle.recv().unwrap().complete(Ok(()));
+                done.complete(Err("a's own ending".to_string()));
+            })
+            .writes(&[a_var.clone()]),
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let give_up = || std::time::Instant::now() > deadline;
+        let (b_done, a_done) = (b.wait_all_or(&give_up), a.wait_all_or(&give_up));
+        if !(b_done && a_done) {
+            // Dropping an engine waits for its unfinished ops: leak them to fail, not hang.
+            std::mem::forget((a, b));
+            panic!("{policy}: b's op completed: {b_done}, a's: {a_done}");
+        }
+        let error = a.wait_var(&a_var).unwrap_err();
+        assert_eq!(error.message, "a's own ending", "{policy}");
+    }
+}

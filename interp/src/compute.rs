@@ -133,7 +133,7 @@ fn gpu_of(device: engine::Device) -> Option<u16> {
             Some((_, engine::Device::Gpu(index))) => Some(index),
             _ => None,
         },
-        engine::Device::Cpu | engine::Device::Copy => None,
+        engine::Device::Cpu | engine::Device::Copy | engine::Device::Net => None,
     }
 }
 

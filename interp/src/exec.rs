@@ -24,6 +24,8 @@ use crate::statement_cache::StatementCache;
 use crate::suggest;
 use crate::tensor::{self, Tensor};
 
+mod comm_statements;
+
 /// The deepest chain of function calls a script may make.
 const MAX_CALL_DEPTH: usize = 64;
 
@@ -306,6 +308,9 @@ impl<'a> Runner<'a> {
                 return Ok(());
             }
         }
+        if self.comm_assign(stmt, targets, value)? {
+            return Ok(());
+        }
         let epoch = self.cache.epoch();
         let compiled = self.compile(value)?;
         if targets.len() > 1 && !compiled.plan.is_multi() {
@@ -438,6 +443,9 @@ impl<'a> Runner<'a> {
                 return Ok(());
             }
         }
+        if self.comm_statement(stmt, expr)? {
+            return Ok(());
+        }
         if let Some((func, args, kwargs)) = self.user_call(expr) {
             let results = self.call_function(func, args, kwargs, expr.span)?;
             for result in results {
@@ -556,6 +564,7 @@ impl<'a> Runner<'a> {
         let saved_priority = self.priority;
         let saved_options = self.replay_options;
         let saved_device = self.device;
+        let mut runs_here = true;
         for setting in settings {
             match setting {
                 grammar::WithSetting::Value { key, value }
@@ -606,11 +615,14 @@ impl<'a> Runner<'a> {
                         })?;
                     self.device = self.placement(device, value.span)?;
                 }
+                grammar::WithSetting::Value { key, value } if key.text == "rank" => {
+                    runs_here &= self.runs_on_rank(value)?;
+                }
                 grammar::WithSetting::Value { key, .. } => {
                     return Err(self.error(
                         key.span,
                         format!(
-                            "unknown setting `{}` (expected `priority = N`, `bulk = N`, `lazy`, `recycle` or `share = 0|1`, or a device)",
+                            "unknown setting `{}` (expected `priority = N`, `bulk = N`, `lazy`, `recycle` or `share = 0|1`, `rank = K`, or a device)",
                             key.text
                         ),
                         "here",
@@ -622,7 +634,11 @@ impl<'a> Runner<'a> {
                 }
             }
         }
-        let flow = self.exec_block(&body.statements);
+        let flow = if runs_here {
+            self.exec_block(&body.statements)
+        } else {
+            Ok(Flow::Normal)
+        };
         self.priority = saved_priority;
         self.replay_options = saved_options;
         self.device = saved_device;
@@ -909,7 +925,7 @@ impl<'a> Runner<'a> {
             ));
         }
         let Some(mut model) = engine::sim::default_model(&name.text) else {
-            return Err(self.error(name.span, format!("`{}` is not a device to simulate (expected cpu, gpu, gpu0, ..., copy, pcie or nvlink)", name.text), "this name"));
+            return Err(self.error(name.span, format!("`{}` is not a device to simulate (expected cpu, gpu, gpu0, ..., copy, pcie, nvlink or net)", name.text), "this name"));
         };
         for arg in args {
             let value = self.host_number(&arg.value)?;
@@ -1194,6 +1210,12 @@ impl<'a> Runner<'a> {
                     return Ok(Plan::Input(input_index(inputs, result)));
                 }
                 match (func.text.as_str(), args.as_slice()) {
+                    ("rank", []) => {
+                        return Ok(Plan::Const(Tensor::scalar(self.session.comm.rank() as f32)))
+                    }
+                    ("ranks", []) => {
+                        return Ok(Plan::Const(Tensor::scalar(self.session.comm.size() as f32)))
+                    }
                     ("clock", []) => {
                         self.compiled_pure = false;
                         // A host number: the engine's clock (virtual under `--engine sim`) now.
@@ -1236,6 +1258,10 @@ impl<'a> Runner<'a> {
                             "clock_cycles is used in a loop: for i, j in clock_cycles(m, n) { ... }"
                                 .to_string()
                         }
+                        "allreduce" | "broadcast" | "recv" | "send" => format!(
+                            "{} is a statement of its own (x = allreduce(x), broadcast(x, root), send(x, to), x = recv(from, shape...)), not part of an expression",
+                            func.text
+                        ),
                         _ => return Err(self.unknown_name(func)),
                     };
                     return Err(self.error(expr.span, message, "here"));
@@ -1543,6 +1569,12 @@ impl<'a> Runner<'a> {
                     return Ok(value as f64);
                 }
             }
+            ExprKind::Call { func, args, .. } if args.is_empty() && self.is_rank_call(func) => {
+                return Ok(match func.text.as_str() {
+                    "rank" => self.session.comm.rank(),
+                    _ => self.session.comm.size(),
+                } as f64);
+            }
             // Arithmetic on numbers and loop counters stays on the host: no op, no wait.
             ExprKind::Binary { op, lhs, rhs }
                 if self.is_host_number(lhs) && self.is_host_number(rhs) =>
@@ -1578,12 +1610,20 @@ impl<'a> Runner<'a> {
         match &expr.kind {
             ExprKind::Number(_) => true,
             ExprKind::Name(_) => matches!(self.name_binding(expr), Some(Binding::Counter(_))),
+            ExprKind::Call { func, args, .. } => args.is_empty() && self.is_rank_call(func),
             ExprKind::Unary { operand, .. } => self.is_host_number(operand),
             ExprKind::Binary { lhs, rhs, .. } => {
                 self.is_host_number(lhs) && self.is_host_number(rhs)
             }
             _ => false,
         }
+    }
+
+    /// Whether `func` is the builtin `rank` or `ranks` (not a user's function of that name).
+    fn is_rank_call(&self, func: &grammar::Name) -> bool {
+        matches!(func.text.as_str(), "rank" | "ranks")
+            && !self.session.functions.contains_key(&func.text)
+            && self.lookup(&func.text).is_none()
     }
 
     fn host_int(&mut self, expr: &grammar::Expr) -> Result<i64, RunError> {

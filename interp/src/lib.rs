@@ -15,6 +15,7 @@
 
 mod backlog;
 pub mod builtins;
+pub mod comm;
 pub mod commands;
 mod compute;
 mod error;

@@ -160,6 +160,10 @@ pub struct Session {
     /// Asked while a `print` or `wait` blocks: whether the user gave up waiting (a second
     /// Ctrl-C); the ops go on, the input stops.
     pub(crate) abandon_check: Option<InterruptCheck>,
+    /// How this rank talks to the others (one rank alone by default).
+    pub(crate) comm: Arc<dyn crate::comm::Communicator>,
+    /// The numbering of communications, in push order.
+    pub(crate) comm_counters: crate::comm::CommCounters,
 }
 
 /// Says whether the user asked to stop (see [`Session::set_interrupt_check`]).
@@ -190,6 +194,8 @@ impl Session {
             interrupt_check: None,
             abandon_check: None,
             graphs: HashMap::default(),
+            comm: crate::comm::LocalRanks::solo(),
+            comm_counters: crate::comm::CommCounters::default(),
         }
     }
 
@@ -198,6 +204,23 @@ impl Session {
     /// handle sees inputs run later too.
     pub fn places(&self) -> dep_views::Places {
         self.places.clone()
+    }
+
+    /// Makes this session one rank of a job: `rank()`, `ranks()`, `with rank = K` and the
+    /// communication statements go through `comm`. Set it before running any source.
+    pub fn set_communicator(&mut self, comm: Arc<dyn crate::comm::Communicator>) {
+        self.comm = comm;
+        self.comm_counters = crate::comm::CommCounters::default();
+    }
+
+    /// This session's rank, from 0.
+    pub fn rank(&self) -> usize {
+        self.comm.rank()
+    }
+
+    /// How many ranks the job has.
+    pub fn ranks(&self) -> usize {
+        self.comm.size()
     }
 
     /// The session's configuration.
@@ -499,7 +522,9 @@ impl Session {
     /// Forgets every name and function and starts a fresh engine with the same configuration.
     pub fn reset(&mut self) {
         let config = self.config.clone();
+        let comm = self.comm.clone();
         *self = Session::new(config);
+        self.comm = comm;
     }
 
     /// Renders an op failure with the place of its statement (for a bulk of a graph's ops, the

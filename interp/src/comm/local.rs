@@ -1,0 +1,509 @@
+//! Ranks inside this process: the communicator of a single-process run (one rank: an allreduce
+//! is the identity) and of simulated ranks (`--engine sim --ranks N`: N sessions, one per rank,
+//! in one process). Messages and collective contributions meet in mailboxes under one lock; a
+//! timer thread fails what waits longer than the timeout.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::{timeout_message, CommDone, CommRequest, Communicator};
+
+/// One rank of a group of ranks in this process.
+pub struct LocalRanks {
+    rank: usize,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    size: usize,
+    timeout: Duration,
+    state: Mutex<State>,
+    /// Told when something starts waiting, so that the timer looks at its deadline.
+    waiting: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    collectives: BTreeMap<u64, Collective>,
+    /// Messages sent before their receive started, by (from, to, tag).
+    messages: HashMap<(usize, usize, u64), Vec<f32>>,
+    /// Receives started before their message was sent, by (from, to, tag).
+    receivers: HashMap<(usize, usize, u64), Waiter>,
+    timer_started: bool,
+    /// Why the job ended, once a rank failed: every communication fails from then on.
+    ended: Option<String>,
+}
+
+/// A collective some ranks have joined.
+struct Collective {
+    /// `None` for an allreduce, the root for a broadcast.
+    root: Option<usize>,
+    /// Each rank's values, once it joined.
+    parts: Vec<Option<Vec<f32>>>,
+    waiters: Vec<(usize, Waiter)>,
+}
+
+struct Waiter {
+    done: CommDone,
+    since: Instant,
+}
+
+/// What a finished communication hands to its waiters, called after the lock is released.
+type Deliveries = Vec<(CommDone, Result<Vec<f32>, String>)>;
+
+impl LocalRanks {
+    /// The `size` ranks of one job in this process, rank 0 first; a communication waits at most
+    /// `timeout` for its peers.
+    pub fn group(size: usize, timeout: Duration) -> Vec<Arc<LocalRanks>> {
+        let shared = Arc::new(Shared {
+            size: size.max(1),
+            timeout,
+            state: Mutex::new(State::default()),
+            waiting: Condvar::new(),
+        });
+        (0..size.max(1))
+            .map(|rank| {
+                Arc::new(LocalRanks {
+                    rank,
+                    shared: shared.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// A single rank: the communicator of a process that runs alone.
+    pub fn solo() -> Arc<LocalRanks> {
+        LocalRanks::group(1, super::timeout()).remove(0)
+    }
+
+    /// Ends the job because of `reason` (a rank failed): every communication waiting now, and
+    /// every one started later, fails at once rather than wait for the failed rank.
+    pub fn end_job(&self, reason: String) {
+        let mut state = self.lock();
+        state.ended.get_or_insert(reason);
+        let receivers = std::mem::take(&mut state.receivers);
+        let collectives = std::mem::take(&mut state.collectives);
+        let message = format!(
+            "the job ended: {}",
+            state.ended.as_deref().unwrap_or_default()
+        );
+        drop(state);
+        let waiters = receivers.into_values().chain(
+            collectives
+                .into_values()
+                .flat_map(|collective| collective.waiters.into_iter().map(|(_, waiter)| waiter)),
+        );
+        for waiter in waiters {
+            (waiter.done)(Err(message.clone()));
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts the timer thread once, the first time something waits.
+    fn note_waiting(&self, state: &mut State) {
+        if !state.timer_started {
+            state.timer_started = true;
+            let shared = self.shared.clone();
+            std::thread::Builder::new()
+                .name("dep-comm-timer".into())
+                .spawn(move || expire_loop(&shared))
+                .expect("spawning the communication timer thread");
+        }
+        self.shared.waiting.notify_all();
+    }
+
+    fn join_collective(
+        &self,
+        seq: u64,
+        root: Option<usize>,
+        data: Vec<f32>,
+        done: CommDone,
+    ) -> Deliveries {
+        let size = self.shared.size;
+        let mut state = self.lock();
+        let collective = state.collectives.entry(seq).or_insert_with(|| Collective {
+            root,
+            parts: vec![None; size],
+            waiters: Vec::new(),
+        });
+        collective.parts[self.rank] = Some(data);
+        collective.waiters.push((
+            self.rank,
+            Waiter {
+                done,
+                since: Instant::now(),
+            },
+        ));
+        if collective.waiters.len() < size {
+            self.note_waiting(&mut state);
+            return Vec::new();
+        }
+        let collective = state.collectives.remove(&seq).expect("present just above");
+        drop(state);
+        finish_collective(collective)
+    }
+}
+
+/// The results of a collective every rank has joined.
+fn finish_collective(collective: Collective) -> Deliveries {
+    let parts: Vec<Vec<f32>> = collective.parts.into_iter().flatten().collect();
+    let what = if collective.root.is_some() {
+        "broadcast"
+    } else {
+        "allreduce"
+    };
+    let reference = collective.root.unwrap_or(0);
+    let mismatch = parts
+        .iter()
+        .enumerate()
+        .find(|(_, part)| part.len() != parts[reference].len())
+        .map(|(rank, part)| {
+            format!(
+                "{what}: rank {rank} has {} values but rank {reference} has {}; every rank must give the same shape",
+                part.len(),
+                parts[reference].len()
+            )
+        });
+    let result = match (mismatch, collective.root) {
+        (Some(message), _) => Err(message),
+        (None, Some(root)) => Ok(parts[root].clone()),
+        (None, None) => {
+            // Summed in rank order, so that every run adds in the same order.
+            let mut sum = parts[0].clone();
+            for part in &parts[1..] {
+                for (total, value) in sum.iter_mut().zip(part) {
+                    *total += value;
+                }
+            }
+            Ok(sum)
+        }
+    };
+    collective
+        .waiters
+        .into_iter()
+        .map(|(_, waiter)| (waiter.done, result.clone()))
+        .collect()
+}
+
+impl Communicator for LocalRanks {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.shared.size
+    }
+
+    fn start(&self, request: CommRequest, done: CommDone) {
+        let ended = self.lock().ended.clone();
+        if let Some(reason) = ended {
+            return done(Err(format!("the job ended: {reason}")));
+        }
+        let deliveries = match request {
+            CommRequest::AllReduce { seq, data } => self.join_collective(seq, None, data, done),
+            CommRequest::Broadcast { seq, root, data } => {
+                self.join_collective(seq, Some(root), data, done)
+            }
+            CommRequest::Send { to, tag, data } => {
+                let key = (self.rank, to, tag);
+                let mut state = self.lock();
+                let delivered = match state.receivers.remove(&key) {
+                    Some(receiver) => Some((receiver.done, Ok(data))),
+                    None => {
+                        state.messages.insert(key, data);
+                        None
+                    }
+                };
+                drop(state);
+                // A send is buffered: it is over as soon as the message is in the mailbox.
+                delivered
+                    .into_iter()
+                    .chain([(done, Ok(Vec::new()))])
+                    .collect()
+            }
+            CommRequest::Recv { from, tag } => {
+                let key = (from, self.rank, tag);
+                let mut state = self.lock();
+                match state.messages.remove(&key) {
+                    Some(message) => vec![(done, Ok(message))],
+                    None => {
+                        let since = Instant::now();
+                        state.receivers.insert(key, Waiter { done, since });
+                        self.note_waiting(&mut state);
+                        Vec::new()
+                    }
+                }
+            }
+        };
+        for (done, result) in deliveries {
+            done(result);
+        }
+    }
+}
+
+/// The timer: fails every receive and collective that has waited longer than the timeout. Ends
+/// when the ranks it serves are gone.
+fn expire_loop(shared: &Arc<Shared>) {
+    let mut state = shared
+        .state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    loop {
+        if Arc::strong_count(shared) == 1 {
+            return;
+        }
+        let now = Instant::now();
+        let mut expired: Deliveries = Vec::new();
+        let overdue: Vec<_> = state
+            .receivers
+            .iter()
+            .filter(|(_, waiter)| now.duration_since(waiter.since) >= shared.timeout)
+            .map(|(key, _)| *key)
+            .collect();
+        for key @ (from, to, _) in overdue {
+            if let Some(waiter) = state.receivers.remove(&key) {
+                let message = timeout_message("recv", to, Some(from), now - waiter.since);
+                expired.push((waiter.done, Err(message)));
+            }
+        }
+        let overdue: Vec<u64> = state
+            .collectives
+            .iter()
+            .filter(|(_, collective)| {
+                collective
+                    .waiters
+                    .iter()
+                    .any(|(_, waiter)| now.duration_since(waiter.since) >= shared.timeout)
+            })
+            .map(|(seq, _)| *seq)
+            .collect();
+        for seq in overdue {
+            if let Some(collective) = state.collectives.remove(&seq) {
+                let what = if collective.root.is_some() {
+                    "broadcast"
+                } else {
+                    "allreduce"
+                };
+                let missing = collective.parts.iter().position(Option::is_none);
+                for (rank, waiter) in collective.waiters {
+                    let message = timeout_message(what, rank, missing, now - waiter.since);
+                    expired.push((waiter.done, Err(message)));
+                }
+            }
+        }
+        if !expired.is_empty() {
+            drop(state);
+            for (done, result) in expired {
+                done(result);
+            }
+            state = shared
+                .state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            continue;
+        }
+        let earliest = state
+            .receivers
+            .values()
+            .chain(
+                state
+                    .collectives
+                    .values()
+                    .flat_map(|collective| collective.waiters.iter().map(|(_, waiter)| waiter)),
+            )
+            .map(|waiter| waiter.since + shared.timeout)
+            .min();
+        // Wakes at the earliest deadline, and every 200 ms to see whether the ranks are gone.
+        let pause = earliest
+            .map_or(Duration::from_millis(200), |deadline| {
+                deadline.saturating_duration_since(now)
+            })
+            .min(Duration::from_millis(200));
+        state = shared
+            .waiting
+            .wait_timeout(state, pause)
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn started(
+        comm: &LocalRanks,
+        request: CommRequest,
+    ) -> mpsc::Receiver<Result<Vec<f32>, String>> {
+        let (tx, rx) = mpsc::channel();
+        comm.start(
+            request,
+            Box::new(move |result| {
+                let _ = tx.send(result);
+            }),
+        );
+        rx
+    }
+
+    #[test]
+    fn allreduce_sums_over_every_rank_once_all_joined() {
+        let ranks = LocalRanks::group(3, Duration::from_secs(5));
+        let mut waiting = Vec::new();
+        for (rank, comm) in ranks.iter().enumerate() {
+            let data = vec![rank as f32, 10.0];
+            waiting.push(started(comm, CommRequest::AllReduce { seq: 0, data }));
+            if rank < 2 {
+                assert!(
+                    waiting[rank].try_recv().is_err(),
+                    "done before every rank joined"
+                );
+            }
+        }
+        for rx in waiting {
+            assert_eq!(rx.recv().unwrap(), Ok(vec![3.0, 30.0]));
+        }
+    }
+
+    #[test]
+    fn one_rank_reduces_to_itself_at_once() {
+        let comm = LocalRanks::solo();
+        let rx = started(
+            &comm,
+            CommRequest::AllReduce {
+                seq: 0,
+                data: vec![1.5],
+            },
+        );
+        assert_eq!(rx.try_recv().unwrap(), Ok(vec![1.5]));
+    }
+
+    #[test]
+    fn messages_match_by_tag_whichever_side_comes_first() {
+        let ranks = LocalRanks::group(2, Duration::from_secs(5));
+        let late = started(&ranks[1], CommRequest::Recv { from: 0, tag: 1 });
+        let sent = started(
+            &ranks[0],
+            CommRequest::Send {
+                to: 1,
+                tag: 0,
+                data: vec![1.0],
+            },
+        );
+        assert_eq!(sent.recv().unwrap(), Ok(vec![]));
+        let sent = started(
+            &ranks[0],
+            CommRequest::Send {
+                to: 1,
+                tag: 1,
+                data: vec![2.0],
+            },
+        );
+        assert_eq!(sent.recv().unwrap(), Ok(vec![]));
+        assert_eq!(late.recv().unwrap(), Ok(vec![2.0]));
+        let early = started(&ranks[1], CommRequest::Recv { from: 0, tag: 0 });
+        assert_eq!(early.recv().unwrap(), Ok(vec![1.0]));
+    }
+
+    #[test]
+    fn broadcast_gives_the_roots_values_and_refuses_other_shapes() {
+        let ranks = LocalRanks::group(2, Duration::from_secs(5));
+        let a = started(
+            &ranks[0],
+            CommRequest::Broadcast {
+                seq: 0,
+                root: 1,
+                data: vec![0.0; 2],
+            },
+        );
+        let b = started(
+            &ranks[1],
+            CommRequest::Broadcast {
+                seq: 0,
+                root: 1,
+                data: vec![7.0, 8.0],
+            },
+        );
+        assert_eq!(a.recv().unwrap(), Ok(vec![7.0, 8.0]));
+        assert_eq!(b.recv().unwrap(), Ok(vec![7.0, 8.0]));
+        let a = started(
+            &ranks[0],
+            CommRequest::AllReduce {
+                seq: 1,
+                data: vec![0.0; 3],
+            },
+        );
+        let _b = started(
+            &ranks[1],
+            CommRequest::AllReduce {
+                seq: 1,
+                data: vec![0.0; 2],
+            },
+        );
+        let error = a.recv().unwrap().unwrap_err();
+        assert!(
+            error.contains("rank 1 has 2 values but rank 0 has 3"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_failed_rank_ends_the_waits_of_the_others_at_once() {
+        let ranks = LocalRanks::group(2, Duration::from_secs(60));
+        let waiting = started(
+            &ranks[0],
+            CommRequest::AllReduce {
+                seq: 0,
+                data: vec![1.0],
+            },
+        );
+        ranks[1].end_job("rank 1 failed".to_string());
+        let error = waiting
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(error, "the job ended: rank 1 failed");
+        let later = started(&ranks[0], CommRequest::Recv { from: 1, tag: 0 });
+        assert!(later.try_recv().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_receive_with_no_sender_fails_after_the_timeout_naming_both_ranks() {
+        let ranks = LocalRanks::group(2, Duration::from_millis(100));
+        let started_at = Instant::now();
+        let rx = started(&ranks[1], CommRequest::Recv { from: 0, tag: 0 });
+        let error = rx
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap()
+            .unwrap_err();
+        assert!(started_at.elapsed() >= Duration::from_millis(100));
+        assert!(
+            error.contains("rank 1 waited") && error.contains("rank 0"),
+            "{error}"
+        );
+        let rx = started(
+            &ranks[0],
+            CommRequest::AllReduce {
+                seq: 0,
+                data: vec![1.0],
+            },
+        );
+        let error = rx
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            error.starts_with("allreduce: rank 0 waited") && error.contains("rank 1"),
+            "{error}"
+        );
+    }
+}

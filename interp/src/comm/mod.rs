@@ -1,0 +1,129 @@
+//! Communication between ranks: the statements `allreduce`, `broadcast`, `send` and `recv`, and
+//! the [`Communicator`] they run over (MPI in the binary built with `--features mpi`, or ranks
+//! in this process: [`LocalRanks`]).
+//!
+//! Each communication statement is one asynchronous engine op (`OpSpec::new_async`): its start
+//! function hands the data to the communicator and returns; the communicator calls the op's
+//! [`CommDone`] when the transfer is over, from whichever thread learns it, and that completes
+//! the op. Workers never block on the network.
+//!
+//! Matching: collectives are numbered in push order (the same on every rank, since every rank
+//! runs the same script), and a communicator starts them in that order whatever order they
+//! become ready in; the k-th `send` from rank a to rank b carries tag k, and so does the k-th
+//! `recv` on b from a, so messages match in push order too.
+
+mod local;
+pub(crate) mod ops;
+
+use std::time::Duration;
+
+pub use local::LocalRanks;
+
+/// Called once when a communication ends: with the values received (the sum of an allreduce,
+/// the root's values of a broadcast, a message; nothing for a send), or with what went wrong.
+pub type CommDone = Box<dyn FnOnce(Result<Vec<f32>, String>) + Send>;
+
+/// One communication, as a rank's op starts it.
+#[derive(Debug)]
+pub enum CommRequest {
+    /// Sum `data` over every rank; each rank gets the sum.
+    AllReduce {
+        /// The collective's number, in push order.
+        seq: u64,
+        /// This rank's values.
+        data: Vec<f32>,
+    },
+    /// Every rank gets `root`'s values.
+    Broadcast {
+        /// The collective's number, in push order.
+        seq: u64,
+        /// The rank whose values everyone gets.
+        root: usize,
+        /// This rank's values (the root's are sent; the others' give the length).
+        data: Vec<f32>,
+    },
+    /// Sends `data` to rank `to`.
+    Send {
+        /// The receiving rank.
+        to: usize,
+        /// The message's number among those from this rank to `to`.
+        tag: u64,
+        /// The values sent.
+        data: Vec<f32>,
+    },
+    /// Receives a message from rank `from`.
+    Recv {
+        /// The sending rank.
+        from: usize,
+        /// The message's number among those from `from` to this rank.
+        tag: u64,
+    },
+}
+
+/// How a rank talks to the others. Implementations finish every request exactly once, never
+/// block the caller of [`Communicator::start`] on the network, and fail a request that waits
+/// longer than [`timeout`] for its peers.
+pub trait Communicator: Send + Sync {
+    /// This process's rank, from 0.
+    fn rank(&self) -> usize;
+    /// How many ranks there are.
+    fn size(&self) -> usize;
+    /// Starts `request`; `done` is called once it is over, maybe before this returns, maybe
+    /// from another thread.
+    fn start(&self, request: CommRequest, done: CommDone);
+}
+
+/// How long a communication may wait for its peers: `DEP_COMM_TIMEOUT` seconds (a positive
+/// number), 60 by default.
+pub fn timeout() -> Duration {
+    std::env::var("DEP_COMM_TIMEOUT")
+        .ok()
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .filter(|seconds| seconds.is_finite() && *seconds > 0.0)
+        .map_or(Duration::from_secs(60), Duration::from_secs_f64)
+}
+
+/// The error of a communication that waited past [`timeout`]: names both ranks.
+pub fn timeout_message(what: &str, rank: usize, peer: Option<usize>, waited: Duration) -> String {
+    let peers = match peer {
+        Some(peer) => format!("rank {peer}"),
+        None => "the other ranks".to_string(),
+    };
+    format!(
+        "{what}: rank {rank} waited {:.1} s for {peers} (DEP_COMM_TIMEOUT); did {peers} fail, or not reach the matching statement?",
+        waited.as_secs_f64()
+    )
+}
+
+/// The numbering of one rank's communications, in push order (see the module's doc).
+#[derive(Default)]
+pub(crate) struct CommCounters {
+    collectives: u64,
+    sent: rustc_hash::FxHashMap<usize, u64>,
+    received: rustc_hash::FxHashMap<usize, u64>,
+}
+
+impl CommCounters {
+    /// The next collective's number.
+    pub(crate) fn next_collective(&mut self) -> u64 {
+        self.collectives += 1;
+        self.collectives - 1
+    }
+
+    /// The tag of the next message to `to`.
+    pub(crate) fn next_send(&mut self, to: usize) -> u64 {
+        let count = self.sent.entry(to).or_default();
+        *count += 1;
+        *count - 1
+    }
+
+    /// The tag of the next message from `from`.
+    pub(crate) fn next_recv(&mut self, from: usize) -> u64 {
+        let count = self.received.entry(from).or_default();
+        *count += 1;
+        *count - 1
+    }
+}
+
+#[cfg(test)]
+mod session_tests;

@@ -1,0 +1,142 @@
+//! The engine op of one communication statement.
+
+use std::sync::Arc;
+
+use dep_engine as engine;
+
+use super::{CommRequest, Communicator};
+use crate::slot::Slot;
+use crate::tensor::{shape::fmt_shape, Tensor};
+
+/// What a communication statement does, with its numbers fixed at push.
+#[derive(Clone, Debug)]
+pub(crate) enum CommKind {
+    /// `y = allreduce(x)`.
+    AllReduce { seq: u64 },
+    /// `broadcast(x, root)`, or `y = broadcast(x, root)`.
+    Broadcast { seq: u64, root: usize },
+    /// `send(x, to)`.
+    Send { to: usize, tag: u64 },
+    /// `x = recv(from, shape...)`.
+    Recv {
+        from: usize,
+        tag: u64,
+        shape: Vec<usize>,
+    },
+}
+
+/// One communication statement, ready to push.
+pub(crate) struct CommOp {
+    pub(crate) label: Arc<str>,
+    pub(crate) line: u32,
+    pub(crate) priority: i32,
+    pub(crate) kind: CommKind,
+    /// What it sends or reduces (none for `recv`).
+    pub(crate) input: Option<Arc<Slot>>,
+    /// Where the result goes (none for `send`).
+    pub(crate) output: Option<Arc<Slot>>,
+    pub(crate) comm: Arc<dyn Communicator>,
+}
+
+impl CommOp {
+    /// The asynchronous engine op: it reads the input, hands it to the communicator and
+    /// returns; the communicator's callback stores the result and completes the op. Under the
+    /// simulated engine it reports the bytes it moves as its cost.
+    pub(crate) fn into_spec(self) -> engine::OpSpec {
+        let CommOp {
+            label,
+            line,
+            priority,
+            kind,
+            input,
+            output,
+            comm,
+        } = self;
+        let reads: Vec<engine::Var> = input.iter().map(|slot| slot.var.clone()).collect();
+        let writes: Vec<engine::Var> = output.iter().map(|slot| slot.var.clone()).collect();
+        engine::OpSpec::new_async(label, move |completion| {
+            let value = match input.as_ref().map(|slot| slot.get()).transpose() {
+                Ok(value) => value,
+                Err(message) => return completion.complete(Err(message)),
+            };
+            let shape = match (&kind, &value) {
+                (CommKind::Recv { shape, .. }, _) => shape.clone(),
+                (_, Some(value)) => value.shape().to_vec(),
+                (_, None) => Vec::new(),
+            };
+            let data = value.map(|value| value.data().to_vec()).unwrap_or_default();
+            engine::sim::report_cost(engine::sim::Cost {
+                bytes: bytes_moved(&kind, &shape, comm.size()),
+                ..engine::sim::Cost::default()
+            });
+            let request = match &kind {
+                CommKind::AllReduce { seq } => CommRequest::AllReduce { seq: *seq, data },
+                CommKind::Broadcast { seq, root } => CommRequest::Broadcast {
+                    seq: *seq,
+                    root: *root,
+                    data,
+                },
+                CommKind::Send { to, tag } => CommRequest::Send {
+                    to: *to,
+                    tag: *tag,
+                    data,
+                },
+                CommKind::Recv { from, tag, .. } => CommRequest::Recv {
+                    from: *from,
+                    tag: *tag,
+                },
+            };
+            comm.start(
+                request,
+                Box::new(move |result| {
+                    completion.complete(result.and_then(|data| store(&kind, output, shape, data)))
+                }),
+            );
+        })
+        .reads(&reads)
+        .writes(&writes)
+        .device(engine::Device::Net)
+        .line(line)
+        .priority(priority)
+    }
+}
+
+/// Stores what a communication received in its output.
+fn store(
+    kind: &CommKind,
+    output: Option<Arc<Slot>>,
+    shape: Vec<usize>,
+    data: Vec<f32>,
+) -> Result<(), String> {
+    let Some(output) = output else {
+        return Ok(());
+    };
+    let expected: usize = shape.iter().product();
+    if data.len() != expected {
+        let from = match kind {
+            CommKind::Recv { from, .. } => format!("rank {from} sent"),
+            _ => "got".to_string(),
+        };
+        return Err(format!(
+            "{from} {} values, but shape {} holds {expected}",
+            data.len(),
+            fmt_shape(&shape)
+        ));
+    }
+    let value = Tensor::from_vec(shape, data).map_err(|error| error.message().to_string())?;
+    output.set(value);
+    Ok(())
+}
+
+/// The bytes a communication moves over one rank's link: a ring allreduce sends 2(n-1)/n of
+/// the data; a broadcast, a send and a receive move it once.
+fn bytes_moved(kind: &CommKind, shape: &[usize], ranks: usize) -> f64 {
+    let bytes = (shape.iter().product::<usize>() * std::mem::size_of::<f32>()) as f64;
+    match kind {
+        CommKind::AllReduce { .. } => {
+            let n = ranks.max(1) as f64;
+            2.0 * (n - 1.0) / n * bytes
+        }
+        _ => bytes,
+    }
+}

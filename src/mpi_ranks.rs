@@ -1,0 +1,467 @@
+//! Ranks over MPI (built with `--features mpi`, started by `mpirun`): the [`Communicator`] of a
+//! process that is one rank of an MPI job.
+//!
+//! One progress thread owns MPI: it initializes it (`MPI_THREAD_FUNNELED`), makes every MPI
+//! call, and finalizes or aborts it; no other thread calls MPI. A communication op's start
+//! function sends its request to the thread over a channel and returns. The thread posts
+//! nonblocking requests (`MPI_Isend`, `MPI_Iallreduce`, `MPI_Ibcast`; receives are matched
+//! with `MPI_Improbe` as their messages arrive), tests them while it waits for more, and calls
+//! each op's `CommDone` from that thread as its request finishes, which completes the op.
+//!
+//! Buffers: a posted request borrows its buffer until it completes. The thread copies each
+//! request's data into an arena, and runs in epochs: an `mpi::request::scope` with its arena,
+//! ended (and the arena freed) once no request is in flight and the arena has grown past
+//! [`EPOCH_BYTES`]. Results are copied out of the arena as each request completes, so no op
+//! waits for its epoch to end.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bumpalo::Bump;
+use mpi::collective::SystemOperation;
+use mpi::environment::Threading;
+use mpi::point_to_point::MatchedReceiveVec;
+use mpi::request::{LocalScope, Request};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::{Communicator as _, CommunicatorCollectives, Destination, Root, Source};
+
+use dep_interp::comm::{timeout, timeout_message, CommDone, CommRequest, Communicator};
+
+/// An epoch ends, freeing its arena, once this many bytes were copied into it and nothing is in
+/// flight.
+const EPOCH_BYTES: usize = 64 << 20;
+
+/// Rounds the progress thread spins (yielding) after its last progress before it sleeps.
+const SPIN_ROUNDS: u32 = 20_000;
+
+/// MPI tags run from 0 to at least 32767 (`MPI_TAG_UB`); message numbers wrap around there.
+const TAG_MODULUS: u64 = 32768;
+
+/// What the progress thread is asked to do.
+enum Command {
+    /// Start a communication.
+    Start(CommRequest, CommDone),
+    /// End the job now: `MPI_Abort` with this code.
+    Abort(i32),
+    /// Finalize MPI once every communication is over, and end.
+    Finish,
+}
+
+/// This process's rank of an MPI job, and the thread that talks MPI for it.
+pub(crate) struct MpiRanks {
+    rank: usize,
+    size: usize,
+    commands: Mutex<mpsc::Sender<Command>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl MpiRanks {
+    /// Starts the progress thread, which initializes MPI; an error says why MPI did not start.
+    pub(crate) fn start() -> Result<Arc<MpiRanks>, String> {
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let (commands, inbox) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("dep-mpi".into())
+            .spawn(move || progress(ready_tx, inbox))
+            .map_err(|error| format!("cannot start the MPI thread: {error}"))?;
+        let (rank, size) = ready_rx
+            .recv()
+            .map_err(|_| "MPI did not start".to_string())??;
+        Ok(Arc::new(MpiRanks {
+            rank,
+            size,
+            commands: Mutex::new(commands),
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+
+    fn send(&self, command: Command) -> bool {
+        self.commands
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .send(command)
+            .is_ok()
+    }
+
+    /// Finalizes MPI (after every communication is over) and waits for the progress thread.
+    pub(crate) fn finish(&self) {
+        self.send(Command::Finish);
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+    }
+
+    /// Ends the whole job with `code` (`MPI_Abort`): every rank stops. Write the error first.
+    pub(crate) fn abort(&self, code: i32) -> ! {
+        if self.send(Command::Abort(code)) {
+            // MPI_Abort ends this process; should it not within seconds, leave anyway.
+            std::thread::sleep(Duration::from_secs(10));
+        }
+        std::process::exit(code)
+    }
+}
+
+impl Communicator for MpiRanks {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn start(&self, request: CommRequest, done: CommDone) {
+        if let Err(mpsc::SendError(Command::Start(_, done))) = self
+            .commands
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .send(Command::Start(request, done))
+        {
+            done(Err("MPI has already been finalized".to_string()));
+        }
+    }
+}
+
+/// The progress thread: initializes MPI, serves requests epoch after epoch, and finalizes or
+/// aborts MPI.
+fn progress(ready: mpsc::Sender<Result<(usize, usize), String>>, inbox: mpsc::Receiver<Command>) {
+    let Some((universe, _)) = mpi::initialize_with_threading(Threading::Funneled) else {
+        let _ = ready.send(Err("MPI was already initialized".to_string()));
+        return;
+    };
+    let world = universe.world();
+    let (rank, size) = (world.rank() as usize, world.size() as usize);
+    let _ = ready.send(Ok((rank, size)));
+    let mut state = Progress {
+        rank,
+        timeout: timeout(),
+        next_collective: 0,
+        held: BTreeMap::new(),
+        receives: Vec::new(),
+        finishing: false,
+    };
+    loop {
+        let arena = Bump::new();
+        match mpi::request::scope(|scope| state.epoch(&world, scope, &arena, &inbox)) {
+            EpochEnd::Drained => {}
+            EpochEnd::Finish => break,
+            EpochEnd::Abort(code) => world.abort(code),
+        }
+    }
+    drop(universe);
+}
+
+/// How an epoch ended.
+enum EpochEnd {
+    /// Nothing in flight and the arena is large: free it and go on.
+    Drained,
+    /// Asked to finish, and nothing is left.
+    Finish,
+    /// Asked to abort, or to finish with requests that never completed.
+    Abort(i32),
+}
+
+/// A communication waiting on this thread: what it is, for whom, since when.
+struct Waiting {
+    what: &'static str,
+    peer: Option<usize>,
+    done: CommDone,
+    since: Instant,
+}
+
+/// A receive whose message has not arrived.
+struct Receive {
+    from: usize,
+    tag: u64,
+    waiting: Waiting,
+}
+
+/// A posted request and who waits for it.
+struct InFlight<'a, 's> {
+    request: Request<'a, [f32], &'s LocalScope<'a>>,
+    /// Whether the request's buffer holds the result (an allreduce, a broadcast).
+    returns_data: bool,
+    waiting: Waiting,
+}
+
+/// What the progress thread keeps across epochs.
+struct Progress {
+    rank: usize,
+    timeout: Duration,
+    /// The number of the next collective to post: collectives are posted in push order.
+    next_collective: u64,
+    /// Collectives that came before their turn.
+    held: BTreeMap<u64, (CommRequest, Waiting)>,
+    receives: Vec<Receive>,
+    finishing: bool,
+}
+
+impl Progress {
+    fn epoch<'a, 's>(
+        &mut self,
+        world: &SimpleCommunicator,
+        scope: &'s LocalScope<'a>,
+        arena: &'a Bump,
+        inbox: &mpsc::Receiver<Command>,
+    ) -> EpochEnd {
+        let mut in_flight: Vec<InFlight<'a, 's>> = Vec::new();
+        // Requests whose op failed on the timeout: still posted, so kept until MPI_Abort.
+        let mut abandoned: Vec<Request<'a, [f32], &'s LocalScope<'a>>> = Vec::new();
+        let mut idle_rounds = 0u32;
+        loop {
+            let busy = !in_flight.is_empty() || !self.receives.is_empty();
+            if !busy {
+                if self.finishing && self.held.is_empty() {
+                    return if abandoned.is_empty() {
+                        EpochEnd::Finish
+                    } else {
+                        EpochEnd::Abort(1)
+                    };
+                }
+                if abandoned.is_empty() && arena.allocated_bytes() > EPOCH_BYTES {
+                    return EpochEnd::Drained;
+                }
+            }
+            // Spin a while after the last progress, then look every 50 µs while requests are in
+            // flight, every millisecond when idle.
+            let pause = match (idle_rounds < SPIN_ROUNDS, busy) {
+                (true, _) => None,
+                (false, true) => Some(Duration::from_micros(50)),
+                (false, false) => Some(Duration::from_millis(1)),
+            };
+            let first = match pause {
+                None => {
+                    std::thread::yield_now();
+                    inbox
+                        .try_recv()
+                        .map_err(|error| error == mpsc::TryRecvError::Disconnected)
+                }
+                Some(pause) => inbox
+                    .recv_timeout(pause)
+                    .map_err(|error| error == mpsc::RecvTimeoutError::Disconnected),
+            };
+            let first = match first {
+                Ok(command) => Some(command),
+                // The session is gone: finish.
+                Err(true) => Some(Command::Finish),
+                Err(false) => None,
+            };
+            if !busy {
+                // Open MPI progresses only inside MPI calls: a peer's transfer may still need
+                // this rank after its own requests are over (a rendezvous, a collective's tree).
+                let _ = world.any_process().immediate_probe();
+            }
+            let commands: Vec<Command> = first.into_iter().chain(inbox.try_iter()).collect();
+            let mut progressed = !commands.is_empty();
+            for command in commands {
+                match command {
+                    Command::Start(request, done) => {
+                        self.accept(request, done, world, scope, arena, &mut in_flight)
+                    }
+                    Command::Abort(code) => return EpochEnd::Abort(code),
+                    Command::Finish => self.finishing = true,
+                }
+            }
+            progressed |= self.test_in_flight(&mut in_flight, &mut abandoned);
+            progressed |= self.match_receives(world);
+            self.expire_held();
+            idle_rounds = if progressed { 0 } else { idle_rounds + 1 };
+        }
+    }
+
+    /// Takes a new request: posts a send at once, holds a collective until its turn, and keeps
+    /// a receive until its message arrives.
+    fn accept<'a, 's>(
+        &mut self,
+        request: CommRequest,
+        done: CommDone,
+        world: &SimpleCommunicator,
+        scope: &'s LocalScope<'a>,
+        arena: &'a Bump,
+        in_flight: &mut Vec<InFlight<'a, 's>>,
+    ) {
+        let since = Instant::now();
+        match request {
+            CommRequest::Send { to, tag, data } => {
+                let buffer: &'a [f32] = arena.alloc_slice_copy(&data);
+                let request = world.process_at_rank(to as i32).immediate_send_with_tag(
+                    scope,
+                    buffer,
+                    mpi_tag(tag),
+                );
+                in_flight.push(InFlight {
+                    request,
+                    returns_data: false,
+                    waiting: Waiting {
+                        what: "send",
+                        peer: Some(to),
+                        done,
+                        since,
+                    },
+                });
+            }
+            CommRequest::Recv { from, tag } => self.receives.push(Receive {
+                from,
+                tag,
+                waiting: Waiting {
+                    what: "recv",
+                    peer: Some(from),
+                    done,
+                    since,
+                },
+            }),
+            CommRequest::AllReduce { seq, .. } | CommRequest::Broadcast { seq, .. } => {
+                let what = match request {
+                    CommRequest::AllReduce { .. } => "allreduce",
+                    _ => "broadcast",
+                };
+                let waiting = Waiting {
+                    what,
+                    peer: None,
+                    done,
+                    since,
+                };
+                self.held.insert(seq, (request, waiting));
+                while let Some((request, waiting)) = self.held.remove(&self.next_collective) {
+                    self.next_collective += 1;
+                    let request = match request {
+                        CommRequest::AllReduce { data, .. } => {
+                            let send: &'a [f32] = arena.alloc_slice_copy(&data);
+                            let receive = arena.alloc_slice_fill_copy(data.len(), 0.0f32);
+                            world.immediate_all_reduce_into(
+                                scope,
+                                send,
+                                receive,
+                                SystemOperation::sum(),
+                            )
+                        }
+                        CommRequest::Broadcast { root, data, .. } => {
+                            let buffer = arena.alloc_slice_copy(&data);
+                            world
+                                .process_at_rank(root as i32)
+                                .immediate_broadcast_into(scope, buffer)
+                        }
+                        CommRequest::Send { .. } | CommRequest::Recv { .. } => {
+                            unreachable!("only collectives are held")
+                        }
+                    };
+                    in_flight.push(InFlight {
+                        request,
+                        returns_data: true,
+                        waiting,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Finishes the requests that completed, and fails those that waited past the timeout.
+    fn test_in_flight<'a, 's>(
+        &self,
+        in_flight: &mut Vec<InFlight<'a, 's>>,
+        abandoned: &mut Vec<Request<'a, [f32], &'s LocalScope<'a>>>,
+    ) -> bool {
+        let mut progressed = false;
+        let mut still = Vec::with_capacity(in_flight.len());
+        for flight in in_flight.drain(..) {
+            let InFlight {
+                request,
+                returns_data,
+                waiting,
+            } = flight;
+            match request.test_with_data() {
+                Ok((_, data)) => {
+                    progressed = true;
+                    let result = if returns_data {
+                        data.to_vec()
+                    } else {
+                        Vec::new()
+                    };
+                    (waiting.done)(Ok(result));
+                }
+                Err(request) if waiting.since.elapsed() >= self.timeout => {
+                    let message = timeout_message(
+                        waiting.what,
+                        self.rank,
+                        waiting.peer,
+                        waiting.since.elapsed(),
+                    );
+                    (waiting.done)(Err(message));
+                    abandoned.push(request);
+                }
+                Err(request) => still.push(InFlight {
+                    request,
+                    returns_data,
+                    waiting,
+                }),
+            }
+        }
+        *in_flight = still;
+        progressed
+    }
+
+    /// Receives the messages that arrived for waiting receives; fails those past the timeout.
+    fn match_receives(&mut self, world: &SimpleCommunicator) -> bool {
+        let mut progressed = false;
+        let mut index = 0;
+        while index < self.receives.len() {
+            let receive = &self.receives[index];
+            let matched = world
+                .process_at_rank(receive.from as i32)
+                .immediate_matched_probe_with_tag(mpi_tag(receive.tag));
+            if let Some(matched) = matched {
+                let receive = self.receives.remove(index);
+                let (data, _) = matched.matched_receive_vec::<f32>();
+                (receive.waiting.done)(Ok(data));
+                progressed = true;
+            } else if receive.waiting.since.elapsed() >= self.timeout {
+                let receive = self.receives.remove(index);
+                let waited = receive.waiting.since.elapsed();
+                (receive.waiting.done)(Err(timeout_message(
+                    "recv",
+                    self.rank,
+                    Some(receive.from),
+                    waited,
+                )));
+            } else {
+                index += 1;
+            }
+        }
+        progressed
+    }
+
+    /// Fails collectives held past the timeout (an earlier one never started here: its op
+    /// failed or was skipped).
+    fn expire_held(&mut self) {
+        let timeout = self.timeout;
+        let expired: Vec<u64> = self
+            .held
+            .iter()
+            .filter(|(_, (_, waiting))| waiting.since.elapsed() >= timeout)
+            .map(|(seq, _)| *seq)
+            .collect();
+        for seq in expired {
+            if let Some((_, waiting)) = self.held.remove(&seq) {
+                let message = format!(
+                    "{}: collective {seq} of rank {} waited {:.1} s for the collectives pushed before it on this rank (DEP_COMM_TIMEOUT)",
+                    waiting.what,
+                    self.rank,
+                    waiting.since.elapsed().as_secs_f64()
+                );
+                (waiting.done)(Err(message));
+            }
+        }
+    }
+}
+
+fn mpi_tag(tag: u64) -> i32 {
+    (tag % TAG_MODULUS) as i32
+}
