@@ -4,21 +4,16 @@
 //! # Running a cell
 //!
 //! Magic lines (`%...`) are cut out of the cell, which leaves its lines where they were. The
-//! rest is parsed once; its statements are grouped into *segments*, each run with one
-//! `Session::run_source` call: a run of statements that only push ops, or one statement that
-//! waits (a `print`, `wait`, a shown value, or a loop containing one). A segment's text is the
-//! cell with everything before the segment blanked to spaces, so that every report still says
+//! rest is parsed once and run as `dep run` runs a file: the code between two magics with one
+//! `Session::run_source` call (a trailing expression whose value the cell shows runs on its
+//! own, so that its value goes to the cell's result, not its output stream). A part's text is
+//! the cell with everything before it blanked to spaces, so that every report still says
 //! `cell[N]:line:col` of the cell as written.
 //!
-//! Why segments: an interrupt must be able to end a cell while its ops run, and the session's
-//! waits (`print D` blocks in `Engine::wait_var`) cannot be cancelled from another thread,
-//! because the session is borrowed mutably for the whole `run_source` call and the engine's
-//! cross-thread handle (`engine::Monitor`) can watch but not cancel. So before a segment that
-//! waits, the executor itself waits for every op pushed so far, polling the interrupt counter;
-//! the segment's own wait then returns at once. The ops run exactly as `dep run` would run
-//! them; only the statements after a `print` are pushed once every earlier op (not just the
-//! printed one) is done. A wait nested in a loop body still blocks until it returns; the
-//! interrupt then takes effect right after it.
+//! An interrupt reaches a running part through the session's two checks, which read the
+//! interrupt counter: the interrupt check, asked before every statement (loop bodies included),
+//! stops the part and cancels the ops that have not started; the abandon check, asked while a
+//! `print` or `wait` blocks, ends the wait at once.
 //!
 //! # Interrupts
 //!
@@ -136,11 +131,11 @@ struct CellFailure {
 
 /// One step of a cell.
 enum Step {
-    /// Statements pushed by one `run_source` call (`start..end` in the cell's bytes).
+    /// Statements run by one `run_source` call (`start..end` in the cell's bytes).
     Code {
         start: usize,
         end: usize,
-        waits: bool,
+        /// The cell's last statement, an expression whose value is the cell's result.
         shows_value: bool,
     },
     /// A magic line.
@@ -255,11 +250,14 @@ impl Executor {
                 interrupted = true;
                 break;
             }
-            // Also asked inside a statement, before each statement of a loop or function body
-            // (set again each time: `%reset` makes a new session).
+            // Asked before each statement (loop and function bodies included), and while a
+            // `print` or `wait` blocks (set again each time: `%reset` makes a new session).
             let interrupts = self.interrupts.clone();
             self.session
                 .set_interrupt_check(Some(Box::new(move || interrupts.since(mark))));
+            let interrupts = self.interrupts.clone();
+            self.session
+                .set_abandon_check(Some(Box::new(move || interrupts.since(mark))));
             match step {
                 Step::Magic(line) => {
                     if let Err(failure) = self.run_magic(&line, output, mark, &mut display) {
@@ -270,7 +268,6 @@ impl Executor {
                 Step::Code {
                     start,
                     end,
-                    waits,
                     shows_value,
                 } => {
                     if !ran_code {
@@ -282,10 +279,6 @@ impl Executor {
                     }
                     if display.is_none() && self.watch {
                         display = self.start_display(&path, output);
-                    }
-                    if waits && self.wait_idle(mark) {
-                        interrupted = true;
-                        break;
                     }
                     let text = format!("{}{}", blank(&code_only[..start]), &code_only[start..end]);
                     let result = if shows_value {
@@ -299,6 +292,7 @@ impl Executor {
                         self.session.run_source(&path, &text, &mut writer)
                     };
                     if let Err(error) = result {
+                        interrupted |= self.interrupts.since(mark);
                         run_error = Some(error);
                         break;
                     }
@@ -517,7 +511,8 @@ fn cut_magics(code: &str) -> (String, Vec<(usize, String)>) {
     (code_only, magics)
 }
 
-/// The steps of a cell: code segments and magics, in source order.
+/// The steps of a cell: its code between magics, and the magics, in source order; a last
+/// statement that shows a value is a step of its own.
 fn steps(statements: &[grammar::Stmt], source: &str, magics: Vec<(usize, String)>) -> Vec<Step> {
     let mut steps = Vec::new();
     let mut magics = magics.into_iter().peekable();
@@ -527,7 +522,6 @@ fn steps(statements: &[grammar::Stmt], source: &str, magics: Vec<(usize, String)
             steps.push(Step::Code {
                 start,
                 end,
-                waits: false,
                 shows_value: false,
             });
         }
@@ -537,14 +531,13 @@ fn steps(statements: &[grammar::Stmt], source: &str, magics: Vec<(usize, String)
             close(&mut current, &mut steps);
             steps.push(Step::Magic(line));
         }
-        if waits(stmt) {
+        let is_last = stmt_idx + 1 == statements.len();
+        if is_last && matches!(stmt.kind, grammar::StmtKind::Expr(_)) {
             close(&mut current, &mut steps);
-            let is_last = stmt_idx + 1 == statements.len();
             steps.push(Step::Code {
                 start: stmt.span.start,
                 end: stmt.span.end,
-                waits: true,
-                shows_value: is_last && matches!(stmt.kind, grammar::StmtKind::Expr(_)),
+                shows_value: true,
             });
         } else {
             let start = current.map_or(stmt.span.start, |(start, _)| start);
@@ -557,19 +550,6 @@ fn steps(statements: &[grammar::Stmt], source: &str, magics: Vec<(usize, String)
         .iter()
         .all(|step| !matches!(step, Step::Code { end, .. } if *end > source.len())));
     steps
-}
-
-/// Whether running the statement waits for ops (so an interrupt could not reach it).
-fn waits(stmt: &grammar::Stmt) -> bool {
-    use grammar::StmtKind;
-    match &stmt.kind {
-        StmtKind::Print(_) | StmtKind::Wait | StmtKind::Expr(_) => true,
-        StmtKind::For { body, .. }
-        | StmtKind::With { body, .. }
-        | StmtKind::PriorityAuto { body }
-        | StmtKind::Graph { body, .. } => body.statements.iter().any(waits),
-        _ => false,
-    }
 }
 
 /// `text` with every character but line feeds replaced by a space: lines and columns (in
@@ -625,13 +605,11 @@ mod tests {
                 Step::Code {
                     start,
                     end,
-                    waits,
                     shows_value,
                 } => {
                     format!(
-                        "{}{}{}",
-                        if waits { "wait " } else { "push " },
-                        if shows_value { "value " } else { "" },
+                        "{}{}",
+                        if shows_value { "value " } else { "code " },
                         &code_only[start..end]
                     )
                 }
@@ -641,17 +619,15 @@ mod tests {
     }
 
     #[test]
-    fn a_cell_splits_at_the_statements_that_wait_and_at_magics() {
+    fn a_cell_runs_as_a_file_between_magics_with_its_shown_value_apart() {
         let code = "A = ones(4)\nB = A + 1\nprint B\n%why B\nfor i in 0..3 { C = A @ A }\nfor i in 0..2 { print i }\nB + 1";
         assert_eq!(
             step_texts(code),
             vec![
-                "push A = ones(4)\nB = A + 1",
-                "wait print B",
+                "code A = ones(4)\nB = A + 1\nprint B",
                 "magic %why B",
-                "push for i in 0..3 { C = A @ A }",
-                "wait for i in 0..2 { print i }",
-                "wait value B + 1",
+                "code for i in 0..3 { C = A @ A }\nfor i in 0..2 { print i }",
+                "value B + 1",
             ]
         );
     }
