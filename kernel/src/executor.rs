@@ -19,7 +19,7 @@
 //!
 //! The control loop bumps a counter ([`Interrupts`]); each execute request carries the value
 //! the counter had when the shell received it, and is interrupted once the counter moves past
-//! it: pending ops are cancelled (`Session::cancel`), running ones finish, no further segment
+//! it: pending ops are cancelled (`Session::cancel`), running ones finish, no further part
 //! runs, and the reply is an `Interrupted` error. Requests received before the interrupt but
 //! not yet started end the same way, as ipykernel aborts its queue after an interrupt.
 
