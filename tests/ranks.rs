@@ -81,7 +81,9 @@ fn data_parallel() -> (String, String) {
     let script = every_digit(read("samples/data_parallel.dep"));
     let dir = TestDir::new();
     let mlp = dir.write("mlp.dep", &every_digit(read("samples/mlp.dep")));
-    let reference = Run::of(dir.dep().arg("run").arg(&mlp)).expect_code(0).stdout;
+    let reference = Run::of(dir.dep().arg("run").arg(&mlp))
+        .expect_code(0)
+        .stdout;
     assert!(
         reference.lines().filter(|line| line.contains('.')).count() >= 5,
         "every loss with its digits: {reference}"
