@@ -40,7 +40,7 @@ fn one_rank_alone_reduces_to_itself_and_sends_to_itself() {
         LocalRanks::solo(),
     )
     .unwrap();
-    assert_eq!(out, "0.0 1.0\n[1. 2.] [2. 4.] [2. 3.]\n");
+    assert_eq!(out, "0 1\n[1. 2.] [2. 4.] [2. 3.]\n");
 }
 
 #[test]
@@ -55,10 +55,10 @@ with rank = 1 { r = recv(0, 2) ; print r }
 for i in 0..ranks() { with rank = i { print rank(), s, b } }
 ";
     let outcomes = run_ranks(script, 2, Duration::from_secs(10));
-    assert_eq!(outcomes[0], Ok("0.0 [3. 3.] [11. 12.]\n".to_string()));
+    assert_eq!(outcomes[0], Ok("0 [3. 3.] [11. 12.]\n".to_string()));
     assert_eq!(
         outcomes[1],
-        Ok("[5. 5.]\n1.0 [3. 3.] [11. 12.]\n".to_string())
+        Ok("[5. 5.]\n1 [3. 3.] [11. 12.]\n".to_string())
     );
 }
 
