@@ -35,6 +35,13 @@ enum Flow {
     Return(Vec<Arc<Slot>>),
 }
 
+/// A call's parts: the function's name, its arguments and its keyword arguments.
+type CallParts<'e> = (
+    &'e grammar::Name,
+    &'e [grammar::Expr],
+    &'e [grammar::KeywordArg],
+);
+
 /// An op a statement pushed, which its statement may keep to push again.
 struct Pushed {
     op: PushableOp,
@@ -673,14 +680,7 @@ impl<'a> Runner<'a> {
     // ----- functions -----
 
     /// The call, if `expr` is a call of a user-defined function.
-    fn user_call<'e>(
-        &self,
-        expr: &'e grammar::Expr,
-    ) -> Option<(
-        &'e grammar::Name,
-        &'e [grammar::Expr],
-        &'e [grammar::KeywordArg],
-    )> {
+    fn user_call<'e>(&self, expr: &'e grammar::Expr) -> Option<CallParts<'e>> {
         match &expr.kind {
             ExprKind::Call { func, args, kwargs }
                 if self.session.functions.contains_key(&func.text) =>

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use dep_grammar as grammar;
 use grammar::ExprKind;
 
-use super::{Binding, Compiled, Runner};
+use super::{Binding, CallParts, Compiled, Runner};
 use crate::comm::ops::{CommKind, CommOp};
 use crate::error::RunError;
 use crate::slot::Slot;
@@ -17,14 +17,7 @@ const COMM_NAMES: [&str; 4] = ["allreduce", "broadcast", "send", "recv"];
 
 impl Runner<'_> {
     /// The communication call `expr` is, if it is one (a user's function of that name wins).
-    fn comm_call<'e>(
-        &self,
-        expr: &'e grammar::Expr,
-    ) -> Option<(
-        &'e grammar::Name,
-        &'e [grammar::Expr],
-        &'e [grammar::KeywordArg],
-    )> {
+    fn comm_call<'e>(&self, expr: &'e grammar::Expr) -> Option<CallParts<'e>> {
         match &expr.kind {
             ExprKind::Call { func, args, kwargs }
                 if COMM_NAMES.contains(&func.text.as_str())
