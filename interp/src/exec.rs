@@ -552,7 +552,10 @@ impl<'a> Runner<'a> {
             },
         };
         for row in rows {
-            self.check_interrupt(body.span)?;
+            // Every statement checks for an interrupt; an empty body checks here.
+            if body.statements.is_empty() {
+                self.check_interrupt(body.span)?;
+            }
             for (var, value) in vars.iter().zip(row) {
                 self.bind(&var.text, Binding::Counter(value), false);
             }
@@ -1362,9 +1365,8 @@ impl<'a> Runner<'a> {
             output.set_home(self.device);
         }
         // A kept statement reads no loop counter and writes no `set` slot, so its label has
-        // nothing of the iteration to add (`op_label`): the statement's text.
-        let label = self.session.sources[self.source_index].label(stmt.span);
-        let spec = op.spec(label);
+        // nothing of the iteration to add (`op_label`): the statement's text, as compiled.
+        let spec = op.spec(op.op().label.clone());
         self.session.push(spec);
         true
     }
