@@ -102,6 +102,9 @@ pub(crate) struct Runner<'a> {
     replay_options: ReplayOptions,
     /// Assignments compiled once and pushed again while their names keep their bindings.
     cache: StatementCache,
+    /// How many times a name was bound (loop counters included): with the statement cache's
+    /// epoch, what a loop checks to know its counters are still bound (see `binding_state`).
+    binds: u64,
     /// Whether the expression compiled last depends on nothing but name bindings (no loop
     /// counter, clock, function call), so that its statement may be cached.
     compiled_pure: bool,
@@ -123,6 +126,7 @@ impl<'a> Runner<'a> {
             recording: None,
             replay_options: ReplayOptions::default(),
             cache: StatementCache::default(),
+            binds: 0,
             compiled_pure: true,
         }
     }

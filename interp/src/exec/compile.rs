@@ -38,9 +38,9 @@ impl Runner<'_> {
             ExprKind::Str(text) => Plan::Str(text.clone()),
             ExprKind::Name(name) => match self.lookup(&name.text) {
                 Some((Binding::Tensor(slot), _)) => Plan::Input(input_index(inputs, slot)),
-                Some((Binding::Counter(value), _)) => {
+                Some((Binding::Counter(counter), _)) => {
                     self.compiled_pure = false;
-                    Plan::Const(Tensor::scalar(value as f32))
+                    Plan::Const(Tensor::scalar(counter.get() as f32))
                 }
                 Some((Binding::Slots(_), _)) => return Err(self.slots_misuse(name)),
                 None if self.session.functions.contains_key(&name.text)

@@ -18,8 +18,8 @@ impl Runner<'_> {
         if let Some(Binding::Tensor(slot)) = self.name_binding(expr) {
             return self.wait_slot(&slot, expr.span);
         }
-        if let Some(Binding::Counter(value)) = self.name_binding(expr) {
-            return Ok(Tensor::scalar(value as f32));
+        if let Some(Binding::Counter(counter)) = self.name_binding(expr) {
+            return Ok(Tensor::scalar(counter.get() as f32));
         }
         if self.recording.is_some() {
             return Err(self.error(
@@ -94,8 +94,8 @@ impl Runner<'_> {
                 operand,
             } => return Ok(-self.host_number(operand)?),
             ExprKind::Name(name) => {
-                if let Some((Binding::Counter(value), _)) = self.lookup(&name.text) {
-                    return Ok(value as f64);
+                if let Some((Binding::Counter(counter), _)) = self.lookup(&name.text) {
+                    return Ok(counter.get() as f64);
                 }
             }
             ExprKind::Call { func, args, .. } if args.is_empty() && self.is_rank_call(func) => {

@@ -58,7 +58,7 @@ impl Runner<'_> {
         }
         let written = outputs.first().map(|slot| slot.var.name());
         let counter = |name: &str| match self.lookup(name) {
-            Some((Binding::Counter(value), _)) => Some(value),
+            Some((Binding::Counter(counter), _)) => Some(counter.get()),
             _ => None,
         };
         crate::labels::with_iteration(&label, written, counter).unwrap_or(label)

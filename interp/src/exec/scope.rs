@@ -36,7 +36,14 @@ impl Runner<'_> {
         }
     }
 
+    /// Where the bindings stand: it changes with every binding, rebinding, `del`, and function
+    /// frame entered or left.
+    pub(super) fn binding_state(&self) -> (u64, u64) {
+        (self.binds, self.cache.epoch())
+    }
+
     pub(super) fn bind(&mut self, name: &str, binding: Binding, owned: bool) {
+        self.binds += 1;
         // A loop counter's next value changes no compiled statement (none that reads a counter
         // is cached); any other binding may.
         let counter = matches!(binding, Binding::Counter(_));

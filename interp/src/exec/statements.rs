@@ -10,7 +10,7 @@ use super::{Compiled, Flow, Runner};
 use crate::builtins;
 use crate::error::RunError;
 use crate::plan::Plan;
-use crate::session::Binding;
+use crate::session::{Binding, LoopCounter};
 use crate::slot::Slot;
 use crate::tensor;
 
@@ -151,7 +151,7 @@ impl Runner<'_> {
         for item in items {
             match (&item.kind, self.name_binding(item)) {
                 (ExprKind::Str(text), _) => parts.push(text.clone()),
-                (_, Some(Binding::Counter(value))) => parts.push(value.to_string()),
+                (_, Some(Binding::Counter(counter))) => parts.push(counter.get().to_string()),
                 (ExprKind::Name(name), None) if self.session.graphs.contains_key(&name.text) => {
                     // The report reads the sizes the last run left: wait for it.
                     self.wait_all(item.span)?;
@@ -312,13 +312,28 @@ impl Runner<'_> {
                 }
             },
         };
+        // The counters this loop bound, and the runner's binding state just after: while
+        // nothing was bound or rebound since (no name, no frame, no other loop's counter), the
+        // names still hold these counters, and the next iteration only sets their values.
+        let mut counters: Vec<LoopCounter> = Vec::with_capacity(vars.len());
+        let mut bound_at = None;
         for row in rows {
             // Every statement checks for an interrupt; an empty body checks here.
             if body.statements.is_empty() {
                 self.check_interrupt(body.span)?;
             }
-            for (var, value) in vars.iter().zip(row) {
-                self.bind(&var.text, Binding::Counter(value), false);
+            if bound_at == Some(self.binding_state()) {
+                for (counter, value) in counters.iter().zip(row) {
+                    counter.set(value);
+                }
+            } else {
+                counters.clear();
+                for (var, value) in vars.iter().zip(row) {
+                    let counter = LoopCounter::new(value);
+                    self.bind(&var.text, Binding::Counter(counter.clone()), false);
+                    counters.push(counter);
+                }
+                bound_at = Some(self.binding_state());
             }
             if let Flow::Return(results) = self.exec_block(&body.statements)? {
                 return Ok(Flow::Return(results));
