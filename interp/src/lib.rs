@@ -19,6 +19,7 @@ pub mod comm;
 pub mod commands;
 mod compute;
 mod error;
+mod evaluate;
 mod exec;
 pub mod gpu;
 mod graph;

@@ -12,7 +12,8 @@
 //!   by NVRTC (to machine code; PTX as a fallback).
 //! - [`GpuTensor`] is a shape over an immutable [`DeviceBuffer`], which remembers the event of
 //!   the kernel that wrote it and the latest read per stream; its free is stream-ordered.
-//! - `eval` runs a statement's plan on one stream of one device ([`GpuOpContext`]);
+//! - [`GpuBackend`] is the plan evaluator's backend for one stream of one device
+//!   ([`GpuOpContext`]), and [`run_op`] runs one op's evaluation with it;
 //!   [`upload`], [`download`] and [`copy_to_device`] move values; [`binary`], [`unary`],
 //!   [`matmul`] and [`full`] run single operations as ops of their own (tests, benchmarks).
 //! - [`GpuRng`] is the generator state of GPU `rand`/`randn` (Philox counters).
@@ -49,7 +50,7 @@ mod timing;
 pub use access::StreamId;
 pub use api::{binary, binary_scalar, full, matmul, unary};
 pub use detect::{detect, placement_error, GpuAvailability, DISABLE_ENV};
-pub(crate) use eval::eval;
+pub use eval::{run_op, GpuBackend, GpuValue};
 pub use philox::{reference_normal, reference_uniform, Draw, GpuRng};
 pub(crate) use runtime::take_deferred_errors;
 pub use runtime::{

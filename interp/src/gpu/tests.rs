@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use super::*;
 use crate::builtins::Builtin;
-use crate::plan::{EvalContext, Plan, PlanIndex};
+use crate::compute::eval_on_gpu as eval;
+use crate::plan::{Plan, PlanIndex};
 use crate::tensor::{self, BinaryOp, ReduceOp, Tensor, UnaryOp};
 
 /// Held by every test that uses the GPU: tests read device-wide counters (`bytes_in_use`,
@@ -95,16 +96,12 @@ fn cpu_eval(plan: &Plan, inputs: &[Tensor]) -> Result<Vec<Tensor>, tensor::Tenso
     let mut uses = vec![0; inputs.len()];
     plan.count_uses(&mut uses);
     let mut slots: Vec<Option<Tensor>> = inputs.iter().cloned().map(Some).collect();
-    let mut ctx = EvalContext {
+    let mut backend = tensor::backend::HostBackend {
         inputs: &mut slots,
         remaining_uses: &mut uses,
         rng: None,
     };
-    if plan.is_multi() {
-        plan.eval_multi(&mut ctx)
-    } else {
-        plan.eval(&mut ctx).map(|value| vec![value])
-    }
+    crate::evaluate::eval_all(plan, &mut backend)
 }
 
 fn gpu_eval(
