@@ -23,7 +23,7 @@
 //! `source.rs` the generated kernel source, all tested without a GPU.
 //!
 //! ```
-//! use dep_interp::gpu;
+//! use dep_gpu as gpu;
 //!
 //! match gpu::detect() {
 //!     gpu::GpuAvailability::Available { n_devices } => println!("{n_devices} GPUs"),
@@ -33,6 +33,8 @@
 //!     }
 //! }
 //! ```
+
+#![deny(missing_docs)]
 
 mod access;
 mod api;
@@ -52,10 +54,13 @@ pub use api::{binary, binary_scalar, full, matmul, unary};
 pub use detect::{detect, placement_error, GpuAvailability, DISABLE_ENV};
 pub use eval::{run_op, GpuBackend, GpuValue};
 pub use philox::{reference_normal, reference_uniform, Draw, GpuRng};
-pub(crate) use runtime::take_deferred_errors;
+pub use runtime::take_deferred_errors;
 pub use runtime::{
     copy_to_device, download, upload, DeviceBuffer, GpuConfig, GpuDevice, GpuOpContext, GpuRuntime,
     GpuTensor, KernelSpan, SYNC_ENV,
 };
 pub use timing::flush_kernel_times;
-pub(crate) use timing::report_later;
+
+/// The tensors, under the name the CUDA layer has always reached them by.
+use dep_tensor as tensor;
+pub use timing::report_later;
