@@ -18,6 +18,7 @@ pub mod builtins;
 pub mod comm;
 pub mod commands;
 mod compute;
+pub mod driver;
 mod error;
 mod evaluate;
 mod exec;
