@@ -496,3 +496,135 @@ pub fn summary_text(figures: &[RankFigures]) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use dep_engine::OpState;
+
+    use super::*;
+
+    /// The events of one op that ran on `worker` of `device` from `start` to `end` (µs).
+    fn op(id: u64, label: &str, device: Device, worker: u32, start: u64, end: u64) -> Vec<Event> {
+        let at = |us: u64, kind| Event {
+            time_ns: us * 1_000,
+            kind,
+        };
+        let op = OpId(id);
+        vec![
+            at(
+                start,
+                EventKind::Pushed {
+                    op,
+                    label: Arc::from(label),
+                    line: 1,
+                    reads: vec![],
+                    writes: vec![VarId(id)],
+                    device,
+                    priority: 0,
+                },
+            ),
+            at(start, EventKind::Started { op, worker }),
+            at(
+                end,
+                EventKind::Finished {
+                    op,
+                    state: OpState::Done,
+                    message: None,
+                },
+            ),
+        ]
+    }
+
+    fn rank(rank: usize, ops: Vec<Vec<Event>>) -> RankRun {
+        RankRun {
+            rank,
+            events: ops.into_iter().flatten().collect(),
+            worker_names: vec!["main".into(), "cpu:0".into(), "net:0".into()],
+            offset_ns: 0,
+        }
+    }
+
+    #[test]
+    fn the_overlap_fraction_is_the_share_of_communication_time_under_compute() {
+        // Compute 0-10 and 30-40 µs; communications 5-20 and 15-35: 30 µs of communication,
+        // 10 of it (5-10, 30-35) under compute.
+        let run = rank(
+            0,
+            vec![
+                op(0, "a = f(x)", Device::Cpu, 1, 0, 10),
+                op(1, "g = allreduce(g)", Device::Net, 2, 5, 20),
+                op(2, "h = allreduce(h)", Device::Net, 2, 15, 35),
+                op(3, "b = f(a)", Device::Cpu, 1, 30, 40),
+            ],
+        );
+        let figures = RankFigures::of(0, &run.replay());
+        assert_eq!(figures.compute_busy_ns, 20_000);
+        assert_eq!(figures.comm_ns, 30_000);
+        assert_eq!(figures.hidden_ns, 10_000);
+        assert!((figures.overlap_fraction() - 1.0 / 3.0).abs() < 1e-12);
+        assert!(summary_text(&[figures]).contains(
+            "rank 0: compute busy 20 µs, communication 30 µs, 33% of it overlapped with compute"
+        ));
+    }
+
+    #[test]
+    fn a_message_gets_an_arrow_from_its_send_to_its_receive_across_processes() {
+        let runs = [
+            rank(0, vec![op(0, "send(x, 1) → r1", Device::Net, 2, 0, 4)]),
+            rank(1, vec![op(0, "y = recv(0, 2) ← r0", Device::Net, 2, 2, 8)]),
+        ];
+        let trace: Value = serde_json::from_str(&chrome_trace(&runs)).unwrap();
+        let events = trace["traceEvents"].as_array().unwrap();
+        let ends: Vec<(&str, u64, u64, f64)> = events
+            .iter()
+            .filter(|event| event["cat"] == "comm")
+            .map(|event| {
+                (
+                    event["ph"].as_str().unwrap(),
+                    event["pid"].as_u64().unwrap(),
+                    event["tid"].as_u64().unwrap(),
+                    event["ts"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(ends, [("s", 1, 2, 2.0), ("f", 2, 2, 5.0)]);
+        // Each rank's op keeps its own number; the processes are named by rank.
+        let slices: Vec<(u64, u64)> = events
+            .iter()
+            .filter(|event| event["ph"] == "X")
+            .map(|event| {
+                (
+                    event["pid"].as_u64().unwrap(),
+                    event["args"]["op"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(slices, [(1, 0), (2, 0)]);
+        assert!(events.iter().any(|event| event["name"] == "process_name"
+            && event["pid"] == 2
+            && event["args"]["name"] == "rank 1"));
+    }
+
+    #[test]
+    fn simulated_events_are_ordered_by_virtual_time_whatever_their_log_order() {
+        let created = |us: u64| Event {
+            time_ns: us * 1_000,
+            kind: EventKind::VarCreated {
+                var: VarId(0),
+                name: Arc::from("_#1"),
+            },
+        };
+        // The variable's creation was logged late, at a virtual time after its first use.
+        let mut late: Vec<Event> = op(0, "a = 1", Device::Cpu, 1, 3, 5);
+        late.push(created(9));
+        let mut early = vec![created(1)];
+        early.extend(op(0, "a = 1", Device::Cpu, 1, 3, 5));
+        order_simulated(&mut late);
+        order_simulated(&mut early);
+        assert_eq!(late, early);
+        assert!(matches!(late[0].kind, EventKind::VarCreated { .. }));
+        assert_eq!(late[0].time_ns, 3_000);
+    }
+}
