@@ -10,6 +10,7 @@ use dep_interp::driver::{Driver, Input, Interrupt, Listener};
 use dep_interp::{ErrorKind, RunError, Session};
 
 use crate::cli::RunArgs;
+use crate::rank_views::RankViews;
 use crate::ranks::{RankOutput, Ranks};
 use crate::sim_ranks::OtherRanks;
 use crate::views::ViewPlan;
@@ -51,26 +52,55 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
         )),
         _ => None,
     };
-    let code = run_source_as_rank(args, ranks, config, &path, &source);
+    let mut view_plan = ViewPlan::from_args(args);
+    let rank_views = RankViews::take(&mut view_plan, ranks);
+    let (code, own_run) = run_source_as_rank(
+        args,
+        ranks,
+        config,
+        (&path, &source),
+        view_plan,
+        rank_views.is_some(),
+    );
     if let (Ranks::Simulated(comms), true) = (ranks, code != 0) {
         // The other ranks stop waiting for rank 0.
         comms[0].end_job("rank 0 failed".to_string());
     }
     match others {
-        Some(others) => others.join(code),
-        None => code,
+        Some(others) => {
+            let mut outcomes = others.wait();
+            if let (Some(rank_views), Some(own_run)) = (&rank_views, own_run) {
+                let runs = std::iter::once(own_run)
+                    .chain(outcomes.iter_mut().filter_map(|outcome| outcome.run.take()))
+                    .collect();
+                rank_views.write(runs);
+            }
+            OtherRanks::report(outcomes, code)
+        }
+        None => {
+            if let (Some(rank_views), Some(own_run), 0) = (&rank_views, own_run, code) {
+                // Every rank that succeeded sends its events to rank 0 (a failing one ends the
+                // job instead).
+                if let Some(runs) = ranks.gather_runs(own_run) {
+                    rank_views.write(runs);
+                }
+            }
+            code
+        }
     }
 }
 
-/// Runs `source` in this process's session, as rank `ranks.rank()`; returns the exit code.
+/// Runs `source` (named `path`) in this process's session, as rank `ranks.rank()`, with the
+/// views of `view_plan`; returns the exit code, and with `keep_run` what this rank recorded
+/// (for the views of every rank).
 fn run_source_as_rank(
     args: &RunArgs,
     ranks: &Ranks,
     config: dep_interp::SessionConfig,
-    path: &str,
-    source: &str,
-) -> u8 {
-    let view_plan = ViewPlan::from_args(args);
+    (path, source): (&str, &str),
+    view_plan: Option<ViewPlan>,
+    keep_run: bool,
+) -> (u8, Option<dep_views::ranks::RankRun>) {
     let mut session = Session::new(config);
     if let Some(comm) = ranks.communicator() {
         session.set_communicator(comm);
@@ -101,11 +131,12 @@ fn run_source_as_rank(
         watcher.stop();
     }
     // Views come before the error reports, so that the last line printed is the error.
-    let views_written = match (&view_plan, recorder) {
+    let (views_written, kept) = match (&view_plan, recorder) {
         (Some(plan), Some(recorder)) => plan.finish(&session, recorder, path),
-        _ => Ok(()),
+        _ => (Ok(()), None),
     };
-    match (outcome.error, waited.failures) {
+    let own_run = keep_run.then(|| crate::rank_views::recorded(&session, ranks.rank(), kept));
+    let code = match (outcome.error, waited.failures) {
         (None, None) if views_written.is_err() => EXIT_RUNTIME,
         (None, None) => 0,
         (Some(error), None) | (None, Some(error)) => report(ranks, &error),
@@ -113,7 +144,8 @@ fn run_source_as_rank(
             report(ranks, &first);
             report(ranks, &later)
         }
-    }
+    };
+    (code, own_run)
 }
 
 /// Where a script's output goes while it runs.

@@ -35,6 +35,9 @@ pub(crate) struct ViewPlan {
     dot: Option<PathBuf>,
     replay: Option<PathBuf>,
     watch: bool,
+    /// Keep every event and hand them back from [`ViewPlan::finish`] (a rank of a job
+    /// of several, see `rank_views`).
+    keep_events: bool,
 }
 
 impl ViewPlan {
@@ -47,7 +50,19 @@ impl ViewPlan {
             dot: args.dot.clone(),
             replay: args.replay.clone(),
             watch: args.watch,
+            keep_events: false,
         })
+    }
+
+    /// Takes out the views that a job of several ranks writes merged (the traces, the timeline
+    /// and its arrows flag), and keeps every event for them.
+    pub(crate) fn take_merged_views(&mut self) -> (Vec<PathBuf>, Option<PathBuf>, bool) {
+        self.keep_events = true;
+        (
+            std::mem::take(&mut self.traces),
+            self.timeline.take(),
+            self.arrows,
+        )
     }
 
     /// Starts the live panel when `--watch` asked for it.
@@ -68,23 +83,42 @@ impl ViewPlan {
             .iter()
             .map(|path| (path.clone(), open_trace(path)))
             .collect();
-        let keep_events = self.timeline.is_some() || self.dot.is_some() || self.replay.is_some();
+        let keep_events = self.keep_events
+            || self.timeline.is_some()
+            || self.dot.is_some()
+            || self.replay.is_some();
         Some(Recorder::start(log, traces, keep_events))
     }
 
     /// Once the run is over: finishes the trace, writes the other requested files and prints
     /// the summary to stderr. Returns the problems met (a file that could not be written),
-    /// already printed.
+    /// already printed, and every event of the run when the plan keeps them
+    /// ([`ViewPlan::take_merged_views`]).
     pub(crate) fn finish(
         &self,
         session: &Session,
         recorder: Recorder,
         script_path: &str,
-    ) -> Result<(), ()> {
-        let Some(recorded) = recorder.stop(session.worker_names()) else {
+    ) -> (Result<(), ()>, Option<Vec<engine::Event>>) {
+        let Some(mut recorded) = recorder.stop(session.worker_names()) else {
             eprintln!("dep: the views stopped with a panic; the run itself is unaffected");
-            return Err(());
+            return (Err(()), None);
         };
+        let kept = match (&recorded.events, self.keep_events) {
+            (Some(events), true) => Some(events.clone()),
+            _ => None,
+        };
+        let result = self.write_recorded(session, &mut recorded, script_path);
+        (result, kept)
+    }
+
+    /// Writes what the recorder made: the files and the summary.
+    fn write_recorded(
+        &self,
+        session: &Session,
+        recorded: &mut Recorded,
+        script_path: &str,
+    ) -> Result<(), ()> {
         let mut ok = true;
         for (path, written) in &recorded.traces {
             if let Err(error) = written {
@@ -92,7 +126,8 @@ impl ViewPlan {
                 ok = false;
             }
         }
-        if let Some(events) = recorded.events {
+        let drawn = self.timeline.is_some() || self.dot.is_some() || self.replay.is_some();
+        if let Some(events) = recorded.events.take().filter(|_| drawn) {
             let replay = views::Replay::new(events, session.worker_names());
             if let Some(path) = &self.timeline {
                 let options = views::svg::TimelineOptions {

@@ -294,6 +294,12 @@ impl Session {
         self.engine.wait_all_or(give_up)
     }
 
+    /// Nanoseconds on the engine's clock (real time since it started, or the virtual time of
+    /// the simulated policy): the time the events' stamps count in.
+    pub fn now_ns(&self) -> u64 {
+        self.engine.now_ns()
+    }
+
     /// The names of the engine's workers, as views name their lanes.
     pub fn worker_names(&self) -> Vec<String> {
         self.engine.worker_names()
