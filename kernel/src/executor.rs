@@ -208,10 +208,15 @@ impl Executor {
     fn run_cell(&mut self, code: &str, output: &CellOutput, mark: u64) -> Result<(), CellFailure> {
         let path = format!("cell[{}]", self.execution_count);
         let (code_only, magics) = cut_magics(code);
+        let magic_lines: Vec<String> = magics.iter().map(|(_, line)| line.clone()).collect();
         let steps = steps(&code_only, magics);
         if steps.len() > 1 && steps.iter().any(|step| !step_parses(step)) {
-            // The cell without its magics, run whole: every parse error at once, nothing runs.
-            return self.run_cell_steps(&path, vec![Step::Code(code_only)], output, mark);
+            // A magic inside a block, or a parse error: the cell without its magics runs whole
+            // (every parse error at once, and then nothing runs), then the magics.
+            let whole = std::iter::once(Step::Code(code_only))
+                .chain(magic_lines.into_iter().map(Step::Magic))
+                .collect();
+            return self.run_cell_steps(&path, whole, output, mark);
         }
         self.run_cell_steps(&path, steps, output, mark)
     }
@@ -590,6 +595,22 @@ mod tests {
             driver: Driver::new(1),
         };
         (executor, CellOutput::new(iopub, parent, true))
+    }
+
+    /// A magic inside a block runs after the block, as it did when cells were split by
+    /// statement; a parse error anywhere runs nothing, magics included.
+    #[test]
+    fn a_magic_inside_a_block_runs_after_it_and_a_parse_error_runs_nothing() {
+        let (mut executor, output) = silent_executor(engine::Policy::Naive);
+        let code = "A = ones(2)\nfor i in 0..2 {\n%watch on\n  A = A + 1\n}\nprint A";
+        assert!(executor.run_cell(code, &output, 0).is_ok());
+        assert_eq!(executor.session.value("A").unwrap().to_string(), "[3. 3.]");
+        match executor.run_cell("B = 1\n%watch off\nC = (", &output, 0) {
+            Err(failure) => assert_eq!(failure.ename, "SyntaxError"),
+            Ok(()) => panic!("a parse error expected"),
+        }
+        assert!(executor.watch, "the magic did not run");
+        assert!(executor.session.value("B").is_err(), "nothing ran");
     }
 
     #[test]
