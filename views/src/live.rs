@@ -201,6 +201,8 @@ impl LiveFold {
         );
         // Only the ops shown are named: a redraw's cost does not grow with the cell.
         view.frame.name_places(&source.places);
+        // While the cell runs, its timeline reaches now: a running op's bar grows with it.
+        self.replay.set_now((!finished).then_some(now_ns));
         view.timeline = self.timeline(source);
         view
     }

@@ -40,6 +40,9 @@ pub struct Replay {
     /// Computed on the first call to [`Replay::edges`] (a live display never asks), and again
     /// after the replay is extended.
     edges: OnceLock<Vec<Edge>>,
+    /// While the run goes on: the engine's clock now, where the time axis ends and running
+    /// ops' bars reach (see [`Replay::set_now`]).
+    now_ns: Option<u64>,
 }
 
 /// The op records of an event log, folded one event at a time, and kept between
@@ -207,9 +210,17 @@ impl Replay {
             edges: OnceLock::new(),
             events: Vec::with_capacity(events.len()),
             worker_names,
+            now_ns: None,
         };
         replay.extend(events);
         replay
+    }
+
+    /// Says that the run is still going at `now_ns` on the engine's clock (`None`: it ended),
+    /// so that the time span reaches now and an op still running is drawn up to now, not up to
+    /// the last event.
+    pub fn set_now(&mut self, now_ns: Option<u64>) {
+        self.now_ns = now_ns;
     }
 
     /// Folds the log's next events (in log order, after those the replay holds) into it, as if
@@ -422,6 +433,7 @@ impl Replay {
                 ]
             })
             .flatten()
+            .chain(self.now_ns)
             .max()
             .unwrap_or(start);
         (start, end.max(start))
@@ -859,5 +871,37 @@ mod tests {
             assert_eq!(position.map(|position| replay.ops()[position].id), op);
         }
         assert_eq!(replay.ops(), whole.ops());
+    }
+
+    #[test]
+    fn while_the_run_goes_on_the_span_and_a_running_bar_reach_now() {
+        let whole = crate::tests::threaded_mutation_replay();
+        // Cut the log just after some op started: that op is running.
+        let started = whole
+            .events()
+            .iter()
+            .position(|event| matches!(event.kind, dep_engine::EventKind::Started { .. }))
+            .expect("an op starts");
+        let mut replay = Replay::new(
+            whole.events()[..=started].to_vec(),
+            whole.worker_names().to_vec(),
+        );
+        let (start, end) = replay.span_ns();
+        let running = |replay: &Replay| {
+            let lanes = replay.lanes();
+            lanes
+                .iter()
+                .flat_map(|worker| replay.bars(&Lane::Worker(*worker)))
+                .filter(|bar| bar.op.finished_ns.is_none())
+                .map(|bar| bar.end_ns)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(running(&replay), vec![end], "up to the last event");
+        let now = end + 5_000_000;
+        replay.set_now(Some(now));
+        assert_eq!(replay.span_ns(), (start, now));
+        assert_eq!(running(&replay), vec![now], "up to now");
+        replay.set_now(None);
+        assert_eq!(replay.span_ns(), (start, end));
     }
 }
