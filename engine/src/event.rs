@@ -300,7 +300,14 @@ struct Strings {
     by_text: HashMap<Arc<str>, u32>,
     /// Addresses of the kept `Arc`s (which `texts` keeps alive, so no other string can take one).
     by_address: HashMap<usize, u32, BuildHasherDefault<AddressHasher>>,
+    /// Strings recently found by their address, and their numbers, in a slot chosen by the
+    /// address: a loop's statements push the same few labels again and again. (Address 0,
+    /// where the slots start, is no `Arc`'s.)
+    recent: [(usize, u32); RECENT],
 }
+
+/// How many strings [`Strings::recent`] remembers.
+const RECENT: usize = 16;
 
 /// A hasher for addresses, looked up once per push: a multiply by a large odd constant, whose
 /// high bits (those a hash table uses first) mix every bit of the address. Not for untrusted
@@ -332,7 +339,12 @@ impl Strings {
     /// The number of `text`, kept (this very `Arc`) if new.
     fn number(&mut self, text: &Arc<str>) -> u32 {
         let address = Arc::as_ptr(text) as *const u8 as usize;
+        let slot = (address >> 4) % RECENT;
+        if self.recent[slot].0 == address {
+            return self.recent[slot].1;
+        }
         if let Some(number) = self.by_address.get(&address) {
+            self.recent[slot] = (address, *number);
             return *number;
         }
         if let Some(number) = self.by_text.get(&**text) {
@@ -662,37 +674,34 @@ impl Shard {
     }
 }
 
-/// Merges runs of numbered events, each in increasing order, into one: with `Some(from)`, the
-/// consecutive numbers from `from` on, up to the first missing one; with `None`, all of them.
-/// Returns the events and how many. Nothing is sorted: each event is moved once, from the run
-/// that holds the next number (most often the same run as the event before).
-fn merge(runs: Vec<Vec<(u64, Event)>>, from: Option<u64>) -> (Vec<Event>, usize) {
-    let mut runs: Vec<std::iter::Peekable<std::vec::IntoIter<(u64, Event)>>> = runs
+/// Merges runs of numbered events, each in increasing order, handing each event to `visit` in
+/// number order: with `Some(from)`, the consecutive numbers from `from` on, up to the first
+/// missing one; with `None`, all of them. Returns how many it handed out. Nothing is sorted:
+/// each event is moved once, from the run that holds the next number (most often the same run
+/// as the event before).
+fn merge(runs: Vec<Vec<(u64, Event)>>, from: Option<u64>, mut visit: impl FnMut(Event)) -> usize {
+    type Run = std::vec::IntoIter<(u64, Event)>;
+    let mut runs: Vec<Run> = runs
         .into_iter()
         .filter(|run| !run.is_empty())
-        .map(|run| run.into_iter().peekable())
+        .map(Vec::into_iter)
         .collect();
-    let head = |run: &mut std::iter::Peekable<std::vec::IntoIter<(u64, Event)>>| {
-        run.peek().map(|(seq, _)| *seq)
-    };
-    let mut out = Vec::with_capacity(runs.iter().map(|run| run.len()).sum());
+    let head = |run: &Run| run.as_slice().first().map(|(seq, _)| *seq);
+    let mut n = 0;
     let mut current = 0;
     let mut expected = from;
     loop {
-        let at_current = runs
-            .get_mut(current)
-            .is_some_and(|run| expected.is_some() && head(run) == expected);
-        if !at_current {
-            match runs
-                .iter_mut()
-                .position(|run| expected.is_some() && head(run) == expected)
-            {
+        let holds = |run: &Run| expected.is_some() && head(run) == expected;
+        if !runs.get(current).is_some_and(holds) {
+            match runs.iter().position(holds) {
                 Some(found) => current = found,
                 // A gap: the end for a reader, the next number present for a whole copy.
                 None if from.is_some() => break,
                 None => {
-                    let Some((_, found)) = (0..runs.len())
-                        .filter_map(|index| Some((head(&mut runs[index])?, index)))
+                    let Some((_, found)) = runs
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(index, run)| Some((head(run)?, index)))
                         .min()
                     else {
                         break;
@@ -702,11 +711,11 @@ fn merge(runs: Vec<Vec<(u64, Event)>>, from: Option<u64>) -> (Vec<Event>, usize)
             }
         }
         let (seq, event) = runs[current].next().expect("the run has a head");
-        out.push(event);
+        visit(event);
+        n += 1;
         expected = Some(seq + 1);
     }
-    let n = out.len();
-    (out, n)
+    n
 }
 
 thread_local! {
@@ -741,7 +750,9 @@ impl EventLog {
             .iter()
             .map(|shard| lock(shard).since(0))
             .collect();
-        merge(runs, None).0
+        let mut events = Vec::with_capacity(self.len());
+        merge(runs, None, |event| events.push(event));
+        events
     }
 
     /// The events numbered `seq` and on, in arrival order, and the number to ask for next time.
@@ -754,6 +765,14 @@ impl EventLog {
     /// forgets what a reader had not read yet. Only the events asked for are copied: each shard
     /// is searched, not scanned.
     pub fn events_since(&self, seq: u64) -> (Vec<Event>, u64) {
+        let mut events = Vec::new();
+        let next = self.read_since(seq, |event| events.push(event));
+        (events, next)
+    }
+
+    /// [`EventLog::events_since`] without the vector: hands each event, in order, to `visit`;
+    /// returns the number to ask for next time.
+    pub fn read_since(&self, seq: u64, visit: impl FnMut(Event)) -> u64 {
         let mut from = seq;
         let mut runs: Vec<Vec<(u64, Event)>> = Vec::with_capacity(N_SHARDS);
         for (index, shard) in self.shards.iter().enumerate() {
@@ -766,8 +785,7 @@ impl EventLog {
         }
         // Up to the first gap: a number appended to a shard after this read it (or, when a clear
         // ran during this read, forgotten). What follows it waits for the next call.
-        let (events, n_present) = merge(runs, Some(from));
-        (events, from + n_present as u64)
+        from + merge(runs, Some(from), visit) as u64
     }
 
     /// The number the next event will get: every event numbered below it is in the log, or was

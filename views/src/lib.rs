@@ -52,6 +52,7 @@ mod error;
 pub mod fold;
 mod frame;
 pub mod html;
+mod json_line;
 pub mod perfetto;
 mod places;
 mod replay;
