@@ -7,6 +7,7 @@ mod cli;
 mod kernel_cmd;
 #[cfg(feature = "mpi")]
 mod mpi_ranks;
+mod rank_views;
 mod ranks;
 mod repl;
 mod run;

@@ -44,6 +44,12 @@ const TAG_MODULUS: u64 = 32768;
 enum Command {
     /// Start a communication.
     Start(CommRequest, CommDone),
+    /// This rank is failing (a communication of it will never start): fail every
+    /// communication now, and every later one at once.
+    Abandon(String),
+    /// Gather every rank's bytes on rank 0 (in rank order), which gets them on the channel;
+    /// the others get `None`. Blocking: given once every communication is over.
+    Gather(Vec<u8>, mpsc::Sender<Option<Vec<Vec<u8>>>>),
     /// End the job now: `MPI_Abort` with this code.
     Abort(i32),
     /// Finalize MPI once every communication is over, and end.
@@ -99,6 +105,16 @@ impl MpiRanks {
         }
     }
 
+    /// Gathers every rank's `bytes` on rank 0 (see [`Command::Gather`]): every rank's, in rank
+    /// order, on rank 0; `None` on the others. Call it on every rank, after the run.
+    pub(crate) fn gather(&self, bytes: Vec<u8>) -> Option<Vec<Vec<u8>>> {
+        let (reply, gathered) = mpsc::channel();
+        if !self.send(Command::Gather(bytes, reply)) {
+            return None;
+        }
+        gathered.recv().ok().flatten()
+    }
+
     /// Ends the whole job with `code` (`MPI_Abort`): every rank stops. Write the error first.
     pub(crate) fn abort(&self, code: i32) -> ! {
         if self.send(Command::Abort(code)) {
@@ -116,6 +132,13 @@ impl Communicator for MpiRanks {
 
     fn size(&self) -> usize {
         self.size
+    }
+
+    fn abandon(&self, what: String) {
+        self.send(Command::Abandon(format!(
+            "rank {} failed ({what})",
+            self.rank
+        )));
     }
 
     fn start(&self, request: CommRequest, done: CommDone) {
@@ -138,15 +161,20 @@ fn progress(ready: mpsc::Sender<Result<(usize, usize), String>>, inbox: mpsc::Re
         return;
     };
     let world = universe.world();
+    // Views travel on a communicator of their own, apart from the script's messages.
+    let views = world.duplicate();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
     let _ = ready.send(Ok((rank, size)));
     let mut state = Progress {
         rank,
+        size,
+        views,
         timeout: timeout(),
         next_collective: 0,
         held: BTreeMap::new(),
         receives: Vec::new(),
         finishing: false,
+        ended: None,
     };
     loop {
         let arena = Bump::new();
@@ -156,6 +184,8 @@ fn progress(ready: mpsc::Sender<Result<(usize, usize), String>>, inbox: mpsc::Re
             EpochEnd::Abort(code) => world.abort(code),
         }
     }
+    // The views' communicator is freed before MPI is finalized.
+    drop(state);
     drop(universe);
 }
 
@@ -195,6 +225,9 @@ struct InFlight<'a, 's> {
 /// What the progress thread keeps across epochs.
 struct Progress {
     rank: usize,
+    size: usize,
+    /// The communicator the views are gathered on.
+    views: SimpleCommunicator,
     timeout: Duration,
     /// The number of the next collective to post: collectives are posted in push order.
     next_collective: u64,
@@ -202,6 +235,9 @@ struct Progress {
     held: BTreeMap<u64, (CommRequest, Waiting)>,
     receives: Vec<Receive>,
     finishing: bool,
+    /// Why this rank is failing, once a communication of it will never start: every
+    /// communication fails from then on.
+    ended: Option<String>,
 }
 
 impl Progress {
@@ -266,6 +302,12 @@ impl Progress {
                     Command::Start(request, done) => {
                         self.accept(request, done, world, scope, arena, &mut in_flight)
                     }
+                    Command::Abandon(reason) => {
+                        self.end(reason, &mut in_flight, &mut abandoned);
+                    }
+                    Command::Gather(bytes, reply) => {
+                        let _ = reply.send(self.gather(bytes));
+                    }
                     Command::Abort(code) => return EpochEnd::Abort(code),
                     Command::Finish => self.finishing = true,
                 }
@@ -288,6 +330,9 @@ impl Progress {
         arena: &'a Bump,
         in_flight: &mut Vec<InFlight<'a, 's>>,
     ) {
+        if let Some(reason) = &self.ended {
+            return done(Err(format!("the job is ending: {reason}")));
+        }
         let since = Instant::now();
         match request {
             CommRequest::Send { to, tag, data } => {
@@ -360,6 +405,44 @@ impl Progress {
                     });
                 }
             }
+        }
+    }
+
+    /// Gathers every rank's bytes on rank 0, blocking (see [`Command::Gather`]).
+    fn gather(&self, bytes: Vec<u8>) -> Option<Vec<Vec<u8>>> {
+        if self.rank != 0 {
+            self.views.process_at_rank(0).send(&bytes[..]);
+            return None;
+        }
+        let mut gathered = vec![bytes];
+        for rank in 1..self.size {
+            let (bytes, _) = self.views.process_at_rank(rank as i32).receive_vec::<u8>();
+            gathered.push(bytes);
+        }
+        Some(gathered)
+    }
+
+    /// Fails every communication of this rank, held, waiting for a message or in flight, because
+    /// of `reason`, and every later one (see [`Command::Abandon`]). Requests already posted stay
+    /// with MPI until the job ends.
+    fn end<'a, 's>(
+        &mut self,
+        reason: String,
+        in_flight: &mut Vec<InFlight<'a, 's>>,
+        abandoned: &mut Vec<Request<'a, [f32], &'s LocalScope<'a>>>,
+    ) {
+        let message = format!("the job is ending: {reason}");
+        self.ended.get_or_insert(reason);
+        let held = std::mem::take(&mut self.held)
+            .into_values()
+            .map(|(_, waiting)| waiting);
+        let receives = self.receives.drain(..).map(|receive| receive.waiting);
+        for waiting in held.chain(receives).collect::<Vec<_>>() {
+            (waiting.done)(Err(message.clone()));
+        }
+        for flight in in_flight.drain(..) {
+            (flight.waiting.done)(Err(message.clone()));
+            abandoned.push(flight.request);
         }
     }
 

@@ -112,6 +112,20 @@ impl Ranks {
         }
     }
 
+    /// Gathers every rank's recording on rank 0 (over MPI), `own` being this rank's: every
+    /// rank's, in rank order, on rank 0; `None` on the others, and when the gathering failed
+    /// (said on stderr).
+    pub(crate) fn gather_runs(
+        &self,
+        own: dep_views::ranks::RankRun,
+    ) -> Option<Vec<dep_views::ranks::RankRun>> {
+        match self {
+            #[cfg(feature = "mpi")]
+            Ranks::Mpi(mpi) => crate::rank_views::gather_over_mpi(mpi, own),
+            Ranks::Alone | Ranks::Simulated(_) => Some(vec![own]),
+        }
+    }
+
     /// An error report as this rank writes it: `error (rank 2): ...` when the job has several
     /// ranks.
     pub(crate) fn label_error(&self, rendered: &str) -> String {

@@ -3,14 +3,14 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use signal_hook::consts::SIGINT;
 
+use dep_interp::driver::{Driver, Input, Interrupt, Listener};
 use dep_interp::{ErrorKind, RunError, Session};
 
 use crate::cli::RunArgs;
+use crate::rank_views::RankViews;
 use crate::ranks::{RankOutput, Ranks};
 use crate::sim_ranks::OtherRanks;
 use crate::views::ViewPlan;
@@ -52,31 +52,61 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
         )),
         _ => None,
     };
-    let code = run_source_as_rank(args, ranks, config, &path, &source);
+    let mut view_plan = ViewPlan::from_args(args);
+    let rank_views = RankViews::take(&mut view_plan, ranks);
+    let (code, own_run) = run_source_as_rank(
+        args,
+        ranks,
+        config,
+        (&path, &source),
+        view_plan,
+        rank_views.is_some(),
+    );
     if let (Ranks::Simulated(comms), true) = (ranks, code != 0) {
         // The other ranks stop waiting for rank 0.
         comms[0].end_job("rank 0 failed".to_string());
     }
     match others {
-        Some(others) => others.join(code),
-        None => code,
+        Some(others) => {
+            let mut outcomes = others.wait();
+            if let (Some(rank_views), Some(own_run)) = (&rank_views, own_run) {
+                let runs = std::iter::once(own_run)
+                    .chain(outcomes.iter_mut().filter_map(|outcome| outcome.run.take()))
+                    .collect();
+                rank_views.write(runs);
+            }
+            OtherRanks::report(outcomes, code)
+        }
+        None => {
+            if let (Some(rank_views), Some(own_run), 0) = (&rank_views, own_run, code) {
+                // Every rank that succeeded sends its events to rank 0 (a failing one ends the
+                // job instead).
+                if let Some(runs) = ranks.gather_runs(own_run) {
+                    rank_views.write(runs);
+                }
+            }
+            code
+        }
     }
 }
 
-/// Runs `source` in this process's session, as rank `ranks.rank()`; returns the exit code.
+/// Runs `source` (named `path`) in this process's session, as rank `ranks.rank()`, with the
+/// views of `view_plan`; returns the exit code, and with `keep_run` what this rank recorded
+/// (for the views of every rank).
 fn run_source_as_rank(
     args: &RunArgs,
     ranks: &Ranks,
     config: dep_interp::SessionConfig,
-    path: &str,
-    source: &str,
-) -> u8 {
-    let view_plan = ViewPlan::from_args(args);
+    (path, source): (&str, &str),
+    view_plan: Option<ViewPlan>,
+    keep_run: bool,
+) -> (u8, Option<dep_views::ranks::RankRun>) {
     let mut session = Session::new(config);
     if let Some(comm) = ranks.communicator() {
         session.set_communicator(comm);
     }
-    let interrupted = watch_interrupts(&mut session);
+    let driver = Driver::new(1);
+    watch_interrupts(driver.interrupt());
     let watcher = view_plan
         .as_ref()
         .and_then(|plan| plan.start_watch(&session));
@@ -85,50 +115,68 @@ fn run_source_as_rank(
         .and_then(|plan| plan.start_recording(&session));
     let stdout = std::io::stdout();
     let mut out = RankOutput::new(stdout.lock(), ranks.rank(), ranks.size(), args.all_ranks);
-    let pushed = match &watcher {
-        Some(watcher) => session.run_source(path, source, &mut watcher.output(&mut out)),
-        None => session.run_source(path, source, &mut out),
+    let mark = driver.mark();
+    let input = Input::new(path, source);
+    let outcome = match &watcher {
+        Some(watcher) => {
+            let mut panel_aware = watcher.output(&mut out);
+            driver.run(&mut session, &input, mark, &mut Output(&mut panel_aware))
+        }
+        None => driver.run(&mut session, &input, mark, &mut Output(&mut out)),
     };
-    if interrupted.load(Ordering::SeqCst) {
-        // Stopped inside a wait, where no statement's check cancelled: cancel here.
-        session.cancel();
-    }
     // Every pushed op runs to the end, even after an error, so that nothing is left half done.
-    let finished = session.finish();
+    let waited = driver.wait(&mut session, mark);
     let _ = out.flush();
     if let Some(watcher) = watcher {
         watcher.stop();
     }
     // Views come before the error reports, so that the last line printed is the error.
-    let views_written = match (&view_plan, recorder) {
+    let (views_written, kept) = match (&view_plan, recorder) {
         (Some(plan), Some(recorder)) => plan.finish(&session, recorder, path),
-        _ => Ok(()),
+        _ => (Ok(()), None),
     };
-    match (pushed, finished) {
-        (Ok(()), Ok(())) if views_written.is_err() => EXIT_RUNTIME,
-        (Ok(()), Ok(())) => 0,
-        (Err(error), Ok(())) | (Ok(()), Err(error)) => report(ranks, &error),
-        (Err(first), Err(later)) => {
+    let own_run = keep_run.then(|| crate::rank_views::recorded(&session, ranks.rank(), kept));
+    let code = match (outcome.error, waited.failures) {
+        (None, None) if views_written.is_err() => EXIT_RUNTIME,
+        (None, None) => 0,
+        (Some(error), None) | (None, Some(error)) => report(ranks, &error),
+        (Some(first), Some(later)) => {
             report(ranks, &first);
             report(ranks, &later)
         }
+    };
+    (code, own_run)
+}
+
+/// Where a script's output goes while it runs.
+struct Output<'a>(&'a mut dyn Write);
+
+impl Listener for Output<'_> {
+    fn output(&mut self) -> &mut dyn Write {
+        self.0
     }
 }
 
 /// Ctrl-C during `dep run`: the first stops the script at its next statement (or the `print`
 /// or `wait` it blocks in), cancels the ops that have not started, lets running ops finish and
 /// writes the views of what ran; a second one leaves at once with exit code 130.
-fn watch_interrupts(session: &mut Session) -> Arc<AtomicBool> {
-    let interrupted = Arc::new(AtomicBool::new(false));
-    // Registered first, so it sees the flag as it was before this very signal.
-    let _ = signal_hook::flag::register_conditional_shutdown(SIGINT, 130, interrupted.clone());
-    if signal_hook::flag::register(SIGINT, interrupted.clone()).is_err() {
-        return interrupted;
-    }
-    let (stop, give_up) = (interrupted.clone(), interrupted.clone());
-    session.set_interrupt_check(Some(Box::new(move || stop.load(Ordering::SeqCst))));
-    session.set_abandon_check(Some(Box::new(move || give_up.load(Ordering::SeqCst))));
-    interrupted
+fn watch_interrupts(interrupt: Interrupt) {
+    let mut signals = match signal_hook::iterator::Signals::new([SIGINT]) {
+        Ok(signals) => signals,
+        Err(error) => {
+            eprintln!("dep: Ctrl-C will not interrupt the run: {error}");
+            return;
+        }
+    };
+    let _ = std::thread::Builder::new()
+        .name("dep-interrupts".to_string())
+        .spawn(move || {
+            for _ in signals.forever() {
+                if interrupt.interrupt() >= 2 {
+                    std::process::exit(130);
+                }
+            }
+        });
 }
 
 /// Parses a script and reports every syntax error.

@@ -18,7 +18,9 @@ use dep_interp::{Session, SessionConfig};
 use crate::ranks::RankOutput;
 
 /// What one of ranks 1..N ended with.
-struct Outcome {
+pub(crate) struct Outcome {
+    /// What it recorded, when views were asked for.
+    pub(crate) run: Option<dep_views::ranks::RankRun>,
     stdout: Vec<u8>,
     /// Its errors, rendered with its rank.
     errors: String,
@@ -32,7 +34,7 @@ pub(crate) struct OtherRanks {
 
 impl OtherRanks {
     /// Starts ranks 1.. of `comms` on threads, each running `source` (named `path`) in a
-    /// session like `config`, unobserved.
+    /// session like `config` (observed when it is: their events go to rank 0's views).
     pub(crate) fn start(
         comms: &[Arc<LocalRanks>],
         config: &SessionConfig,
@@ -47,10 +49,7 @@ impl OtherRanks {
             .skip(1)
             .map(|(rank, comm)| {
                 let (comm, path, source) = (comm.clone(), path.to_string(), source.to_string());
-                let config = SessionConfig {
-                    observe: false,
-                    ..config.clone()
-                };
+                let config = config.clone();
                 std::thread::Builder::new()
                     .name(format!("dep-rank{rank}"))
                     .spawn(move || run_rank(comm, config, &path, &source, size, all_ranks))
@@ -60,21 +59,25 @@ impl OtherRanks {
         OtherRanks { threads }
     }
 
-    /// Waits for every rank, writes their output (in rank order) and their errors; returns the
-    /// job's exit code, given rank 0's.
-    pub(crate) fn join(self, rank0_code: u8) -> u8 {
-        let mut code = rank0_code;
-        let outcomes: Vec<Outcome> = self
-            .threads
+    /// Waits for every rank; returns what each ended with, in rank order.
+    pub(crate) fn wait(self) -> Vec<Outcome> {
+        self.threads
             .into_iter()
             .map(|thread| {
                 thread.join().unwrap_or_else(|_| Outcome {
+                    run: None,
                     stdout: Vec::new(),
                     errors: "error: a simulated rank's thread panicked".to_string(),
                     code: 1,
                 })
             })
-            .collect();
+            .collect()
+    }
+
+    /// Writes the ranks' output (in rank order) and their errors; returns the job's exit code,
+    /// given rank 0's.
+    pub(crate) fn report(outcomes: Vec<Outcome>, rank0_code: u8) -> u8 {
+        let mut code = rank0_code;
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
         for outcome in &outcomes {
@@ -101,6 +104,7 @@ fn run_rank(
     all_ranks: bool,
 ) -> Outcome {
     let rank = dep_interp::comm::Communicator::rank(comm.as_ref());
+    let observed = config.observe;
     let mut session = Session::new(config);
     session.set_communicator(comm.clone());
     let mut out = RankOutput::new(Vec::new(), rank, size, all_ranks);
@@ -123,6 +127,7 @@ fn run_rank(
         comm.end_job(format!("rank {rank} failed"));
     }
     Outcome {
+        run: observed.then(|| crate::rank_views::recorded(&session, rank, None)),
         stdout: out.into_inner(),
         errors: errors.join("\n"),
         code,

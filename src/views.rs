@@ -16,6 +16,7 @@ use dep_engine as engine;
 use dep_interp::Session;
 use dep_views as views;
 use engine::lock;
+use views::live::LiveSource;
 
 use crate::cli::{ReplayArgs, RunArgs};
 
@@ -34,6 +35,9 @@ pub(crate) struct ViewPlan {
     dot: Option<PathBuf>,
     replay: Option<PathBuf>,
     watch: bool,
+    /// Keep every event and hand them back from [`ViewPlan::finish`] (a rank of a job
+    /// of several, see `rank_views`).
+    keep_events: bool,
 }
 
 impl ViewPlan {
@@ -46,7 +50,19 @@ impl ViewPlan {
             dot: args.dot.clone(),
             replay: args.replay.clone(),
             watch: args.watch,
+            keep_events: false,
         })
+    }
+
+    /// Takes out the views that a job of several ranks writes merged (the traces, the timeline
+    /// and its arrows flag), and keeps every event for them.
+    pub(crate) fn take_merged_views(&mut self) -> (Vec<PathBuf>, Option<PathBuf>, bool) {
+        self.keep_events = true;
+        (
+            std::mem::take(&mut self.traces),
+            self.timeline.take(),
+            self.arrows,
+        )
     }
 
     /// Starts the live panel when `--watch` asked for it.
@@ -54,39 +70,55 @@ impl ViewPlan {
         if !self.watch {
             return None;
         }
-        Some(Watcher::start(
-            session.engine().monitor(),
-            session.event_log().cloned(),
-        ))
+        Some(Watcher::start(session.live("--watch")?))
     }
 
     /// Starts folding the session's event log while the run goes: the summary, the trace
     /// (written as the events arrive), and every event when a view needs the whole run.
     /// `None` when the session keeps no event log.
     pub(crate) fn start_recording(&self, session: &Session) -> Option<Recorder> {
-        let log = session.event_log()?.clone();
+        let log = session.live("--trace")?.log;
         let traces = self
             .traces
             .iter()
             .map(|path| (path.clone(), open_trace(path)))
             .collect();
-        let keep_events = self.timeline.is_some() || self.dot.is_some() || self.replay.is_some();
+        let keep_events = self.keep_events
+            || self.timeline.is_some()
+            || self.dot.is_some()
+            || self.replay.is_some();
         Some(Recorder::start(log, traces, keep_events))
     }
 
     /// Once the run is over: finishes the trace, writes the other requested files and prints
     /// the summary to stderr. Returns the problems met (a file that could not be written),
-    /// already printed.
+    /// already printed, and every event of the run when the plan keeps them
+    /// ([`ViewPlan::take_merged_views`]).
     pub(crate) fn finish(
         &self,
         session: &Session,
         recorder: Recorder,
         script_path: &str,
-    ) -> Result<(), ()> {
-        let Some(recorded) = recorder.stop(session.engine().worker_names()) else {
+    ) -> (Result<(), ()>, Option<Vec<engine::Event>>) {
+        let Some(mut recorded) = recorder.stop(session.worker_names()) else {
             eprintln!("dep: the views stopped with a panic; the run itself is unaffected");
-            return Err(());
+            return (Err(()), None);
         };
+        let kept = match (&recorded.events, self.keep_events) {
+            (Some(events), true) => Some(events.clone()),
+            _ => None,
+        };
+        let result = self.write_recorded(session, &mut recorded, script_path);
+        (result, kept)
+    }
+
+    /// Writes what the recorder made: the files and the summary.
+    fn write_recorded(
+        &self,
+        session: &Session,
+        recorded: &mut Recorded,
+        script_path: &str,
+    ) -> Result<(), ()> {
         let mut ok = true;
         for (path, written) in &recorded.traces {
             if let Err(error) = written {
@@ -94,12 +126,13 @@ impl ViewPlan {
                 ok = false;
             }
         }
-        if let Some(events) = recorded.events {
-            let replay = views::Replay::new(events, session.engine().worker_names());
+        let drawn = self.timeline.is_some() || self.dot.is_some() || self.replay.is_some();
+        if let Some(events) = recorded.events.take().filter(|_| drawn) {
+            let replay = views::Replay::new(events, session.worker_names());
             if let Some(path) = &self.timeline {
                 let options = views::svg::TimelineOptions {
                     arrows: self.arrows,
-                    simulated: session.engine().policy() == dep_engine::Policy::Sim,
+                    simulated: session.config().policy == engine::Policy::Sim,
                     ..views::svg::TimelineOptions::default()
                 };
                 ok &= write_file(path, "--timeline", &views::svg::timeline(&replay, &options));
@@ -366,8 +399,9 @@ enum WatchEvent {
 }
 
 /// The `--watch` panel: a thread that redraws the live queues and ops in place on stderr at most
-/// ten times a second, from an engine [`engine::Monitor`] (snapshots are taken off the workers,
-/// which only pay for the locks a snapshot takes, one variable at a time).
+/// ten times a second: the busy part of the one live view model (`dep_views::live`), rendered as
+/// terminal text, from the session's [`LiveSource`] (snapshots are taken off the workers, which
+/// only pay for the locks a snapshot takes, one variable at a time).
 pub(crate) struct Watcher {
     stop: mpsc::Sender<()>,
     thread: JoinHandle<()>,
@@ -375,7 +409,7 @@ pub(crate) struct Watcher {
 }
 
 impl Watcher {
-    fn start(monitor: engine::Monitor, log: Option<Arc<engine::EventLog>>) -> Watcher {
+    fn start(source: LiveSource) -> Watcher {
         let (stop, stopped) = mpsc::channel::<()>();
         let panel = Arc::new(Mutex::new(Panel::new(std::io::stderr().is_terminal())));
         let shared_panel = panel.clone();
@@ -390,7 +424,7 @@ impl Watcher {
                     };
                     let mut panel = lock(&panel);
                     match event {
-                        WatchEvent::Tick => panel.draw(&monitor, log.as_deref()),
+                        WatchEvent::Tick => panel.draw(&source),
                         WatchEvent::Stop => {
                             panel.clear();
                             return;
@@ -464,9 +498,9 @@ impl Panel {
         }
     }
 
-    fn draw(&mut self, monitor: &engine::Monitor, log: Option<&engine::EventLog>) {
-        let n_unfinished = monitor.n_unfinished();
-        let n_events = log.map_or(0, engine::EventLog::next_seq);
+    fn draw(&mut self, source: &LiveSource) {
+        let n_unfinished = source.n_unfinished();
+        let n_events = source.n_events();
         let header = format!(
             "dep --watch: {:.1} s · {n_unfinished} op{} unfinished · {n_events} events",
             self.started.elapsed().as_secs_f64(),
@@ -482,8 +516,7 @@ impl Panel {
         }
         let (width, rows) = terminal_size();
         let style = views::TextStyle::terminal(width.saturating_sub(1));
-        let frame =
-            views::Frame::from_snapshot(&monitor.snapshot(), &monitor.worker_names()).busy_only();
+        let frame = source.busy_view().frame;
         let body = format!(
             "{}{}",
             views::text::queues(&frame, &style),

@@ -27,6 +27,16 @@ print b
 print rank(), ranks()
 ";
 
+/// A script whose rank 1 fails in an op nobody prints: the allreduce that reads the failed
+/// value never runs there, and the next one must not wait for it.
+const FAILED_INPUT: &str = "\
+x = ones(2)
+with rank = 1 { x = ones(2, 3) @ ones(4, 5) }
+y = allreduce(x)
+z = allreduce(ones(2))
+print z
+";
+
 /// The numbers of each line of `text`, with the line's words.
 fn numbers(text: &str) -> Vec<(String, Vec<f64>)> {
     text.lines()
@@ -91,12 +101,105 @@ fn data_parallel() -> (String, String) {
     (script, reference)
 }
 
+/// The view flags the rank-views tests give: a trace, a timeline and the summary, in the
+/// test's directory.
+const VIEW_FLAGS: [&str; 5] = ["--trace", "t.json", "--timeline", "t.svg", "--summary"];
+
+/// Checks the views of COMMUNICATIONS run on `n` ranks with [`VIEW_FLAGS`] in `dir`: one trace
+/// with a process per rank, an arrow from rank 0's send to rank 1's receive and arrows across
+/// each allreduce, a timeline with every rank's lanes, and each rank's figures in the summary.
+fn assert_rank_views(dir: &std::path::Path, n: usize, stderr: &str) {
+    let text = std::fs::read_to_string(dir.join("t.json")).expect("the trace");
+    let trace: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let events = trace["traceEvents"].as_array().expect("trace events");
+    for rank in 0..n {
+        let pid = rank + 1;
+        assert!(
+            events.iter().any(|event| event["ph"] == "M"
+                && event["name"] == "process_name"
+                && event["pid"] == pid
+                && event["args"]["name"] == format!("rank {rank}")),
+            "no process for rank {rank}"
+        );
+        assert!(
+            events.iter().any(|event| event["ph"] == "X"
+                && event["pid"] == pid
+                && event["name"] == "s = allreduce(x)"),
+            "no allreduce slice on rank {rank}"
+        );
+        assert!(
+            stderr.contains(&format!("rank {rank}: compute busy ")),
+            "{stderr}"
+        );
+    }
+    assert!(stderr.contains(&format!("ranks: {n}")), "{stderr}");
+    // The arrow of the first message from rank 0 to rank 1 leaves the send's slice on rank 0
+    // and ends on the receive's on rank 1 (each end inside its slice).
+    // (Under MPI an asynchronous op's slice spans its whole transfer, so slices on one worker
+    // may overlap: any enclosing slice will do.)
+    let slices_under = |end: &serde_json::Value| -> Vec<String> {
+        let ts = end["ts"].as_f64().expect("a time");
+        events
+            .iter()
+            .filter(|event| {
+                event["ph"] == "X"
+                    && event["pid"] == end["pid"]
+                    && event["tid"] == end["tid"]
+                    && event["ts"].as_f64().unwrap() < ts
+                    && ts < event["ts"].as_f64().unwrap() + event["dur"].as_f64().unwrap()
+            })
+            .map(|event| event["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let arrow_end = |phase: &str| {
+        events
+            .iter()
+            .find(|event| {
+                event["cat"] == "comm"
+                    && event["ph"] == phase
+                    && event["name"] == "message 0 r0 → r1"
+            })
+            .unwrap_or_else(|| panic!("no {phase} end of the message's arrow"))
+    };
+    assert_eq!(arrow_end("s")["pid"], 1);
+    assert_eq!(arrow_end("f")["pid"], 2);
+    let (sent, received) = (slices_under(arrow_end("s")), slices_under(arrow_end("f")));
+    assert!(
+        sent.iter().any(|name| name == "send(x * 7, 1) → r1"),
+        "{sent:?}"
+    );
+    assert!(
+        received.iter().any(|name| name == "r = recv(0, 6) ← r0"),
+        "{received:?}"
+    );
+    // Each of the 3 collectives: an arrow from the last rank to join it to each other rank.
+    let n_collective_arrows = events
+        .iter()
+        .filter(|event| {
+            event["cat"] == "comm"
+                && event["ph"] == "f"
+                && event["name"].as_str().unwrap().starts_with("collective ")
+        })
+        .count();
+    assert_eq!(n_collective_arrows, 3 * (n - 1), "collective arrows");
+    let svg = std::fs::read_to_string(dir.join("t.svg")).expect("the timeline");
+    for rank in 0..n {
+        assert!(
+            svg.contains(&format!("r{rank} main")),
+            "no lanes of rank {rank}"
+        );
+    }
+}
+
 #[cfg(feature = "mpi")]
 mod mpi {
     use std::process::Command;
     use std::time::{Duration, Instant};
 
-    use super::{assert_close, communications_reference, data_parallel, COMMUNICATIONS};
+    use super::{
+        assert_close, assert_rank_views, communications_reference, data_parallel, COMMUNICATIONS,
+        FAILED_INPUT, VIEW_FLAGS,
+    };
     use crate::util::{dep_binary, Run, TestDir};
 
     /// `mpirun -n N dep run SCRIPT ARGS...` in `dir`, killed after 60 s (`timeout`), with
@@ -156,6 +259,42 @@ mod mpi {
             let run = mpirun(&dir, n, &script, &[], &[]).expect_code(0);
             assert_close(&run.stdout, &reference, &format!("{n} MPI ranks"));
         }
+    }
+
+    #[test]
+    fn rank_0_writes_one_trace_timeline_and_summary_of_every_rank() {
+        for n in [2usize, 4] {
+            let dir = TestDir::new();
+            let run = mpirun(&dir, n, COMMUNICATIONS, &VIEW_FLAGS, &[]).expect_code(0);
+            assert_eq!(run.stdout, communications_reference(&dir, n));
+            assert_rank_views(dir.path(), n, &run.stderr);
+            assert_eq!(
+                run.stderr.matches("ranks: ").count(),
+                1,
+                "one summary: {}",
+                run.stderr
+            );
+        }
+    }
+
+    #[test]
+    fn a_communication_skipped_after_a_failure_ends_the_job_in_seconds() {
+        let dir = TestDir::new();
+        let started = Instant::now();
+        let run = mpirun(&dir, 2, FAILED_INPUT, &[], &[("DEP_COMM_TIMEOUT", "30")]);
+        assert_ne!(run.code, 0, "{}", run.stderr);
+        assert!(
+            run.stderr
+                .contains("error (rank 1): matmul: shapes [2, 3] and [4, 5] are not aligned"),
+            "{}",
+            run.stderr
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "took {:?}\n{}",
+            started.elapsed(),
+            run.stderr
+        );
     }
 
     #[test]
@@ -272,8 +411,8 @@ fn simulated_ranks_give_the_serial_values_as_mpi_ranks_do() {
 }
 
 #[test]
-fn simulated_data_parallel_training_prints_the_single_process_losses_and_the_same_timeline_every_run(
-) {
+fn simulated_data_parallel_training_prints_the_single_process_losses_and_the_same_trace_every_run()
+{
     let dir = TestDir::new();
     let (script, reference) = data_parallel();
     let mut outputs = Vec::new();
@@ -289,28 +428,19 @@ fn simulated_data_parallel_training_prints_the_single_process_losses_and_the_sam
             text.contains("allreduce(gW2)") && text.contains("net:0"),
             "no allreduce on the net lane"
         );
-        // The timeline: every op's slice (statement, op number, lane, virtual start and
-        // duration). Not the names of the variables in its args: a temporary's name can be
-        // missing when its creation event comes after the op's (async ops complete in real time).
         let trace: serde_json::Value = serde_json::from_str(&text).expect("JSON");
-        let slices: Vec<String> = trace["traceEvents"]
-            .as_array()
-            .expect("trace events")
-            .iter()
-            .filter(|event| event["ph"] == "X")
-            .map(|event| {
-                let fields = [
-                    &event["name"],
-                    &event["args"]["op"],
-                    &event["tid"],
-                    &event["ts"],
-                    &event["dur"],
-                ];
-                format!("{fields:?}")
-            })
-            .collect();
-        assert!(slices.len() > 3000, "{} slices", slices.len());
-        timelines.push(slices);
+        let events = trace["traceEvents"].as_array().expect("trace events");
+        let n_slices = events.iter().filter(|event| event["ph"] == "X").count();
+        assert!(n_slices > 3000, "{n_slices} slices");
+        for rank in 0..4 {
+            assert!(
+                events
+                    .iter()
+                    .any(|event| event["ph"] == "X" && event["pid"] == rank + 1),
+                "no slice of rank {rank}"
+            );
+        }
+        timelines.push(text);
     }
     assert_eq!(
         outputs[0], outputs[1],
@@ -318,7 +448,50 @@ fn simulated_data_parallel_training_prints_the_single_process_losses_and_the_sam
     );
     assert!(
         timelines[0] == timelines[1],
-        "two simulated runs drew different timelines"
+        "two simulated runs wrote different traces"
+    );
+}
+
+#[test]
+fn simulated_ranks_give_one_trace_timeline_and_summary_of_every_rank() {
+    for n in [2usize, 4] {
+        let dir = TestDir::new();
+        let path = dir.write("ranks.dep", COMMUNICATIONS);
+        let run = Run::of(
+            dir.dep()
+                .arg("run")
+                .arg(&path)
+                .args(["--engine", "sim", "--ranks", &n.to_string()])
+                .args(VIEW_FLAGS),
+        )
+        .expect_code(0);
+        assert_rank_views(dir.path(), n, &run.stderr);
+    }
+}
+
+#[test]
+fn a_simulated_communication_skipped_after_a_failure_ends_the_job_at_once() {
+    let dir = TestDir::new();
+    let path = dir.write("ranks.dep", FAILED_INPUT);
+    let started = std::time::Instant::now();
+    let run = Run::of(
+        dir.dep()
+            .arg("run")
+            .arg(&path)
+            .args(["--engine", "sim", "--ranks", "2"])
+            .env("DEP_COMM_TIMEOUT", "30"),
+    )
+    .expect_code(1);
+    assert!(
+        run.stderr
+            .contains("error (rank 1): matmul: shapes [2, 3] and [4, 5] are not aligned"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
     );
 }
 

@@ -420,6 +420,19 @@ fn listed_commands(help: &str, sigil: char) -> std::collections::BTreeSet<String
         .collect()
 }
 
+/// One command table: `:help` typed in the REPL on a terminal lists what the kernel's `%help`
+/// lists (tests/kernel/test_live_kernel.py checks `%help` through a real kernel).
+#[test]
+fn colon_help_on_a_terminal_lists_the_kernels_magics() {
+    let mut repl = Repl::start();
+    let shown = repl.run(":help");
+    let repl_commands = listed_commands(&shown.replace("\r\n", "\n"), ':');
+    let kernel = listed_commands(&dep_kernel::magic_help(), '%');
+    assert!(repl_commands.len() >= 15, "{shown:?}");
+    assert_eq!(repl_commands, kernel);
+    assert_eq!(repl.quit().0, 0);
+}
+
 #[test]
 fn colon_help_and_percent_help_list_the_same_commands() {
     let dir = TestDir::new();

@@ -45,9 +45,25 @@ pub struct Accesses {
     pub(crate) writes: Vec<Var>,
     /// How many of `writes`, at the front, the op also reads.
     pub(crate) n_read_writes: usize,
+    /// Every access's index (reads, then writes) in the order of its variable's id: the order
+    /// in which a push locks the variables, sorted once here rather than on every push.
+    pub(crate) lock_order: Vec<usize>,
 }
 
 impl Accesses {
+    /// The variable of access `index` (reads first, then writes).
+    pub(crate) fn var_at(&self, index: usize) -> &Var {
+        match index.checked_sub(self.reads.len()) {
+            None => &self.reads[index],
+            Some(write) => &self.writes[write],
+        }
+    }
+
+    /// How many accesses the op has.
+    pub(crate) fn len(&self) -> usize {
+        self.reads.len() + self.writes.len()
+    }
+
     /// The accesses of an op that reads `reads` and writes `writes` (either may repeat a
     /// variable, or name one the other names).
     pub(crate) fn normalized(mut reads: Vec<Var>, mut writes: Vec<Var>) -> Accesses {
@@ -68,11 +84,16 @@ impl Accesses {
         let written = &writes[..n_read_writes];
         let written_set = (written.len() > 16).then(|| written.iter().map(Var::id).collect());
         reads.retain(|read| !contains(written, &written_set, read.id()));
-        Accesses {
+        let mut accesses = Accesses {
             reads,
             writes,
             n_read_writes,
-        }
+            lock_order: Vec::new(),
+        };
+        let mut lock_order: Vec<usize> = (0..accesses.len()).collect();
+        lock_order.sort_unstable_by_key(|&index| accesses.var_at(index).id());
+        accesses.lock_order = lock_order;
+        accesses
     }
 }
 
@@ -94,5 +115,37 @@ fn dedup_by_id(vars: &mut Vec<Var>) {
         } else {
             index += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Engine, EngineConfig};
+
+    use super::*;
+
+    #[test]
+    fn accesses_are_normalized_and_locked_in_id_order() {
+        let engine = Engine::new(EngineConfig::default());
+        let (a, b, c) = (
+            engine.new_var("a"),
+            engine.new_var("b"),
+            engine.new_var("c"),
+        );
+        // Reads c, b (twice) and a; writes a and c: a and c are read-writes, b a plain read.
+        let set = AccessSet::new(
+            vec![c.clone(), b.clone(), b.clone(), a.clone()],
+            vec![c.clone(), a.clone()],
+        );
+        let ids = |vars: &[Var]| vars.iter().map(Var::id).collect::<Vec<_>>();
+        assert_eq!(ids(set.reads()), vec![b.id()]);
+        assert_eq!(ids(set.writes()), vec![c.id(), a.id()]);
+        assert_eq!(set.n_read_writes, 2);
+        let locked: Vec<VarId> = set
+            .lock_order
+            .iter()
+            .map(|&index| set.var_at(index).id())
+            .collect();
+        assert_eq!(locked, vec![a.id(), b.id(), c.id()]);
     }
 }

@@ -519,37 +519,28 @@ impl Shared {
     fn append_accesses(&self, op: &OpRef) -> usize {
         /// Ops with up to this many accesses (nearly all) keep their locks on the stack.
         const ON_STACK: usize = 4;
-        let n_accesses = op.accesses.reads.len() + op.accesses.writes.len();
+        let n_accesses = op.accesses.len();
         if n_accesses <= ON_STACK {
             let mut guards: [Option<MutexGuard<'_, VarState>>; ON_STACK] = Default::default();
-            let mut order = [0; ON_STACK];
-            self.append_locked(op, &mut guards[..n_accesses], &mut order[..n_accesses])
+            self.append_locked(op, &mut guards[..n_accesses])
         } else {
             let mut guards = Vec::new();
             guards.resize_with(n_accesses, || None);
-            self.append_locked(op, &mut guards, &mut vec![0; n_accesses])
+            self.append_locked(op, &mut guards)
         }
     }
 
-    /// [`Self::append_accesses`] with room for a guard and an index per access.
+    /// [`Self::append_accesses`] with room for a guard per access.
     fn append_locked<'a>(
         &self,
         op: &'a OpRef,
         guards: &mut [Option<MutexGuard<'a, VarState>>],
-        order: &mut [usize],
     ) -> usize {
-        let n_reads = op.accesses.reads.len();
-        let var_at = |index: usize| match index.checked_sub(n_reads) {
-            None => &op.accesses.reads[index],
-            Some(write) => &op.accesses.writes[write],
-        };
-        for (position, index) in order.iter_mut().enumerate() {
-            *index = position;
+        let accesses = &op.accesses;
+        for &index in &accesses.lock_order {
+            guards[index] = Some(lock(&accesses.var_at(index).0.state));
         }
-        order.sort_unstable_by_key(|&index| var_at(index).id());
-        for &index in order.iter() {
-            guards[index] = Some(lock(&var_at(index).0.state));
-        }
+        let n_reads = accesses.reads.len();
         let mut n_granted = 0;
         // Which accesses were granted, as bits (only when observed, to send with the push).
         let observed = self.sink.is_some() && self.sim.is_none();
@@ -853,6 +844,9 @@ impl Shared {
     }
 
     fn grant_all(&self, var: &Var, granted: &mut Vec<OpRef>, ready: &mut Vec<OpRef>) {
+        if granted.is_empty() {
+            return;
+        }
         for next in granted.drain(..) {
             self.emit(|| EventKind::Granted {
                 op: next.id,
@@ -1019,12 +1013,16 @@ impl Shared {
 /// The first error held by a variable the op reads, also one it writes too (granted accesses:
 /// no other write can change it now).
 fn first_read_error(op: &OpBlock) -> Option<Arc<OpError>> {
-    op.accesses
-        .reads
-        .iter()
-        .chain(&op.accesses.writes[..op.accesses.n_read_writes])
-        .filter(|var| var.0.has_error.load(Ordering::Acquire))
-        .find_map(|var| lock(&var.0.state).error.clone())
+    let read_writes = &op.accesses.writes[..op.accesses.n_read_writes];
+    // Plain loops: this runs before every op, and nearly always finds nothing.
+    for var in op.accesses.reads.iter().chain(read_writes) {
+        if var.0.has_error.load(Ordering::Acquire) {
+            if let Some(error) = lock(&var.0.state).error.clone() {
+                return Some(error);
+            }
+        }
+    }
+    None
 }
 
 /// The error of `op` failing with `message`.

@@ -75,16 +75,21 @@ impl<T: Clone + PartialEq> VarQueue<T> {
 
     /// Ends the granted read of `op`, pushing onto `granted` the op whose write it unblocks.
     pub(crate) fn complete_read(&mut self, op: &T, granted: &mut Vec<T>) {
-        let position = self
-            .entries
-            .iter()
-            .take(self.n_granted_reads)
-            .position(|access| access.op == *op);
-        let Some(position) = position else {
-            debug_assert!(false, "complete_read of an op that holds no granted read");
-            return;
-        };
-        self.entries.remove(position);
+        // Reads usually end in the order they were granted: the front first.
+        if self.entries.front().is_some_and(|access| access.op == *op) {
+            self.entries.pop_front();
+        } else {
+            let position = self
+                .entries
+                .iter()
+                .take(self.n_granted_reads)
+                .position(|access| access.op == *op);
+            let Some(position) = position else {
+                debug_assert!(false, "complete_read of an op that holds no granted read");
+                return;
+            };
+            self.entries.remove(position);
+        }
         self.n_granted_reads -= 1;
         if self.n_granted_reads == 0 {
             self.grant_front(granted);

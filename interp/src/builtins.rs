@@ -1,4 +1,5 @@
-//! The language's builtin functions: their names, signatures, docs, and how each one computes.
+//! The language's builtin functions: their names, signatures and docs. How each one computes,
+//! on any device, is `evaluate.rs`'s.
 //!
 //! Builtins don't know where they were called: they return a [`TensorError`] with no position,
 //! and the session adds the statement and line on the way up.
@@ -189,7 +190,8 @@ impl Builtin {
     }
 }
 
-/// An argument of a builtin call, evaluated: a tensor or a string (for paths).
+/// An argument of a builtin called on the host outside a plan ([`call`]): a tensor, or a string
+/// (for paths).
 pub enum Arg {
     /// A tensor (numbers are 0-d tensors).
     Tensor(Tensor),
@@ -197,126 +199,14 @@ pub enum Arg {
     Str(String),
 }
 
-impl Arg {
-    fn tensor(&self, what: &str) -> Result<&Tensor, TensorError> {
-        match self {
-            Arg::Tensor(tensor) => Ok(tensor),
-            Arg::Str(text) => Err(TensorError::new(format!(
-                "{what} must be a tensor, not the string {text:?}"
-            ))),
-        }
-    }
-
-    fn integer(&self, what: &str) -> Result<i64, TensorError> {
-        whole_number(self.tensor(what)?, what)
-    }
-
-    fn dimension(&self, what: &str) -> Result<usize, TensorError> {
-        let value = self.integer(what)?;
-        usize::try_from(value)
-            .map_err(|_| TensorError::new(format!("{what} must not be negative, got {value}")))
-    }
-}
-
-fn dims(args: &[Arg]) -> Result<Vec<usize>, TensorError> {
-    args.iter()
-        .map(|arg| arg.dimension("a dimension"))
-        .collect()
-}
-
-/// Runs a builtin on evaluated arguments; random builtins draw from `rng`.
+/// Runs a builtin on host arguments, outside a plan (a reference interpreter, a test), through
+/// the same evaluator as every plan; random builtins draw from `rng`.
 pub fn call(
     builtin: Builtin,
     args: &[Arg],
     rng: Option<&mut TensorRng>,
 ) -> Result<Vec<Tensor>, TensorError> {
-    let one = |result: Result<Tensor, TensorError>| result.map(|tensor| vec![tensor]);
-    match builtin {
-        Builtin::Zeros => one(tensor::zeros(&dims(args)?)),
-        Builtin::Ones => one(tensor::ones(&dims(args)?)),
-        Builtin::Full => {
-            let value = args[0]
-                .tensor("the fill value")?
-                .to_scalar()
-                .ok_or_else(|| TensorError::new("the fill value must be a number"))?;
-            one(tensor::full(value, &dims(&args[1..])?))
-        }
-        Builtin::Eye => one(tensor::eye(args[0].dimension("n")?)),
-        Builtin::Arange => one(tensor::arange(args[0].dimension("n")?)),
-        Builtin::Rand | Builtin::Randn => {
-            let rng = rng.ok_or_else(|| TensorError::new("no random number generator"))?;
-            let dims = dims(args)?;
-            one(if builtin == Builtin::Rand {
-                tensor::rand(&dims, rng)
-            } else {
-                tensor::randn(&dims, rng)
-            })
-        }
-        Builtin::Unary(op) => one(tensor::unary(op, args[0].tensor("the argument")?)),
-        Builtin::Reduce(op) => {
-            let axis = args.get(1).map(|arg| arg.integer("the axis")).transpose()?;
-            one(tensor::reduce(op, args[0].tensor("the argument")?, axis))
-        }
-        Builtin::Softmax => one(tensor::softmax(
-            args[0].tensor("the argument")?,
-            args[1].integer("the axis")?,
-        )),
-        Builtin::Onehot => one(tensor::onehot(
-            args[0].tensor("the labels")?,
-            args[1].dimension("n")?,
-        )),
-        Builtin::Transpose => one(tensor::transpose(args[0].tensor("the argument")?)),
-        Builtin::Reshape => {
-            let dims = args[1..]
-                .iter()
-                .map(|arg| arg.integer("a dimension"))
-                .collect::<Result<Vec<_>, _>>()?;
-            one(tensor::reshape(args[0].tensor("the argument")?, &dims))
-        }
-        Builtin::Concat => one(tensor::concat(
-            args[0].tensor("the first tensor")?,
-            args[1].tensor("the second tensor")?,
-            args[2].integer("the axis")?,
-        )),
-        Builtin::Split => tensor::split(
-            args[0].tensor("the argument")?,
-            args[1].dimension("the number of parts")?,
-            args[2].integer("the axis")?,
-        ),
-        Builtin::Load => match &args[0] {
-            Arg::Str(path) => one(tensor::load_npy(path)),
-            Arg::Tensor(_) => Err(TensorError::new(
-                "load takes a file path in quotes, e.g. load(\"x.npy\")",
-            )),
-        },
-        Builtin::Matmul => one(tensor::matmul(
-            args[0].tensor("the left operand")?,
-            args[1].tensor("the right operand")?,
-        )),
-        Builtin::Work => {
-            let milliseconds = args[0]
-                .tensor("the time")?
-                .to_scalar()
-                .filter(|ms| ms.is_finite() && *ms >= 0.0 && *ms <= 3.6e6)
-                .ok_or_else(|| {
-                    TensorError::new("work takes a time in milliseconds from 0 to 3600000")
-                })?;
-            let duration = std::time::Duration::from_secs_f64(f64::from(milliseconds) / 1000.0);
-            if dep_engine::sim::is_simulated() {
-                // On the virtual clock the time is reported, not spent.
-                dep_engine::sim::report_cost(dep_engine::sim::Cost {
-                    fixed_ns: duration.as_nanos() as u64,
-                    ..Default::default()
-                });
-            } else {
-                std::thread::sleep(duration);
-            }
-            match args.get(1) {
-                Some(value) => Ok(vec![value.tensor("the value")?.clone()]),
-                None => Ok(vec![Tensor::scalar(0.0)]),
-            }
-        }
-    }
+    crate::evaluate::call_on_host(builtin, args, rng)
 }
 
 /// GPipe's clock cycles (torchgpipe): for each tick k of m micro-batches through n partitions,
@@ -338,10 +228,6 @@ pub fn clock_cycles(
 mod tests {
     use super::*;
 
-    fn scalar(value: f32) -> Arg {
-        Arg::Tensor(Tensor::scalar(value))
-    }
-
     #[test]
     fn clock_cycles_match_torchgpipe() {
         // torchgpipe: clock_cycles(3, 2) -> [(0,0)], [(1,0),(0,1)], [(2,0),(1,1)], [(2,1)]
@@ -351,30 +237,6 @@ mod tests {
         );
         assert_eq!(clock_cycles(4, 3).count(), 12);
         assert_eq!(clock_cycles(0, 3).count(), 0);
-    }
-
-    #[test]
-    fn dimensions_must_be_whole_and_non_negative() {
-        let error = call(Builtin::Zeros, &[scalar(2.5)], None).unwrap_err();
-        assert_eq!(
-            error.message(),
-            "a dimension must be a whole number, not 2.5"
-        );
-        let error = call(Builtin::Ones, &[scalar(-1.0)], None).unwrap_err();
-        assert_eq!(error.message(), "a dimension must not be negative, got -1");
-    }
-
-    #[test]
-    fn split_gives_several_results() {
-        let x = tensor::arange(4).unwrap();
-        let parts = call(
-            Builtin::Split,
-            &[Arg::Tensor(x), scalar(2.0), scalar(0.0)],
-            None,
-        )
-        .unwrap();
-        assert_eq!(parts.len(), 2);
-        assert_eq!(parts[1].data(), &[2.0, 3.0]);
     }
 
     #[test]

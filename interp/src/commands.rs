@@ -28,12 +28,19 @@ pub struct CommandInfo {
 impl CommandInfo {
     /// How to call it: `:why NAME`, `%engine naive|threaded|per-device|sim [THREADS]`.
     pub fn usage(&self, sigil: char) -> String {
-        let policies: Vec<&str> = engine::Policy::ALL.iter().map(|p| p.name()).collect();
-        let args = self.args.replace("POLICY", &policies.join("|"));
+        let args = self.args.replace("POLICY", &engine_names().join("|"));
         format!("{sigil}{} {args}", self.name)
             .trim_end()
             .to_string()
     }
+}
+
+/// The engine policies `:engine` and `%engine` take, by name, for completion and help.
+pub fn engine_names() -> Vec<&'static str> {
+    engine::Policy::ALL
+        .iter()
+        .map(|policy| policy.name())
+        .collect()
 }
 
 /// Every command, in the order help lists them.

@@ -8,8 +8,9 @@ use smallvec::SmallVec;
 
 use dep_engine as engine;
 
+use crate::evaluate;
 use crate::gpu;
-use crate::plan::{EvalContext, Plan};
+use crate::plan::Plan;
 use crate::slot::{lock, RngSlot, Slot};
 use crate::tensor::{self, BufferPool};
 
@@ -203,11 +204,11 @@ fn enqueue_on_gpu(
         .collect::<Result<Vec<_>, _>>()?;
     if let Some(op) = update {
         let target = outputs[0].get_on_device(index, ctx)?;
-        let rhs = gpu::eval(plan, &values, ctx)?.remove(0);
+        let rhs = eval_on_gpu(plan, &values, ctx)?.remove(0);
         outputs[0].set_on_device(gpu::binary(&target, op, &rhs, ctx)?);
         return Ok(());
     }
-    let results = gpu::eval(plan, &values, ctx)?;
+    let results = eval_on_gpu(plan, &values, ctx)?;
     if results.len() != outputs.len() {
         return Err(tensor::TensorError::new(format!(
             "the right side gives {} values but {} names are assigned",
@@ -219,6 +220,16 @@ fn enqueue_on_gpu(
         slot.set_on_device(value);
     }
     Ok(())
+}
+
+/// Evaluates `plan` on `ctx`'s GPU and stream, reading `inputs` (`Plan::Input(i)` is
+/// `inputs[i]`): its values, on the device, once their kernels are enqueued.
+pub(crate) fn eval_on_gpu(
+    plan: &Plan,
+    inputs: &[gpu::GpuTensor],
+    ctx: &mut gpu::GpuOpContext<'_>,
+) -> Result<Vec<gpu::GpuTensor>, tensor::TensorError> {
+    gpu::run_op(inputs, ctx, |backend| evaluate::eval_all(plan, backend))
 }
 
 /// Evaluates `plan` over the inputs' values into the outputs.
@@ -254,15 +265,14 @@ fn run(
         }));
     }
     let mut rng_guard = rng.map(|rng| lock(&rng.rng));
-    let mut ctx = EvalContext {
+    let mut backend = tensor::backend::HostBackend {
         inputs: &mut values,
         remaining_uses,
         rng: rng_guard.as_deref_mut(),
     };
     if let Some(op) = update {
-        let rhs = plan
-            .eval(&mut ctx)
-            .map_err(|error| error.message().to_string())?;
+        let rhs =
+            evaluate::eval(plan, &mut backend).map_err(|error| error.message().to_string())?;
         drop(values);
         let mut target = outputs[0].lock_value();
         let value = target
@@ -286,16 +296,15 @@ fn run(
             .then(|| output.take_dead_buffer())
             .flatten();
         let value = match spare {
-            Some(spare) => tensor::with_spare(spare, || plan.eval(&mut ctx)),
-            None => plan.eval(&mut ctx),
+            Some(spare) => tensor::with_spare(spare, || evaluate::eval(plan, &mut backend)),
+            None => evaluate::eval(plan, &mut backend),
         }
         .map_err(|error| error.message().to_string())?;
         output.set(value);
         return Ok(());
     }
-    let results = plan
-        .eval_multi(&mut ctx)
-        .map_err(|error| error.message().to_string())?;
+    let results =
+        evaluate::eval_multi(plan, &mut backend).map_err(|error| error.message().to_string())?;
     if results.len() != outputs.len() {
         return Err(format!(
             "the right side gives {} values but {} names are assigned",

@@ -1,5 +1,5 @@
-//! Where the language meets the engine: f32 tensors and their CPU kernels ([`tensor`]), the
-//! builtins, and the [`Session`] that turns each statement into one engine op.
+//! Where the language meets the engine: the builtins, the one evaluator of a plan (on the host's
+//! tensors, [`tensor`], or a GPU's, [`gpu`]), and the [`Session`] that turns each statement into one engine op.
 //!
 //! ```
 //! use dep_interp::{Session, SessionConfig};
@@ -18,9 +18,12 @@ pub mod builtins;
 pub mod comm;
 pub mod commands;
 mod compute;
+pub mod driver;
 mod error;
+mod evaluate;
 mod exec;
-pub mod gpu;
+#[cfg(test)]
+mod gpu_tests;
 mod graph;
 mod labels;
 mod plan;
@@ -29,6 +32,9 @@ mod session;
 mod slot;
 mod statement_cache;
 mod suggest;
+/// The CUDA layer (the `dep-gpu` crate), under the name the interpreter and its users have always
+/// reached it by.
+pub use dep_gpu as gpu;
 /// The tensors and their CPU kernels (the `dep-tensor` crate), under the name the interpreter
 /// and its users have always reached them by.
 pub use dep_tensor as tensor;

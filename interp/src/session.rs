@@ -5,6 +5,7 @@
 // FxHash: names are looked up on every statement; nothing here needs DoS-resistant hashing.
 use rustc_hash::FxHashMap as HashMap;
 use std::io::Write;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dep_engine as engine;
@@ -46,10 +47,32 @@ pub(crate) enum Binding {
     /// A tensor variable.
     Tensor(Arc<Slot>),
     /// A loop counter: a host integer, constant within one iteration.
-    Counter(i64),
+    Counter(LoopCounter),
     /// `x = slots(n)`: n separate variables under one name, read as `x[i]` and written with
     /// `set(x, i, value)` for a host integer `i`; ops on different ones are independent.
     Slots(Arc<Vec<Arc<Slot>>>),
+}
+
+/// A loop counter's value, shared by its binding and the loop that advances it, so that the
+/// loop sets the next value without looking the name up again (see `Runner::exec_for`).
+#[derive(Clone)]
+pub(crate) struct LoopCounter(Arc<AtomicI64>);
+
+impl LoopCounter {
+    /// A counter holding `value`.
+    pub(crate) fn new(value: i64) -> LoopCounter {
+        LoopCounter(Arc::new(AtomicI64::new(value)))
+    }
+
+    /// Its value now.
+    pub(crate) fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Moves it to the next iteration's value.
+    pub(crate) fn set(&self, value: i64) {
+        self.0.store(value, Ordering::Relaxed);
+    }
 }
 
 /// A user-defined function.
@@ -228,9 +251,66 @@ impl Session {
         &self.config
     }
 
-    /// The engine the session pushes into.
-    pub fn engine(&self) -> &engine::Engine {
+    /// The engine the session pushes into: the interpreter's own; front-ends go through the
+    /// session's methods and [`Session::monitor`].
+    pub(crate) fn engine(&self) -> &engine::Engine {
         &self.engine
+    }
+
+    /// A handle that watches this session's engine from any thread: snapshots (queues, op
+    /// states, what each waiting op waits behind), unfinished ops, the engine's clock. After
+    /// `set_engine` or `reset`, take a new one.
+    pub fn monitor(&self) -> engine::Monitor {
+        self.engine.monitor()
+    }
+
+    /// Where a live view of this session is read from, by any thread, titled `title` (`cell[3]`,
+    /// `<repl>`): the engine's monitor and event log and the inputs' places. `None` when the
+    /// session keeps no event log. After `set_engine` or `reset`, take a new one.
+    pub fn live(&self, title: &str) -> Option<dep_views::live::LiveSource> {
+        Some(dep_views::live::LiveSource {
+            title: title.to_string(),
+            policy: self.engine.policy(),
+            monitor: self.engine.monitor(),
+            log: self.log.clone()?,
+            places: self.places(),
+        })
+    }
+
+    /// How many pushed ops have not finished.
+    pub fn n_unfinished(&self) -> usize {
+        self.engine.n_unfinished()
+    }
+
+    /// Waits for every pushed op. Under the simulated policy this also runs the virtual clock
+    /// to its end, so that every op is in its final state at its virtual times.
+    pub fn wait_all(&self) {
+        self.engine.wait_all();
+    }
+
+    /// [`Session::wait_all`] that gives up as soon as `give_up()` says so (asked every few
+    /// milliseconds); says whether every op finished.
+    pub fn wait_all_or(&self, give_up: &dyn Fn() -> bool) -> bool {
+        self.engine.wait_all_or(give_up)
+    }
+
+    /// Nanoseconds on the engine's clock (real time since it started, or the virtual time of
+    /// the simulated policy): the time the events' stamps count in.
+    pub fn now_ns(&self) -> u64 {
+        self.engine.now_ns()
+    }
+
+    /// The names of the engine's workers, as views name their lanes.
+    pub fn worker_names(&self) -> Vec<String> {
+        self.engine.worker_names()
+    }
+
+    /// Forgets the events logged so far (the kernel's log holds only the last cell that ran
+    /// code, for `%timeline` and its live display).
+    pub fn forget_events(&self) {
+        if let Some(log) = &self.log {
+            log.clear();
+        }
     }
 
     /// Pushes a statement's op, after waiting while the engine has too many unfinished ops

@@ -132,3 +132,23 @@ fn a_repeated_statement_gets_the_priority_of_its_block() {
         .collect();
     assert_eq!(priorities, vec![0, 5]);
 }
+
+#[test]
+fn a_loop_counter_follows_every_rebinding_of_its_name() {
+    // A loop sets its counter's next value without looking the name up while nothing was bound
+    // since; each of these rebinds the name between iterations, so the loop must bind again.
+    // An inner loop over the same name rebinds it (a loop makes no scope of its own).
+    prints(
+        "for i in 0..3 { print i\n for i in 10..12 { print i } }",
+        "0\n10\n11\n1\n10\n11\n2\n10\n11\n",
+    );
+    prints(
+        "for i in 0..2 { for i in 10..12 { print i }\n print i }",
+        "10\n11\n11\n10\n11\n11\n",
+    );
+    prints("for i in 0..3 { print i\n del i }", "0\n1\n2\n");
+    prints(
+        "def show(k) { print k }\nfor i in 0..3 { show(i)\n print i }",
+        "0\n0\n1\n1\n2\n2\n",
+    );
+}

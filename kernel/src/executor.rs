@@ -4,43 +4,41 @@
 //! # Running a cell
 //!
 //! Magic lines (`%...`) are cut out of the cell, which leaves its lines where they were. The
-//! rest is parsed once and run as `dep run` runs a file: the code between two magics with one
-//! `Session::run_source` call (a trailing expression whose value the cell shows runs on its
-//! own, so that its value goes to the cell's result, not its output stream). A part's text is
-//! the cell with everything before it blanked to spaces, so that every report still says
-//! `cell[N]:line:col` of the cell as written.
-//!
-//! An interrupt reaches a running part through the session's two checks, which read the
-//! interrupt counter: the interrupt check, asked before every statement (loop bodies included),
-//! stops the part and cancels the ops that have not started; the abandon check, asked while a
-//! `print` or `wait` blocks, ends the wait at once.
+//! code between two magics runs as one input of the driver (`dep_interp::driver`, which the
+//! REPL and `dep run` use too), as `dep run` runs a file; the last one gives the value of a
+//! trailing expression apart, for the cell's result. An input's text is the cell with
+//! everything before it blanked to spaces, so that every report still says
+//! `cell[N]:line:col` of the cell as written. The driver tells the cell when its code starts
+//! (the live display starts then) and, at the end, waits for the cell's ops in their final
+//! state.
 //!
 //! # Interrupts
 //!
-//! The control loop bumps a counter ([`Interrupts`]); each execute request carries the value
-//! the counter had when the shell received it, and is interrupted once the counter moves past
-//! it: pending ops are cancelled (`Session::cancel`), running ones finish, no further part
-//! runs, and the reply is an `Interrupted` error. Requests received before the interrupt but
+//! The control loop bumps the driver's interrupt counter ([`Interrupts`]), which cancels at
+//! once the ops that have not started; each execute request carries the value the counter had
+//! when the shell received it, and is interrupted once the counter moves past it: running ops
+//! finish, a blocked `print` or `wait` gives up, no further part runs, and the reply is an
+//! `Interrupted` error. Requests received before the interrupt but
 //! not yet started end the same way, as ipykernel aborts its queue after an interrupt.
 
 use std::collections::HashMap;
 use std::io;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::thread;
-use std::time::Duration;
 
 use dep_engine as engine;
 use dep_grammar as grammar;
 use dep_interp as interp;
 use dep_views as views;
 use interp::commands::{self, LiveView, Outcome};
+use interp::driver::{blank, Driver, Input, Interrupt, Listener};
 use jupyter_protocol as jp;
 use tokio::sync::oneshot;
+use views::live::LiveSource;
 
 use crate::complete;
-use crate::display::{self, LiveDisplay};
+use crate::display::LiveDisplay;
 use crate::iopub::{CellOutput, Iopub, StreamWriter};
 use crate::magic;
 
@@ -66,22 +64,13 @@ pub(crate) enum Job {
     },
 }
 
-/// The interrupt counter, shared by the control loop (which bumps it) and the executor.
-#[derive(Clone, Default)]
-pub(crate) struct Interrupts(Arc<AtomicU64>);
+/// The interrupt counter, shared by the control loop (which bumps it) and the executor's
+/// driver: the first interrupt of a cell stops it and ends a blocked `print` or `wait`.
+pub(crate) type Interrupts = Interrupt;
 
-impl Interrupts {
-    pub(crate) fn mark(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
-    }
-
-    pub(crate) fn interrupt(&self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn since(&self, mark: u64) -> bool {
-        self.mark() > mark
-    }
+/// A new interrupt counter for a kernel.
+pub(crate) fn interrupts() -> Interrupts {
+    Interrupt::new(1)
 }
 
 /// Starts the executor thread; it ends when every sender of its job queue is dropped.
@@ -99,7 +88,7 @@ pub(crate) fn spawn(
                 execution_count: 0,
                 watch: true,
                 iopub,
-                interrupts,
+                driver: Driver::with_interrupt(interrupts),
             };
             for job in queue {
                 // A bug in one request must not end the kernel: the request's reply channel is
@@ -119,7 +108,8 @@ struct Executor {
     /// Whether cells show the live display (`%watch`).
     watch: bool,
     iopub: Iopub,
-    interrupts: Interrupts,
+    /// Runs the cells' code, interrupted by the control loop.
+    driver: Driver,
 }
 
 /// Why a cell failed, as Jupyter shows it.
@@ -127,19 +117,6 @@ struct CellFailure {
     ename: String,
     evalue: String,
     traceback: Vec<String>,
-}
-
-/// One step of a cell.
-enum Step {
-    /// Statements run by one `run_source` call (`start..end` in the cell's bytes).
-    Code {
-        start: usize,
-        end: usize,
-        /// The cell's last statement, an expression whose value is the cell's result.
-        shows_value: bool,
-    },
-    /// A magic line.
-    Magic(String),
 }
 
 impl Executor {
@@ -231,33 +208,32 @@ impl Executor {
     fn run_cell(&mut self, code: &str, output: &CellOutput, mark: u64) -> Result<(), CellFailure> {
         let path = format!("cell[{}]", self.execution_count);
         let (code_only, magics) = cut_magics(code);
-        let parsed = grammar::parse(&code_only);
-        if !parsed.diagnostics.is_empty() {
-            // run_source reports every parse error of the cell at once, and runs nothing.
-            return match self.session.run_source(&path, &code_only, &mut io::sink()) {
-                Ok(()) => Ok(()),
-                Err(error) => Err(failure_of(&error)),
-            };
+        let steps = steps(&code_only, magics);
+        if steps.len() > 1 && steps.iter().any(|step| !step_parses(step)) {
+            // The cell without its magics, run whole: every parse error at once, nothing runs.
+            return self.run_cell_steps(&path, vec![Step::Code(code_only)], output, mark);
         }
-        let steps = steps(&parsed.program.statements, &code_only, magics);
+        self.run_cell_steps(&path, steps, output, mark)
+    }
+
+    fn run_cell_steps(
+        &mut self,
+        path: &str,
+        steps: Vec<Step>,
+        output: &CellOutput,
+        mark: u64,
+    ) -> Result<(), CellFailure> {
         let mut display: Option<LiveDisplay> = None;
         let mut ran_code = false;
         let mut run_error: Option<interp::RunError> = None;
         let mut value_text: Option<String> = None;
         let mut interrupted = false;
-        for step in steps {
-            if self.interrupts.since(mark) {
+        let n_steps = steps.len();
+        for (index, step) in steps.into_iter().enumerate() {
+            if self.driver.interrupt().since(mark) > 0 {
                 interrupted = true;
                 break;
             }
-            // Asked before each statement (loop and function bodies included), and while a
-            // `print` or `wait` blocks (set again each time: `%reset` makes a new session).
-            let interrupts = self.interrupts.clone();
-            self.session
-                .set_interrupt_check(Some(Box::new(move || interrupts.since(mark))));
-            let interrupts = self.interrupts.clone();
-            self.session
-                .set_abandon_check(Some(Box::new(move || interrupts.since(mark))));
             match step {
                 Step::Magic(line) => {
                     if let Err(failure) = self.run_magic(&line, output, mark, &mut display) {
@@ -265,49 +241,42 @@ impl Executor {
                         return Err(failure);
                     }
                 }
-                Step::Code {
-                    start,
-                    end,
-                    shows_value,
-                } => {
+                Step::Code(text) => {
                     if !ran_code {
                         // The log holds the last cell that ran code, for %timeline and friends.
-                        if let Some(log) = self.session.event_log() {
-                            log.clear();
-                        }
+                        self.session.forget_events();
                         ran_code = true;
                     }
-                    if display.is_none() && self.watch {
-                        display = self.start_display(&path, output);
-                    }
-                    let text = format!("{}{}", blank(&code_only[..start]), &code_only[start..end]);
-                    let result = if shows_value {
-                        let mut buffer = Vec::new();
-                        let result = self.session.run_source(&path, &text, &mut buffer);
-                        value_text = Some(String::from_utf8_lossy(&buffer).trim_end().to_string());
-                        result
-                    } else {
-                        let before_output = display.as_ref().map(LiveDisplay::show_before_output);
-                        let mut writer = StreamWriter::new(output.clone(), before_output);
-                        self.session.run_source(&path, &text, &mut writer)
+                    let input = Input {
+                        // The last step's last statement, an expression, is the cell's result.
+                        value_apart: index + 1 == n_steps,
+                        ..Input::new(path, &text)
                     };
-                    if let Err(error) = result {
-                        interrupted |= self.interrupts.since(mark);
+                    let mut listener = CellListener {
+                        output,
+                        display: &mut display,
+                        watch: self.watch,
+                        writer: None,
+                    };
+                    let outcome = self
+                        .driver
+                        .run(&mut self.session, &input, mark, &mut listener);
+                    interrupted |= outcome.interrupted;
+                    value_text = outcome.value;
+                    if let Some(error) = outcome.error {
                         run_error = Some(error);
+                        break;
+                    }
+                    if interrupted {
                         break;
                     }
                 }
             }
         }
-        interrupted |= self.wait_idle(mark);
-        if !interrupted {
-            self.finish_cell_ops();
-            self.session
-                .wait_for_kernel_times_until(|| self.interrupts.since(mark));
-        }
-        let failures = self.session.take_failures().err();
+        let waited = self.driver.wait(&mut self.session, mark);
+        interrupted |= waited.interrupted;
         let failure = if interrupted {
-            let n_cancelled = self.display_source(&path).map_or(0, |source| {
+            let n_cancelled = self.session.live(path).map_or(0, |source| {
                 source.view(true).count(engine::OpState::Cancelled)
             });
             Some(CellFailure {
@@ -320,7 +289,7 @@ impl Executor {
         } else {
             let mut reports: Vec<interp::Report> = Vec::new();
             let mut kind = None;
-            for error in run_error.iter().chain(failures.iter()) {
+            for error in run_error.iter().chain(waited.failures.iter()) {
                 kind.get_or_insert(error.kind);
                 reports.extend(error.reports.iter().cloned());
             }
@@ -341,57 +310,6 @@ impl Executor {
         match failure {
             Some(failure) => Err(failure),
             None => Ok(()),
-        }
-    }
-
-    fn display_source(&self, title: &str) -> Option<display::Source> {
-        let log = self.session.event_log()?.clone();
-        Some(display::Source {
-            title: title.to_string(),
-            policy: self.session.engine().policy(),
-            monitor: self.session.engine().monitor(),
-            log,
-            places: self.session.places(),
-        })
-    }
-
-    fn start_display(&self, title: &str, output: &CellOutput) -> Option<LiveDisplay> {
-        Some(LiveDisplay::start(
-            self.display_source(title)?,
-            output.clone(),
-        ))
-    }
-
-    /// Lets the engine reach its final state once every op has finished: the simulated policy
-    /// advances its virtual clock only when something waits, so without this a cell's display
-    /// would end with ops still ready or running at their virtual times.
-    fn finish_cell_ops(&self) {
-        self.session.engine().wait_all();
-    }
-
-    /// Waits until every pushed op has finished, cancelling the pending ones on an interrupt;
-    /// returns whether the cell was interrupted.
-    fn wait_idle(&self, mark: u64) -> bool {
-        let monitor = self.session.engine().monitor();
-        let mut interrupted = false;
-        let mut n_polls: u32 = 0;
-        loop {
-            if !interrupted && self.interrupts.since(mark) {
-                self.session.cancel();
-                interrupted = true;
-            }
-            if monitor.n_unfinished() == 0 {
-                return interrupted;
-            }
-            // Spin briefly (a trivial cell's op ends within microseconds), then back off to
-            // at most 5 ms between looks: interrupts are seen within that.
-            n_polls += 1;
-            if n_polls < 64 {
-                thread::yield_now();
-            } else {
-                let n_sleeps = u64::from((n_polls - 63).min(100));
-                thread::sleep(Duration::from_micros(n_sleeps * 50));
-            }
         }
     }
 
@@ -417,12 +335,12 @@ impl Executor {
             traceback: vec![format!("\x1b[1;31merror\x1b[0m: {message}")],
         };
         if command.reads_history() {
-            self.wait_idle(mark);
+            self.driver.wait_idle(&mut self.session, mark);
         }
         if command.replaces_engine() {
             // The live display of the old engine shows its final state; a new one starts with
             // the next code.
-            self.finish_cell_ops();
+            self.session.wait_all();
             finish_display(display.take(), None);
         }
         match commands::run(&mut self.session, command).map_err(magic_error)? {
@@ -440,7 +358,7 @@ impl Executor {
             }
             Outcome::Timeline(replay, span_ns) => {
                 let options = views::svg::TimelineOptions {
-                    simulated: self.session.engine().policy() == engine::Policy::Sim,
+                    simulated: self.session.config().policy == engine::Policy::Sim,
                     span_ns,
                     ..Default::default()
                 };
@@ -461,9 +379,19 @@ impl Executor {
                 });
             }
             Outcome::Run { path, source } => {
-                let mut writer = StreamWriter::new(output.clone(), None);
-                let ran = self.session.run_source(&path, &source, &mut writer);
-                ran.map_err(|error| failure_of(&error))?;
+                let mut listener = CellListener {
+                    output,
+                    display,
+                    watch: self.watch,
+                    writer: None,
+                };
+                let input = Input::new(&path, &source);
+                let outcome = self
+                    .driver
+                    .run(&mut self.session, &input, mark, &mut listener);
+                if let Some(error) = outcome.error {
+                    return Err(failure_of(&error));
+                }
             }
             Outcome::Quit => {
                 return Err(magic_error(
@@ -511,53 +439,72 @@ fn cut_magics(code: &str) -> (String, Vec<(usize, String)>) {
     (code_only, magics)
 }
 
-/// The steps of a cell: its code between magics, and the magics, in source order; a last
-/// statement that shows a value is a step of its own.
-fn steps(statements: &[grammar::Stmt], source: &str, magics: Vec<(usize, String)>) -> Vec<Step> {
+/// One step of a cell.
+enum Step {
+    /// Code between two magics, as one input: the cell's text with everything before it
+    /// blanked to spaces, so that every report still says `cell[N]:line:col` of the cell as
+    /// written.
+    Code(String),
+    /// A magic line.
+    Magic(String),
+}
+
+/// The steps of a cell (its magics blanked in `code_only`): the code between magics, and the
+/// magics, in source order. A cell without magics is one step.
+fn steps(code_only: &str, magics: Vec<(usize, String)>) -> Vec<Step> {
     let mut steps = Vec::new();
-    let mut magics = magics.into_iter().peekable();
-    let mut current: Option<(usize, usize)> = None;
-    let close = |current: &mut Option<(usize, usize)>, steps: &mut Vec<Step>| {
-        if let Some((start, end)) = current.take() {
-            steps.push(Step::Code {
-                start,
-                end,
-                shows_value: false,
-            });
+    let mut start = 0;
+    let push_code = |start: usize, end: usize, steps: &mut Vec<Step>| {
+        if !code_only[start..end].trim().is_empty() {
+            steps.push(Step::Code(format!(
+                "{}{}",
+                blank(&code_only[..start]),
+                &code_only[start..end]
+            )));
         }
     };
-    for (stmt_idx, stmt) in statements.iter().enumerate() {
-        while let Some((_, line)) = magics.next_if(|(offset, _)| *offset < stmt.span.start) {
-            close(&mut current, &mut steps);
-            steps.push(Step::Magic(line));
-        }
-        let is_last = stmt_idx + 1 == statements.len();
-        if is_last && matches!(stmt.kind, grammar::StmtKind::Expr(_)) {
-            close(&mut current, &mut steps);
-            steps.push(Step::Code {
-                start: stmt.span.start,
-                end: stmt.span.end,
-                shows_value: true,
-            });
-        } else {
-            let start = current.map_or(stmt.span.start, |(start, _)| start);
-            current = Some((start, stmt.span.end));
-        }
+    for (offset, line) in magics {
+        push_code(start, offset, &mut steps);
+        steps.push(Step::Magic(line));
+        start = offset;
     }
-    close(&mut current, &mut steps);
-    steps.extend(magics.map(|(_, line)| Step::Magic(line)));
-    debug_assert!(steps
-        .iter()
-        .all(|step| !matches!(step, Step::Code { end, .. } if *end > source.len())));
+    push_code(start, code_only.len(), &mut steps);
     steps
 }
 
-/// `text` with every character but line feeds replaced by a space: lines and columns (in
-/// characters) stay where they were.
-fn blank(text: &str) -> String {
-    text.chars()
-        .map(|c| if c == '\n' { '\n' } else { ' ' })
-        .collect()
+/// Whether a step's code parses (a magic does).
+fn step_parses(step: &Step) -> bool {
+    match step {
+        Step::Code(text) => grammar::parse(text).diagnostics.is_empty(),
+        Step::Magic(_) => true,
+    }
+}
+
+/// What the driver tells the cell: the live display starts with the cell's first code, and
+/// the code's output goes to the cell's stream, under the display.
+struct CellListener<'a> {
+    output: &'a CellOutput,
+    display: &'a mut Option<LiveDisplay>,
+    watch: bool,
+    writer: Option<StreamWriter>,
+}
+
+impl Listener for CellListener<'_> {
+    fn output(&mut self) -> &mut dyn io::Write {
+        let (output, display) = (&self.output, &self.display);
+        self.writer.get_or_insert_with(|| {
+            StreamWriter::new(
+                (*output).clone(),
+                display.as_ref().map(LiveDisplay::show_before_output),
+            )
+        })
+    }
+
+    fn started(&mut self, live: Option<&LiveSource>) {
+        if let (None, true, Some(live)) = (&self.display, self.watch, live) {
+            *self.display = Some(LiveDisplay::start(live.clone(), self.output.clone()));
+        }
+    }
 }
 
 fn failure_of(error: &interp::RunError) -> CellFailure {
@@ -597,39 +544,32 @@ mod tests {
 
     fn step_texts(code: &str) -> Vec<String> {
         let (code_only, magics) = cut_magics(code);
-        let parsed = grammar::parse(&code_only);
-        assert!(parsed.diagnostics.is_empty());
-        steps(&parsed.program.statements, &code_only, magics)
+        steps(&code_only, magics)
             .into_iter()
             .map(|step| match step {
-                Step::Code {
-                    start,
-                    end,
-                    shows_value,
-                } => {
-                    format!(
-                        "{}{}",
-                        if shows_value { "value " } else { "code " },
-                        &code_only[start..end]
-                    )
-                }
+                Step::Code(text) => format!("code {}", text.trim()),
                 Step::Magic(line) => format!("magic {line}"),
             })
             .collect()
     }
 
     #[test]
-    fn a_cell_runs_as_a_file_between_magics_with_its_shown_value_apart() {
+    fn a_cell_runs_as_a_file_between_magics() {
         let code = "A = ones(4)\nB = A + 1\nprint B\n%why B\nfor i in 0..3 { C = A @ A }\nfor i in 0..2 { print i }\nB + 1";
         assert_eq!(
             step_texts(code),
             vec![
                 "code A = ones(4)\nB = A + 1\nprint B",
                 "magic %why B",
-                "code for i in 0..3 { C = A @ A }\nfor i in 0..2 { print i }",
-                "value B + 1",
+                "code for i in 0..3 { C = A @ A }\nfor i in 0..2 { print i }\nB + 1",
             ]
         );
+        // The code after a magic keeps its lines: everything before it is blank.
+        let (code_only, magics) = cut_magics("A = 1\n%why A\nB = 2");
+        match &steps(&code_only, magics)[2] {
+            Step::Code(text) => assert_eq!(text, "     \n      \nB = 2"),
+            Step::Magic(_) => panic!("code expected"),
+        }
     }
 
     /// An executor over a session of `policy`, whose outputs go nowhere (a silent request).
@@ -647,7 +587,7 @@ mod tests {
             execution_count: 1,
             watch: false,
             iopub: iopub.clone(),
-            interrupts: Interrupts::default(),
+            driver: Driver::new(1),
         };
         (executor, CellOutput::new(iopub, parent, true))
     }
@@ -661,7 +601,8 @@ mod tests {
             let (mut executor, output) = silent_executor(policy);
             assert!(executor.run_cell(code, &output, 0).is_ok(), "{policy}");
             let view = executor
-                .display_source("cell[1]")
+                .session
+                .live("cell[1]")
                 .expect("observed")
                 .view(true);
             // The five statements' ops, and the print's bookkeeping.

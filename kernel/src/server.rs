@@ -79,7 +79,7 @@ async fn serve(
 
     let (iopub_queue, iopub_items) = mpsc::unbounded_channel();
     let iopub = Iopub::new(iopub_queue, identity.clone());
-    let interrupts = Interrupts::default();
+    let interrupts = executor::interrupts();
     let session_config = interp::SessionConfig {
         observe: true,
         show_expression_values: true,

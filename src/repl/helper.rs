@@ -163,8 +163,7 @@ impl DepHelper {
                 return Ok((start, matching(names.iter().map(String::as_str), word)));
             }
             "engine" => {
-                let policies = dep_engine::Policy::ALL.map(dep_engine::Policy::name);
-                return Ok((start, matching(policies.into_iter(), word)));
+                return Ok((start, matching(commands::engine_names().into_iter(), word)));
             }
             "watch" => &["on", "off"],
             _ => &[],
@@ -314,13 +313,8 @@ mod tests {
     fn complete(line: &str, names: &[&str]) -> (usize, Vec<String>) {
         let shared = Arc::new(Shared::default());
         *shared.names.lock().unwrap() = names.iter().map(|name| name.to_string()).collect();
-        let monitor = dep_engine::Engine::new(dep_engine::EngineConfig::default()).monitor();
         let style = Style { colour: false };
-        let helper = DepHelper::new(
-            shared,
-            Arc::new(Panel::new(monitor, dep_views::Places::default(), style)),
-            style,
-        );
+        let helper = DepHelper::new(shared, Arc::new(Panel::new(None, style)), style);
         let history = rustyline::history::DefaultHistory::new();
         let (start, pairs) = helper
             .complete(line, line.len(), &Context::new(&history))

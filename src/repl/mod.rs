@@ -15,7 +15,8 @@
 //! the ops that have not started (and drops the line being typed); Ctrl-D (or `:quit`) waits for
 //! the pending ops and leaves with 0. Ctrl-C while a statement runs or blocks (a `print` waiting
 //! for a long op, a long loop pushing ops) cancels the ops that have not started and stops the
-//! input; running ops finish: see [`watch_interrupts`].
+//! input; running ops finish: see [`watch_interrupts`]. Every input runs through the driver that
+//! the kernel and `dep run` use too (`dep_interp::driver`).
 
 mod helper;
 mod panel;
@@ -24,12 +25,13 @@ mod style;
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dep_engine as engine;
 use dep_interp::commands::{self, Command, LiveView, Outcome};
+use dep_interp::driver::{Driver, Input, Interrupt, Listener};
 use dep_interp::{builtins, ErrorKind, RunError, Session, SessionConfig};
 use dep_views as views;
 use rustyline::error::ReadlineError;
@@ -52,7 +54,7 @@ const EXIT_USAGE: u8 = 2;
 const PROMPT: &str = "dep> ";
 const CONTINUATION_PROMPT: &str = "...> ";
 
-/// How long the prompt waits for ops that are about to finish (see `Ctx::settle`).
+/// How long the prompt waits for ops that are about to finish (see `Driver::settle`).
 const SETTLE_TIME: Duration = Duration::from_millis(30);
 
 /// Columns of the text views when the output is not a terminal.
@@ -109,9 +111,9 @@ struct Ctx {
     worst: Option<ErrorKind>,
     /// Terminal columns for the text views.
     width: usize,
-    /// On a terminal: the Ctrl-C count of the input and where the watcher cancels (see
-    /// [`watch_interrupts`]).
-    interrupts: Option<(Arc<AtomicUsize>, BusyEngine)>,
+    /// Runs every input; on a terminal, Ctrl-C interrupts it (see [`watch_interrupts`]): the
+    /// first cancels, the second gives up a blocked `print`.
+    driver: Driver,
 }
 
 impl Ctx {
@@ -123,7 +125,7 @@ impl Ctx {
             helper_shared: None,
             worst: None,
             width: PIPED_WIDTH,
-            interrupts: None,
+            driver: Driver::new(2),
         }
     }
 
@@ -135,33 +137,15 @@ impl Ctx {
 
     /// [`Ctx::run_source`] for text that starts at line `first_line` of `path`.
     fn run_source_from_line(&mut self, path: &str, first_line: u32, source: &str) {
-        if let Some((count, busy)) = &self.interrupts {
-            let (interrupts, abandons) = (count.clone(), count.clone());
-            self.session.set_interrupt_check(Some(Box::new(move || {
-                interrupts.load(Ordering::SeqCst) >= 1
-            })));
-            self.session
-                .set_abandon_check(Some(Box::new(move || abandons.load(Ordering::SeqCst) >= 2)));
-            *lock_busy(busy) = Some(self.session.engine().monitor());
-        }
-        let stdout = io::stdout();
-        let mut out = stdout.lock();
-        let pushed = self
-            .session
-            .run_source_from_line(path, first_line, source, &mut out);
-        let _ = out.flush();
-        drop(out);
-        if let Some((count, busy)) = &self.interrupts {
-            *lock_busy(busy) = None;
-            self.session.set_interrupt_check(None);
-            self.session.set_abandon_check(None);
-            if count.load(Ordering::SeqCst) >= 1 {
-                // A Ctrl-C during the last statement (which no check followed): what it pushed
-                // after the watcher cancelled is cancelled too.
-                self.session.cancel();
-            }
-        }
-        if let Err(error) = pushed {
+        let input = Input {
+            first_line,
+            ..Input::new(path, source)
+        };
+        let mark = self.driver.mark();
+        let outcome = self
+            .driver
+            .run(&mut self.session, &input, mark, &mut Stdout(io::stdout()));
+        if let Some(error) = outcome.error {
             self.report(&error);
         }
         self.refresh_names();
@@ -171,10 +155,7 @@ impl Ctx {
     /// statements take microseconds: their failures are then reported right away rather than
     /// after the next input, and no live panel flashes by for them.
     fn settle(&self) {
-        let deadline = Instant::now() + SETTLE_TIME;
-        while self.session.engine().n_unfinished() > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        self.driver.settle(&self.session, SETTLE_TIME);
     }
 
     /// Reports the op failures the engine saw since the last look, without waiting.
@@ -225,13 +206,13 @@ impl Ctx {
     /// After the engine was replaced (`:engine`, `:threads`, `:reset`).
     fn engine_replaced(&mut self) {
         if let Some(panel) = &self.panel {
-            panel.set_monitor(self.session.engine().monitor(), self.session.places());
+            panel.set_source(self.session.live(INPUT_PATH));
         }
         self.refresh_names();
     }
 
     fn wait_for_pending(&mut self, why: &str) {
-        let n_unfinished = self.session.engine().n_unfinished();
+        let n_unfinished = self.session.n_unfinished();
         if n_unfinished > 0 {
             self.note(&format!(
                 "waiting for {n_unfinished} pending op{} {why}",
@@ -242,7 +223,7 @@ impl Ctx {
 
     /// Cancels the ops that have not started and says which.
     fn cancel_pending(&mut self) {
-        let snapshot = self.session.engine().snapshot();
+        let snapshot = self.session.monitor().snapshot();
         self.session.cancel();
         if let Some(panel) = &self.panel {
             panel.mark_cancelled(
@@ -405,11 +386,7 @@ fn colon_command(line: &str) -> Option<&str> {
 fn run_interactive(config: SessionConfig) -> ExitCode {
     let style = Style::from_env();
     let mut ctx = Ctx::new(Session::new(config), style);
-    let panel = Arc::new(Panel::new(
-        ctx.session.engine().monitor(),
-        ctx.session.places(),
-        style,
-    ));
+    let panel = Arc::new(Panel::new(ctx.session.live(INPUT_PATH), style));
     let helper_shared = Arc::new(helper::Shared::default());
     ctx.panel = Some(panel.clone());
     ctx.helper_shared = Some(helper_shared.clone());
@@ -432,9 +409,7 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         // A missing history file is the first run; anything else is not worth stopping for.
         let _ = editor.load_history(path);
     }
-    let busy_engine: BusyEngine = Arc::new(std::sync::Mutex::new(None));
-    let signalled = watch_interrupts(busy_engine.clone());
-    ctx.interrupts = Some((signalled.clone(), busy_engine));
+    watch_interrupts(ctx.driver.interrupt());
 
     println!(
         "dep {}: a tensor language on an asynchronous dependency engine ({}, {} threads).\n\
@@ -489,7 +464,6 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
                 }
             }
         }
-        signalled.store(0, Ordering::SeqCst);
         let flow = if buffer.is_empty() {
             match colon_command(&line) {
                 Some(text) => match commands::parse(':', text) {
@@ -519,57 +493,49 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         }
     }
 
-    signalled.store(0, Ordering::SeqCst);
+    let mark = ctx.driver.mark();
     ctx.wait_for_pending("before leaving");
     // While leaving, Ctrl-C cancels what has not started and Ctrl-C again leaves at once.
-    if let Some((_, busy)) = &ctx.interrupts {
-        *lock_busy(busy) = Some(ctx.session.engine().monitor());
-    }
-    let leave_now = || signalled.load(Ordering::SeqCst) >= 2;
-    if !ctx.session.engine().wait_all_or(&leave_now) {
+    let waited = ctx.driver.wait_or_leave(&mut ctx.session, mark);
+    if waited.abandoned {
         ctx.note("left without waiting for the running ops");
         return ExitCode::SUCCESS;
     }
-    if let Err(error) = ctx.session.finish() {
+    if let Some(error) = waited.failures {
         ctx.report(&error);
     }
     ExitCode::SUCCESS
 }
 
-/// The engine of the input being run, while one runs: where a Ctrl-C cancels.
-type BusyEngine = Arc<std::sync::Mutex<Option<engine::Monitor>>>;
+/// The REPL's side of an input: what it prints goes to stdout, now.
+struct Stdout(io::Stdout);
 
-fn lock_busy(busy: &BusyEngine) -> std::sync::MutexGuard<'_, Option<engine::Monitor>> {
-    busy.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+impl Listener for Stdout {
+    fn output(&mut self) -> &mut dyn Write {
+        &mut self.0
+    }
 }
 
 /// Ctrl-C outside the line editor, while an input runs (a `print` waiting for a long op, a loop
-/// pushing ops), is a signal, counted from the start of each input (the REPL loop resets the
-/// returned count). The first one cancels, from this thread, the ops of `busy` that have not
-/// started (`Monitor::cancel_pending`): a blocked `print` returns once the op it waits for is
-/// over, and the session's interrupt check stops the input at its next statement. Running ops
-/// finish. A second one abandons a `print` or `wait` still blocked on a running op (the
-/// session's abandon check): the prompt comes back, the op goes on, the session and its
-/// variables stay. Only Ctrl-D or `:quit` leave.
-fn watch_interrupts(busy: BusyEngine) -> Arc<AtomicUsize> {
-    let count = Arc::new(AtomicUsize::new(0));
+/// pushing ops), is a signal, counted by the driver's [`Interrupt`] from the start of each
+/// input. The first one cancels, from this thread, the input's ops that have not started: a
+/// blocked `print` returns once the op it waits for is over, and the session's interrupt check
+/// stops the input at its next statement. Running ops finish. A second one abandons a `print`
+/// or `wait` still blocked on a running op (the session's abandon check): the prompt comes
+/// back, the op goes on, the session and its variables stay. Only Ctrl-D or `:quit` leave.
+fn watch_interrupts(interrupt: Interrupt) {
     let mut signals = match signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT]) {
         Ok(signals) => signals,
         Err(error) => {
             eprintln!("dep: Ctrl-C will not interrupt a running input: {error}");
-            return count;
+            return;
         }
     };
-    let counted = count.clone();
     let _ = std::thread::Builder::new()
         .name("dep-interrupts".to_string())
         .spawn(move || {
             for _ in signals.forever() {
-                if counted.fetch_add(1, Ordering::SeqCst) == 0 {
-                    if let Some(monitor) = &*lock_busy(&busy) {
-                        monitor.cancel_pending();
-                    }
+                if interrupt.interrupt() == 1 {
                     eprintln!(
                         "\n(Ctrl-C: the ops that had not started are cancelled; running ops \
                          finish, then the prompt comes back; Ctrl-C again stops waiting)"
@@ -582,7 +548,6 @@ fn watch_interrupts(busy: BusyEngine) -> Arc<AtomicUsize> {
                 }
             }
         });
-    count
 }
 
 fn new_editor(style: Style) -> rustyline::Result<Editor<DepHelper, FileHistory>> {
@@ -702,7 +667,8 @@ fn run_piped(config: SessionConfig) -> ExitCode {
         // Input ended inside a block or bracket: the parser says what is missing.
         ctx.run_source_from_line(STDIN_PATH, buffer_first_line, &buffer);
     }
-    if let Err(error) = ctx.session.finish() {
+    let mark = ctx.driver.mark();
+    if let Some(error) = ctx.driver.wait(&mut ctx.session, mark).failures {
         ctx.report(&error);
     }
     match ctx.worst {

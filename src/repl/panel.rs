@@ -1,6 +1,8 @@
 //! The live panel: while ops are pending, a few lines under the prompt with the engine's progress
-//! (how many ops run, wait, are ready; each busy variable's queue of reads and writes, from the
-//! views crate), redrawn in place at most ten times a second, gone once every op has finished.
+//! (how many ops run, wait, are ready; each busy variable's queue of reads and writes), redrawn
+//! in place at most ten times a second, gone once every op has finished. What it draws is the
+//! one live view model of `dep_views::live` (the busy part of it, `LiveSource::busy_view`),
+//! rendered as terminal text.
 //!
 //! # How it is drawn, and why this way
 //!
@@ -30,6 +32,7 @@ use dep_engine as engine;
 use dep_views as views;
 use engine::lock;
 use nix::sys::termios;
+use views::live::LiveSource;
 
 use crate::repl::style::Style;
 
@@ -49,9 +52,8 @@ pub(crate) struct Panel {
     /// Terminal columns.
     width: AtomicUsize,
     style: Style,
-    monitor: Mutex<engine::Monitor>,
-    /// Names op lines by their input (`<repl>:1`).
-    places: Mutex<views::Places>,
+    /// Where the session's live state is read from (absent when it keeps no event log).
+    source: Mutex<Option<LiveSource>>,
     /// The text last rendered, plain and coloured.
     text: Mutex<PanelText>,
     /// Failures already known when the prompt was shown, so that only new ones are noticed.
@@ -68,13 +70,12 @@ struct PanelText {
 }
 
 impl Panel {
-    pub(crate) fn new(monitor: engine::Monitor, places: views::Places, style: Style) -> Panel {
+    pub(crate) fn new(source: Option<LiveSource>, style: Style) -> Panel {
         Panel {
             enabled: AtomicBool::new(true),
             width: AtomicUsize::new(80),
             style,
-            monitor: Mutex::new(monitor),
-            places: Mutex::new(places),
+            source: Mutex::new(source),
             text: Mutex::new(PanelText::default()),
             known_failures: Mutex::new(Vec::new()),
             cancelled: Mutex::new(HashSet::new()),
@@ -89,11 +90,9 @@ impl Panel {
         self.enabled.load(Ordering::SeqCst)
     }
 
-    /// Watches another engine (after `:engine`, `:threads`, `:reset`), whose session's inputs
-    /// are `places`.
-    pub(crate) fn set_monitor(&self, monitor: engine::Monitor, places: views::Places) {
-        *lock(&self.monitor) = monitor;
-        *lock(&self.places) = places;
+    /// Watches another engine (after `:engine`, `:threads`, `:reset`).
+    pub(crate) fn set_source(&self, source: Option<LiveSource>) {
+        *lock(&self.source) = source;
         lock(&self.known_failures).clear();
         lock(&self.cancelled).clear();
     }
@@ -107,13 +106,17 @@ impl Panel {
     /// noticed by the panel.
     pub(crate) fn start_prompt(&self, width: usize) {
         self.width.store(width.max(20), Ordering::SeqCst);
-        let snapshot = lock(&self.monitor).snapshot();
-        *lock(&self.known_failures) = failures_in(&snapshot);
+        let source = lock(&self.source).clone();
+        if let Some(source) = source {
+            *lock(&self.known_failures) = failures_in(&source.monitor.snapshot());
+        }
     }
 
     /// Whether ops are pending.
     fn is_busy(&self) -> bool {
-        lock(&self.monitor).n_unfinished() > 0
+        lock(&self.source)
+            .as_ref()
+            .is_some_and(|source| source.n_unfinished() > 0)
     }
 
     /// Renders the panel from a fresh snapshot and returns its plain text (empty when the engine
@@ -139,8 +142,12 @@ impl Panel {
         if !self.is_enabled() {
             return PanelText::default();
         }
-        let monitor = lock(&self.monitor).clone();
-        let snapshot = monitor.snapshot();
+        let Some(source) = lock(&self.source).clone() else {
+            return PanelText::default();
+        };
+        let n_unfinished = source.n_unfinished();
+        let view = source.busy_view();
+        let snapshot = source.monitor.snapshot();
         let new_failures: Vec<Arc<engine::OpError>> = {
             let known = lock(&self.known_failures);
             let known: HashSet<*const engine::OpError> = known.iter().map(Arc::as_ptr).collect();
@@ -149,13 +156,11 @@ impl Panel {
                 .filter(|failure| !known.contains(&Arc::as_ptr(failure)))
                 .collect()
         };
-        let n_unfinished = monitor.n_unfinished();
         if n_unfinished == 0 && new_failures.is_empty() {
             return PanelText::default();
         }
         let width = self.width.load(Ordering::SeqCst).saturating_sub(1);
-        let mut frame = views::Frame::from_snapshot(&snapshot, &monitor.worker_names()).busy_only();
-        frame.name_places(&lock(&self.places));
+        let mut frame = view.frame;
         {
             let mut cancelled = lock(&self.cancelled);
             cancelled.retain(|id| frame.op(*id).is_some());

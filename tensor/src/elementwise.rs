@@ -9,7 +9,7 @@
 
 use super::error::{terr, Result};
 use super::shape::{
-    alloc, broadcast_shapes, broadcast_strides, broadcasts_to, fmt_shape, numel, strides,
+    alloc, broadcast_shapes, broadcast_strides, broadcasts_to, coalesce, fmt_shape, numel, strides,
 };
 use super::Tensor;
 
@@ -139,37 +139,6 @@ fn with_op<V: Visit>(op: BinaryOp, v: V) -> V::Out {
         BinaryOp::Eq => v.visit(|a, b| bool_f32(a == b)),
         BinaryOp::Ne => v.visit(|a, b| bool_f32(a != b)),
     }
-}
-
-/// Merges adjacent dimensions that both operands traverse contiguously, so
-/// the innermost loop is as long as possible.
-fn coalesce(shape: &[usize], sa: &[usize], sb: &[usize]) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
-    let mut shp: Vec<usize> = Vec::with_capacity(shape.len());
-    let mut ra: Vec<usize> = Vec::with_capacity(shape.len());
-    let mut rb: Vec<usize> = Vec::with_capacity(shape.len());
-    for i in 0..shape.len() {
-        if shape[i] == 1 {
-            continue;
-        }
-        if let (Some(&d), Some(&xa), Some(&xb)) = (shp.last(), ra.last(), rb.last()) {
-            if xa == sa[i] * shape[i] && xb == sb[i] * shape[i] {
-                let k = shp.len() - 1;
-                shp[k] = d * shape[i];
-                ra[k] = sa[i];
-                rb[k] = sb[i];
-                continue;
-            }
-        }
-        shp.push(shape[i]);
-        ra.push(sa[i]);
-        rb.push(sb[i]);
-    }
-    if shp.is_empty() {
-        shp.push(1);
-        ra.push(0);
-        rb.push(0);
-    }
-    (shp, ra, rb)
 }
 
 /// Visits every innermost row of a strided iteration over `shape` (at least

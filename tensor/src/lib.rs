@@ -12,10 +12,12 @@
 //! algebra ([`matmul`], [`transpose`]), layout ([`reshape`], [`index`],
 //! [`concat`], [`split`]), neural-network helpers ([`softmax`], [`onehot`]),
 //! `.npy` files ([`save_npy`], [`load_npy`]) and NumPy-like printing (the
-//! [`std::fmt::Display`] impl).
+//! [`std::fmt::Display`] impl). [`backend`] names these operations as a trait that
+//! every device implements, the CPU's here.
 
 use std::sync::Arc;
 
+pub mod backend;
 mod create;
 mod elementwise;
 pub mod error;

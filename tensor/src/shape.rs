@@ -154,10 +154,69 @@ pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
         .collect()
 }
 
+/// Merges the adjacent dimensions of a broadcast iteration that both operands traverse
+/// contiguously, and drops size-1 dimensions: given the output `shape` and each operand's
+/// strides over it ([`broadcast_strides`]), gives an equivalent shape with as few dimensions as
+/// possible (at least one) and the operands' strides over it. The CPU's strided loop then has the
+/// longest innermost row, and a GPU kernel divides by the fewest extents.
+pub fn coalesce(
+    shape: &[usize],
+    sa: &[usize],
+    sb: &[usize],
+) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    let mut dims: Vec<usize> = Vec::with_capacity(shape.len());
+    let mut ra: Vec<usize> = Vec::with_capacity(shape.len());
+    let mut rb: Vec<usize> = Vec::with_capacity(shape.len());
+    for axis in 0..shape.len() {
+        if shape[axis] == 1 {
+            continue;
+        }
+        if let (Some(&last), Some(&xa), Some(&xb)) = (dims.last(), ra.last(), rb.last()) {
+            if xa == sa[axis] * shape[axis] && xb == sb[axis] * shape[axis] {
+                let at = dims.len() - 1;
+                dims[at] = last * shape[axis];
+                ra[at] = sa[axis];
+                rb[at] = sb[axis];
+                continue;
+            }
+        }
+        dims.push(shape[axis]);
+        ra.push(sa[axis]);
+        rb.push(sb[axis]);
+    }
+    if dims.is_empty() {
+        dims.push(1);
+        ra.push(0);
+        rb.push(0);
+    }
+    (dims, ra, rb)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    #[test]
+    fn coalescing_merges_contiguous_dimensions_and_drops_ones() {
+        // [2, 3, 4] + [3, 4]: b repeats along the first axis, the last two merge.
+        let shape = [2, 3, 4];
+        let (dims, sa, sb) = coalesce(
+            &shape,
+            &broadcast_strides(&[2, 3, 4], &shape),
+            &broadcast_strides(&[3, 4], &shape),
+        );
+        assert_eq!((dims, sa, sb), (vec![2, 12], vec![12, 1], vec![0, 1]));
+        // Size-1 dimensions vanish; all of them leave one dimension of 1.
+        let (dims, sa, sb) = coalesce(&[1, 5, 1], &[0, 1, 0], &[0, 0, 0]);
+        assert_eq!((dims, sa, sb), (vec![5], vec![1], vec![0]));
+        assert_eq!(
+            coalesce(&[1, 1], &[0, 0], &[0, 0]),
+            (vec![1], vec![0], vec![0])
+        );
+        // A transposed-looking stride pattern does not merge.
+        let (dims, ..) = coalesce(&[2, 3], &[1, 2], &[3, 1]);
+        assert_eq!(dims, vec![2, 3]);
+    }
     #[test]
     fn broadcasting_follows_numpy() {
         assert_eq!(broadcast_shapes(&[2, 3], &[3]).unwrap(), vec![2, 3]);

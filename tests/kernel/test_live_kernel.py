@@ -1,10 +1,13 @@
 """The dep kernel against a real jupyter_client: live displays, interrupts, bad signatures,
 errors that do not harm the next cell, and the small requests (comms, history, control)."""
 
+import os
 import re
 import shutil
+import subprocess
 import time
 
+from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.session import Session
 
 from conftest import stdout_of, types_of
@@ -229,6 +232,27 @@ def test_magics_work_and_a_bad_magic_is_an_error(kernel):
     assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "MagicError"
     reply, _ = kernel.execute("%engine naive\nprint sum(M3)")
     assert reply["content"]["status"] == "ok"
+
+
+def listed_commands(help_text, sigil):
+    """The command names a help text lists: the first word after `sigil` on its indented lines."""
+    prefix = "  " + sigil
+    return {line[len(prefix):].split()[0] for line in help_text.splitlines() if line.startswith(prefix)}
+
+
+def test_percent_help_lists_the_commands_colon_help_lists(kernel):
+    """One command table: %help in the real kernel and :help in the real REPL (the same binary,
+    from the kernelspec) list the same commands."""
+    reply, messages = kernel.execute("%help")
+    assert reply["content"]["status"] == "ok"
+    magics = listed_commands(stdout_of(messages), "%")
+    dep = KernelSpecManager().get_kernel_spec("dep").argv[0]
+    repl = subprocess.run([dep], input=":help\n", capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "NO_COLOR": "1"})
+    assert repl.returncode == 0, repl.stderr
+    colon = listed_commands(repl.stdout, ":")
+    assert len(magics) >= 15 and "engine" in magics, magics
+    assert magics == colon
 
 
 def test_why_inside_a_cell_explains_a_waiting_op(kernel):

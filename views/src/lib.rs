@@ -17,6 +17,8 @@
 //!   flows in Perfetto's protobuf format, both written while a run goes from the online
 //!   [`fold`] that also makes the [`Summary`]; [`html`]: a live-state fragment and a
 //!   self-contained replay player.
+//! - [`ranks`]: the views of a job of several ranks, merged from each rank's events: one trace
+//!   with a process per rank, one timeline, and each rank's communication overlap.
 //! - [`color`]: the one colour scheme every view uses.
 //!
 //! ```
@@ -53,8 +55,10 @@ pub mod fold;
 mod frame;
 pub mod html;
 mod json_line;
+pub mod live;
 pub mod perfetto;
 mod places;
+pub mod ranks;
 mod replay;
 mod summary;
 pub mod svg;

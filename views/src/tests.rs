@@ -378,7 +378,7 @@ fn why_waiting_behind_a_slow_matmul() {
     session
         .run_source("slow.dep", source, &mut Vec::new())
         .unwrap();
-    let engine = session.engine();
+    let engine = session.monitor();
     let deadline = Instant::now() + Duration::from_secs(30);
     let sentence = loop {
         let frame = Frame::from_snapshot(&engine.snapshot(), &engine.worker_names());

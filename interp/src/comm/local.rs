@@ -203,6 +203,23 @@ impl Communicator for LocalRanks {
         self.shared.size
     }
 
+    fn abandon(&self, what: String) {
+        // Off the caller's thread: the caller may be an engine worker inside an op's start,
+        // and ending the job completes other ops of this rank's engine.
+        let reason = format!("rank {} failed ({what})", self.rank);
+        let job = LocalRanks {
+            rank: self.rank,
+            shared: self.shared.clone(),
+        };
+        let spawned = std::thread::Builder::new()
+            .name("dep-comm-abandon".into())
+            .spawn(move || job.end_job(reason));
+        if spawned.is_err() {
+            // No thread to spare: end the job here rather than leave the others waiting.
+            self.end_job(format!("rank {} failed ({what})", self.rank));
+        }
+    }
+
     fn start(&self, request: CommRequest, done: CommDone) {
         let ended = self.lock().ended.clone();
         if let Some(reason) = ended {

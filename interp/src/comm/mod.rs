@@ -71,6 +71,11 @@ pub trait Communicator: Send + Sync {
     /// Starts `request`; `done` is called once it is over, maybe before this returns, maybe
     /// from another thread.
     fn start(&self, request: CommRequest, done: CommDone);
+    /// Says that this rank will not make a communication it was to make (its op did not run:
+    /// it read a value that failed, or it was cancelled), so this rank is failing: what waits
+    /// now and what starts later fails at once, instead of waiting for peers that wait for the
+    /// missing one. `what` says which communication.
+    fn abandon(&self, what: String);
 }
 
 /// How long a communication may wait for its peers: `DEP_COMM_TIMEOUT` seconds (a positive

@@ -54,7 +54,12 @@ impl CommOp {
         } = self;
         let reads: Vec<engine::Var> = input.iter().map(|slot| slot.var.clone()).collect();
         let writes: Vec<engine::Var> = output.iter().map(|slot| slot.var.clone()).collect();
+        let refused = Refused {
+            comm: Some(comm.clone()),
+            label: label.clone(),
+        };
         engine::OpSpec::new_async(label, move |completion| {
+            refused.started();
             let value = match input.as_ref().map(|slot| slot.get()).transpose() {
                 Ok(value) => value,
                 Err(message) => return completion.complete(Err(message)),
@@ -98,6 +103,30 @@ impl CommOp {
         .device(engine::Device::Net)
         .line(line)
         .priority(priority)
+    }
+}
+
+/// Held by a communication op until it starts: dropped without starting (the op read a value
+/// that failed, or was cancelled), it tells the communicator, so that this rank's other
+/// communications, and its peers', fail at once rather than wait for the one that never comes.
+struct Refused {
+    /// `None` once the op started.
+    comm: Option<Arc<dyn Communicator>>,
+    label: Arc<str>,
+}
+
+impl Refused {
+    /// The op started: nothing to tell.
+    fn started(mut self) {
+        self.comm = None;
+    }
+}
+
+impl Drop for Refused {
+    fn drop(&mut self) {
+        if let Some(comm) = self.comm.take() {
+            comm.abandon(format!("`{}` did not run", self.label));
+        }
     }
 }
 

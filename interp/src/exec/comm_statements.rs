@@ -228,8 +228,18 @@ impl Runner<'_> {
         if let Some(output) = &output {
             output.set_home(dep_engine::Device::Cpu);
         }
+        // A message's label names its peer, so that views of every rank match it.
+        let label = match &kind {
+            CommKind::Send { to, .. } => {
+                format!("{}{}{to}", self.label(stmt), dep_views::ranks::SEND_MARK).into()
+            }
+            CommKind::Recv { from, .. } => {
+                format!("{}{}{from}", self.label(stmt), dep_views::ranks::RECV_MARK).into()
+            }
+            _ => self.label(stmt),
+        };
         let op = CommOp {
-            label: self.label(stmt),
+            label,
             line: self.line(stmt.span),
             priority: self.priority,
             kind,

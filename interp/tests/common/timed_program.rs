@@ -84,7 +84,7 @@ pub fn timeline(program: &[String], policy: Policy) -> Timeline {
             .run_source_from_line("waits.dep", index as u32 + 1, line, &mut out)
             .unwrap_or_else(|error| panic!("{error}"));
         if line.starts_with("print") || line == "wait" {
-            waits.push(session.engine().now_ns() as f64 / 1e6);
+            waits.push(session.monitor().now_ns() as f64 / 1e6);
         }
     }
     session.finish().unwrap();

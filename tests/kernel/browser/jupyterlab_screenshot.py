@@ -1,8 +1,9 @@
 """JupyterLab in headless Chromium: open a sample notebook, run all, watch the live display
-change while ops run and end in its final state, and save a screenshot.
+change while ops run and end in its final state, and save two screenshots of the same cell: one
+mid-run (ops running and waiting) and one at the end (every op in its final state).
 
 Run by scripts/kernel-browser-test (which installs JupyterLab, Playwright and Debian's chromium).
-Usage: jupyterlab_screenshot.py NOTEBOOK OUT.png
+Usage: jupyterlab_screenshot.py NOTEBOOK MID_RUN.png END.png
 """
 
 import json
@@ -49,14 +50,19 @@ def is_live(text):
     return "running" in text and "waiting" in text and "so far" in text
 
 
-def screenshot_of_cell(page, text, path):
+def is_final(text):
+    """Whether a display's text shows its cell's final state: every op over, none unfinished."""
+    return "in all" in text and not any(f" {state}" in text.split("\n")[0] for state in ("running", "ready", "waiting"))
+
+
+def screenshot_of_cell(page, text, path, state=is_live):
     """A picture of the window scrolled to the cell that contains `text`, kept only
-    if the cell's display still shows the live state once the picture is taken."""
+    if the cell's display still shows `state` once the picture is taken."""
     cell = page.locator(".jp-CodeCell", has_text=text).first
     cell.evaluate("el => el.scrollIntoView({block: 'start'})")
     picture = page.screenshot()
     display = cell.locator(".dep-view")
-    if display.count() == 0 or not is_live(display.first.inner_text()):
+    if display.count() == 0 or not state(display.first.inner_text()):
         return None
     with open(path, "wb") as f:
         f.write(picture)
@@ -64,7 +70,7 @@ def screenshot_of_cell(page, text, path):
 
 
 def main():
-    notebook, out_png = sys.argv[1], os.path.abspath(sys.argv[2])
+    notebook, out_png, end_png = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
     root = tempfile.mkdtemp(prefix="dep-lab-")
     shutil.copy(notebook, root)
     name = os.path.basename(notebook)
@@ -142,6 +148,11 @@ def main():
             if shot is None:
                 raise SystemExit("never saw a display with ops running and waiting at once")
             print(f"screenshot of a live display: {shot}")
+            # The same cell once the notebook has run: its display in its final state.
+            end_shot = screenshot_of_cell(page, "%why A", end_png, state=is_final)
+            if end_shot is None:
+                raise SystemExit("the display of the screenshot's cell did not end in its final state")
+            print(f"screenshot of the same display at the end: {end_shot}")
             browser.close()
     finally:
         lab.terminate()

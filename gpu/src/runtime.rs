@@ -52,9 +52,9 @@ use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaFunction, CudaModu
 use super::access::{AccessLog, StreamId};
 use super::detect::{detect, placement_error, probe_library, GpuAvailability};
 use super::source;
-use crate::slot::lock;
 use crate::tensor::error::terr;
 use crate::tensor::{shape, Tensor, TensorError};
+use dep_engine::lock;
 
 /// The environment variable that turns on the sync-every-op mode (`DEP_GPU_SYNC=1`).
 pub const SYNC_ENV: &str = "DEP_GPU_SYNC";
@@ -100,7 +100,7 @@ static RUNTIME: OnceLock<Result<GpuRuntime, TensorError>> = OnceLock::new();
 
 /// The deferred errors (see [`GpuDevice::take_deferred_error`]) of the devices opened so far,
 /// each naming its device. Never initialises CUDA nor opens a device.
-pub(crate) fn take_deferred_errors() -> Vec<String> {
+pub fn take_deferred_errors() -> Vec<String> {
     let Some(Ok(runtime)) = RUNTIME.get() else {
         return Vec::new();
     };

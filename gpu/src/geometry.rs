@@ -9,7 +9,7 @@
 
 use crate::tensor::error::terr;
 use crate::tensor::shape::{
-    broadcast_shapes, broadcast_strides, fmt_shape, normalize_axis, numel, strides,
+    broadcast_shapes, broadcast_strides, coalesce, fmt_shape, normalize_axis, numel, strides,
 };
 use crate::tensor::{IndexSpec, TensorError};
 
@@ -100,36 +100,6 @@ pub(crate) fn binary_layout(
         BinaryLayout::Broadcast(Box::new(params))
     };
     Ok((shape, layout))
-}
-
-/// Merges adjacent dimensions that both operands traverse contiguously and drops size-1
-/// dimensions, so that the kernel divides by as few extents as possible.
-fn coalesce(shape: &[usize], sa: &[usize], sb: &[usize]) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
-    let (mut dims, mut ra, mut rb): (Vec<usize>, Vec<usize>, Vec<usize>) =
-        (Vec::new(), Vec::new(), Vec::new());
-    for axis in 0..shape.len() {
-        if shape[axis] == 1 {
-            continue;
-        }
-        if let (Some(&last), Some(&xa), Some(&xb)) = (dims.last(), ra.last(), rb.last()) {
-            if xa == sa[axis] * shape[axis] && xb == sb[axis] * shape[axis] {
-                let at = dims.len() - 1;
-                dims[at] = last * shape[axis];
-                ra[at] = sa[axis];
-                rb[at] = sb[axis];
-                continue;
-            }
-        }
-        dims.push(shape[axis]);
-        ra.push(sa[axis]);
-        rb.push(sb[axis]);
-    }
-    if dims.is_empty() {
-        dims.push(1);
-        ra.push(0);
-        rb.push(0);
-    }
-    (dims, ra, rb)
 }
 
 fn check_rank(ndim: usize, shape: &[usize]) -> Result<(), TensorError> {

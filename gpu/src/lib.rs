@@ -12,7 +12,8 @@
 //!   by NVRTC (to machine code; PTX as a fallback).
 //! - [`GpuTensor`] is a shape over an immutable [`DeviceBuffer`], which remembers the event of
 //!   the kernel that wrote it and the latest read per stream; its free is stream-ordered.
-//! - `eval` runs a statement's plan on one stream of one device ([`GpuOpContext`]);
+//! - [`GpuBackend`] is the plan evaluator's backend for one stream of one device
+//!   ([`GpuOpContext`]), and [`run_op`] runs one op's evaluation with it;
 //!   [`upload`], [`download`] and [`copy_to_device`] move values; [`binary`], [`unary`],
 //!   [`matmul`] and [`full`] run single operations as ops of their own (tests, benchmarks).
 //! - [`GpuRng`] is the generator state of GPU `rand`/`randn` (Philox counters).
@@ -22,7 +23,7 @@
 //! `source.rs` the generated kernel source, all tested without a GPU.
 //!
 //! ```
-//! use dep_interp::gpu;
+//! use dep_gpu as gpu;
 //!
 //! match gpu::detect() {
 //!     gpu::GpuAvailability::Available { n_devices } => println!("{n_devices} GPUs"),
@@ -32,6 +33,8 @@
 //!     }
 //! }
 //! ```
+
+#![deny(missing_docs)]
 
 mod access;
 mod api;
@@ -49,12 +52,15 @@ mod timing;
 pub use access::StreamId;
 pub use api::{binary, binary_scalar, full, matmul, unary};
 pub use detect::{detect, placement_error, GpuAvailability, DISABLE_ENV};
-pub(crate) use eval::eval;
+pub use eval::{run_op, GpuBackend, GpuValue};
 pub use philox::{reference_normal, reference_uniform, Draw, GpuRng};
-pub(crate) use runtime::take_deferred_errors;
+pub use runtime::take_deferred_errors;
 pub use runtime::{
     copy_to_device, download, upload, DeviceBuffer, GpuConfig, GpuDevice, GpuOpContext, GpuRuntime,
     GpuTensor, KernelSpan, SYNC_ENV,
 };
 pub use timing::flush_kernel_times;
-pub(crate) use timing::report_later;
+
+/// The tensors, under the name the CUDA layer has always reached them by.
+use dep_tensor as tensor;
+pub use timing::report_later;

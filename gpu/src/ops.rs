@@ -10,10 +10,10 @@ use super::geometry::{self, BinaryLayout, ReduceStrategy, StridedParams, BLOCK};
 use super::philox::Draw;
 use super::runtime::{driver_error, BlasHandle, GpuDevice, GpuTensor};
 use super::source;
-use crate::slot::lock;
 use crate::tensor::error::terr;
 use crate::tensor::shape::{fmt_shape, normalize_axis, numel};
 use crate::tensor::{self, BinaryOp, ReduceOp, Tensor, TensorError, UnaryOp};
+use dep_engine::lock;
 
 // SAFETY: both structs are `repr(C)` with only `u64` fields (no padding, any bit pattern is
 // valid), laid out exactly as `struct Strided` and `struct Bcast` in the kernel source, which

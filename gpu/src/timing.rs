@@ -26,7 +26,7 @@ use cudarc::driver::{sys, CudaEvent, CudaStream};
 use dep_engine::DeviceClock;
 
 use super::runtime::{GpuDevice, KernelSpan};
-use crate::slot::lock;
+use dep_engine::lock;
 
 /// What the timing thread is asked to do.
 enum Request {
@@ -49,7 +49,7 @@ static REQUESTS: OnceLock<Option<Mutex<Sender<Request>>>> = OnceLock::new();
 
 /// Reports `span` on `lane` to `clock` once its kernels ended, from the timing thread; never
 /// blocks the caller.
-pub(crate) fn report_later(clock: DeviceClock, lane: String, span: KernelSpan) {
+pub fn report_later(clock: DeviceClock, lane: String, span: KernelSpan) {
     let requests = REQUESTS.get_or_init(|| {
         let (sender, receiver) = channel::<Request>();
         let started = std::thread::Builder::new()

@@ -1,13 +1,14 @@
-//! GPU tests of plan evaluation: every builtin on the GPU against the CPU's `Plan::eval` on
-//! fresh random inputs, a cross-stream dependency, and freeing under load. Each test prints
-//! `skipped: no GPU (...)` and returns when this machine has none; `scripts/gpu-check` runs them
-//! on a GPU machine.
+//! GPU tests of plan evaluation: every builtin on the GPU against the CPU's evaluation of the
+//! same plan on fresh random inputs, a cross-stream dependency, and freeing under load. Each test
+//! prints `skipped: no GPU (...)` and returns when this machine has none; `scripts/gpu-check`
+//! runs them on a GPU machine.
 
 use std::sync::Arc;
 
-use super::*;
 use crate::builtins::Builtin;
-use crate::plan::{EvalContext, Plan, PlanIndex};
+use crate::compute::eval_on_gpu as eval;
+use crate::gpu::*;
+use crate::plan::{Plan, PlanIndex};
 use crate::tensor::{self, BinaryOp, ReduceOp, Tensor, UnaryOp};
 
 /// Held by every test that uses the GPU: tests read device-wide counters (`bytes_in_use`,
@@ -28,57 +29,6 @@ fn gpu0(streams: usize) -> Option<(std::sync::MutexGuard<'static, ()>, &'static 
     Some((guard, runtime.device(0).expect("gpu0 opens")))
 }
 
-/// NVRTC is a compiler: it needs no GPU, so wherever libnvrtc is installed the kernels are
-/// compiled for real to what `GpuDevice::open` loads first, a CUBIN (an ELF image of machine
-/// code) for the device's compute capability, here sm_90 (H100); a capability NVRTC does not
-/// know is an error (the device then loads PTX), not a panic.
-#[test]
-fn the_kernels_compile_to_a_cubin_when_nvrtc_is_installed() {
-    if let Err(reason) = detect::probe_library("nvrtc", &["nvrtcGetCUBIN"]) {
-        println!("skipped: no NVRTC ({reason})");
-        return;
-    }
-    let source = source::kernel_source();
-    let image = std::panic::catch_unwind(|| runtime::compile_cubin(&source, (9, 0)))
-        .expect("NVRTC loads")
-        .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(&image[..4], b"\x7fELF", "a CUBIN is an ELF image");
-    assert_eq!(image[4], 2, "64-bit");
-    const EM_CUDA: u16 = 190;
-    assert_eq!(u16::from_le_bytes([image[18], image[19]]), EM_CUDA);
-    for name in source::kernel_names() {
-        assert!(
-            image
-                .windows(name.len() + 1)
-                .any(|window| &window[..name.len()] == name.as_bytes() && window[name.len()] == 0),
-            "{name} is not in the CUBIN"
-        );
-    }
-    let unknown = runtime::compile_cubin(&source, (1, 0)).unwrap_err();
-    assert!(unknown.contains("sm_10"), "{unknown}");
-}
-
-/// The CUBIN goes to the driver through a file: a new one per load, under the temporary
-/// directory, named with the process id, holding the image.
-#[test]
-fn a_cubin_file_is_new_and_named_for_the_process() {
-    let image = b"\x7fELF not really a cubin";
-    let first = runtime::write_cubin_file(image, (9, 0)).unwrap();
-    let second = runtime::write_cubin_file(image, (9, 0)).unwrap();
-    assert_ne!(first, second);
-    for path in [&first, &second] {
-        assert_eq!(path.parent(), Some(std::env::temp_dir().as_path()));
-        let name = path.file_name().unwrap().to_str().unwrap();
-        assert!(
-            name.starts_with(&format!("dep-kernels-{}-", std::process::id())),
-            "{name}"
-        );
-        assert!(name.ends_with("-sm_90.cubin"), "{name}");
-        assert_eq!(std::fs::read(path).unwrap(), image);
-        std::fs::remove_file(path).unwrap();
-    }
-}
-
 fn c(value: f32) -> Plan {
     Plan::Const(Tensor::scalar(value))
 }
@@ -95,16 +45,12 @@ fn cpu_eval(plan: &Plan, inputs: &[Tensor]) -> Result<Vec<Tensor>, tensor::Tenso
     let mut uses = vec![0; inputs.len()];
     plan.count_uses(&mut uses);
     let mut slots: Vec<Option<Tensor>> = inputs.iter().cloned().map(Some).collect();
-    let mut ctx = EvalContext {
+    let mut backend = tensor::backend::HostBackend {
         inputs: &mut slots,
         remaining_uses: &mut uses,
         rng: None,
     };
-    if plan.is_multi() {
-        plan.eval_multi(&mut ctx)
-    } else {
-        plan.eval(&mut ctx).map(|value| vec![value])
-    }
+    crate::evaluate::eval_all(plan, &mut backend)
 }
 
 fn gpu_eval(

@@ -1,0 +1,547 @@
+//! The one driver of an input (a notebook cell, a REPL line, a script): the REPL, the Jupyter
+//! kernel and `dep run` all run their inputs through it, and only render what it reports.
+//!
+//! [`Driver::run`] runs an input's statements in a [`Session`] under an [`Interrupt`] handle,
+//! tells a [`Listener`] where the input's progress can be watched from and writes what the input
+//! prints to it, and returns the [`Outcome`]. [`Driver::wait`] then waits for the ops the input
+//! pushed (a cell, a script: the REPL does not), in their final state, and takes the failures.
+//!
+//! # Interrupts
+//!
+//! An [`Interrupt`] is a counter that any thread bumps (a SIGINT watcher, the kernel's control
+//! loop). An input runs with a *mark*, the count when it was asked for, and is interrupted once
+//! the count moves past it: the first interrupt cancels, at once, the ops pushed so far that
+//! have not started (`Monitor::cancel_pending`), and the session's interrupt check stops the
+//! input before its next statement (loop bodies included); running ops finish. The
+//! `abandon_after`-th interrupt also ends a `print` or `wait` blocked on a running op (the
+//! session's abandon check): at once for the kernel and `dep run`, at the second Ctrl-C for the
+//! REPL, whose first one lets the blocked `print` show its value.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dep_engine as engine;
+use dep_grammar as grammar;
+use dep_views::live::LiveSource;
+
+use crate::error::RunError;
+use crate::session::Session;
+
+/// What a front-end hears while one of its inputs runs.
+pub trait Listener {
+    /// Where the input's printed output goes.
+    fn output(&mut self) -> &mut dyn Write;
+
+    /// The input's statements are about to run; `live` (absent when the session keeps no event
+    /// log) is where its progress is read from, by any thread, while it runs: what a live
+    /// display draws.
+    fn started(&mut self, live: Option<&LiveSource>) {
+        let _ = live;
+    }
+}
+
+/// How an input ended.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// A parse error (nothing ran), a statement's error (the input stopped there), or the
+    /// interruption.
+    pub error: Option<RunError>,
+    /// Whether an interrupt arrived while the input ran.
+    pub interrupted: bool,
+    /// The value of the input's last statement, an expression, when [`Input::value_apart`]
+    /// asked for it (a notebook cell's result): its text, without the trailing line feed.
+    pub value: Option<String>,
+}
+
+/// One input to run.
+#[derive(Clone, Copy, Debug)]
+pub struct Input<'a> {
+    /// What reports call it: a file, `cell[3]`, `<repl>`, `<stdin>`.
+    pub path: &'a str,
+    /// The number of its first line in `path` (1, unless read from the middle of a pipe).
+    pub first_line: u32,
+    /// Its text.
+    pub source: &'a str,
+    /// Whether the value of a last expression statement goes to [`Outcome::value`] rather than
+    /// to the output (the session must show expression values).
+    pub value_apart: bool,
+}
+
+impl<'a> Input<'a> {
+    /// The whole of `source`, named `path`, from its line 1.
+    pub fn new(path: &'a str, source: &'a str) -> Input<'a> {
+        Input {
+            path,
+            first_line: 1,
+            source,
+            value_apart: false,
+        }
+    }
+}
+
+/// How [`Driver::wait`] ended.
+#[derive(Debug, Default)]
+pub struct Waited {
+    /// The ops that failed and were not reported yet (by a `print` or `wait`).
+    pub failures: Option<RunError>,
+    /// Whether an interrupt arrived while waiting (pending ops were cancelled; running ones
+    /// finished).
+    pub interrupted: bool,
+    /// Whether the wait was given up (see [`Driver::wait_or_leave`]): ops are still running.
+    pub abandoned: bool,
+}
+
+/// Interrupts the input running now, from any thread: see the module's doc.
+#[derive(Clone)]
+pub struct Interrupt(Arc<InterruptState>);
+
+struct InterruptState {
+    /// Interrupts so far.
+    count: AtomicU64,
+    /// The mark of the input running now (or of the last one).
+    run_mark: AtomicU64,
+    /// How many interrupts past an input's mark give up a blocked `print` or `wait`.
+    abandon_after: u64,
+    /// The engine of the input running now, where an interrupt cancels.
+    busy: Mutex<Option<engine::Monitor>>,
+}
+
+impl Interrupt {
+    /// A handle whose `abandon_after`-th interrupt of an input (at least 1) also gives up a
+    /// blocked `print` or `wait`.
+    pub fn new(abandon_after: u64) -> Interrupt {
+        Interrupt(Arc::new(InterruptState {
+            count: AtomicU64::new(0),
+            run_mark: AtomicU64::new(0),
+            abandon_after: abandon_after.max(1),
+            busy: Mutex::new(None),
+        }))
+    }
+
+    /// Interrupts the input running now: cancels the ops it pushed that have not started.
+    /// Returns how many interrupts the running input (or the last one) has had, this one
+    /// included, so that a front-end can say what this one does.
+    pub fn interrupt(&self) -> u64 {
+        let count = self.0.count.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Some(monitor) = &*self.busy() {
+            monitor.cancel_pending();
+        }
+        count.saturating_sub(self.0.run_mark.load(Ordering::SeqCst))
+    }
+
+    /// The count now: an input run with this mark is interrupted by any later interrupt.
+    pub fn mark(&self) -> u64 {
+        self.0.count.load(Ordering::SeqCst)
+    }
+
+    /// How many interrupts arrived since `mark`.
+    pub fn since(&self, mark: u64) -> u64 {
+        self.mark().saturating_sub(mark)
+    }
+
+    fn busy(&self) -> std::sync::MutexGuard<'_, Option<engine::Monitor>> {
+        engine::lock(&self.0.busy)
+    }
+
+    /// Starts an input with `mark`: interrupts cancel in `session`'s engine, and its checks read
+    /// the count.
+    fn enter(&self, session: &mut Session, mark: u64) {
+        self.0.run_mark.store(mark, Ordering::SeqCst);
+        *self.busy() = Some(session.monitor());
+        let stop = self.clone();
+        session.set_interrupt_check(Some(Box::new(move || stop.since(mark) >= 1)));
+        let give_up = self.clone();
+        let abandon_after = self.0.abandon_after;
+        session.set_abandon_check(Some(Box::new(move || give_up.since(mark) >= abandon_after)));
+    }
+
+    /// Ends an input: interrupts no longer reach the session.
+    fn leave(&self, session: &mut Session) {
+        *self.busy() = None;
+        session.set_interrupt_check(None);
+        session.set_abandon_check(None);
+    }
+}
+
+/// Runs inputs in a session under one [`Interrupt`] handle.
+pub struct Driver {
+    interrupt: Interrupt,
+}
+
+impl Driver {
+    /// A driver whose `abandon_after`-th interrupt of an input gives up a blocked `print` or
+    /// `wait` (1 for a notebook or a script, 2 for the REPL).
+    pub fn new(abandon_after: u64) -> Driver {
+        Driver {
+            interrupt: Interrupt::new(abandon_after),
+        }
+    }
+
+    /// A driver interrupted through `interrupt`, a handle made beforehand (the kernel's control
+    /// loop holds it).
+    pub fn with_interrupt(interrupt: Interrupt) -> Driver {
+        Driver { interrupt }
+    }
+
+    /// The handle that interrupts this driver's inputs, for another thread.
+    pub fn interrupt(&self) -> Interrupt {
+        self.interrupt.clone()
+    }
+
+    /// The mark an input asked for now runs with (see [`Interrupt::mark`]).
+    pub fn mark(&self) -> u64 {
+        self.interrupt.mark()
+    }
+
+    /// Runs `input` in `session`, interrupted by any interrupt after `mark`: parses it, tells
+    /// `listener` it starts, and pushes its statements in order, writing what they print to the
+    /// listener's output. Returns once every statement is pushed (only `print`, `save`, `wait`
+    /// and a shown value wait for ops). An interrupt cancels the ops pushed so far that have
+    /// not started, including those the last statement pushed after it arrived.
+    pub fn run(
+        &self,
+        session: &mut Session,
+        input: &Input<'_>,
+        mark: u64,
+        listener: &mut dyn Listener,
+    ) -> Outcome {
+        if self.interrupt.since(mark) > 0 {
+            // Asked for before an interrupt, started after it: nothing runs.
+            session.cancel();
+            return Outcome {
+                interrupted: true,
+                ..Outcome::default()
+            };
+        }
+        let (body, value) = match input.value_apart {
+            true => split_value(input.source),
+            false => (input.source.to_string(), None),
+        };
+        listener.started(session.live(input.path).as_ref());
+        self.interrupt.enter(session, mark);
+        let mut ran =
+            session.run_source_from_line(input.path, input.first_line, &body, listener.output());
+        let mut value_text = None;
+        if let (Ok(()), Some(value)) = (&ran, value) {
+            let mut buffer = Vec::new();
+            ran = session.run_source_from_line(input.path, input.first_line, &value, &mut buffer);
+            value_text = Some(String::from_utf8_lossy(&buffer).trim_end().to_string());
+        }
+        let _ = listener.output().flush();
+        self.interrupt.leave(session);
+        let interrupted = self.interrupt.since(mark) > 0;
+        if interrupted {
+            // An interrupt during the last statement, which no check followed: what it pushed
+            // after the interrupt's cancel is cancelled too.
+            session.cancel();
+        }
+        Outcome {
+            error: ran.err(),
+            interrupted,
+            value: value_text.filter(|_| !interrupted),
+        }
+    }
+
+    /// Waits until every op pushed so far has finished, cancelling the pending ones when an
+    /// interrupt after `mark` arrives (running ones finish); then lets the engine reach its
+    /// final state (the simulated policy's virtual clock runs to its end), waits for the kernel
+    /// times of GPU ops (unless interrupted), and takes the failures not reported yet.
+    pub fn wait(&self, session: &mut Session, mark: u64) -> Waited {
+        self.wait_until(session, mark, u64::MAX, true)
+    }
+
+    /// [`Driver::wait`] that gives up once the `abandon_after`-th interrupt after `mark`
+    /// arrives: the REPL leaving, whose second Ctrl-C leaves without waiting for running ops.
+    pub fn wait_or_leave(&self, session: &mut Session, mark: u64) -> Waited {
+        self.wait_until(session, mark, self.interrupt.0.abandon_after, true)
+    }
+
+    /// Waits until every op pushed so far has finished, cancelling the pending ones when an
+    /// interrupt after `mark` arrives (running ones finish), and nothing else: what a command
+    /// that reads the run's history waits for. Returns whether an interrupt arrived.
+    pub fn wait_idle(&self, session: &mut Session, mark: u64) -> bool {
+        self.wait_until(session, mark, u64::MAX, false).interrupted
+    }
+
+    fn wait_until(
+        &self,
+        session: &mut Session,
+        mark: u64,
+        give_up_after: u64,
+        final_state: bool,
+    ) -> Waited {
+        self.interrupt.0.run_mark.store(mark, Ordering::SeqCst);
+        *self.interrupt.busy() = Some(session.monitor());
+        if self.interrupt.since(mark) > 0 {
+            session.cancel();
+        }
+        let mut n_polls: u32 = 0;
+        let mut abandoned = false;
+        while session.n_unfinished() > 0 {
+            if self.interrupt.since(mark) >= give_up_after {
+                abandoned = true;
+                break;
+            }
+            // Spin briefly (a trivial input's ops end within microseconds), then back off to at
+            // most 5 ms between looks: interrupts are seen within that.
+            n_polls += 1;
+            if n_polls < 64 {
+                std::thread::yield_now();
+            } else {
+                let n_sleeps = u64::from((n_polls - 63).min(100));
+                std::thread::sleep(Duration::from_micros(n_sleeps * 50));
+            }
+        }
+        *self.interrupt.busy() = None;
+        let interrupted = self.interrupt.since(mark) > 0;
+        if !final_state || abandoned {
+            return Waited {
+                failures: None,
+                interrupted,
+                abandoned,
+            };
+        }
+        session.wait_all();
+        session.wait_for_kernel_times_until(|| self.interrupt.since(mark) > 0);
+        Waited {
+            failures: session.take_failures().err(),
+            interrupted,
+            abandoned,
+        }
+    }
+
+    /// Gives the ops pushed so far up to `time` to finish (most statements take microseconds):
+    /// the REPL's prompt then reports their failures at once and shows no panel for them.
+    pub fn settle(&self, session: &Session, time: Duration) {
+        let deadline = Instant::now() + time;
+        while session.n_unfinished() > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// `source` without its last statement when that is an expression (blanked to spaces, so that
+/// every other line and column stays where it was), and that statement alone, after the rest
+/// blanked the same way; or `source` whole and nothing when it does not end in an expression
+/// or does not parse (the parse error is then reported by the run of the whole).
+fn split_value(source: &str) -> (String, Option<String>) {
+    let parsed = grammar::parse(source);
+    let last = parsed.program.statements.last();
+    match last {
+        Some(stmt)
+            if parsed.diagnostics.is_empty() && matches!(stmt.kind, grammar::StmtKind::Expr(_)) =>
+        {
+            let (start, end) = (stmt.span.start, stmt.span.end);
+            let body = format!(
+                "{}{}{}",
+                &source[..start],
+                blank(&source[start..end]),
+                &source[end..]
+            );
+            let value = format!("{}{}", blank(&source[..start]), &source[start..end]);
+            (body, Some(value))
+        }
+        _ => (source.to_string(), None),
+    }
+}
+
+/// `text` with every character but line feeds replaced by a space: lines and columns (in
+/// characters) stay where they were.
+pub fn blank(text: &str) -> String {
+    text.chars()
+        .map(|c| if c == '\n' { '\n' } else { ' ' })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SessionConfig;
+
+    /// A listener that keeps what the input prints and the live source it was given.
+    #[derive(Default)]
+    struct Kept {
+        out: Vec<u8>,
+        live: Option<String>,
+        n_started: usize,
+    }
+
+    impl Listener for Kept {
+        fn output(&mut self) -> &mut dyn Write {
+            &mut self.out
+        }
+
+        fn started(&mut self, live: Option<&LiveSource>) {
+            self.n_started += 1;
+            self.live = live.map(|live| live.title.clone());
+        }
+    }
+
+    fn session(policy: engine::Policy) -> Session {
+        Session::new(SessionConfig {
+            policy,
+            threads: 2,
+            observe: true,
+            show_expression_values: true,
+        })
+    }
+
+    #[test]
+    fn an_input_runs_prints_and_tells_its_listener_where_to_watch() {
+        let driver = Driver::new(1);
+        let mut session = session(engine::Policy::Threaded);
+        let mut kept = Kept::default();
+        let outcome = driver.run(
+            &mut session,
+            &Input::new("cell[1]", "A = ones(2)\nprint A + 1\n"),
+            driver.mark(),
+            &mut kept,
+        );
+        assert!(outcome.error.is_none() && !outcome.interrupted);
+        assert_eq!(String::from_utf8_lossy(&kept.out), "[2. 2.]\n");
+        assert_eq!((kept.n_started, kept.live.as_deref()), (1, Some("cell[1]")));
+        let waited = driver.wait(&mut session, driver.mark());
+        assert!(waited.failures.is_none() && !waited.interrupted && !waited.abandoned);
+    }
+
+    #[test]
+    fn a_last_expression_value_goes_apart_with_the_lines_where_they_were() {
+        let driver = Driver::new(1);
+        let mut session = session(engine::Policy::Naive);
+        let mut kept = Kept::default();
+        let input = Input {
+            value_apart: true,
+            ..Input::new("cell[1]", "A = ones(2)\nprint A\nA + 1")
+        };
+        let outcome = driver.run(&mut session, &input, driver.mark(), &mut kept);
+        assert!(outcome.error.is_none());
+        assert_eq!(String::from_utf8_lossy(&kept.out), "[1. 1.]\n");
+        assert_eq!(outcome.value.as_deref(), Some("[2. 2.]"));
+        // An error in the value names its line in the input.
+        let input = Input {
+            value_apart: true,
+            ..Input::new("cell[2]", "B = 1\n\nnope + 1")
+        };
+        let outcome = driver.run(&mut session, &input, driver.mark(), &mut kept);
+        let error = outcome.error.expect("an unknown name");
+        assert!(error.to_string().contains("cell[2]:3:1"), "{error}");
+    }
+
+    #[test]
+    fn an_input_asked_for_before_an_interrupt_does_not_run() {
+        let driver = Driver::new(1);
+        let mut session = session(engine::Policy::Threaded);
+        let mark = driver.mark();
+        driver.interrupt().interrupt();
+        let mut kept = Kept::default();
+        let outcome = driver.run(&mut session, &Input::new("x", "print 1"), mark, &mut kept);
+        assert!(outcome.interrupted && kept.out.is_empty() && kept.n_started == 0);
+        // A later input, with a later mark, runs.
+        let outcome = driver.run(
+            &mut session,
+            &Input::new("x", "print 1"),
+            driver.mark(),
+            &mut kept,
+        );
+        assert!(!outcome.interrupted && outcome.error.is_none());
+        assert_eq!(String::from_utf8_lossy(&kept.out), "1.0\n");
+    }
+
+    /// An interrupt from another thread while a loop pushes slow ops stops the loop, cancels
+    /// what has not started, and the wait after it ends with every op over.
+    #[test]
+    fn an_interrupt_from_another_thread_stops_the_input_and_cancels_what_has_not_started() {
+        for policy in [engine::Policy::Threaded, engine::Policy::Naive] {
+            let driver = Driver::new(1);
+            let mut session = session(policy);
+            let interrupt = driver.interrupt();
+            let mark = driver.mark();
+            let interrupter = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                interrupt.interrupt()
+            });
+            let source =
+                "A = rand(200, 200)\nfor i in 0..100000 { A = A @ A / 200 }\nprint A[0, 0]";
+            let mut kept = Kept::default();
+            let started = Instant::now();
+            let outcome = driver.run(&mut session, &Input::new("x", source), mark, &mut kept);
+            assert_eq!(interrupter.join().unwrap(), 1);
+            assert!(outcome.interrupted, "{policy}");
+            let error = outcome.error.expect("stopped");
+            assert!(
+                error.to_string().contains("interrupted"),
+                "{policy}: {error}"
+            );
+            let waited = driver.wait(&mut session, mark);
+            assert!(waited.interrupted && !waited.abandoned, "{policy}");
+            assert_eq!(session.n_unfinished(), 0);
+            assert!(started.elapsed() < Duration::from_secs(20), "{policy}");
+        }
+    }
+
+    /// Under the simulated policy the wait lets the virtual clock run to its end: every op of
+    /// the input is done, none left ready or running.
+    #[test]
+    fn a_wait_leaves_every_op_in_its_final_state_on_the_simulated_engine() {
+        let driver = Driver::new(1);
+        let mut session = session(engine::Policy::Sim);
+        let mut kept = Kept::default();
+        let source = "A = ones(64, 64)\nB = A @ A\nprint B[0, 0]\nC = B @ A\nD = A @ A\nE = C + D";
+        let outcome = driver.run(&mut session, &Input::new("cell[1]", source), 0, &mut kept);
+        assert!(outcome.error.is_none());
+        let waited = driver.wait(&mut session, 0);
+        assert!(waited.failures.is_none());
+        let view = session.live("cell[1]").expect("observed").view(true);
+        assert!(view.count(engine::OpState::Done) >= 5, "{}", view.heading);
+        for state in [
+            engine::OpState::Running,
+            engine::OpState::Ready,
+            engine::OpState::Waiting,
+        ] {
+            assert_eq!(view.count(state), 0, "{}", view.heading);
+        }
+    }
+
+    #[test]
+    fn a_wait_reports_the_failures_nobody_reported() {
+        let driver = Driver::new(1);
+        let mut session = session(engine::Policy::Threaded);
+        let mut kept = Kept::default();
+        let outcome = driver.run(
+            &mut session,
+            &Input::new("f.dep", "A = ones(2)\nB = A @ ones(3)\n"),
+            0,
+            &mut kept,
+        );
+        assert!(outcome.error.is_none());
+        let failures = driver.wait(&mut session, 0).failures.expect("a failed op");
+        assert!(failures.to_string().contains("f.dep:2"), "{failures}");
+    }
+
+    #[test]
+    fn the_repl_leaving_gives_up_at_the_second_interrupt() {
+        let driver = Driver::new(2);
+        let mut session = session(engine::Policy::Threaded);
+        let mut kept = Kept::default();
+        // One long op, running when the interrupts come: the first cancels nothing that runs.
+        let source = "A = rand(300, 300)\nfor i in 0..400 { A = A @ A / 300 }";
+        let mark = driver.mark();
+        driver.run(&mut session, &Input::new("<repl>", source), mark, &mut kept);
+        let interrupt = driver.interrupt();
+        interrupt.interrupt();
+        interrupt.interrupt();
+        let waited = driver.wait_or_leave(&mut session, mark);
+        assert!(waited.interrupted && waited.abandoned);
+        session.wait_all();
+    }
+
+    #[test]
+    fn blanking_keeps_lines_and_columns() {
+        assert_eq!(blank("ab\né c"), "  \n   ");
+        let (body, value) = split_value("A = 1 # é\n  A + 1\n");
+        assert_eq!(body, "A = 1 # é\n       \n");
+        assert_eq!(value.as_deref(), Some("         \n  A + 1"));
+    }
+}

@@ -1,0 +1,225 @@
+//! Compiling an expression: every name resolved to an input slot or a constant, into a
+//! [`Plan`] the statement's op evaluates later, on any thread.
+
+use std::sync::Arc;
+
+use dep_grammar as grammar;
+use grammar::ExprKind;
+
+use super::{input_index, tensor_binary, Compiled, Runner};
+use crate::builtins;
+use crate::error::RunError;
+use crate::plan::{Plan, PlanIndex};
+use crate::session::Binding;
+use crate::slot::Slot;
+use crate::tensor::{self, Tensor};
+
+impl Runner<'_> {
+    pub(super) fn compile(&mut self, expr: &grammar::Expr) -> Result<Compiled, RunError> {
+        self.compiled_pure = true;
+        let mut inputs = Vec::new();
+        let mut temporaries = Vec::new();
+        let plan = self.compile_into(expr, &mut inputs, &mut temporaries)?;
+        Ok(Compiled {
+            plan,
+            inputs,
+            temporaries,
+        })
+    }
+
+    pub(super) fn compile_into(
+        &mut self,
+        expr: &grammar::Expr,
+        inputs: &mut Vec<Arc<Slot>>,
+        temporaries: &mut Vec<Arc<Slot>>,
+    ) -> Result<Plan, RunError> {
+        Ok(match &expr.kind {
+            ExprKind::Number(value) => Plan::Const(Tensor::scalar(*value as f32)),
+            ExprKind::Str(text) => Plan::Str(text.clone()),
+            ExprKind::Name(name) => match self.lookup(&name.text) {
+                Some((Binding::Tensor(slot), _)) => Plan::Input(input_index(inputs, slot)),
+                Some((Binding::Counter(counter), _)) => {
+                    self.compiled_pure = false;
+                    Plan::Const(Tensor::scalar(counter.get() as f32))
+                }
+                Some((Binding::Slots(_), _)) => return Err(self.slots_misuse(name)),
+                None if self.session.functions.contains_key(&name.text)
+                    || builtins::lookup(&name.text).is_some() =>
+                {
+                    return Err(self.error(
+                        name.span,
+                        format!(
+                            "`{}` is a function: call it, as in {}(...)",
+                            name.text, name.text
+                        ),
+                        "a function",
+                    ));
+                }
+                None => return Err(self.unknown_name(name)),
+            },
+            ExprKind::List(items) => {
+                let items = items
+                    .iter()
+                    .map(|item| self.compile_into(item, inputs, temporaries))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Plan::List(items)
+            }
+            ExprKind::Unary {
+                op: grammar::UnaryOp::Neg,
+                operand,
+            } => Plan::Unary(
+                tensor::UnaryOp::Neg,
+                Box::new(self.compile_into(operand, inputs, temporaries)?),
+            ),
+            ExprKind::Binary { op, lhs, rhs } => {
+                let lhs = Box::new(self.compile_into(lhs, inputs, temporaries)?);
+                let rhs = Box::new(self.compile_into(rhs, inputs, temporaries)?);
+                match tensor_binary(*op) {
+                    Some(binary) => Plan::Binary(binary, lhs, rhs),
+                    None => Plan::Matmul(lhs, rhs),
+                }
+            }
+            ExprKind::Call { func, args, kwargs } => {
+                if self.session.functions.contains_key(&func.text) {
+                    self.compiled_pure = false;
+                    let mut results = self.call_function(func, args, kwargs, expr.span)?;
+                    if results.len() != 1 {
+                        for result in results {
+                            self.delete_slot(result);
+                        }
+                        return Err(self.error(
+                            expr.span,
+                            format!(
+                                "`{}` must return exactly one value to be used in an expression",
+                                func.text
+                            ),
+                            "this call",
+                        ));
+                    }
+                    let result = results.remove(0);
+                    temporaries.push(result.clone());
+                    return Ok(Plan::Input(input_index(inputs, result)));
+                }
+                match (func.text.as_str(), args.as_slice()) {
+                    ("rank", []) => {
+                        return Ok(Plan::Const(Tensor::scalar(self.session.comm.rank() as f32)))
+                    }
+                    ("ranks", []) => {
+                        return Ok(Plan::Const(Tensor::scalar(self.session.comm.size() as f32)))
+                    }
+                    ("clock", []) => {
+                        self.compiled_pure = false;
+                        // A host number: the engine's clock (virtual under `--engine sim`) now.
+                        return Ok(Plan::Const(Tensor::scalar(
+                            (self.session.engine.now_ns() as f64 / 1e6) as f32,
+                        )));
+                    }
+                    (
+                        "to",
+                        [value, grammar::Expr {
+                            kind: ExprKind::Name(device),
+                            ..
+                        }],
+                    ) if kwargs.is_empty() => {
+                        let device = self.device_named(device)?;
+                        let device = self.placement(device, expr.span)?;
+                        let value = self.compile_into(value, inputs, temporaries)?;
+                        return Ok(Plan::CopyTo(Box::new(value), device));
+                    }
+                    ("to", _) | ("clock", _) => {
+                        let usage = if func.text == "to" {
+                            "to(x, device), e.g. to(X, gpu1)"
+                        } else {
+                            "clock(), with no arguments"
+                        };
+                        return Err(self.error(
+                            expr.span,
+                            format!("wrong arguments: the form is {usage}"),
+                            "in this call",
+                        ));
+                    }
+                    _ => {}
+                }
+                let Some(info) = builtins::lookup(&func.text) else {
+                    let message = match func.text.as_str() {
+                        "save" => {
+                            "save(x, path) is a statement of its own, not a value".to_string()
+                        }
+                        "clock_cycles" => {
+                            "clock_cycles is used in a loop: for i, j in clock_cycles(m, n) { ... }"
+                                .to_string()
+                        }
+                        "allreduce" | "broadcast" | "recv" | "send" => format!(
+                            "{} is a statement of its own (x = allreduce(x), broadcast(x, root), send(x, to), x = recv(from, shape...)), not part of an expression",
+                            func.text
+                        ),
+                        _ => return Err(self.unknown_name(func)),
+                    };
+                    return Err(self.error(expr.span, message, "here"));
+                };
+                if let Some(kwarg) = kwargs.first() {
+                    return Err(self.error(
+                        kwarg.span,
+                        format!("{} takes no keyword arguments", info.signature),
+                        "here",
+                    ));
+                }
+                let (min, max) = info.builtin.arity();
+                if args.len() < min || args.len() > max {
+                    return Err(self.error(
+                        expr.span,
+                        format!(
+                            "wrong number of arguments: {} takes {}, got {}",
+                            info.name,
+                            info.signature,
+                            args.len()
+                        ),
+                        "in this call",
+                    ));
+                }
+                let args = args
+                    .iter()
+                    .map(|arg| self.compile_into(arg, inputs, temporaries))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Plan::Call(info.builtin, args)
+            }
+            ExprKind::Index { base, indices }
+                if matches!(
+                    (&base.kind, indices.as_slice()),
+                    (ExprKind::Name(_), [grammar::IndexItem::Single(_)])
+                ) && self.slots_named(base) =>
+            {
+                let (ExprKind::Name(name), [grammar::IndexItem::Single(index)]) =
+                    (&base.kind, indices.as_slice())
+                else {
+                    unreachable!("matched just above")
+                };
+                match self.slot_of(name, index)? {
+                    Some(slot) => Plan::Input(input_index(inputs, slot)),
+                    None => return Err(self.slots_misuse(name)),
+                }
+            }
+            ExprKind::Index { base, indices } => {
+                let base = Box::new(self.compile_into(base, inputs, temporaries)?);
+                let mut items = Vec::with_capacity(indices.len());
+                for index in indices {
+                    items.push(match index {
+                        grammar::IndexItem::Single(expr) => {
+                            PlanIndex::Single(self.compile_into(expr, inputs, temporaries)?)
+                        }
+                        grammar::IndexItem::Slice { start, end, .. } => PlanIndex::Slice(
+                            start
+                                .as_ref()
+                                .map(|expr| self.compile_into(expr, inputs, temporaries))
+                                .transpose()?,
+                            end.as_ref()
+                                .map(|expr| self.compile_into(expr, inputs, temporaries))
+                                .transpose()?,
+                        ),
+                    });
+                }
+                Plan::Index(base, items)
+            }
+        })
+    }
+}

@@ -1,0 +1,146 @@
+//! Calls of the user's functions: a frame of locals per call, results returned as slots.
+
+use rustc_hash::FxHashMap as HashMap;
+use std::sync::Arc;
+
+use dep_grammar as grammar;
+use grammar::{ExprKind, Span};
+
+use super::{CallParts, Flow, Frame, Local, Runner, MAX_CALL_DEPTH};
+use crate::error::RunError;
+use crate::session::Binding;
+use crate::slot::Slot;
+
+impl Runner<'_> {
+    /// The call, if `expr` is a call of a user-defined function.
+    pub(super) fn user_call<'e>(&self, expr: &'e grammar::Expr) -> Option<CallParts<'e>> {
+        match &expr.kind {
+            ExprKind::Call { func, args, kwargs }
+                if self.session.functions.contains_key(&func.text) =>
+            {
+                Some((func, args, kwargs))
+            }
+            _ => None,
+        }
+    }
+
+    /// Pushes a function's body with its parameters bound; returns the slots of its results.
+    pub(super) fn call_function(
+        &mut self,
+        func: &grammar::Name,
+        args: &[grammar::Expr],
+        kwargs: &[grammar::KeywordArg],
+        span: Span,
+    ) -> Result<Vec<Arc<Slot>>, RunError> {
+        let Some(function) = self.session.functions.get(&func.text).cloned() else {
+            return Err(self.unknown_name(func));
+        };
+        if let Some(kwarg) = kwargs.first() {
+            return Err(self.error(
+                kwarg.span,
+                format!("`{}` takes no keyword arguments", func.text),
+                "here",
+            ));
+        }
+        if args.len() != function.params.len() {
+            return Err(self.error(
+                span,
+                format!(
+                    "`{}` takes {} arguments ({}), got {}",
+                    func.text,
+                    function.params.len(),
+                    function.params.join(", "),
+                    args.len()
+                ),
+                "in this call",
+            ));
+        }
+        if self.frames.len() >= MAX_CALL_DEPTH {
+            return Err(self.error(
+                span,
+                format!("functions call each other more than {MAX_CALL_DEPTH} deep"),
+                "in this call",
+            ));
+        }
+        let mut frame = Frame {
+            locals: HashMap::default(),
+            writes_globals: false,
+        };
+        for (param, arg) in function.params.iter().zip(args) {
+            let local = match self.name_binding(arg) {
+                Some(Binding::Tensor(slot)) => Local {
+                    binding: Binding::Tensor(slot),
+                    owned: false,
+                },
+                Some(binding @ (Binding::Counter(_) | Binding::Slots(_))) => Local {
+                    binding,
+                    owned: false,
+                },
+                None => {
+                    let compiled = self.compile(arg)?;
+                    let slot = self.new_temporary(&format!("{}.{param}", func.text));
+                    let label: Arc<str> = Arc::from(self.text(arg.span));
+                    let line = self.line(arg.span);
+                    self.push_labelled(label, line, compiled, vec![slot.clone()], None);
+                    Local {
+                        binding: Binding::Tensor(slot),
+                        owned: true,
+                    }
+                }
+            };
+            frame.locals.insert(param.clone(), local);
+        }
+        let caller_source = std::mem::replace(&mut self.source_index, function.source_index);
+        self.frames.push(frame);
+        self.cache.invalidate();
+        let flow = self.exec_block(&function.body.statements);
+        let frame = self.frames.pop().expect("the frame pushed above");
+        self.cache.invalidate();
+        self.source_index = caller_source;
+        let results = match flow? {
+            Flow::Return(results) => results,
+            Flow::Normal => Vec::new(),
+        };
+        // In name order, so that a run pushes the same ops in the same order every time.
+        let mut locals: Vec<(String, Local)> = frame.locals.into_iter().collect();
+        locals.sort_by(|a, b| a.0.cmp(&b.0));
+        for (_, local) in locals {
+            if let (Binding::Tensor(slot), true) = (local.binding, local.owned) {
+                if !results.iter().any(|result| Arc::ptr_eq(result, &slot)) {
+                    self.delete_slot(slot);
+                }
+            }
+        }
+        Ok(results)
+    }
+
+    pub(super) fn return_values(
+        &mut self,
+        stmt: &grammar::Stmt,
+        exprs: &[grammar::Expr],
+    ) -> Result<Vec<Arc<Slot>>, RunError> {
+        let mut results = Vec::with_capacity(exprs.len());
+        for expr in exprs {
+            if let ExprKind::Name(name) = &expr.kind {
+                if let Some(Local {
+                    binding: Binding::Tensor(slot),
+                    owned: true,
+                }) = self
+                    .frames
+                    .last()
+                    .and_then(|frame| frame.locals.get(&name.text))
+                {
+                    if !results.iter().any(|result| Arc::ptr_eq(result, slot)) {
+                        results.push(slot.clone());
+                        continue;
+                    }
+                }
+            }
+            let compiled = self.compile(expr)?;
+            let slot = self.new_temporary("return");
+            self.push_compute(stmt, compiled, vec![slot.clone()], None);
+            results.push(slot);
+        }
+        Ok(results)
+    }
+}

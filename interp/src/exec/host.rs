@@ -1,0 +1,180 @@
+//! Values the runner itself needs now (loop bounds, seeds, priorities, shown values): the
+//! only places where it waits for ops.
+
+use std::sync::Arc;
+
+use dep_grammar as grammar;
+use grammar::{ExprKind, Span};
+
+use super::Runner;
+use crate::error::RunError;
+use crate::session::Binding;
+use crate::slot::Slot;
+use crate::tensor::{self, Tensor};
+
+impl Runner<'_> {
+    /// The value of `expr` now: waits for the ops it depends on.
+    pub(super) fn evaluate_now(&mut self, expr: &grammar::Expr) -> Result<Tensor, RunError> {
+        if let Some(Binding::Tensor(slot)) = self.name_binding(expr) {
+            return self.wait_slot(&slot, expr.span);
+        }
+        if let Some(Binding::Counter(counter)) = self.name_binding(expr) {
+            return Ok(Tensor::scalar(counter.get() as f32));
+        }
+        if self.recording.is_some() {
+            return Err(self.error(
+                expr.span,
+                "a value needed while recording a graph must be a number or a loop counter",
+                "not known until the graph runs",
+            ));
+        }
+        let compiled = self.compile(expr)?;
+        let temporary = self.new_temporary("_");
+        let label: Arc<str> = Arc::from(self.text(expr.span));
+        let line = self.line(expr.span);
+        self.push_labelled(label, line, compiled, vec![temporary.clone()], None);
+        let value = self.wait_slot(&temporary, expr.span);
+        self.delete_slot(temporary);
+        value
+    }
+
+    /// The error that ends an input whose `print` or `wait` the user stopped waiting for, at
+    /// `span`, what was waited for.
+    pub(super) fn abandoned_wait(&self, span: Span) -> RunError {
+        self.error(
+            span,
+            "interrupted while waiting (Ctrl-C): the awaited ops go on running; `print` the value \
+             again to see it",
+            "waiting for this",
+        )
+    }
+
+    /// Waits for every pushed op, unless the user gives up (see `Session::set_abandon_check`);
+    /// `span` is what waits.
+    pub(super) fn wait_all(&self, span: Span) -> Result<(), RunError> {
+        match &self.session.abandon_check {
+            Some(give_up) if !self.session.engine.wait_all_or(give_up) => {
+                Err(self.abandoned_wait(span))
+            }
+            Some(_) => Ok(()),
+            None => {
+                self.session.engine.wait_all();
+                Ok(())
+            }
+        }
+    }
+
+    /// The value of `slot` once its writes are done; an error names `span`, the expression
+    /// that needed it.
+    pub(super) fn wait_slot(&mut self, slot: &Arc<Slot>, span: Span) -> Result<Tensor, RunError> {
+        let waited = match &self.session.abandon_check {
+            Some(give_up) => self.session.engine.wait_var_or(&slot.var, give_up),
+            None => Some(self.session.engine.wait_var(&slot.var)),
+        };
+        let Some(waited) = waited else {
+            return Err(self.abandoned_wait(span));
+        };
+        match waited {
+            Ok(()) => slot
+                .get()
+                .map_err(|message| self.error(span, message, "needed here")),
+            Err(error) => {
+                self.session.reported.push(error.clone());
+                Err(RunError::runtime(self.session.render_op_error(&error)))
+            }
+        }
+    }
+
+    /// A number needed on the host now (loop bounds, seeds, priorities).
+    pub(super) fn host_number(&mut self, expr: &grammar::Expr) -> Result<f64, RunError> {
+        match &expr.kind {
+            ExprKind::Number(value) => return Ok(*value),
+            ExprKind::Unary {
+                op: grammar::UnaryOp::Neg,
+                operand,
+            } => return Ok(-self.host_number(operand)?),
+            ExprKind::Name(name) => {
+                if let Some((Binding::Counter(counter), _)) = self.lookup(&name.text) {
+                    return Ok(counter.get() as f64);
+                }
+            }
+            ExprKind::Call { func, args, .. } if args.is_empty() && self.is_rank_call(func) => {
+                return Ok(match func.text.as_str() {
+                    "rank" => self.session.comm.rank(),
+                    _ => self.session.comm.size(),
+                } as f64);
+            }
+            // Arithmetic on numbers and loop counters stays on the host: no op, no wait.
+            ExprKind::Binary { op, lhs, rhs }
+                if self.is_host_number(lhs) && self.is_host_number(rhs) =>
+            {
+                let (lhs, rhs) = (self.host_number(lhs)?, self.host_number(rhs)?);
+                match op {
+                    grammar::BinaryOp::Add => return Ok(lhs + rhs),
+                    grammar::BinaryOp::Sub => return Ok(lhs - rhs),
+                    grammar::BinaryOp::Mul => return Ok(lhs * rhs),
+                    grammar::BinaryOp::Div => return Ok(lhs / rhs),
+                    grammar::BinaryOp::Pow => return Ok(lhs.powf(rhs)),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+        let value = self.evaluate_now(expr)?;
+        match value.to_scalar() {
+            Some(number) => Ok(number as f64),
+            None => Err(self.error(
+                expr.span,
+                format!(
+                    "expected a number, got a tensor of shape {}",
+                    tensor::shape::fmt_shape(value.shape())
+                ),
+                "not a number",
+            )),
+        }
+    }
+
+    /// Whether `expr` is made of numbers and loop counters only.
+    pub(super) fn is_host_number(&self, expr: &grammar::Expr) -> bool {
+        match &expr.kind {
+            ExprKind::Number(_) => true,
+            ExprKind::Name(_) => matches!(self.name_binding(expr), Some(Binding::Counter(_))),
+            ExprKind::Call { func, args, .. } => args.is_empty() && self.is_rank_call(func),
+            ExprKind::Unary { operand, .. } => self.is_host_number(operand),
+            ExprKind::Binary { lhs, rhs, .. } => {
+                self.is_host_number(lhs) && self.is_host_number(rhs)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `func` is the builtin `rank` or `ranks` (not a user's function of that name).
+    pub(super) fn is_rank_call(&self, func: &grammar::Name) -> bool {
+        matches!(func.text.as_str(), "rank" | "ranks")
+            && !self.session.functions.contains_key(&func.text)
+            && self.lookup(&func.text).is_none()
+    }
+
+    pub(super) fn host_int(&mut self, expr: &grammar::Expr) -> Result<i64, RunError> {
+        let value = self.host_number(expr)?;
+        if value.fract() != 0.0 || !value.is_finite() || value.abs() > 9.0e15 {
+            return Err(self.error(
+                expr.span,
+                format!("expected a whole number, got {value}"),
+                "not a whole number",
+            ));
+        }
+        Ok(value as i64)
+    }
+
+    pub(super) fn host_count(&mut self, expr: &grammar::Expr) -> Result<usize, RunError> {
+        let value = self.host_int(expr)?;
+        usize::try_from(value).map_err(|_| {
+            self.error(
+                expr.span,
+                format!("expected a count, got {value}"),
+                "negative",
+            )
+        })
+    }
+}

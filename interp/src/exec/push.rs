@@ -1,0 +1,168 @@
+//! Making ops: a compiled statement pushed as one engine op with its label and line, kept in
+//! the statement cache when its plan depends on bindings alone, and its temporaries deleted
+//! behind it.
+
+use std::sync::Arc;
+
+use dep_engine as engine;
+use dep_grammar as grammar;
+
+use super::{Compiled, Pushed, Runner};
+use crate::compute::{ComputeOp, PushableOp};
+use crate::session::Binding;
+use crate::slot::Slot;
+use crate::tensor;
+
+impl Runner<'_> {
+    /// Pushes the statement's op (see [`Self::push_labelled`]).
+    pub(super) fn push_compute(
+        &mut self,
+        stmt: &grammar::Stmt,
+        compiled: Compiled,
+        outputs: Vec<Arc<Slot>>,
+        update: Option<tensor::BinaryOp>,
+    ) -> Option<Pushed> {
+        let label = self.op_label(stmt, &outputs);
+        let line = self.line(stmt.span);
+        self.push_labelled(label, line, compiled, outputs, update)
+    }
+
+    /// Pushes the op kept for `stmt` if it is still valid here (see `statement_cache`); says
+    /// whether it did.
+    pub(super) fn push_cached(&mut self, stmt: &grammar::Stmt) -> bool {
+        if self.recording.is_some() {
+            return false;
+        }
+        let key = (self.source_index, stmt.span.start);
+        let Some(op) = self.cache.get(key, self.device, self.priority) else {
+            return false;
+        };
+        // Another statement may have placed an output elsewhere since.
+        for output in &op.op().outputs {
+            output.set_home(self.device);
+        }
+        // A kept statement reads no loop counter and writes no `set` slot, so its label has
+        // nothing of the iteration to add (`op_label`): the statement's text, as compiled.
+        let spec = op.spec(op.op().label.clone());
+        self.session.push(spec);
+        true
+    }
+
+    /// The label of the op `stmt` pushes to write `outputs`: its text, and when the engine is
+    /// observed, which iteration of a loop it is (see `labels`).
+    pub(super) fn op_label(&mut self, stmt: &grammar::Stmt, outputs: &[Arc<Slot>]) -> Arc<str> {
+        let label = self.label(stmt);
+        if !self.session.engine.is_observed() {
+            // Views tell a loop's ops apart; an unobserved run keeps the shared label.
+            return label;
+        }
+        let written = outputs.first().map(|slot| slot.var.name());
+        let counter = |name: &str| match self.lookup(name) {
+            Some((Binding::Counter(counter), _)) => Some(counter.get()),
+            _ => None,
+        };
+        crate::labels::with_iteration(&label, written, counter).unwrap_or(label)
+    }
+
+    /// Keeps the op just pushed for `stmt`, compiled when the bindings were at `epoch`, if
+    /// its plan depends on nothing else (see `statement_cache`).
+    pub(super) fn keep_compiled(
+        &mut self,
+        stmt: &grammar::Stmt,
+        epoch: u64,
+        pushed: Option<Pushed>,
+    ) {
+        let Some(pushed) = pushed else { return };
+        if !self.compiled_pure || pushed.had_temporaries || pushed.op.op().plan.copy_to().is_some()
+        {
+            return;
+        }
+        let key = (self.source_index, stmt.span.start);
+        self.cache
+            .insert(key, epoch, self.device, self.priority, pushed.op);
+    }
+
+    /// Pushes one op that evaluates `compiled` into `outputs` (or, with `update`, applies it in
+    /// place to the single output), then deletes the statement's temporaries behind it. Returns
+    /// what it pushed (nothing while a graph is recorded).
+    pub(super) fn push_labelled(
+        &mut self,
+        label: Arc<str>,
+        line: u32,
+        compiled: Compiled,
+        outputs: Vec<Arc<Slot>>,
+        update: Option<tensor::BinaryOp>,
+    ) -> Option<Pushed> {
+        let Compiled {
+            plan,
+            inputs,
+            temporaries,
+        } = compiled;
+        let rng = plan.uses_rng().then(|| self.session.rng.clone());
+        let device = match plan.copy_to() {
+            Some(to) => {
+                let from = inputs
+                    .first()
+                    .map_or(engine::Device::Cpu, |input| input.home());
+                // Already there: the copy is a no-op on its destination, whatever the block's
+                // placement, so that the result lives where `to` says.
+                if from == to {
+                    to
+                } else {
+                    engine::Device::link(from, to)
+                }
+            }
+            None => self.device,
+        };
+        let home = match device {
+            engine::Device::Link(..) => plan.copy_to().unwrap_or(engine::Device::Cpu),
+            device => device,
+        };
+        for output in &outputs {
+            output.set_home(home);
+        }
+        let op = ComputeOp {
+            label,
+            line,
+            device,
+            priority: self.priority,
+            plan: Arc::new(plan),
+            inputs,
+            outputs,
+            update,
+            rng,
+        };
+        if let Some(recording) = &mut self.recording {
+            // Temporaries of a recorded statement are the graph's own buffers, released by
+            // liveness on replay.
+            recording.ops.push(op);
+            return None;
+        }
+        let label = op.label.clone();
+        let op = PushableOp::new(op);
+        self.session.push(op.spec(label));
+        let had_temporaries = !temporaries.is_empty();
+        for temporary in temporaries {
+            self.delete_slot(temporary);
+        }
+        Some(Pushed {
+            op,
+            had_temporaries,
+        })
+    }
+
+    pub(super) fn delete_slot(&mut self, slot: Arc<Slot>) {
+        if self.recording.is_some() {
+            // A graph's own buffer: released by liveness when the graph runs.
+            return;
+        }
+        let var = slot.var.clone();
+        self.session.engine.delete_var(var, move || slot.clear());
+    }
+
+    pub(super) fn new_temporary(&mut self, hint: &str) -> Arc<Slot> {
+        self.session.n_temporaries += 1;
+        let name = format!("{hint}#{}", self.session.n_temporaries);
+        self.create_slot(name)
+    }
+}

@@ -1,0 +1,344 @@
+//! The statements that compute: assignments, `op=` updates, `print`, expression statements,
+//! `save` and `for` loops.
+
+use std::sync::Arc;
+
+use dep_grammar as grammar;
+use grammar::ExprKind;
+
+use super::{Compiled, Flow, Runner};
+use crate::builtins;
+use crate::error::RunError;
+use crate::plan::Plan;
+use crate::session::{Binding, LoopCounter};
+use crate::slot::Slot;
+use crate::tensor;
+
+impl Runner<'_> {
+    pub(super) fn exec_assign(
+        &mut self,
+        stmt: &grammar::Stmt,
+        targets: &[grammar::Name],
+        value: &grammar::Expr,
+    ) -> Result<(), RunError> {
+        if self.push_cached(stmt) {
+            return Ok(());
+        }
+        if let Some((func, args, kwargs)) = self.user_call(value) {
+            let results = self.call_function(func, args, kwargs, value.span)?;
+            if results.len() != targets.len() {
+                return Err(self.error(
+                    stmt.span,
+                    format!(
+                        "`{}` returns {} values but {} names are assigned",
+                        func.text,
+                        results.len(),
+                        targets.len()
+                    ),
+                    "in this assignment",
+                ));
+            }
+            for (target, result) in targets.iter().zip(results) {
+                let output = self.target_slot(target)?;
+                let compiled = Compiled {
+                    plan: Plan::Input(0),
+                    inputs: vec![result.clone()],
+                    temporaries: vec![result],
+                };
+                self.push_compute(stmt, compiled, vec![output], None);
+            }
+            return Ok(());
+        }
+        if let (ExprKind::Call { func, args, .. }, [target]) = (&value.kind, targets) {
+            if func.text == "slots" && self.lookup(&func.text).is_none() {
+                let [count] = args.as_slice() else {
+                    return Err(self.error(
+                        value.span,
+                        "slots takes a count: slots(n)",
+                        "in this call",
+                    ));
+                };
+                let count = self.host_count(count)?;
+                if self.lookup(&target.text).is_some() {
+                    return Err(self.error(
+                        target.span,
+                        format!(
+                            "`{}` is already defined; a list of variables needs a new name",
+                            target.text
+                        ),
+                        "already defined",
+                    ));
+                }
+                let slots: Vec<Arc<Slot>> = (0..count)
+                    .map(|index| self.create_slot(format!("{}[{index}]", target.text)))
+                    .collect();
+                self.bind(&target.text, Binding::Slots(Arc::new(slots)), true);
+                return Ok(());
+            }
+        }
+        if self.comm_assign(stmt, targets, value)? {
+            return Ok(());
+        }
+        let epoch = self.cache.epoch();
+        let compiled = self.compile(value)?;
+        if targets.len() > 1 && !compiled.plan.is_multi() {
+            return Err(self.error(
+                stmt.span,
+                format!("one value cannot be unpacked into {} names", targets.len()),
+                "in this assignment",
+            ));
+        }
+        let outputs = targets
+            .iter()
+            .map(|target| self.target_slot(target))
+            .collect::<Result<Vec<_>, _>>()?;
+        let pushed = self.push_compute(stmt, compiled, outputs, None);
+        self.keep_compiled(stmt, epoch, pushed);
+        Ok(())
+    }
+
+    pub(super) fn exec_aug_assign(
+        &mut self,
+        stmt: &grammar::Stmt,
+        target: &grammar::Name,
+        op: grammar::AugOp,
+        value: &grammar::Expr,
+    ) -> Result<(), RunError> {
+        if self.push_cached(stmt) {
+            return Ok(());
+        }
+        let binary = match op {
+            grammar::AugOp::Add => tensor::BinaryOp::Add,
+            grammar::AugOp::Sub => tensor::BinaryOp::Sub,
+            grammar::AugOp::Mul => tensor::BinaryOp::Mul,
+            grammar::AugOp::Div => tensor::BinaryOp::Div,
+        };
+        let owned_slot = match self.lookup(&target.text) {
+            Some((Binding::Tensor(slot), true)) => slot,
+            Some((Binding::Tensor(_), false)) => {
+                // A parameter: `x += 1` makes a local `x = x + 1`, leaving the caller's variable.
+                let lhs = grammar::Expr {
+                    kind: ExprKind::Name(target.clone()),
+                    span: target.span,
+                };
+                let mut compiled = self.compile(&lhs)?;
+                let rhs =
+                    self.compile_into(value, &mut compiled.inputs, &mut compiled.temporaries)?;
+                compiled.plan = Plan::Binary(binary, Box::new(compiled.plan), Box::new(rhs));
+                let output = self.target_slot(target)?;
+                self.push_compute(stmt, compiled, vec![output], None);
+                return Ok(());
+            }
+            Some((Binding::Counter(_), _)) => {
+                return Err(self.error(
+                    target.span,
+                    format!("`{}` is a loop counter and cannot be updated", target.text),
+                    "a loop counter",
+                ));
+            }
+            Some((Binding::Slots(_), _)) => return Err(self.slots_misuse(target)),
+            None => return Err(self.unknown_name(target)),
+        };
+        let epoch = self.cache.epoch();
+        let compiled = self.compile(value)?;
+        let pushed = self.push_compute(stmt, compiled, vec![owned_slot], Some(binary));
+        self.keep_compiled(stmt, epoch, pushed);
+        Ok(())
+    }
+
+    pub(super) fn exec_print(&mut self, items: &[grammar::Expr]) -> Result<(), RunError> {
+        let mut parts = Vec::with_capacity(items.len());
+        for item in items {
+            match (&item.kind, self.name_binding(item)) {
+                (ExprKind::Str(text), _) => parts.push(text.clone()),
+                (_, Some(Binding::Counter(counter))) => parts.push(counter.get().to_string()),
+                (ExprKind::Name(name), None) if self.session.graphs.contains_key(&name.text) => {
+                    // The report reads the sizes the last run left: wait for it.
+                    self.wait_all(item.span)?;
+                    let report = self.session.graphs[&name.text].report();
+                    parts.push(report.trim_end().to_string());
+                }
+                _ => {
+                    let value = self.evaluate_now(item)?;
+                    // In a sentence a number reads as a student expects (`0.333`, not
+                    // `0.33333334`); `print X` alone shows every digit.
+                    parts.push(match value.to_scalar() {
+                        Some(number) if items.len() > 1 && value.ndim() == 0 => {
+                            tensor::format_for_reading(number)
+                        }
+                        _ => value.to_string(),
+                    });
+                }
+            }
+        }
+        self.write_line(&parts.join(" "));
+        Ok(())
+    }
+
+    pub(super) fn exec_expr_stmt(
+        &mut self,
+        stmt: &grammar::Stmt,
+        expr: &grammar::Expr,
+    ) -> Result<(), RunError> {
+        if let ExprKind::Call { func, args, kwargs } = &expr.kind {
+            if func.text == "save" && self.lookup(&func.text).is_none() {
+                return self.exec_save(stmt, args, kwargs);
+            }
+            if func.text == "set" && self.lookup(&func.text).is_none() {
+                let [grammar::Expr {
+                    kind: ExprKind::Name(name),
+                    ..
+                }, index, value] = args.as_slice()
+                else {
+                    return Err(self.error(
+                        expr.span,
+                        "set takes a list of variables, an index and a value: set(x, i, value)",
+                        "in this call",
+                    ));
+                };
+                let Some(slot) = self.slot_of(name, index)? else {
+                    return Err(self.error(
+                        name.span,
+                        format!(
+                            "`{}` is not a list of variables made with slots(n)",
+                            name.text
+                        ),
+                        "here",
+                    ));
+                };
+                let compiled = self.compile(value)?;
+                self.push_compute(stmt, compiled, vec![slot], None);
+                return Ok(());
+            }
+        }
+        if self.comm_statement(stmt, expr)? {
+            return Ok(());
+        }
+        if let Some((func, args, kwargs)) = self.user_call(expr) {
+            let results = self.call_function(func, args, kwargs, expr.span)?;
+            for result in results {
+                if self.session.config.show_expression_values {
+                    let value = self.wait_slot(&result, expr.span)?;
+                    self.write_line(&value.to_string());
+                }
+                self.delete_slot(result);
+            }
+            return Ok(());
+        }
+        if self.session.config.show_expression_values {
+            let value = self.evaluate_now(expr)?;
+            self.write_line(&value.to_string());
+            return Ok(());
+        }
+        let compiled = self.compile(expr)?;
+        let temporary = self.new_temporary("_");
+        self.push_compute(stmt, compiled, vec![temporary.clone()], None);
+        self.delete_slot(temporary);
+        Ok(())
+    }
+
+    pub(super) fn exec_save(
+        &mut self,
+        stmt: &grammar::Stmt,
+        args: &[grammar::Expr],
+        kwargs: &[grammar::KeywordArg],
+    ) -> Result<(), RunError> {
+        let path = match (args, kwargs) {
+            (
+                [_, grammar::Expr {
+                    kind: ExprKind::Str(path),
+                    ..
+                }],
+                [],
+            ) => path.clone(),
+            _ => {
+                return Err(self.error(
+                    stmt.span,
+                    "save takes a tensor and a path in quotes: save(X, \"x.npy\")",
+                    "in this call",
+                ))
+            }
+        };
+        let value = self.evaluate_now(&args[0])?;
+        tensor::save_npy(&value, &path).map_err(|error| {
+            self.error(stmt.span, error.message().to_string(), "in this statement")
+        })
+    }
+
+    pub(super) fn exec_for(
+        &mut self,
+        vars: &[grammar::Name],
+        iter: &grammar::ForIter,
+        body: &grammar::Block,
+    ) -> Result<Flow, RunError> {
+        // Rows are made as the loop goes: a loop of 10^9 iterations starts at once and runs in
+        // constant memory.
+        let rows: Box<dyn Iterator<Item = [i64; 2]>> = match iter {
+            grammar::ForIter::Range { start, end } => {
+                let (start, end) = (self.host_int(start)?, self.host_int(end)?);
+                if vars.len() != 1 {
+                    return Err(self.error(
+                        vars[0].span,
+                        "a range loop has one counter: for i in 0..10 { ... }",
+                        "here",
+                    ));
+                }
+                Box::new((start..end).map(|value| [value, 0]))
+            }
+            grammar::ForIter::Expr(expr) => match &expr.kind {
+                ExprKind::Call { func, args, .. }
+                    if func.text == "clock_cycles" && args.len() == 2 =>
+                {
+                    if vars.len() != 2 {
+                        return Err(self.error(
+                            expr.span,
+                            "clock_cycles gives pairs: for i, j in clock_cycles(m, n) { ... }",
+                            "here",
+                        ));
+                    }
+                    let m = self.host_count(&args[0])?;
+                    let n = self.host_count(&args[1])?;
+                    Box::new(
+                        builtins::clock_cycles(m, n)
+                            .map(|(micro_batch, partition)| [micro_batch as i64, partition as i64]),
+                    )
+                }
+                _ => {
+                    return Err(self.error(
+                        expr.span,
+                        "a for loop runs over a range `a..b` or clock_cycles(m, n)",
+                        "not a range",
+                    ))
+                }
+            },
+        };
+        // The counters this loop bound, and the runner's binding state just after: while
+        // nothing was bound or rebound since (no name, no frame, no other loop's counter), the
+        // names still hold these counters, and the next iteration only sets their values.
+        let mut counters: Vec<LoopCounter> = Vec::with_capacity(vars.len());
+        let mut bound_at = None;
+        for row in rows {
+            // Every statement checks for an interrupt; an empty body checks here.
+            if body.statements.is_empty() {
+                self.check_interrupt(body.span)?;
+            }
+            if bound_at == Some(self.binding_state()) {
+                for (counter, value) in counters.iter().zip(row) {
+                    counter.set(value);
+                }
+            } else {
+                counters.clear();
+                for (var, value) in vars.iter().zip(row) {
+                    let counter = LoopCounter::new(value);
+                    self.bind(&var.text, Binding::Counter(counter.clone()), false);
+                    counters.push(counter);
+                }
+                bound_at = Some(self.binding_state());
+            }
+            if let Flow::Return(results) = self.exec_block(&body.statements)? {
+                return Ok(Flow::Return(results));
+            }
+        }
+        Ok(Flow::Normal)
+    }
+}

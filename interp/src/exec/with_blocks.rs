@@ -1,0 +1,194 @@
+//! `with` blocks: the device ops run on (`with gpu0 { ... }`), their priority
+//! (`priority auto` included) and how graphs replay.
+
+use dep_engine as engine;
+use dep_grammar as grammar;
+use grammar::Span;
+
+use super::{Flow, Runner};
+use crate::error::RunError;
+use crate::graph::MAX_BULK;
+
+impl Runner<'_> {
+    pub(super) fn exec_with(
+        &mut self,
+        settings: &[grammar::WithSetting],
+        body: &grammar::Block,
+    ) -> Result<Flow, RunError> {
+        let saved_priority = self.priority;
+        let saved_options = self.replay_options;
+        let saved_device = self.device;
+        let mut runs_here = true;
+        for setting in settings {
+            match setting {
+                grammar::WithSetting::Value { key, value }
+                    if matches!(key.text.as_str(), "lazy" | "recycle" | "share") =>
+                {
+                    let enabled = self.host_int(value)? != 0;
+                    match key.text.as_str() {
+                        "lazy" => self.replay_options.lazy = enabled,
+                        "recycle" => self.replay_options.recycle = enabled,
+                        _ => self.replay_options.share = enabled,
+                    }
+                }
+                grammar::WithSetting::Value { key, value } if key.text == "bulk" => {
+                    let n_ops = self.host_int(value)?;
+                    self.replay_options.bulk = usize::try_from(n_ops)
+                        .ok()
+                        .filter(|n_ops| (1..=MAX_BULK).contains(n_ops))
+                        .ok_or_else(|| {
+                            self.error(
+                                value.span,
+                                format!("bulk = {n_ops}: a bulk holds 1 to {MAX_BULK} ops"),
+                                "this size",
+                            )
+                        })?;
+                }
+                grammar::WithSetting::Value { key, value } if key.text == "priority" => {
+                    let priority = self.host_int(value)?;
+                    self.priority = i32::try_from(priority).map_err(|_| {
+                        self.error(
+                            value.span,
+                            format!("priority {priority} is out of range"),
+                            "this priority",
+                        )
+                    })?;
+                }
+                grammar::WithSetting::Value { key, value } if key.text == "gpu" => {
+                    let index = self.host_int(value)?;
+                    let device = u16::try_from(index)
+                        .ok()
+                        .filter(|index| *index < engine::MAX_GPUS)
+                        .map(engine::Device::Gpu)
+                        .ok_or_else(|| {
+                            self.error(
+                                value.span,
+                                format!("gpu {index} is not a GPU index"),
+                                "this index",
+                            )
+                        })?;
+                    self.device = self.placement(device, value.span)?;
+                }
+                grammar::WithSetting::Value { key, value } if key.text == "rank" => {
+                    runs_here &= self.runs_on_rank(value)?;
+                }
+                grammar::WithSetting::Value { key, .. } => {
+                    return Err(self.error(
+                        key.span,
+                        format!(
+                            "unknown setting `{}` (expected `priority = N`, `bulk = N`, `lazy`, `recycle` or `share = 0|1`, `rank = K`, or a device)",
+                            key.text
+                        ),
+                        "here",
+                    ));
+                }
+                grammar::WithSetting::Device(name) => {
+                    let device = self.device_named(name)?;
+                    self.device = self.placement(device, name.span)?;
+                }
+            }
+        }
+        let flow = if runs_here {
+            self.exec_block(&body.statements)
+        } else {
+            Ok(Flow::Normal)
+        };
+        self.priority = saved_priority;
+        self.replay_options = saved_options;
+        self.device = saved_device;
+        flow
+    }
+
+    /// The device a name in `with NAME` or `to(X, NAME)` means.
+    pub(super) fn device_named(&self, name: &grammar::Name) -> Result<engine::Device, RunError> {
+        match name.text.parse::<engine::Device>() {
+            Ok(device) => Ok(device),
+            Err(message) => Err(self.error(name.span, message, "this device")),
+        }
+    }
+
+    /// Checks that ops may run on `device`: any device under the simulated engine; otherwise the
+    /// CPU, or a GPU that is really there.
+    pub(super) fn placement(
+        &self,
+        device: engine::Device,
+        span: Span,
+    ) -> Result<engine::Device, RunError> {
+        if self.session.engine.policy() == engine::Policy::Sim {
+            return Ok(device);
+        }
+        match device {
+            engine::Device::Gpu(index) => {
+                match crate::gpu::placement_error(index, crate::gpu::detect()) {
+                    None => Ok(device),
+                    Some(message) => Err(self.error(span, message, "this device")),
+                }
+            }
+            _ => Ok(device),
+        }
+    }
+
+    /// `device gpu1 = sim(tflops=100, gbps=2000, latency_us=5, launch_us=5, sync=1)`: the
+    /// simulated model of a device
+    /// (or of every GPU with `gpu`, of links with `pcie` / `nvlink`, of the copy lane with
+    /// `copy`). Fields not given keep their defaults; real engines ignore the models.
+    pub(super) fn exec_device(
+        &mut self,
+        name: &grammar::Name,
+        constructor: &grammar::Name,
+        args: &[grammar::KeywordArg],
+    ) -> Result<(), RunError> {
+        if constructor.text != "sim" {
+            return Err(self.error(
+                constructor.span,
+                format!(
+                    "unknown device model `{}` (expected sim(...))",
+                    constructor.text
+                ),
+                "here",
+            ));
+        }
+        let Some(mut model) = engine::sim::default_model(&name.text) else {
+            return Err(self.error(name.span, format!("`{}` is not a device to simulate (expected cpu, gpu, gpu0, ..., copy, pcie, nvlink or net)", name.text), "this name"));
+        };
+        for arg in args {
+            let value = self.host_number(&arg.value)?;
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(self.error(
+                    arg.value.span,
+                    format!("{} must be a number from 0 up, got {value}", arg.name.text),
+                    "this value",
+                ));
+            }
+            match arg.name.text.as_str() {
+                "tflops" => model.flops_per_s = value * 1e12,
+                "gflops" => model.flops_per_s = value * 1e9,
+                "gbps" => model.bytes_per_s = value * 1e9,
+                "latency_us" => model.latency_ns = (value * 1e3).round() as u64,
+                "launch_us" => model.launch_ns = (value * 1e3).round() as u64,
+                "sync" => model.sync = value != 0.0,
+                "streams" | "lanes" if value >= 1.0 && value.fract() == 0.0 => {
+                    model.lanes = value as usize
+                }
+                other => {
+                    return Err(self.error(arg.name.span, format!("unknown field `{other}` (expected tflops, gflops, gbps, latency_us, launch_us, sync, or a whole number of streams)"), "this field"));
+                }
+            }
+        }
+        self.session.engine.set_sim_device(&name.text, model);
+        Ok(())
+    }
+
+    /// `priority auto { ... }`: records the block, ranks its ops by HEFT's upward rank (the
+    /// longest path of estimated costs from the op to the end, seed 004), and pushes them once
+    /// with those ranks as priorities, so ops on the critical path go first.
+    pub(super) fn exec_priority_auto(
+        &mut self,
+        stmt: &grammar::Stmt,
+        body: &grammar::Block,
+    ) -> Result<(), RunError> {
+        let graph = self.record(stmt, body, true)?;
+        graph.run_with_upward_ranks(&self.session.engine);
+        Ok(())
+    }
+}

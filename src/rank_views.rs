@@ -1,0 +1,161 @@
+//! The views of a job of several ranks (`mpirun -n N dep run ... --trace t.json`, or
+//! `--engine sim --ranks N`): every rank records its events; at the end rank 0 gathers them (over
+//! MPI, or from the threads of simulated ranks) and writes one trace with a process per rank,
+//! one timeline with every rank's lanes, and each rank's communication figures under the
+//! summary (see `dep_views::ranks`). The other ranks write no view.
+
+use std::path::{Path, PathBuf};
+
+use dep_engine as engine;
+use dep_interp::Session;
+use dep_views as views;
+use views::ranks::RankRun;
+
+use crate::ranks::Ranks;
+use crate::views::ViewPlan;
+
+/// The merged views a job of several ranks asked for, which rank 0 writes.
+pub(crate) struct RankViews {
+    traces: Vec<PathBuf>,
+    timeline: Option<PathBuf>,
+    arrows: bool,
+    simulated: bool,
+}
+
+impl RankViews {
+    /// For a job of several ranks with views: takes the trace and the timeline out of `plan`
+    /// (they are written merged, by rank 0), and leaves rank 0's plan the rest (its summary, its
+    /// DOT and replay files); the other ranks keep no plan: they only record. `None` for a
+    /// process alone, or without views.
+    pub(crate) fn take(plan: &mut Option<ViewPlan>, ranks: &Ranks) -> Option<RankViews> {
+        if ranks.size() <= 1 {
+            return None;
+        }
+        let own = plan.as_mut()?;
+        let (traces, timeline, arrows) = own.take_merged_views();
+        if ranks.rank() != 0 {
+            *plan = None;
+        }
+        Some(RankViews {
+            traces,
+            timeline,
+            arrows,
+            simulated: matches!(ranks, Ranks::Simulated(_)),
+        })
+    }
+
+    /// Writes the merged trace and timeline and prints each rank's figures (to stderr, under
+    /// rank 0's summary). `runs` are every rank's, in rank order. Returns whether every file was
+    /// written (a failure is printed).
+    pub(crate) fn write(&self, mut runs: Vec<RankRun>) -> bool {
+        // `offset_ns` holds when each rank's clock started ([`recorded`]): made relative to
+        // the earliest here; simulated ranks share the virtual clock's origin.
+        let earliest = runs.iter().map(|run| run.offset_ns).min().unwrap_or(0);
+        for run in &mut runs {
+            run.offset_ns = if self.simulated {
+                0
+            } else {
+                run.offset_ns - earliest
+            };
+            if self.simulated {
+                views::ranks::order_simulated(&mut run.events);
+            }
+        }
+        let mut ok = true;
+        if !self.traces.is_empty() {
+            let trace = views::ranks::chrome_trace(&runs);
+            for path in &self.traces {
+                ok &= write_file(path, "--trace", &trace);
+            }
+        }
+        if let Some(path) = &self.timeline {
+            let options = views::svg::TimelineOptions {
+                arrows: self.arrows,
+                simulated: self.simulated,
+                ..views::svg::TimelineOptions::default()
+            };
+            ok &= write_file(path, "--timeline", &views::ranks::timeline(&runs, &options));
+        }
+        let figures: Vec<views::ranks::RankFigures> = runs
+            .iter()
+            .map(|run| views::ranks::RankFigures::of(run.rank, &run.replay()))
+            .collect();
+        eprint!("{}", views::ranks::summary_text(&figures));
+        ok
+    }
+}
+
+/// What one rank recorded: its events (all of them, from `kept` when a recorder read the log,
+/// else from the session's log), its engine's worker names, and as its `offset_ns` when its
+/// engine's clock started (ns since the Unix epoch), which [`RankViews::write`] makes relative.
+pub(crate) fn recorded(
+    session: &Session,
+    rank: usize,
+    kept: Option<Vec<engine::Event>>,
+) -> RankRun {
+    let events = kept
+        .or_else(|| session.event_log().map(|log| log.events()))
+        .unwrap_or_default();
+    RankRun {
+        rank,
+        events,
+        worker_names: session.worker_names(),
+        offset_ns: clock_start_ns(session.now_ns()),
+    }
+}
+
+/// When a clock that reads `now_ns` started, in ns since the Unix epoch.
+fn clock_start_ns(now_ns: u64) -> u64 {
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64);
+    wall.saturating_sub(now_ns)
+}
+
+/// Gathers every rank's recording on rank 0 over MPI: each is sent as its start time and its
+/// events in a Chrome trace's `depEvents` (see `dep_views::trace`). Every rank's, in rank
+/// order, on rank 0; `None` on the others and when the gathering failed (said on stderr).
+#[cfg(feature = "mpi")]
+pub(crate) fn gather_over_mpi(
+    mpi: &crate::mpi_ranks::MpiRanks,
+    own: RankRun,
+) -> Option<Vec<RankRun>> {
+    let replay = views::Replay::new(own.events, own.worker_names);
+    let mut payload = own.offset_ns.to_le_bytes().to_vec();
+    payload.extend_from_slice(views::trace::chrome_trace(&replay).as_bytes());
+    let gathered = mpi.gather(payload)?;
+    let mut runs = Vec::with_capacity(gathered.len());
+    for (rank, payload) in gathered.into_iter().enumerate() {
+        let decoded = payload
+            .split_first_chunk::<8>()
+            .ok_or_else(|| "a short message".to_string())
+            .and_then(|(start, trace)| {
+                let text = std::str::from_utf8(trace).map_err(|error| error.to_string())?;
+                let replay = views::trace::read_trace(text).map_err(|error| error.to_string())?;
+                Ok((u64::from_le_bytes(*start), replay))
+            });
+        match decoded {
+            Ok((start, replay)) => runs.push(RankRun {
+                rank,
+                events: replay.events().to_vec(),
+                worker_names: replay.worker_names().to_vec(),
+                offset_ns: start,
+            }),
+            Err(message) => {
+                eprintln!("dep: the views of rank {rank} could not be read: {message}");
+                return None;
+            }
+        }
+    }
+    Some(runs)
+}
+
+fn write_file(path: &Path, flag: &str, contents: &str) -> bool {
+    match std::fs::write(path, contents) {
+        Ok(()) => true,
+        Err(error) => {
+            eprintln!("dep: {flag}: cannot write {}: {error}", path.display());
+            false
+        }
+    }
+}

@@ -1,0 +1,1200 @@
+//! The one live view model of a run, folded incrementally, and its two renderers: text for the
+//! terminal, HTML for Jupyter.
+//!
+//! A [`LiveSource`] is where the live state is read from, by any thread, while the interpreter
+//! pushes (or blocks in a `print`): the engine's monitor (snapshots: queues, states, what each
+//! waiting op waits behind) and its event log (what ran, when). A [`LiveFold`] keeps the input
+//! folded so far and reads only the events since its last look (`EventLog::events_since`),
+//! keeps the ops by state as they change, and builds rows only for the ops it shows: a redraw
+//! costs what is new and what is unfinished, not the input's whole history. What it makes is
+//! a [`LiveView`]: a heading (input, engine, ops by state, time) over a [`Frame`] of the
+//! input's queues and ops and the timeline so far, rendered by [`LiveView::html`] (the
+//! Jupyter kernel's display) and [`LiveView::text`] (its text fallback and the terminal's
+//! panels). The terminal panels, which show only what is busy now, take
+//! [`LiveSource::busy_view`]: the same model made from a snapshot alone.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::thread;
+
+use dep_engine as engine;
+
+use crate as views;
+
+/// How many op rows a display shows: every unfinished op first, then the latest finished ones.
+const MAX_OP_ROWS: usize = 24;
+/// How many variables' queues a display shows: busy ones first.
+const MAX_VAR_ROWS: usize = 16;
+/// The width of the text/plain fallback.
+const TEXT_WIDTH: usize = 100;
+/// Up to how many ops a cell's display draws the timeline of what has run so far: drawing it
+/// costs the cell's whole history, which a redraw of a longer cell must not.
+const MAX_TIMELINE_OPS: usize = 1000;
+/// The width of the timeline under the display.
+const TIMELINE_PX: u32 = 900;
+/// Up to how many ops the timeline carries dependency arrows (shown while the pointer is over it).
+const MAX_ARROW_OPS: usize = 300;
+/// Arrows appear while the pointer is over the timeline.
+const TIMELINE_STYLE: &str = "<style>.dep-timeline .dep-arrow { opacity: 0; transition: opacity 0.2s; } .dep-timeline:hover .dep-arrow { opacity: 1; }</style>";
+
+/// Where a run's live state is read from, by any thread: what every live view is drawn from.
+/// The session makes it (`Session::live`).
+#[derive(Clone)]
+pub struct LiveSource {
+    /// What the heading calls the input (`cell[3]`, `<repl>`).
+    pub title: String,
+    /// The engine's policy, named in the heading; under `sim`, times are virtual.
+    pub policy: engine::Policy,
+    /// Snapshots of the engine: queues, states, what each waiting op waits behind.
+    pub monitor: engine::Monitor,
+    /// The engine's event log: what ran, when.
+    pub log: Arc<engine::EventLog>,
+    /// Names op lines by their input (`cell[3]:1`, `<repl>:1`).
+    pub places: views::Places,
+}
+
+/// One input's ops and queues at one moment: the live view model every front-end renders.
+pub struct LiveView {
+    /// `cell[3] · threaded engine · 40 ops: 2 running, 38 done · 1.20 s so far`.
+    pub heading: String,
+    /// The variables the cell's ops access, and the ops a display has room for; times are
+    /// counted from the cell's first event.
+    pub frame: views::Frame,
+    /// Every op of the cell, by state.
+    counts: Vec<(engine::OpState, usize)>,
+    /// How many of the cell's ops the frame leaves out.
+    n_hidden: usize,
+    /// The timeline (SVG) of what the cell ran so far, when it has room for one.
+    timeline: Option<String>,
+}
+
+/// The states in the order the heading counts them.
+const STATES: [engine::OpState; 7] = [
+    engine::OpState::Running,
+    engine::OpState::Ready,
+    engine::OpState::Waiting,
+    engine::OpState::Done,
+    engine::OpState::Failed,
+    engine::OpState::Skipped,
+    engine::OpState::Cancelled,
+];
+
+fn state_index(state: engine::OpState) -> usize {
+    STATES
+        .iter()
+        .position(|candidate| *candidate == state)
+        .expect("every state is in STATES")
+}
+
+impl LiveSource {
+    /// The cell now, read from the start of the event log (which the executor clears when a
+    /// cell starts): see [`LiveFold::view`]. A watcher keeps a [`LiveFold`] instead, so that
+    /// each redraw reads only what is new.
+    pub fn view(&self, finished: bool) -> LiveView {
+        LiveFold::new(self).view(self, finished)
+    }
+
+    /// The ops and queues busy now, from one snapshot alone (no event is read): what the
+    /// terminal's panels show under a prompt or a running script. Its counts are over the ops
+    /// the engine still holds.
+    pub fn busy_view(&self) -> LiveView {
+        let snapshot = self.monitor.snapshot();
+        let mut frame =
+            views::Frame::from_snapshot(&snapshot, &self.monitor.worker_names()).busy_only();
+        frame.name_places(&self.places);
+        let counts: Vec<(engine::OpState, usize)> = STATES
+            .into_iter()
+            .map(|state| {
+                (
+                    state,
+                    frame.ops.iter().filter(|op| op.state == state).count(),
+                )
+            })
+            .filter(|(_, count)| *count > 0)
+            .collect();
+        let n_ops = frame.ops.len();
+        let heading = heading(
+            &self.title,
+            self.policy,
+            &counts,
+            n_ops,
+            n_ops,
+            frame.time_ns,
+            false,
+        );
+        LiveView {
+            heading,
+            frame,
+            counts,
+            n_hidden: 0,
+            timeline: None,
+        }
+    }
+
+    /// How many pushed ops have not finished.
+    pub fn n_unfinished(&self) -> usize {
+        self.monitor.n_unfinished()
+    }
+
+    /// How many events the log has numbered so far.
+    pub fn n_events(&self) -> u64 {
+        self.log.next_seq()
+    }
+}
+
+/// What a display keeps between redraws: the cell's events read so far, folded into op records,
+/// where to read on, and the ops by state. A redraw reads and folds only the events that
+/// arrived since the last one, and builds rows only for the ops it shows, so its cost follows
+/// what is new and what is unfinished, not the cell's whole history.
+pub struct LiveFold {
+    /// The cell's events so far, folded (edges are never asked for).
+    replay: views::Replay,
+    /// The log's number of the next event to read.
+    next_seq: u64,
+    /// The log's first number when this fold began: a clear since then starts it over.
+    first_seq: u64,
+    /// Every variable an op of the log reads or writes.
+    touched: HashSet<engine::VarId>,
+    /// Each op's state in the log, by position (in push order).
+    states: Vec<engine::OpState>,
+    /// The positions of the ops the log has not seen finish.
+    unfinished: BTreeSet<usize>,
+    /// The positions of the failed, skipped and cancelled ops.
+    troubled: BTreeSet<usize>,
+    /// The positions of the done ops.
+    done: BTreeSet<usize>,
+    /// The ops of the log by state, by [`state_index`].
+    n_by_state: [usize; STATES.len()],
+}
+
+impl LiveFold {
+    /// A fold of nothing yet, which reads `source`'s log from its start.
+    pub fn new(source: &LiveSource) -> LiveFold {
+        LiveFold {
+            replay: views::Replay::new(Vec::new(), source.monitor.worker_names()),
+            next_seq: 0,
+            first_seq: source.log.first_seq(),
+            touched: HashSet::new(),
+            states: Vec::new(),
+            unfinished: BTreeSet::new(),
+            troubled: BTreeSet::new(),
+            done: BTreeSet::new(),
+            n_by_state: [0; STATES.len()],
+        }
+    }
+
+    /// The cell now: its ops from the event log, the live queues, states and what each waiting
+    /// op waits behind from a snapshot. Reads the events that arrived since the last call;
+    /// `finished` (the final state) first waits for every event numbered before this call.
+    pub fn view(&mut self, source: &LiveSource, finished: bool) -> LiveView {
+        self.read(source, finished);
+        let worker_names = source.monitor.worker_names();
+        let snapshot = source.monitor.snapshot();
+        let now_ns = source.monitor.now_ns();
+        let live = views::Frame::from_snapshot(&snapshot, &worker_names);
+        let mut view = self.cell_view(
+            &source.title,
+            source.policy,
+            (&live, &worker_names),
+            now_ns,
+            finished,
+        );
+        // Only the ops shown are named: a redraw's cost does not grow with the cell.
+        view.frame.name_places(&source.places);
+        view.timeline = self.timeline(source);
+        view
+    }
+
+    /// The Gantt chart of the cell so far (what has run, what runs, as Dask's task stream
+    /// shows it; full labels in each bar's tooltip, dependency arrows while the pointer is over
+    /// it), for a cell of at most [`MAX_TIMELINE_OPS`] ops.
+    fn timeline(&mut self, source: &LiveSource) -> Option<String> {
+        let n_ops = self.replay.ops().len();
+        if n_ops == 0 || n_ops > MAX_TIMELINE_OPS {
+            return None;
+        }
+        self.replay.name_places(&source.places);
+        let options = views::svg::TimelineOptions {
+            width_px: TIMELINE_PX,
+            arrows: n_ops <= MAX_ARROW_OPS,
+            simulated: source.policy == engine::Policy::Sim,
+            span_ns: None,
+        };
+        Some(views::svg::timeline(&self.replay, &options))
+    }
+
+    /// Folds the events that arrived since the last read; with `settle`, every event numbered
+    /// before this call (a read stops short of one that is being appended, for a moment).
+    fn read(&mut self, source: &LiveSource, settle: bool) {
+        if source.log.first_seq() != self.first_seq {
+            // The log was cleared under this fold: start over with what it holds now.
+            *self = LiveFold::new(source);
+        }
+        let target = if settle { source.log.next_seq() } else { 0 };
+        loop {
+            let (events, next) = source.log.events_since(self.next_seq);
+            self.next_seq = next;
+            for event in events {
+                self.fold(event);
+            }
+            if self.next_seq >= target {
+                return;
+            }
+            thread::yield_now();
+        }
+    }
+
+    fn fold(&mut self, event: engine::Event) {
+        let Some(position) = self.replay.push_event(event) else {
+            return;
+        };
+        let record = &self.replay.ops()[position];
+        let state = record.state;
+        if position == self.states.len() {
+            // A push.
+            self.touched
+                .extend(record.reads.iter().chain(&record.writes).copied());
+            self.states.push(state);
+            self.unfinished.insert(position);
+            self.n_by_state[state_index(state)] += 1;
+            return;
+        }
+        let old = self.states[position];
+        if old == state || old.is_finished() {
+            return;
+        }
+        self.states[position] = state;
+        self.n_by_state[state_index(old)] -= 1;
+        self.n_by_state[state_index(state)] += 1;
+        if state.is_finished() {
+            self.unfinished.remove(&position);
+            if state == engine::OpState::Done {
+                self.done.insert(position);
+            } else {
+                self.troubled.insert(position);
+            }
+        }
+    }
+
+    /// `live` is a snapshot's frame and the engine's worker names now (worker groups start on
+    /// first use, after this fold began).
+    fn cell_view(
+        &self,
+        title: &str,
+        policy: engine::Policy,
+        (live, worker_names): (&views::Frame, &[String]),
+        now_ns: u64,
+        finished: bool,
+    ) -> LiveView {
+        let replay = &self.replay;
+        let records = replay.ops();
+        let first_ns = replay
+            .events()
+            .first()
+            .map_or(now_ns, |event| event.time_ns);
+        let last_ns = if finished {
+            replay
+                .events()
+                .last()
+                .map_or(first_ns, |event| event.time_ns)
+        } else {
+            now_ns
+        };
+        let since_first = |ns: u64| ns.saturating_sub(first_ns);
+        // Every op of the cell is an op of the log, with the snapshot's live state (and why it
+        // waits) while the log has not seen it finish, or a live op the log has not shown yet,
+        // after those: position `records.len() + i` is `live_only[i]`. One pass over the live
+        // ops (the unfinished ones) says which are which, and how the states shown differ from
+        // the log's.
+        let mut n_by_state = self.n_by_state;
+        let mut live_only: Vec<&views::FrameOp> = Vec::new();
+        // The log's unfinished ops that the snapshot shows finished (since the log was read).
+        let mut finished_since: Vec<(usize, engine::OpState)> = Vec::new();
+        for op in &live.ops {
+            match replay.op_position(op.id) {
+                None => {
+                    n_by_state[state_index(op.state)] += 1;
+                    live_only.push(op);
+                }
+                Some(position) => {
+                    let state = self.states[position];
+                    if !state.is_finished() && op.state != state {
+                        n_by_state[state_index(state)] -= 1;
+                        n_by_state[state_index(op.state)] += 1;
+                        if op.state.is_finished() {
+                            finished_since.push((position, op.state));
+                        }
+                    }
+                }
+            }
+        }
+        let n_ops = records.len() + live_only.len();
+        let counts: Vec<(engine::OpState, usize)> = STATES
+            .into_iter()
+            .zip(n_by_state)
+            .filter(|(_, count)| *count > 0)
+            .collect();
+        // The snapshot's op, by id: its ops are in push order (by id), or else looked up by map.
+        let by_id: Option<HashMap<engine::OpId, &views::FrameOp>> =
+            (!live.ops.is_sorted_by_key(|op| op.id))
+                .then(|| live.ops.iter().map(|op| (op.id, op)).collect());
+        let live_op = |id: engine::OpId| match &by_id {
+            Some(by_id) => by_id.get(&id).copied(),
+            None => live
+                .ops
+                .binary_search_by_key(&id, |op| op.id)
+                .ok()
+                .map(|index| &live.ops[index]),
+        };
+
+        // The ops a display lists, in push order: every unfinished op first (the interesting
+        // ones), then the failed, skipped or cancelled ones, then the latest done ones, at most
+        // MAX_OP_ROWS.
+        let chosen: Vec<usize> = if n_ops <= MAX_OP_ROWS {
+            (0..n_ops).collect()
+        } else {
+            let live_only = live_only
+                .iter()
+                .enumerate()
+                .map(|(index, op)| (records.len() + index, op.state));
+            // The finished ops the log has not seen finish, and the live-only ones.
+            let shown_finished = finished_since
+                .iter()
+                .copied()
+                .chain(live_only.clone().filter(|(_, state)| state.is_finished()));
+            let unfinished = self
+                .unfinished
+                .iter()
+                .copied()
+                .filter(|position| finished_since.iter().all(|(other, _)| other != position))
+                .take(MAX_OP_ROWS)
+                .chain(
+                    live_only
+                        .filter(|(_, state)| !state.is_finished())
+                        .map(|(position, _)| position),
+                );
+            let mut troubled: Vec<usize> = self
+                .troubled
+                .iter()
+                .take(MAX_OP_ROWS)
+                .copied()
+                .chain(
+                    shown_finished
+                        .clone()
+                        .filter(|(_, state)| *state != engine::OpState::Done)
+                        .map(|(position, _)| position),
+                )
+                .collect();
+            troubled.sort_unstable();
+            let mut latest_done: Vec<usize> = self
+                .done
+                .iter()
+                .rev()
+                .take(MAX_OP_ROWS)
+                .copied()
+                .chain(
+                    shown_finished
+                        .filter(|(_, state)| *state == engine::OpState::Done)
+                        .map(|(position, _)| position),
+                )
+                .collect();
+            latest_done.sort_unstable_by(|a, b| b.cmp(a));
+            let mut chosen: Vec<usize> = unfinished
+                .chain(troubled)
+                .chain(latest_done)
+                .take(MAX_OP_ROWS)
+                .collect();
+            chosen.sort_unstable();
+            chosen
+        };
+        let ops: Vec<views::FrameOp> = chosen
+            .into_iter()
+            .map(|position| {
+                let mut op = match records.get(position) {
+                    Some(record) => {
+                        let worker = record.worker.map(|worker| {
+                            worker_names
+                                .get(worker as usize)
+                                .cloned()
+                                .unwrap_or_else(|| replay.worker_name(worker))
+                        });
+                        let shown_live = (!record.state.is_finished())
+                            .then(|| live_op(record.id))
+                            .flatten();
+                        row_of(record, shown_live, worker)
+                    }
+                    None => live_only[position - records.len()].clone(),
+                };
+                op.started_ns = op.started_ns.map(since_first);
+                op.finished_ns = op.finished_ns.map(since_first);
+                op
+            })
+            .collect();
+        let n_hidden = n_ops - ops.len();
+
+        let heading = heading(
+            title,
+            policy,
+            &counts,
+            n_ops,
+            ops.len(),
+            last_ns.saturating_sub(first_ns),
+            finished,
+        );
+
+        // The variables the cell's ops access, and the busy ones (which include every variable
+        // a live op waits on: its waiting access is in that variable's queue).
+        let vars = shown_vars(live, &self.touched);
+        LiveView {
+            heading,
+            frame: views::Frame {
+                time_ns: since_first(last_ns),
+                vars,
+                ops,
+            },
+            counts,
+            n_hidden,
+            timeline: None,
+        }
+    }
+}
+
+impl LiveView {
+    /// How many of the cell's ops are in `state`.
+    pub fn count(&self, state: engine::OpState) -> usize {
+        self.counts
+            .iter()
+            .find(|(candidate, _)| *candidate == state)
+            .map_or(0, |(_, count)| *count)
+    }
+
+    /// How many ops the input has pushed.
+    pub fn n_ops(&self) -> usize {
+        self.counts.iter().map(|(_, count)| count).sum()
+    }
+
+    /// The display's HTML: the heading, the note, the queues and ops of `views::html`, then the
+    /// timeline so far.
+    pub fn html(&self, note: Option<&str>) -> String {
+        let mut html = views::html::fragment_with_heading(&self.frame, &self.heading, note);
+        if let Some(svg) = &self.timeline {
+            html.push_str("<div class=\"dep-timeline\" style=\"overflow-x:auto\">");
+            html.push_str(TIMELINE_STYLE);
+            html.push_str(svg);
+            html.push_str("</div>\n");
+        }
+        html
+    }
+
+    /// The display's text/plain fallback: the heading, the note, the busy queues and the ops
+    /// of `views::text`.
+    pub fn text(&self, note: Option<&str>) -> String {
+        let style = views::TextStyle::plain(TEXT_WIDTH);
+        let mut text = format!("{}\n", self.heading);
+        if let Some(note) = note {
+            text.push_str(note);
+            text.push('\n');
+        }
+        if self.frame.vars.iter().any(|var| !var.queue.is_empty()) {
+            text.push_str(&views::text::queues(&self.frame, &style));
+        }
+        text.push_str(&views::text::ops(&self.frame, &style));
+        if self.n_hidden > 0 {
+            text.push_str(&format!("  … and {} more ops\n", self.n_hidden));
+        }
+        text
+    }
+}
+
+/// An op's row: the snapshot's live state (and what it waits behind) while it has not
+/// finished, else the log's record; `worker` names the worker the log saw.
+fn row_of(
+    record: &views::OpRecord,
+    live_op: Option<&views::FrameOp>,
+    worker: Option<String>,
+) -> views::FrameOp {
+    match live_op {
+        Some(live_op) => views::FrameOp {
+            worker: live_op.worker.clone().or(worker),
+            started_ns: record.started_ns,
+            ..live_op.clone()
+        },
+        None => views::FrameOp {
+            id: record.id,
+            label: record.label.clone(),
+            line: record.line,
+            place: record.place.clone(),
+            state: record.state,
+            device: record.device,
+            worker,
+            started_ns: record.started_ns,
+            finished_ns: record.finished_ns,
+            waits_on: Vec::new(),
+        },
+    }
+}
+
+/// `cell[3] · threaded engine · 40 ops: 2 running, 38 done · 1.20 s so far · showing 24 of 40
+/// ops`.
+fn heading(
+    title: &str,
+    policy: engine::Policy,
+    counts: &[(engine::OpState, usize)],
+    n_ops: usize,
+    n_shown: usize,
+    elapsed_ns: u64,
+    finished: bool,
+) -> String {
+    let mut heading = format!(
+        "{title} · {} engine · {n_ops} op{}",
+        policy.name(),
+        if n_ops == 1 { "" } else { "s" }
+    );
+    if !counts.is_empty() {
+        let parts: Vec<String> = counts
+            .iter()
+            .map(|(state, count)| format!("{count} {}", state.name()))
+            .collect();
+        heading.push_str(&format!(": {}", parts.join(", ")));
+    }
+    heading.push_str(&format!(
+        " · {} {}",
+        views::format_ns(elapsed_ns),
+        if finished { "in all" } else { "so far" }
+    ));
+    if n_shown < n_ops {
+        heading.push_str(&format!(" · showing {n_shown} of {n_ops} ops"));
+    }
+    heading
+}
+
+/// The variables a display shows: those the cell's ops touch and every busy one (which includes
+/// each variable a live op waits on), at most `MAX_VAR_ROWS`: the busy ones in creation order,
+/// then as many idle ones as fit.
+fn shown_vars(live: &views::Frame, touched: &HashSet<engine::VarId>) -> Vec<views::FrameVar> {
+    let mut vars: Vec<views::FrameVar> = live
+        .vars
+        .iter()
+        .filter(|var| touched.contains(&var.id) || !var.queue.is_empty())
+        .cloned()
+        .collect();
+    if vars.len() > MAX_VAR_ROWS {
+        let n_busy = vars.iter().filter(|var| !var.queue.is_empty()).count();
+        let mut n_idle_room = MAX_VAR_ROWS.saturating_sub(n_busy);
+        vars.retain(|var| {
+            if !var.queue.is_empty() {
+                return true;
+            }
+            let keep = n_idle_room > 0;
+            n_idle_room = n_idle_room.saturating_sub(1);
+            keep
+        });
+        vars.truncate(MAX_VAR_ROWS);
+    }
+    vars
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A finished run of `n` ops on a naive engine: `A = 1`, then `A = A + 1` again and again.
+    fn finished_view(n: usize) -> LiveView {
+        let log = Arc::new(engine::EventLog::new());
+        let engine = engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::Naive,
+            sink: Some(log.clone()),
+            ..engine::EngineConfig::default()
+        });
+        let a = engine.new_var("A");
+        engine.push(
+            engine::OpSpec::new("A = 1", || Ok(()))
+                .writes(&[a.clone()])
+                .line(1),
+        );
+        for line in 2..=n as u32 {
+            engine.push(
+                engine::OpSpec::new("A = A + 1", || Ok(()))
+                    .writes(&[a.clone()])
+                    .line(line),
+            );
+        }
+        engine.wait_all();
+        LiveSource {
+            title: "cell[1]".to_string(),
+            policy: engine::Policy::Naive,
+            monitor: engine.monitor(),
+            log,
+            places: views::Places::default(),
+        }
+        .view(true)
+    }
+
+    /// Under the per-device engine, worker groups start with their first op, after the cell's
+    /// fold began: rows still name the workers.
+    #[test]
+    fn workers_started_after_the_fold_began_are_named() {
+        let log = Arc::new(engine::EventLog::new());
+        let engine = engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::PerDevice,
+            sink: Some(log.clone()),
+            ..engine::EngineConfig::default()
+        });
+        let source = LiveSource {
+            title: "cell[1]".to_string(),
+            policy: engine::Policy::PerDevice,
+            monitor: engine.monitor(),
+            log,
+            places: views::Places::default(),
+        };
+        let mut fold = LiveFold::new(&source);
+        let x = engine.new_var("X");
+        engine.push(
+            engine::OpSpec::new("X = copy", || Ok(()))
+                .writes(&[x.clone()])
+                .device(engine::Device::Copy)
+                .line(1),
+        );
+        engine.wait_all();
+        let view = fold.view(&source, true);
+        let row = view
+            .frame
+            .ops
+            .iter()
+            .find(|op| &*op.label == "X = copy")
+            .unwrap();
+        assert_eq!(row.worker.as_deref(), Some("copy:0"));
+    }
+
+    /// `print A + 1` pushes a temporary's value, waits for it and deletes it: the cell shows
+    /// and counts the statements, not the bookkeeping (`wait _#1`, `del _#1`).
+    #[test]
+    fn a_cell_neither_shows_nor_counts_the_bookkeeping_of_temporaries() {
+        let log = Arc::new(engine::EventLog::new());
+        let engine = engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::Threaded,
+            threads: 2,
+            sink: Some(log.clone()),
+            ..engine::EngineConfig::default()
+        });
+        let a = engine.new_var("A");
+        let temporary = engine.new_var("_#1");
+        engine.push(
+            engine::OpSpec::new("A = 1", || Ok(()))
+                .writes(&[a.clone()])
+                .line(1),
+        );
+        engine.push(
+            engine::OpSpec::new("A + 1", || Ok(()))
+                .reads(&[a])
+                .writes(&[temporary.clone()])
+                .line(2),
+        );
+        engine.wait_var(&temporary).unwrap();
+        engine.delete_var(temporary, || ());
+        engine.wait_all();
+        let view = LiveSource {
+            title: "cell[1]".to_string(),
+            policy: engine::Policy::Threaded,
+            monitor: engine.monitor(),
+            log,
+            places: views::Places::default(),
+        }
+        .view(true);
+        assert!(
+            view.heading
+                .starts_with("cell[1] · threaded engine · 2 ops: 2 done · "),
+            "{}",
+            view.heading
+        );
+        let text = view.text(None);
+        assert!(!text.contains("_#1"), "{text}");
+        assert!(!view.html(None).contains("_#1"));
+    }
+
+    #[test]
+    fn a_finished_cell_shows_its_ops_under_a_heading() {
+        let view = finished_view(2);
+        assert!(
+            view.heading
+                .starts_with("cell[1] · naive engine · 2 ops: 2 done · "),
+            "{}",
+            view.heading
+        );
+        assert!(view.heading.ends_with(" in all"), "{}", view.heading);
+        let text = view.text(Some("interrupted"));
+        assert!(text.starts_with(&format!("{}\ninterrupted\n", view.heading)));
+        assert!(text.contains("A = A + 1"), "{text}");
+        // No queue is busy: the text leaves the queues out, the HTML shows A idle.
+        assert!(!text.contains("queues"), "{text}");
+        let html = view.html(None);
+        assert!(
+            html.contains("dep-view") && html.contains("A = A + 1"),
+            "{html}"
+        );
+        assert!(html.contains("<td>A</td><td><span class=\"dep-dim\">idle</span>"));
+    }
+
+    #[test]
+    fn a_cell_of_up_to_a_thousand_ops_shows_its_timeline_under_the_tables() {
+        let html = finished_view(3).html(None);
+        let timeline = html
+            .find("<div class=\"dep-timeline\"")
+            .expect("a timeline");
+        assert!(html[timeline..].contains("<svg") && html[timeline..].contains("A = A + 1"));
+        // Its dependency arrows show while the pointer is over it.
+        assert!(html[timeline..].contains("class=\"dep-arrow\""));
+        assert!(html.contains(".dep-timeline:hover .dep-arrow { opacity: 1; }"));
+        assert!(timeline > html.find("dep-ops").unwrap(), "under the tables");
+        let long = finished_view(MAX_TIMELINE_OPS + 1).html(None);
+        assert!(!long.contains("dep-timeline"));
+    }
+
+    #[test]
+    fn a_long_cell_shows_its_latest_ops_and_says_how_many_are_left_out() {
+        let view = finished_view(30);
+        assert_eq!(view.count(engine::OpState::Done), 30);
+        assert_eq!(view.frame.ops.len(), MAX_OP_ROWS);
+        assert_eq!(view.frame.ops.last().map(|op| op.line), Some(30));
+        assert!(
+            view.heading.contains("showing 24 of 30 ops"),
+            "{}",
+            view.heading
+        );
+        assert!(view.text(None).ends_with("  … and 6 more ops\n"));
+    }
+
+    /// The display as it was drawn before redraws read only new events (a whole replay, a row
+    /// for every op): the reference the incremental one must match.
+    fn old_cell_view(
+        title: &str,
+        policy: engine::Policy,
+        replay: &views::Replay,
+        live: &views::Frame,
+        now_ns: u64,
+        finished: bool,
+    ) -> LiveView {
+        let first_ns = replay
+            .events()
+            .first()
+            .map_or(now_ns, |event| event.time_ns);
+        let last_ns = if finished {
+            replay
+                .events()
+                .last()
+                .map_or(first_ns, |event| event.time_ns)
+        } else {
+            now_ns
+        };
+        let since_first = |ns: u64| ns.saturating_sub(first_ns);
+        // Every op of the cell: the log's record, with the snapshot's live state (and why it
+        // waits) while it has not finished; then live ops the log has not shown yet.
+        let mut ops: Vec<views::FrameOp> = replay
+            .ops()
+            .iter()
+            .map(|record| {
+                let worker = record.worker.map(|worker| replay.worker_name(worker));
+                let live_op = live.op(record.id).filter(|_| !record.state.is_finished());
+                row_of(record, live_op, worker)
+            })
+            .collect();
+        ops.extend(
+            live.ops
+                .iter()
+                .filter(|op| replay.op(op.id).is_none())
+                .cloned(),
+        );
+        for op in &mut ops {
+            op.started_ns = op.started_ns.map(since_first);
+            op.finished_ns = op.finished_ns.map(since_first);
+        }
+        let counts: Vec<(engine::OpState, usize)> = [
+            engine::OpState::Running,
+            engine::OpState::Ready,
+            engine::OpState::Waiting,
+            engine::OpState::Done,
+            engine::OpState::Failed,
+            engine::OpState::Skipped,
+            engine::OpState::Cancelled,
+        ]
+        .into_iter()
+        .map(|state| (state, ops.iter().filter(|op| op.state == state).count()))
+        .filter(|(_, count)| *count > 0)
+        .collect();
+        let n_ops = ops.len();
+        let ops = old_shown_ops(ops);
+        let n_hidden = n_ops - ops.len();
+
+        let heading = heading(
+            title,
+            policy,
+            &counts,
+            n_ops,
+            ops.len(),
+            last_ns.saturating_sub(first_ns),
+            finished,
+        );
+
+        let touched: HashSet<engine::VarId> = replay
+            .ops()
+            .iter()
+            .flat_map(|op| op.reads.iter().chain(&op.writes).copied())
+            .chain(
+                live.ops
+                    .iter()
+                    .flat_map(|op| op.waits_on.iter().map(|blocker| blocker.var)),
+            )
+            .collect();
+        let vars = shown_vars(live, &touched);
+        LiveView {
+            heading,
+            frame: views::Frame {
+                time_ns: since_first(last_ns),
+                vars,
+                ops,
+            },
+            counts,
+            n_hidden,
+            timeline: None,
+        }
+    }
+
+    fn old_shown_ops(ops: Vec<views::FrameOp>) -> Vec<views::FrameOp> {
+        if ops.len() <= MAX_OP_ROWS {
+            return ops;
+        }
+        let is_done = |op: &views::FrameOp| op.state == engine::OpState::Done;
+        let mut chosen: Vec<usize> = Vec::with_capacity(MAX_OP_ROWS);
+        let unfinished = (0..ops.len()).filter(|&idx| !ops[idx].state.is_finished());
+        let failed =
+            (0..ops.len()).filter(|&idx| ops[idx].state.is_finished() && !is_done(&ops[idx]));
+        let latest_done = (0..ops.len()).rev().filter(|&idx| is_done(&ops[idx]));
+        chosen.extend(
+            unfinished
+                .chain(failed)
+                .chain(latest_done)
+                .take(MAX_OP_ROWS),
+        );
+        chosen.sort_unstable();
+        let mut chosen = chosen.into_iter().peekable();
+        ops.into_iter()
+            .enumerate()
+            .filter(|(idx, _)| chosen.next_if_eq(idx).is_some())
+            .map(|(_, op)| op)
+            .collect()
+    }
+
+    /// Reads what is new into `fold` and checks its view against the reference drawn from the
+    /// whole log, with the same snapshot. The log must not move meanwhile.
+    fn check_same_as_whole_log(
+        fold: &mut LiveFold,
+        source: &LiveSource,
+        finished: bool,
+    ) -> LiveView {
+        check_same_with_snapshot(fold, source, finished, |_| {})
+    }
+
+    /// [`check_same_as_whole_log`] with the snapshot's frame changed by `change` first.
+    fn check_same_with_snapshot(
+        fold: &mut LiveFold,
+        source: &LiveSource,
+        finished: bool,
+        change: impl FnOnce(&mut views::Frame),
+    ) -> LiveView {
+        fold.read(source, true);
+        let worker_names = source.monitor.worker_names();
+        let mut live = views::Frame::from_snapshot(&source.monitor.snapshot(), &worker_names);
+        change(&mut live);
+        let now_ns = source.monitor.now_ns();
+        let view = fold.cell_view(
+            &source.title,
+            source.policy,
+            (&live, &worker_names),
+            now_ns,
+            finished,
+        );
+        let replay = views::Replay::new(source.log.events(), worker_names);
+        let reference = old_cell_view(
+            &source.title,
+            source.policy,
+            &replay,
+            &live,
+            now_ns,
+            finished,
+        );
+        assert_eq!(view.heading, reference.heading);
+        assert_eq!(view.counts, reference.counts);
+        assert_eq!(view.n_hidden, reference.n_hidden);
+        assert_eq!(view.frame, reference.frame);
+        assert_eq!(view.html(Some("note")), reference.html(Some("note")));
+        assert_eq!(view.text(None), reference.text(None));
+        view
+    }
+
+    /// Waits until `n` ops are unfinished, then a little more for their events to settle.
+    fn settle(engine: &engine::Engine, n: usize) {
+        while engine.monitor().n_unfinished() != n {
+            thread::sleep(Duration::from_millis(1));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+
+    /// Pushes `n` ops from line `first`: every third waits behind the gate's variables, the
+    /// others write free ones, some failing and some skipped behind a failure.
+    fn push_mixed(
+        engine: &engine::Engine,
+        gated: &[engine::Var],
+        free: &[engine::Var],
+        first: u32,
+        n: u32,
+    ) -> usize {
+        let mut n_gated = 0;
+        for line in first..first + n {
+            let var = |vars: &[engine::Var]| vars[line as usize % vars.len()].clone();
+            let spec = match line % 6 {
+                0 | 3 => {
+                    n_gated += 1;
+                    engine::OpSpec::new("G = G + 1", || Ok(())).writes(&[var(gated)])
+                }
+                1 => engine::OpSpec::new("F = bad(F)", || Err("bad".to_string()))
+                    .writes(&[free[0].clone()]),
+                2 => engine::OpSpec::new("E = F + 1", || Ok(()))
+                    .reads(&[free[0].clone()])
+                    .writes(&[free[1].clone()]),
+                _ => engine::OpSpec::new("H = 1", || Ok(())).writes(&[var(&free[2..])]),
+            };
+            engine.push(spec.line(line));
+        }
+        n_gated
+    }
+
+    #[test]
+    fn redraws_from_new_events_show_what_a_view_of_the_whole_log_shows() {
+        for n_first in [5, 40] {
+            let gate = Arc::new(std::sync::Barrier::new(2));
+            let (engine, gated, source) = source_with_ops(0, Some(gate.clone()));
+            let mut gate = OpenOnDrop(Some(gate));
+            let free: Vec<engine::Var> = (0..5).map(|i| engine.new_var(format!("f{i}"))).collect();
+            let mut fold = LiveFold::new(&source);
+            let mut n_unfinished = 1 + push_mixed(&engine, &gated, &free, 1, n_first);
+            settle(&engine, n_unfinished);
+            check_same_as_whole_log(&mut fold, &source, false);
+            n_unfinished += push_mixed(&engine, &gated, &free, n_first + 1, 30);
+            settle(&engine, n_unfinished);
+            let view = check_same_as_whole_log(&mut fold, &source, false);
+            assert!(view.count(engine::OpState::Failed) > 0, "{}", view.heading);
+            assert!(view.count(engine::OpState::Skipped) > 0, "{}", view.heading);
+            assert!(view.count(engine::OpState::Waiting) > 0, "{}", view.heading);
+            assert_eq!(view.n_hidden > 0, n_first + 30 + 1 > MAX_OP_ROWS as u32);
+            // Nothing new: the same view.
+            check_same_as_whole_log(&mut fold, &source, false);
+            // A snapshot taken after the log was read may show some of the log's waiting ops
+            // finished, and ops the log has not shown yet (last, by id), finished or not; in
+            // either order of ids.
+            for reverse in [false, true] {
+                check_same_with_snapshot(&mut fold, &source, false, |live| {
+                    let states = [
+                        engine::OpState::Done,
+                        engine::OpState::Failed,
+                        engine::OpState::Running,
+                        engine::OpState::Cancelled,
+                    ];
+                    let mut new_ops = Vec::new();
+                    for (op, state) in live.ops.iter_mut().skip(1).step_by(3).zip(states) {
+                        op.state = state;
+                        new_ops.push(views::FrameOp {
+                            id: engine::OpId(op.id.0 + 1_000_000),
+                            ..op.clone()
+                        });
+                    }
+                    live.ops.extend(new_ops);
+                    if reverse {
+                        live.ops.reverse();
+                    }
+                });
+            }
+
+            engine.cancel_pending();
+            gate.open();
+            engine.wait_all();
+            settle(&engine, 0);
+            let view = check_same_as_whole_log(&mut fold, &source, true);
+            assert!(
+                view.count(engine::OpState::Cancelled) > 0,
+                "{}",
+                view.heading
+            );
+            assert_eq!(view.n_ops(), n_first as usize + 31);
+        }
+    }
+
+    #[test]
+    fn a_fold_starts_over_when_the_log_is_cleared_under_it() {
+        let (engine, vars, source) = source_with_ops(30, None);
+        engine.wait_all();
+        let mut fold = LiveFold::new(&source);
+        assert_eq!(fold.view(&source, true).n_ops(), 30);
+        source.log.clear();
+        push_tiny_ops(&engine, &vars, 0..3);
+        engine.wait_all();
+        settle(&engine, 0);
+        let view = check_same_as_whole_log(&mut fold, &source, true);
+        assert_eq!(view.n_ops(), 3);
+    }
+
+    /// Opens a gate (see [`source_with_ops`]) once, at the latest when dropped: declared after
+    /// the engine, so that a failed check does not leave the gated op blocking the engine's drop.
+    struct OpenOnDrop(Option<Arc<std::sync::Barrier>>);
+
+    impl OpenOnDrop {
+        fn open(&mut self) {
+            if let Some(gate) = self.0.take() {
+                gate.wait();
+            }
+        }
+    }
+
+    impl Drop for OpenOnDrop {
+        fn drop(&mut self) {
+            self.open();
+        }
+    }
+
+    /// A source over a fresh threaded engine with `n` tiny ops on 16 variables pushed; when
+    /// `gate` is given, an op pushed first writes every variable and waits for it, so every
+    /// other op stays pending until the caller waits for `gate` too.
+    fn source_with_ops(
+        n: usize,
+        gate: Option<Arc<std::sync::Barrier>>,
+    ) -> (engine::Engine, Vec<engine::Var>, LiveSource) {
+        let log = Arc::new(engine::EventLog::new());
+        let engine = engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::Threaded,
+            threads: 2,
+            sink: Some(log.clone()),
+            ..engine::EngineConfig::default()
+        });
+        let vars: Vec<engine::Var> = (0..16).map(|i| engine.new_var(format!("v{i}"))).collect();
+        if let Some(gate) = gate {
+            engine.push(
+                engine::OpSpec::new("gate", move || {
+                    gate.wait();
+                    Ok(())
+                })
+                .writes(&vars),
+            );
+        }
+        push_tiny_ops(&engine, &vars, 0..n);
+        let source = LiveSource {
+            title: "cell[1]".to_string(),
+            policy: engine::Policy::Threaded,
+            monitor: engine.monitor(),
+            log,
+            places: views::Places::default(),
+        };
+        (engine, vars, source)
+    }
+
+    fn push_tiny_ops(engine: &engine::Engine, vars: &[engine::Var], lines: std::ops::Range<usize>) {
+        let label: Arc<str> = Arc::from("x = x + 1");
+        for line in lines {
+            let var = &vars[line % vars.len()];
+            engine.push(
+                engine::OpSpec::new(label.clone(), || Ok(()))
+                    .writes(&[var.clone()])
+                    .line(line as u32 + 1),
+            );
+        }
+    }
+
+    fn time_ms<T>(run: impl FnOnce() -> T) -> (T, f64) {
+        let start = std::time::Instant::now();
+        let value = run();
+        (value, start.elapsed().as_secs_f64() * 1e3)
+    }
+
+    /// A redraw as it was before `LiveFold`: every event of the log copied and sorted, a whole
+    /// replay with its edges, a row for every op.
+    fn old_redraw(source: &LiveSource, finished: bool) -> LiveView {
+        let events = source.log.events();
+        let worker_names = source.monitor.worker_names();
+        let snapshot = source.monitor.snapshot();
+        let now_ns = source.monitor.now_ns();
+        let replay = views::Replay::new(events, worker_names.clone());
+        let _ = replay.edges();
+        let live = views::Frame::from_snapshot(&snapshot, &worker_names);
+        old_cell_view(
+            &source.title,
+            source.policy,
+            &replay,
+            &live,
+            now_ns,
+            finished,
+        )
+    }
+
+    fn median_of(runs: usize, mut run: impl FnMut() -> f64) -> f64 {
+        let mut times: Vec<f64> = (0..runs).map(|_| run()).collect();
+        times.sort_by(f64::total_cmp);
+        times[times.len() / 2]
+    }
+
+    /// The cost of one redraw of a cell of 50,000 tiny ops, finished or all pending: as it was
+    /// (the whole log, every time), a `LiveSource::view` (a fresh `LiveFold` over the whole log,
+    /// as the executor's one-off views do), and a watcher's redraw, which reads only the events
+    /// since its last one. Medians of 5. Run:
+    /// `cargo test --release -p dep-kernel -- --ignored --nocapture redraw_cost`.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn redraw_cost() {
+        const N: usize = 50_000;
+        const N_NEW: usize = 500;
+        let (engine, vars, source) = source_with_ops(N, None);
+        engine.wait_all();
+        let old = median_of(5, || time_ms(|| old_redraw(&source, false)).1);
+        let whole = median_of(5, || time_ms(|| source.view(false)).1);
+        let mut fold = LiveFold::new(&source);
+        fold.view(&source, false);
+        let nothing_new = median_of(5, || time_ms(|| fold.view(&source, false)).1);
+        let mut round = 0;
+        let some_new = median_of(5, || {
+            round += 1;
+            push_tiny_ops(&engine, &vars, N + (round - 1) * N_NEW..N + round * N_NEW);
+            engine.wait_all();
+            let (view, ms) = time_ms(|| fold.view(&source, false));
+            assert_eq!(view.n_ops(), N + round * N_NEW);
+            ms
+        });
+        println!(
+            "{N} finished ops: before {old:.3} ms; LiveSource::view {whole:.3} ms; a redraw with \
+             nothing new {nothing_new:.3} ms; a redraw after {N_NEW} new ops {some_new:.3} ms"
+        );
+
+        let gate = Arc::new(std::sync::Barrier::new(2));
+        let (engine, _vars, source) = source_with_ops(N, Some(gate.clone()));
+        let mut gate = OpenOnDrop(Some(gate));
+        let old = median_of(3, || time_ms(|| old_redraw(&source, false)).1);
+        let whole = median_of(5, || time_ms(|| source.view(false)).1);
+        let mut fold = LiveFold::new(&source);
+        assert_eq!(fold.view(&source, false).n_ops(), N + 1);
+        let nothing_new = median_of(5, || time_ms(|| fold.view(&source, false)).1);
+        let snapshot = median_of(5, || {
+            time_ms(|| {
+                let snapshot = source.monitor.snapshot();
+                views::Frame::from_snapshot(&snapshot, &source.monitor.worker_names())
+            })
+            .1
+        });
+        let view = fold.view(&source, false);
+        let (html, html_ms) = time_ms(|| view.html(None));
+        println!(
+            "{N} pending ops: before {old:.3} ms; LiveSource::view {whole:.3} ms; a redraw with \
+             nothing new {nothing_new:.3} ms, of which the engine's snapshot and its frame \
+             {snapshot:.3} ms; then its HTML (every queued access) {html_ms:.3} ms, {} bytes",
+            html.len()
+        );
+        gate.open();
+        engine.wait_all();
+    }
+}
