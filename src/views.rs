@@ -293,16 +293,17 @@ impl Recorder {
                 let mut next = log.first_seq();
                 let mut worker_names = None;
                 loop {
-                    let (new, after) = log.events_since(next);
+                    let mut n_new = 0;
+                    let after = log.read_since(next, |event| {
+                        n_new += 1;
+                        fold.push(&event, &mut open);
+                        if let Some(kept) = &mut events {
+                            kept.push(event);
+                        }
+                    });
                     log.forget_before(after);
                     next = after;
-                    for event in &new {
-                        fold.push(event, &mut open);
-                    }
-                    if let Some(kept) = &mut events {
-                        kept.extend(new.iter().cloned());
-                    }
-                    if !new.is_empty() {
+                    if n_new > 0 {
                         continue;
                     }
                     // Everything up to the stop is read once a look after it finds nothing.

@@ -35,7 +35,7 @@ use crate::accesses::AccessSet;
 use crate::completion::{self, Ending, OpCompletion};
 use crate::config::{EngineConfig, Policy};
 use crate::device_time::DeviceClock;
-use crate::event::{Event, EventKind, EventSink};
+use crate::event::{Event, EventKind, EventSink, Push};
 use crate::op::{AsyncOpFn, OpBlock, OpError, OpId, OpRef, OpSpec, OpState, Outcome, Signal, Work};
 use crate::ready_queue::{runs_before, Group};
 use crate::sim::{self as simulation, Cost, SimDevice, Simulator};
@@ -487,18 +487,16 @@ impl Shared {
         let op = OpRef(Arc::new(OpBlock::new(
             id, label, line, device, priority, accesses, work,
         )));
-        self.emit(|| EventKind::Pushed {
-            op: id,
-            label: op.label.clone(),
-            line,
-            reads: op.accesses.reads.iter().map(Var::id).collect(),
-            writes: op.accesses.writes.iter().map(Var::id).collect(),
-            device,
-            priority,
-        });
+        let n_accesses = op.accesses.reads.len() + op.accesses.writes.len();
         let n_granted = 1 + self.append_accesses(&op); // 1: the count `push` holds
         if op.wait_count.fetch_sub(n_granted, Ordering::AcqRel) == n_granted {
-            let op = self.make_ready(op);
+            // Ready at once: the push's record said so (`EventSink::pushed`).
+            let op = if n_granted == n_accesses + 1 {
+                op.set_state(OpState::Ready);
+                op
+            } else {
+                self.make_ready(op)
+            };
             if op.inline || matches!(self.policy, Policy::Naive | Policy::Sim) {
                 let mut ready = Vec::new();
                 self.execute(op, CALLER_WORKER, &mut ready);
@@ -544,6 +542,18 @@ impl Shared {
         }
         let n_reads = accesses.reads.len();
         let mut n_granted = 0;
+        // Which accesses were granted, as bits (only when observed, to send with the push).
+        let observed = self.sink.is_some() && self.sim.is_none();
+        let mut granted_bits = [0u64; 1];
+        let mut more_bits = Vec::new();
+        let bits: &mut [u64] = match guards.len() {
+            _ if !observed => &mut [],
+            ..=64 => &mut granted_bits,
+            n => {
+                more_bits.resize(n.div_ceil(64), 0);
+                &mut more_bits
+            }
+        };
         for (index, guard) in guards.iter_mut().enumerate() {
             let Some(state) = guard else { continue };
             let granted = if index < n_reads {
@@ -553,11 +563,27 @@ impl Shared {
             };
             if granted {
                 n_granted += 1;
-                self.emit(|| EventKind::Granted {
-                    op: op.id,
-                    var: accesses.var_at(index).id(),
-                });
+                if let Some(word) = bits.get_mut(index / 64) {
+                    *word |= 1 << (index % 64);
+                }
             }
+        }
+        // Sent while every variable is still locked: no grant of a later release comes first.
+        if let (Some(sink), true) = (&self.sink, observed) {
+            sink.pushed(
+                self.now_ns(),
+                &Push {
+                    op: op.id,
+                    label: &op.label,
+                    line: op.line,
+                    reads: &op.accesses.reads,
+                    writes: &op.accesses.writes,
+                    device: op.device,
+                    priority: op.priority,
+                    granted: bits,
+                    ready: n_granted == guards.len(),
+                },
+            );
         }
         n_granted
     }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering};
-use crate::{Device, OpId, OpState, VarId};
+use crate::{Device, OpId, OpState, Var, VarId};
 
 /// One thing that happened in the engine, at `time_ns` nanoseconds after the engine started
 /// (monotonic).
@@ -95,11 +95,79 @@ pub enum EventKind {
     },
 }
 
+/// An op's push as one moment: what its [`EventKind::Pushed`] says, which of its accesses were
+/// granted at once, and whether that made it ready. Sent to [`EventSink::pushed`] while the
+/// op's variables are still locked, so no other event about the op comes before it.
+pub struct Push<'a> {
+    /// The op.
+    pub op: OpId,
+    /// Its label.
+    pub label: &'a Arc<str>,
+    /// Its source line (0: none).
+    pub line: u32,
+    /// The variables it reads.
+    pub reads: &'a [Var],
+    /// The variables it writes.
+    pub writes: &'a [Var],
+    /// The device it runs on.
+    pub device: Device,
+    /// Its priority.
+    pub priority: i32,
+    /// Which accesses were granted at once, by index (reads, then writes), as bits: access `i`
+    /// is bit `i % 64` of word `i / 64`.
+    pub granted: &'a [u64],
+    /// Whether every access was granted at once: the op is ready.
+    pub ready: bool,
+}
+
+impl Push<'_> {
+    /// The events this push stands for: [`EventKind::Pushed`], a [`EventKind::Granted`] for
+    /// each access granted at once (reads, then writes), then [`EventKind::Ready`] when ready.
+    pub fn events(&self) -> impl Iterator<Item = EventKind> + '_ {
+        let ids = |vars: &[Var]| vars.iter().map(Var::id).collect();
+        let pushed = EventKind::Pushed {
+            op: self.op,
+            label: self.label.clone(),
+            line: self.line,
+            reads: ids(self.reads),
+            writes: ids(self.writes),
+            device: self.device,
+            priority: self.priority,
+        };
+        let granted = self
+            .reads
+            .iter()
+            .chain(self.writes)
+            .enumerate()
+            .filter(|(index, _)| is_set(self.granted, *index))
+            .map(|(_, var)| EventKind::Granted {
+                op: self.op,
+                var: var.id(),
+            });
+        let ready = self.ready.then_some(EventKind::Ready { op: self.op });
+        std::iter::once(pushed).chain(granted).chain(ready)
+    }
+}
+
+/// Whether bit `index` of a bit set kept in words is set.
+fn is_set(bits: &[u64], index: usize) -> bool {
+    bits.get(index / 64)
+        .is_some_and(|word| word >> (index % 64) & 1 == 1)
+}
+
 /// Receives the engine's events. Called from whichever thread the event happens on, so it must
 /// be cheap; rendering belongs elsewhere.
 pub trait EventSink: Send + Sync {
     /// Takes one event.
     fn event(&self, event: Event);
+
+    /// Takes an op's push, its grants and its readiness, all at `time_ns`: by default as the
+    /// events [`Push::events`] lists; a sink may keep them as one record.
+    fn pushed(&self, time_ns: u64, push: &Push<'_>) {
+        for kind in push.events() {
+            self.event(Event { time_ns, kind });
+        }
+    }
 }
 
 /// An [`EventSink`] that keeps every event in memory, in the order they arrived.
@@ -145,6 +213,9 @@ struct Shard {
 struct Chunk {
     records: Vec<Record>,
     words: Vec<u64>,
+    /// The events its records stand for (a push's record stands for its grants and readiness
+    /// too).
+    n_events: usize,
 }
 
 /// Events per chunk of a shard.
@@ -160,10 +231,45 @@ struct Record {
     time_ns: u64,
     /// The op, or the variable of a creation or deletion.
     subject: u64,
-    /// By kind: a string number (a variable's name), an offset into the chunk's words (a push,
-    /// a device span), a variable (a grant), a worker, or a state and message (a finish).
+    /// By kind: a string number (a variable's name), an offset into the chunk's words (a device
+    /// span; a push, with how many of its accesses were granted at once in bits 32-62 and
+    /// whether that made it ready in bit 63), a variable (a grant), a worker, or a state and
+    /// message (a finish).
     payload: u64,
 }
+
+impl Record {
+    /// The sequence number of its (first) event.
+    fn seq(&self) -> u64 {
+        self.seq_kind >> 8
+    }
+
+    fn kind(&self) -> u8 {
+        (self.seq_kind & 0xff) as u8
+    }
+
+    /// For a push: how many accesses were granted at once, and whether it was then ready.
+    fn grants(&self) -> (u64, bool) {
+        if self.kind() != KIND_PUSHED {
+            return (0, false);
+        }
+        ((self.payload >> 32) & GRANTS_MASK, self.payload >> 63 == 1)
+    }
+
+    /// How many events it stands for: each takes one sequence number, from [`Record::seq`] on.
+    fn n_events(&self) -> u64 {
+        let (n_granted, ready) = self.grants();
+        1 + n_granted + u64::from(ready)
+    }
+
+    /// The sequence number of its last event.
+    fn last_seq(&self) -> u64 {
+        self.seq() + self.n_events() - 1
+    }
+}
+
+/// The bits of a push record's payload that count its grants (bits 32-62).
+const GRANTS_MASK: u64 = (1 << 31) - 1;
 
 const KIND_VAR_CREATED: u8 = 0;
 const KIND_VAR_DELETED: u8 = 1;
@@ -194,7 +300,14 @@ struct Strings {
     by_text: HashMap<Arc<str>, u32>,
     /// Addresses of the kept `Arc`s (which `texts` keeps alive, so no other string can take one).
     by_address: HashMap<usize, u32, BuildHasherDefault<AddressHasher>>,
+    /// Strings recently found by their address, and their numbers, in a slot chosen by the
+    /// address: a loop's statements push the same few labels again and again. (Address 0,
+    /// where the slots start, is no `Arc`'s.)
+    recent: [(usize, u32); RECENT],
 }
+
+/// How many strings [`Strings::recent`] remembers.
+const RECENT: usize = 16;
 
 /// A hasher for addresses, looked up once per push: a multiply by a large odd constant, whose
 /// high bits (those a hash table uses first) mix every bit of the address. Not for untrusted
@@ -226,7 +339,12 @@ impl Strings {
     /// The number of `text`, kept (this very `Arc`) if new.
     fn number(&mut self, text: &Arc<str>) -> u32 {
         let address = Arc::as_ptr(text) as *const u8 as usize;
+        let slot = (address >> 4) % RECENT;
+        if self.recent[slot].0 == address {
+            return self.recent[slot].1;
+        }
         if let Some(number) = self.by_address.get(&address) {
+            self.recent[slot] = (address, *number);
             return *number;
         }
         if let Some(number) = self.by_text.get(&**text) {
@@ -282,15 +400,17 @@ impl Chunk {
         Chunk {
             records: Vec::with_capacity(CHUNK),
             words: Vec::with_capacity(CHUNK_WORDS),
+            n_events: 0,
         }
     }
 
-    fn seq(record: &Record) -> u64 {
-        record.seq_kind >> 8
+    fn last_seq(&self) -> Option<u64> {
+        self.records.last().map(Record::last_seq)
     }
 
-    fn last_seq(&self) -> Option<u64> {
-        self.records.last().map(Chunk::seq)
+    fn push(&mut self, record: Record) {
+        self.n_events += record.n_events() as usize;
+        self.records.push(record);
     }
 
     /// Appends words, returning the offset of the first.
@@ -300,10 +420,73 @@ impl Chunk {
         offset
     }
 
+    /// Appends the events of `record` numbered `from` and on, with their numbers, to `out`.
+    fn decode_into(
+        &self,
+        record: &Record,
+        strings: &Strings,
+        from: u64,
+        out: &mut Vec<(u64, Event)>,
+    ) {
+        let seq = record.seq();
+        if record.kind() == KIND_PUSHED && record.n_events() > 1 {
+            return self.decode_push(record, strings, from, out);
+        }
+        if seq >= from {
+            out.push((seq, self.decode(record, strings)));
+        }
+    }
+
+    /// A push's record: its `Pushed`, the grants at once, its `Ready`.
+    fn decode_push(
+        &self,
+        record: &Record,
+        strings: &Strings,
+        from: u64,
+        out: &mut Vec<(u64, Event)>,
+    ) {
+        let pushed = self.decode(record, strings);
+        let (time_ns, op) = (pushed.time_ns, OpId(record.subject));
+        let offset = (record.payload & 0xffff_ffff) as usize;
+        let counts = self.words[offset + 2];
+        let n_accesses = ((counts >> 32) + (counts & 0xffff_ffff)) as usize;
+        let vars = &self.words[offset + 3..][..n_accesses];
+        let bits = &self.words[offset + 3 + n_accesses..][..n_accesses.div_ceil(64)];
+        let mut seq = record.seq();
+        let mut put = |event: Event| {
+            if seq >= from {
+                out.push((seq, event));
+            }
+            seq += 1;
+        };
+        put(pushed);
+        for (index, var) in vars.iter().enumerate() {
+            if is_set(bits, index) {
+                put(Event {
+                    time_ns,
+                    kind: EventKind::Granted {
+                        op,
+                        var: VarId(*var),
+                    },
+                });
+            }
+        }
+        if record.grants().1 {
+            put(Event {
+                time_ns,
+                kind: EventKind::Ready { op },
+            });
+        }
+    }
+
     fn decode(&self, record: &Record, strings: &Strings) -> Event {
-        let word = |index: u64| self.words[(record.payload + index) as usize];
+        let offset = match record.kind() {
+            KIND_PUSHED => record.payload & 0xffff_ffff,
+            _ => record.payload,
+        };
+        let word = |index: u64| self.words[(offset + index) as usize];
         let op = OpId(record.subject);
-        let kind = match (record.seq_kind & 0xff) as u8 {
+        let kind = match record.kind() {
             KIND_VAR_CREATED => EventKind::VarCreated {
                 var: VarId(record.subject),
                 name: strings.get(record.payload),
@@ -359,13 +542,7 @@ impl Chunk {
 
 impl Shard {
     fn push(&mut self, seq: u64, event: Event) {
-        if self
-            .chunks
-            .last()
-            .is_none_or(|chunk| chunk.records.len() == CHUNK)
-        {
-            self.chunks.push(Chunk::new());
-        }
+        self.open_chunk();
         let chunk = self.chunks.last_mut().expect("a chunk with room");
         let strings = &mut self.strings;
         let (kind, subject, payload) = match event.kind {
@@ -413,7 +590,7 @@ impl Shard {
                 )
             }
         };
-        chunk.records.push(Record {
+        chunk.push(Record {
             seq_kind: seq << 8 | u64::from(kind),
             time_ns: event.time_ns,
             subject,
@@ -421,24 +598,65 @@ impl Shard {
         });
     }
 
-    fn len(&self) -> usize {
-        self.chunks.iter().map(|chunk| chunk.records.len()).sum()
+    /// The chunk to append to: the last, or a new one when it is full.
+    fn open_chunk(&mut self) -> &mut Chunk {
+        if self
+            .chunks
+            .last()
+            .is_none_or(|chunk| chunk.records.len() == CHUNK)
+        {
+            self.chunks.push(Chunk::new());
+        }
+        self.chunks.last_mut().expect("a chunk with room")
     }
 
-    /// The events numbered `from` and on, decoded, found by binary searches.
-    fn since(&self, from: u64) -> impl Iterator<Item = (u64, Event)> + '_ {
+    /// Keeps a push, its grants and its readiness as one record, numbered from `seq` on (one
+    /// number per event it stands for).
+    fn push_op(&mut self, seq: u64, time_ns: u64, push: &Push<'_>) {
+        let label = u64::from(self.strings.number(push.label));
+        let chunk = self.open_chunk();
+        let n_accesses = push.reads.len() + push.writes.len();
+        let n_granted: u32 = push.granted.iter().map(|word| word.count_ones()).sum();
+        let head = [
+            label << 32 | u64::from(push.line),
+            device_code(push.device) << 32 | u64::from(push.priority as u32),
+            (push.reads.len() as u64) << 32 | push.writes.len() as u64,
+        ];
+        let vars = push.reads.iter().chain(push.writes).map(|var| var.id().0);
+        let offset = chunk.words(head.into_iter().chain(vars));
+        let bits = (0..n_accesses.div_ceil(64)).map(|word| push.granted.get(word).copied());
+        chunk.words(bits.map(|word| word.unwrap_or(0)));
+        chunk.push(Record {
+            seq_kind: seq << 8 | u64::from(KIND_PUSHED),
+            time_ns,
+            subject: push.op.0,
+            payload: offset | u64::from(n_granted) << 32 | u64::from(push.ready) << 63,
+        });
+    }
+
+    /// The number of events it holds.
+    fn len(&self) -> usize {
+        self.chunks.iter().map(|chunk| chunk.n_events).sum()
+    }
+
+    /// The events numbered `from` and on, decoded, found by binary searches, in order.
+    fn since(&self, from: u64) -> Vec<(u64, Event)> {
         // The chunks before the first that ends at or after `from` hold only earlier numbers.
         let first_chunk = self
             .chunks
             .partition_point(|chunk| chunk.last_seq().is_some_and(|seq| seq < from));
-        self.chunks[first_chunk..].iter().flat_map(move |chunk| {
+        let chunks = &self.chunks[first_chunk..];
+        // At most the first chunk's events before `from` too many.
+        let mut out = Vec::with_capacity(chunks.iter().map(|chunk| chunk.n_events).sum());
+        for chunk in chunks {
             let skip = chunk
                 .records
-                .partition_point(|record| Chunk::seq(record) < from);
-            chunk.records[skip..]
-                .iter()
-                .map(|record| (Chunk::seq(record), chunk.decode(record, &self.strings)))
-        })
+                .partition_point(|record| record.last_seq() < from);
+            for record in &chunk.records[skip..] {
+                chunk.decode_into(record, &self.strings, from, &mut out);
+            }
+        }
+        out
     }
 
     fn clear(&mut self) {
@@ -454,6 +672,50 @@ impl Shard {
         let n_old = n_old.min(self.chunks.len().saturating_sub(1));
         self.chunks.drain(..n_old);
     }
+}
+
+/// Merges runs of numbered events, each in increasing order, handing each event to `visit` in
+/// number order: with `Some(from)`, the consecutive numbers from `from` on, up to the first
+/// missing one; with `None`, all of them. Returns how many it handed out. Nothing is sorted:
+/// each event is moved once, from the run that holds the next number (most often the same run
+/// as the event before).
+fn merge(runs: Vec<Vec<(u64, Event)>>, from: Option<u64>, mut visit: impl FnMut(Event)) -> usize {
+    type Run = std::vec::IntoIter<(u64, Event)>;
+    let mut runs: Vec<Run> = runs
+        .into_iter()
+        .filter(|run| !run.is_empty())
+        .map(Vec::into_iter)
+        .collect();
+    let head = |run: &Run| run.as_slice().first().map(|(seq, _)| *seq);
+    let mut n = 0;
+    let mut current = 0;
+    let mut expected = from;
+    loop {
+        let holds = |run: &Run| expected.is_some() && head(run) == expected;
+        if !runs.get(current).is_some_and(holds) {
+            match runs.iter().position(holds) {
+                Some(found) => current = found,
+                // A gap: the end for a reader, the next number present for a whole copy.
+                None if from.is_some() => break,
+                None => {
+                    let Some((_, found)) = runs
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(index, run)| Some((head(run)?, index)))
+                        .min()
+                    else {
+                        break;
+                    };
+                    current = found;
+                }
+            }
+        }
+        let (seq, event) = runs[current].next().expect("the run has a head");
+        visit(event);
+        n += 1;
+        expected = Some(seq + 1);
+    }
+    n
 }
 
 thread_local! {
@@ -483,12 +745,14 @@ impl EventLog {
 
     /// A copy of the events so far, in arrival order.
     pub fn events(&self) -> Vec<Event> {
-        let mut all: Vec<(u64, Event)> = Vec::with_capacity(self.len());
-        for shard in &self.shards {
-            all.extend(lock(shard).since(0));
-        }
-        all.sort_unstable_by_key(|(seq, _)| *seq);
-        all.into_iter().map(|(_, event)| event).collect()
+        let runs = self
+            .shards
+            .iter()
+            .map(|shard| lock(shard).since(0))
+            .collect();
+        let mut events = Vec::with_capacity(self.len());
+        merge(runs, None, |event| events.push(event));
+        events
     }
 
     /// The events numbered `seq` and on, in arrival order, and the number to ask for next time.
@@ -501,29 +765,27 @@ impl EventLog {
     /// forgets what a reader had not read yet. Only the events asked for are copied: each shard
     /// is searched, not scanned.
     pub fn events_since(&self, seq: u64) -> (Vec<Event>, u64) {
+        let mut events = Vec::new();
+        let next = self.read_since(seq, |event| events.push(event));
+        (events, next)
+    }
+
+    /// [`EventLog::events_since`] without the vector: hands each event, in order, to `visit`;
+    /// returns the number to ask for next time.
+    pub fn read_since(&self, seq: u64, visit: impl FnMut(Event)) -> u64 {
         let mut from = seq;
-        let mut found: Vec<(u64, Event)> = Vec::new();
+        let mut runs: Vec<Vec<(u64, Event)>> = Vec::with_capacity(N_SHARDS);
         for (index, shard) in self.shards.iter().enumerate() {
             let shard = lock(shard);
             if index == 0 {
                 // Read under a shard's lock, which a clear holds while it writes `first_seq`.
                 from = from.max(self.first_seq.load(Ordering::Relaxed));
             }
-            found.extend(shard.since(from));
+            runs.push(shard.since(from));
         }
-        // Each shard's part is in order: a merge of a few runs.
-        found.sort_by_key(|(seq, _)| *seq);
         // Up to the first gap: a number appended to a shard after this read it (or, when a clear
         // ran during this read, forgotten). What follows it waits for the next call.
-        let n_present = found
-            .iter()
-            .zip(from..)
-            .take_while(|((seq, _), expected)| seq == expected)
-            .count();
-        found.truncate(n_present);
-        let next = from + n_present as u64;
-        let events = found.into_iter().map(|(_, event)| event).collect();
-        (events, next)
+        from + merge(runs, Some(from), visit) as u64
     }
 
     /// The number the next event will get: every event numbered below it is in the log, or was
@@ -599,6 +861,15 @@ impl EventSink for EventLog {
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         shard.push(seq, event);
     }
+
+    fn pushed(&self, time_ns: u64, push: &Push<'_>) {
+        let n_granted: u32 = push.granted.iter().map(|word| word.count_ones()).sum();
+        let n_events = 1 + u64::from(n_granted) + u64::from(push.ready);
+        let shard = SHARD.with(|shard| *shard);
+        let mut shard = lock(&self.shards[shard]);
+        let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
+        shard.push_op(seq, time_ns, push);
+    }
 }
 
 #[cfg(test)]
@@ -637,17 +908,18 @@ mod tests {
             3 * CHUNK as u64,
             6 * CHUNK as u64 + 29,
         ] {
-            let found: Vec<u64> = shard.since(from).map(|(seq, _)| seq).collect();
+            let found: Vec<u64> = shard.since(from).into_iter().map(|(seq, _)| seq).collect();
             let expected: Vec<u64> = shard
                 .since(0)
+                .into_iter()
                 .map(|(seq, _)| seq)
                 .filter(|seq| *seq >= from)
                 .collect();
             assert_eq!(found, expected, "since {from}");
         }
-        assert_eq!(shard.since(u64::MAX).count(), 0);
+        assert!(shard.since(u64::MAX).is_empty());
         shard.clear();
-        assert_eq!(shard.since(0).count(), 0);
+        assert!(shard.since(0).is_empty());
     }
 
     /// One event of every kind, with every field set.
@@ -752,7 +1024,87 @@ mod tests {
         assert_eq!(std::mem::size_of::<Record>(), 32);
         assert!(shard
             .since(0)
+            .into_iter()
             .all(|(_, event)| matches!(event.kind, EventKind::Pushed { label, .. } if &*label == "y = x + 1")));
+    }
+
+    /// A push of `n_vars` variables (the first half read, the rest written), the accesses at
+    /// the indices `granted` granted at once, sent to a log and to a sink that keeps the events.
+    fn push_both_ways(n_vars: usize, granted: &[usize], ready: bool) -> (EventLog, Vec<Event>) {
+        let engine = crate::Engine::new(crate::EngineConfig::default());
+        let vars: Vec<Var> = (0..n_vars)
+            .map(|index| engine.new_var(format!("v{index}")))
+            .collect();
+        let (reads, writes) = vars.split_at(n_vars / 2);
+        let mut bits = vec![0u64; n_vars.div_ceil(64)];
+        for index in granted {
+            bits[index / 64] |= 1 << (index % 64);
+        }
+        let label: Arc<str> = Arc::from("y = x + 1");
+        let push = Push {
+            op: OpId(5),
+            label: &label,
+            line: 3,
+            reads,
+            writes,
+            device: Device::Gpu(1),
+            priority: -2,
+            granted: &bits,
+            ready,
+        };
+        struct Keep(Mutex<Vec<Event>>);
+        impl EventSink for Keep {
+            fn event(&self, event: Event) {
+                lock(&self.0).push(event);
+            }
+        }
+        let keep = Keep(Mutex::new(Vec::new()));
+        let log = EventLog::new();
+        log.event(numbered(0, 0));
+        keep.event(numbered(0, 0));
+        for sink in [&log as &dyn EventSink, &keep] {
+            sink.pushed(77, &push);
+            sink.event(numbered(0, 9));
+        }
+        let kept = std::mem::take(&mut *lock(&keep.0));
+        (log, kept)
+    }
+
+    #[test]
+    fn a_push_kept_as_one_record_reads_back_as_its_events() {
+        let (log, expected) = push_both_ways(4, &[0, 1, 3], false);
+        let kinds: Vec<String> = expected
+            .iter()
+            .map(|event| {
+                format!("{:?}", event.kind)
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            ["Started", "Pushed", "Granted", "Granted", "Granted", "Started"]
+        );
+        assert_eq!(log.events(), expected);
+        assert_eq!((log.len(), log.next_seq()), (6, 6));
+        // Read from inside the record: only the events from that number on.
+        for from in 0..=6 {
+            assert_eq!(
+                log.events_since(from),
+                (expected[from as usize..].to_vec(), 6),
+                "from {from}"
+            );
+        }
+        let (log, expected) = push_both_ways(2, &[0, 1], true);
+        assert!(matches!(expected[4].kind, EventKind::Ready { op: OpId(5) }));
+        assert_eq!(log.events(), expected);
+        // More accesses than one word of bits holds.
+        let (log, expected) = push_both_ways(150, &[0, 63, 64, 149], false);
+        assert_eq!(expected.len(), 7);
+        assert_eq!(log.events(), expected);
+        assert_eq!(log.events_since(3).0, expected[3..]);
     }
 
     #[test]

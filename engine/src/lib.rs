@@ -69,7 +69,7 @@ pub use crate::{
     device::{Device, MAX_GPUS},
     device_time::DeviceClock,
     engine::{current_lane, Engine, Monitor, Var, VarId, CALLER_WORKER},
-    event::{Event, EventKind, EventLog, EventSink},
+    event::{Event, EventKind, EventLog, EventSink, Push},
     memory::{MemoryMeter, MemoryStats},
     op::{AsyncOpFn, OpBody, OpError, OpFn, OpId, OpSpec, OpState, Outcome},
     snapshot::{AccessSnapshot, Blocker, OpSnapshot, Snapshot, VarSnapshot},

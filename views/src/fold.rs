@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use dep_engine::{Device, Event, EventKind, OpId, OpState, VarId};
 use rustc_hash::FxHashMap as HashMap;
+use smallvec::SmallVec;
 
 use crate::bookkeeping::Bookkeeping;
 use crate::replay::{worker_name, Hazard};
@@ -158,7 +159,7 @@ struct LiveOp {
     line: u32,
     device: Device,
     priority: i32,
-    /// Emptied once its slice is out.
+    /// Emptied once its slice is out; empty when the trace keeps no slices.
     reads: Vec<VarId>,
     writes: Vec<VarId>,
     started: Option<(u32, u64)>,
@@ -289,9 +290,21 @@ impl RunFold {
                 writes,
                 device,
                 priority,
-            } => self.pushed(
-                time_ns, *op, label, *line, reads, writes, *device, *priority,
-            ),
+            } => {
+                // Their accesses name a slice's variables: kept only for a trace that has slices.
+                let keep_accesses = out.keeps_slices();
+                self.pushed(
+                    time_ns,
+                    *op,
+                    label,
+                    *line,
+                    reads,
+                    writes,
+                    *device,
+                    *priority,
+                    keep_accesses,
+                );
+            }
             EventKind::Granted { .. } => {}
             EventKind::Ready { op } => {
                 if let Some(live) = self.ops.get_mut(op) {
@@ -349,6 +362,7 @@ impl RunFold {
         writes: &[VarId],
         device: Device,
         priority: i32,
+        keep_accesses: bool,
     ) {
         let position = self.n_pushed;
         self.n_pushed += 1;
@@ -365,8 +379,8 @@ impl RunFold {
                 });
             }
         };
-        let mut new_refs: Vec<OpId> = Vec::new();
-        let mut dropped_refs: Vec<OpId> = Vec::new();
+        let mut new_refs: SmallVec<[OpId; 8]> = SmallVec::new();
+        let mut dropped_refs: SmallVec<[OpId; 8]> = SmallVec::new();
         for var in reads {
             let history = self.histories.entry(*var).or_default();
             if let Some(writer) = history.last_write {
@@ -424,8 +438,16 @@ impl RunFold {
                 line,
                 device,
                 priority,
-                reads: reads.to_vec(),
-                writes: writes.to_vec(),
+                reads: if keep_accesses {
+                    reads.to_vec()
+                } else {
+                    Vec::new()
+                },
+                writes: if keep_accesses {
+                    writes.to_vec()
+                } else {
+                    Vec::new()
+                },
                 started: None,
                 finished: false,
                 state: OpState::Waiting,

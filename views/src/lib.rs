@@ -54,6 +54,7 @@ mod error;
 pub mod fold;
 mod frame;
 pub mod html;
+mod json_line;
 pub mod live;
 pub mod perfetto;
 mod places;

@@ -33,6 +33,7 @@ use serde_json::{json, Map, Value};
 
 use crate::error::{Error, ErrorKind};
 use crate::fold::{DeviceSlice, Flow, OpSlice, RunFold, TraceLane, TraceOut};
+use crate::json_line::JsonLine;
 use crate::replay::Replay;
 
 /// The version of the `depEvents` layout this module writes.
@@ -67,9 +68,21 @@ pub struct JsonTrace<W: Write, S: Read + Write + Seek> {
     n_dep_events: usize,
     /// Strings declared in `depEvents` so far, by their number.
     strings: HashMap<Arc<str>, usize>,
+    /// The numbers of strings met as an `Arc` (a label, pushed again and again), by the
+    /// address of that `Arc`, which the entry keeps alive so no other string can take it.
+    strings_by_address: HashMap<usize, (Arc<str>, usize)>,
+    /// Each device's name (as `Display` writes it), and its string number once declared.
+    devices: HashMap<Device, (Arc<str>, Option<usize>)>,
+    /// Each state's string number once declared.
+    states: [Option<usize>; N_STATES],
+    /// The element being written, reused.
+    line: JsonLine,
     workers: Vec<String>,
     error: Option<io::Error>,
 }
+
+/// How many op states there are.
+const N_STATES: usize = 7;
 
 impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
     /// A trace that writes to `out`, spooling the event log to `spool`.
@@ -80,6 +93,10 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
             n_trace_events: 0,
             n_dep_events: 0,
             strings: HashMap::default(),
+            strings_by_address: HashMap::default(),
+            devices: HashMap::default(),
+            states: [None; N_STATES],
+            line: JsonLine::default(),
             workers: Vec::new(),
             error: None,
         };
@@ -131,8 +148,22 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
         self.out.write_fmt(element)
     }
 
+    /// Builds a trace event in the reused line with `build`, then writes it.
+    fn trace_line(&mut self, build: impl FnOnce(&mut JsonLine)) -> io::Result<()> {
+        let mut line = std::mem::take(&mut self.line);
+        line.clear();
+        if self.n_trace_events > 0 {
+            line.raw(",");
+        }
+        self.n_trace_events += 1;
+        build(&mut line);
+        let written = self.out.write_all(line.bytes());
+        self.line = line;
+        written
+    }
+
     /// A flow pair (an arrow in trace viewers) from `(thread, time)` to `(thread, time)`, each
-    /// end bound to the slice that encloses it.
+    /// end bound to the slice that encloses it. `id` is JSON: a number, or a quoted string.
     fn flow_pair(
         &mut self,
         id: &str,
@@ -141,14 +172,63 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
         from: (u64, u64),
         to: (u64, u64),
     ) -> io::Result<()> {
-        let name = json_string(name);
         for (phase, (tid, time)) in [("s", from), ("f", to)] {
-            self.trace_event(format_args!(
-                "{{\"ph\":\"{phase}\",\"id\":{id},\"name\":{name},\"cat\":\"{category}\",\"bp\":\"e\",\"pid\":{PID},\"tid\":{tid},\"ts\":{}}}",
-                Micros(time)
-            ))?;
+            self.trace_line(|line| {
+                line.raw("{\"ph\":\"")
+                    .raw(phase)
+                    .raw("\",\"id\":")
+                    .raw(id)
+                    .raw(",\"name\":")
+                    .string(name)
+                    .raw(",\"cat\":\"")
+                    .raw(category)
+                    .raw("\",\"bp\":\"e\",\"pid\":")
+                    .int(PID)
+                    .raw(",\"tid\":")
+                    .int(tid)
+                    .raw(",\"ts\":")
+                    .micros(time)
+                    .raw("}");
+            })?;
         }
         Ok(())
+    }
+
+    /// The number of a string met as an `Arc`: found by its address when met before.
+    fn arc_string(&mut self, text: &Arc<str>) -> io::Result<usize> {
+        let address = Arc::as_ptr(text) as *const u8 as usize;
+        if let Some((_, number)) = self.strings_by_address.get(&address) {
+            return Ok(*number);
+        }
+        let number = self.string(text)?;
+        self.strings_by_address
+            .insert(address, (text.clone(), number));
+        Ok(number)
+    }
+
+    /// The number of a device's name.
+    fn device_string(&mut self, device: Device) -> io::Result<usize> {
+        let (name, number) = self
+            .devices
+            .entry(device)
+            .or_insert_with(|| (Arc::from(device.to_string()), None));
+        if let Some(number) = number {
+            return Ok(*number);
+        }
+        let name = name.clone();
+        let number = self.string(&name)?;
+        self.devices.insert(device, (name, Some(number)));
+        Ok(number)
+    }
+
+    /// The number of a state's name.
+    fn state_string(&mut self, state: OpState) -> io::Result<usize> {
+        if let Some(number) = self.states[state as usize] {
+            return Ok(number);
+        }
+        let number = self.string(state.name())?;
+        self.states[state as usize] = Some(number);
+        Ok(number)
     }
 
     /// The number of `text` among the declared strings, declaring it first if new.
@@ -171,66 +251,96 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
         Ok(())
     }
 
+    /// Writes one `depEvents` element, built in the reused line by `build`.
+    fn dep_line(&mut self, build: impl FnOnce(&mut JsonLine)) -> io::Result<()> {
+        self.dep_event_separator()?;
+        let mut line = std::mem::take(&mut self.line);
+        build(line.clear());
+        let written = self.spool.write_all(line.bytes());
+        self.line = line;
+        written
+    }
+
     /// Writes one event of the log, after declaring the strings it names (a declaration is an
     /// element of its own).
     fn dep_event(&mut self, event: &Event) -> io::Result<()> {
         let time = event.time_ns;
+        let op_event = |line: &mut JsonLine, kind: &str, op: OpId| {
+            line.raw("[")
+                .int(time)
+                .raw(",\"")
+                .raw(kind)
+                .raw("\",")
+                .int(op.0);
+        };
         match &event.kind {
-            EventKind::VarCreated { var, name } => {
-                let name = self.string(name)?;
-                self.dep_event_separator()?;
-                write!(self.spool, "[{time},\"v\",{},{name}]", var.0)
-            }
-            EventKind::VarDeleted { var } => {
-                self.dep_event_separator()?;
-                write!(self.spool, "[{time},\"x\",{}]", var.0)
-            }
             EventKind::Pushed {
                 op,
                 label,
-                line,
+                line: source_line,
                 reads,
                 writes,
                 device,
                 priority,
             } => {
-                let label = self.string(label)?;
-                let device = self.string(&device.to_string())?;
-                self.dep_event_separator()?;
-                write!(
-                    self.spool,
-                    "[{time},\"p\",{},{label},{line},{},{},{device},{priority}]",
-                    op.0,
-                    IdList(reads),
-                    IdList(writes)
-                )
+                let label = self.arc_string(label)?;
+                let device = self.device_string(*device)?;
+                self.dep_line(|line| {
+                    op_event(line, "p", *op);
+                    line.raw(",").int(label).raw(",").int(*source_line).raw(",");
+                    for (index, vars) in [reads, writes].into_iter().enumerate() {
+                        if index > 0 {
+                            line.raw(",");
+                        }
+                        line.raw("[");
+                        for (position, var) in vars.iter().enumerate() {
+                            if position > 0 {
+                                line.raw(",");
+                            }
+                            line.int(var.0);
+                        }
+                        line.raw("]");
+                    }
+                    line.raw(",").int(device).raw(",").int(*priority).raw("]");
+                })
             }
-            EventKind::Granted { op, var } => {
-                self.dep_event_separator()?;
-                write!(self.spool, "[{time},\"g\",{},{}]", op.0, var.0)
-            }
-            EventKind::Ready { op } => {
-                self.dep_event_separator()?;
-                write!(self.spool, "[{time},\"r\",{}]", op.0)
-            }
-            EventKind::Started { op, worker } => {
-                self.dep_event_separator()?;
-                write!(self.spool, "[{time},\"s\",{},{worker}]", op.0)
-            }
+            EventKind::Granted { op, var } => self.dep_line(|line| {
+                op_event(line, "g", *op);
+                line.raw(",").int(var.0).raw("]");
+            }),
+            EventKind::Ready { op } => self.dep_line(|line| {
+                op_event(line, "r", *op);
+                line.raw("]");
+            }),
+            EventKind::Started { op, worker } => self.dep_line(|line| {
+                op_event(line, "s", *op);
+                line.raw(",").int(*worker).raw("]");
+            }),
             EventKind::Finished { op, state, message } => {
-                let state = self.string(state.name())?;
+                let state = self.state_string(*state)?;
                 let message = match message {
                     Some(message) => Some(self.string(message)?),
                     None => None,
                 };
-                self.dep_event_separator()?;
-                match message {
-                    Some(message) => {
-                        write!(self.spool, "[{time},\"f\",{},{state},{message}]", op.0)
+                self.dep_line(|line| {
+                    op_event(line, "f", *op);
+                    line.raw(",").int(state);
+                    if let Some(message) = message {
+                        line.raw(",").int(message);
                     }
-                    None => write!(self.spool, "[{time},\"f\",{},{state}]", op.0),
-                }
+                    line.raw("]");
+                })
             }
+            EventKind::VarCreated { var, name } => {
+                let name = self.string(name)?;
+                self.dep_line(|line| {
+                    line.raw("[").int(time).raw(",\"v\",").int(var.0);
+                    line.raw(",").int(name).raw("]");
+                })
+            }
+            EventKind::VarDeleted { var } => self.dep_line(|line| {
+                line.raw("[").int(time).raw(",\"x\",").int(var.0).raw("]");
+            }),
             EventKind::DeviceSpan {
                 op,
                 lane,
@@ -238,12 +348,11 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
                 end_ns,
             } => {
                 let lane = self.string(lane)?;
-                self.dep_event_separator()?;
-                write!(
-                    self.spool,
-                    "[{time},\"d\",{},{lane},{start_ns},{end_ns}]",
-                    op.0
-                )
+                self.dep_line(|line| {
+                    op_event(line, "d", *op);
+                    line.raw(",").int(lane).raw(",").int(*start_ns);
+                    line.raw(",").int(*end_ns).raw("]");
+                })
             }
         }
     }
@@ -256,35 +365,59 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
 
     fn slice(&mut self, slice: &OpSlice<'_>) {
         self.attempt(|trace| {
-            let names = |names: &[Arc<str>]| {
-                let names: Vec<&str> = names.iter().map(|name| &**name).collect();
-                serde_json::to_string(&names).expect("names serialize")
+            let device = &trace
+                .devices
+                .entry(slice.device)
+                .or_insert_with(|| (Arc::from(slice.device.to_string()), None))
+                .0
+                .clone();
+            let names = |line: &mut JsonLine, names: &[Arc<str>]| {
+                line.raw("[");
+                for (index, name) in names.iter().enumerate() {
+                    if index > 0 {
+                        line.raw(",");
+                    }
+                    line.string(name);
+                }
+                line.raw("]");
             };
-            let message = match slice.message {
-                Some(message) => format!(",\"message\":{}", json_string(message)),
-                None => String::new(),
-            };
-            trace.trace_event(format_args!(
-                "{{\"ph\":\"X\",\"name\":{},\"cat\":\"op\",\"pid\":{PID},\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{\"op\":{},\"line\":{},\"reads\":{},\"writes\":{},\"state\":\"{}\",\"device\":\"{}\",\"priority\":{}{message}}}}}",
-                json_string(slice.label),
-                slice.worker,
-                Micros(slice.start_ns),
-                Micros(slice.end_ns - slice.start_ns),
-                slice.op.0,
-                slice.line,
-                names(&slice.reads),
-                names(&slice.writes),
-                slice.state.name(),
-                slice.device,
-                slice.priority,
-            ))
+            trace.trace_line(|line| {
+                line.raw("{\"ph\":\"X\",\"name\":")
+                    .string(slice.label)
+                    .raw(",\"cat\":\"op\",\"pid\":")
+                    .int(PID)
+                    .raw(",\"tid\":")
+                    .int(slice.worker)
+                    .raw(",\"ts\":")
+                    .micros(slice.start_ns)
+                    .raw(",\"dur\":")
+                    .micros(slice.end_ns - slice.start_ns)
+                    .raw(",\"args\":{\"op\":")
+                    .int(slice.op.0)
+                    .raw(",\"line\":")
+                    .int(slice.line)
+                    .raw(",\"reads\":");
+                names(line, &slice.reads);
+                line.raw(",\"writes\":");
+                names(line, &slice.writes);
+                line.raw(",\"state\":\"")
+                    .raw(slice.state.name())
+                    .raw("\",\"device\":\"")
+                    .raw(device)
+                    .raw("\",\"priority\":")
+                    .int(slice.priority);
+                if let Some(message) = slice.message {
+                    line.raw(",\"message\":").string(message);
+                }
+                line.raw("}}");
+            })
         });
     }
 
     fn flow(&mut self, flow: &Flow<'_>) {
         self.attempt(|trace| {
             trace.flow_pair(
-                &flow.id.to_string(),
+                itoa::Buffer::new().format(flow.id),
                 &flow.name,
                 "dependency",
                 (u64::from(flow.from.0), flow.from.1),
@@ -360,22 +493,6 @@ impl fmt::Display for Micros {
 
 fn json_string(text: &str) -> String {
     serde_json::to_string(text).expect("a string always serializes")
-}
-
-/// Variable ids written as a JSON list.
-struct IdList<'a>(&'a [VarId]);
-
-impl fmt::Display for IdList<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[")?;
-        for (index, var) in self.0.iter().enumerate() {
-            if index > 0 {
-                f.write_str(",")?;
-            }
-            write!(f, "{}", var.0)?;
-        }
-        f.write_str("]")
-    }
 }
 
 /// Reads a trace written by [`chrome_trace`] (or a run's `--trace`) back into a replay, from
