@@ -36,7 +36,9 @@ use crate::completion::{self, Ending, OpCompletion};
 use crate::config::{EngineConfig, Policy};
 use crate::device_time::DeviceClock;
 use crate::event::{Event, EventKind, EventSink, Push};
-use crate::op::{AsyncOpFn, OpBlock, OpError, OpId, OpRef, OpSpec, OpState, Outcome, Signal, Work};
+use crate::op::{
+    AsyncOpFn, OpBlock, OpContext, OpError, OpId, OpRef, OpSpec, OpState, Outcome, Signal, Work,
+};
 use crate::ready_queue::{runs_before, Group};
 use crate::sim::{self as simulation, Cost, SimDevice, Simulator};
 use crate::sim_feed::{SimFeed, SimOutcome};
@@ -644,7 +646,8 @@ impl Shared {
                 self.finish(&op, outcome, cost, false, ready);
             }
             Some(Work::Shared(body)) => {
-                let (outcome, cost) = self.measured(|| self.run_user_op(&op, || body.run()));
+                let (outcome, cost) =
+                    self.measured(|| self.run_user_op(&op, || body.run(&self.op_context())));
                 self.finish(&op, outcome, cost, false, ready);
             }
             Some(Work::Async(start)) => self.start_async(&op, start, ready),
@@ -661,6 +664,18 @@ impl Shared {
             }
             None => debug_assert!(false, "an op ran twice"),
         }
+    }
+
+    /// The context of the op about to run on this thread, inside `clocked` (whose clock it
+    /// takes when the run is observed).
+    fn op_context(&self) -> OpContext {
+        let observed = self.sink.is_some() && self.sim.is_none();
+        OpContext::new(
+            current_lane(),
+            self.gpu_streams,
+            self.sim.is_some(),
+            observed.then(DeviceClock::current).flatten(),
+        )
     }
 
     /// Ends an op: records its outcome, releases its accesses (collecting the ops that become

@@ -71,7 +71,7 @@ pub use crate::{
     engine::{current_lane, Engine, Monitor, Var, VarId, CALLER_WORKER},
     event::{Event, EventKind, EventLog, EventSink, Push},
     memory::{MemoryMeter, MemoryStats},
-    op::{AsyncOpFn, OpBody, OpError, OpFn, OpId, OpSpec, OpState, Outcome},
+    op::{AsyncOpFn, OpBody, OpContext, OpError, OpFn, OpId, OpSpec, OpState, Outcome},
     snapshot::{AccessSnapshot, Blocker, OpSnapshot, Snapshot, VarSnapshot},
 };
 

@@ -15,8 +15,77 @@ pub type AsyncOpFn = Box<dyn FnOnce(OpCompletion) + Send + 'static>;
 /// What an op pushed many times runs, shared by every push (a statement in a loop): pushing
 /// it costs a reference count, where a closure costs an allocation each time.
 pub trait OpBody: Send + Sync + 'static {
-    /// Runs the op once: `Err(message)` marks it failed.
-    fn run(&self) -> Result<(), String>;
+    /// Runs the op once, in `ctx`: `Err(message)` marks it failed.
+    fn run(&self, ctx: &OpContext) -> Result<(), String>;
+}
+
+/// What an op's body may learn of where and how it runs, built by the engine for each run
+/// ([`OpBody::run`]): its worker lane (a GPU op's stream), the engine's workers per GPU, whether
+/// it runs on the simulated clock (where it reports its cost), and the device clock it reports
+/// its kernels' times to when the run is observed.
+#[derive(Debug)]
+pub struct OpContext {
+    lane: usize,
+    gpu_streams: usize,
+    simulated: bool,
+    clock: Option<crate::DeviceClock>,
+}
+
+impl OpContext {
+    pub(crate) fn new(
+        lane: usize,
+        gpu_streams: usize,
+        simulated: bool,
+        clock: Option<crate::DeviceClock>,
+    ) -> OpContext {
+        OpContext {
+            lane,
+            gpu_streams,
+            simulated,
+            clock,
+        }
+    }
+
+    /// The context of a body run outside any engine (tests, reference interpreters): lane 0,
+    /// the default workers per GPU, not simulated, not observed.
+    pub fn standalone() -> OpContext {
+        OpContext::new(
+            0,
+            crate::EngineConfig::default().gpu_streams.max(1),
+            false,
+            None,
+        )
+    }
+
+    /// The index, within its worker group, of the worker running the op: a GPU op on worker
+    /// `gpu1:s1` runs on stream 1 of gpu1.
+    pub fn lane(&self) -> usize {
+        self.lane
+    }
+
+    /// The engine's workers (streams) per GPU.
+    pub fn gpu_streams(&self) -> usize {
+        self.gpu_streams
+    }
+
+    /// Whether the op runs under the simulated policy: its time is reported
+    /// ([`OpContext::report_cost`]), not spent.
+    pub fn is_simulated(&self) -> bool {
+        self.simulated
+    }
+
+    /// Adds to the op's cost on the simulated clock (nothing otherwise).
+    pub fn report_cost(&self, cost: crate::sim::Cost) {
+        if self.simulated {
+            crate::sim::report_cost(cost);
+        }
+    }
+
+    /// The clock the op reports its device work to, when the run is observed (never under the
+    /// simulated policy).
+    pub fn device_clock(&self) -> Option<&crate::DeviceClock> {
+        self.clock.as_ref()
+    }
 }
 
 /// An op's identity: its push number, unique within an engine, increasing in push order.
@@ -412,5 +481,51 @@ impl std::ops::Deref for OpRef {
     type Target = OpBlock;
     fn deref(&self) -> &OpBlock {
         &self.0
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::{Engine, EngineConfig, Policy};
+
+    /// Records the context each run gets.
+    struct Recorder(Mutex<Vec<(bool, usize, usize)>>);
+
+    impl OpBody for Recorder {
+        fn run(&self, ctx: &OpContext) -> Result<(), String> {
+            ctx.report_cost(crate::sim::Cost {
+                fixed_ns: 1_000,
+                ..Default::default()
+            });
+            self.0
+                .lock()
+                .unwrap()
+                .push((ctx.is_simulated(), ctx.gpu_streams(), ctx.lane()));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_shared_body_learns_its_policy_and_streams_from_its_context() {
+        for (policy, simulated) in [(Policy::Naive, false), (Policy::Sim, true)] {
+            let body = std::sync::Arc::new(Recorder(Mutex::new(Vec::new())));
+            let engine = Engine::new(EngineConfig {
+                policy,
+                gpu_streams: 3,
+                ..EngineConfig::default()
+            });
+            engine.push(OpSpec::shared("op", body.clone()));
+            engine.wait_all();
+            assert_eq!(
+                *body.0.lock().unwrap(),
+                vec![(simulated, 3, 0)],
+                "{policy:?}"
+            );
+        }
+        let standalone = OpContext::standalone();
+        assert!(!standalone.is_simulated() && standalone.device_clock().is_none());
     }
 }

@@ -1,7 +1,6 @@
 //! Compute ops: what one statement pushes (a plan, the slots it reads and writes), and the
 //! engine op that runs it. Graph mode records these and pushes them again on every replay.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use smallvec::SmallVec;
@@ -70,8 +69,8 @@ impl PushableOp {
 
 /// Pushed as a shared body: a statement pushed again runs the same op, with no buffer pool.
 impl engine::OpBody for ComputeOp {
-    fn run(&self) -> Result<(), String> {
-        self.execute(None)
+    fn run(&self, ctx: &engine::OpContext) -> Result<(), String> {
+        self.execute(None, ctx)
     }
 }
 
@@ -98,9 +97,13 @@ impl ComputeOp {
         (reads, writes)
     }
 
-    /// Runs the computation, inside the op's engine op; allocations come from `pool` when one
-    /// is given.
-    pub(crate) fn execute(&self, pool: Option<&Arc<BufferPool>>) -> Result<(), String> {
+    /// Runs the computation, inside the op's engine op (`ctx`); allocations come from `pool`
+    /// when one is given.
+    pub(crate) fn execute(
+        &self,
+        pool: Option<&Arc<BufferPool>>,
+        ctx: &engine::OpContext,
+    ) -> Result<(), String> {
         let ComputeOp {
             device,
             plan,
@@ -112,14 +115,14 @@ impl ComputeOp {
         } = self;
         match (gpu_of(*device), pool) {
             // On a real GPU (under the simulated engine every device computes on the host).
-            (Some(index), _) if !engine::sim::is_simulated() => {
-                run_on_gpu(index, plan, inputs, outputs, *update, rng.as_deref())
+            (Some(index), _) if !ctx.is_simulated() => {
+                run_on_gpu(index, plan, inputs, outputs, *update, rng.as_deref(), ctx)
                     .map_err(|error| error.message().to_string())
             }
-            (_, Some(pool)) => {
-                tensor::with_pool(pool, || run(plan, inputs, outputs, *update, rng.as_deref()))
-            }
-            (_, None) => run(plan, inputs, outputs, *update, rng.as_deref()),
+            (_, Some(pool)) => tensor::with_pool(pool, || {
+                run(plan, inputs, outputs, *update, rng.as_deref(), ctx)
+            }),
+            (_, None) => run(plan, inputs, outputs, *update, rng.as_deref(), ctx),
         }
     }
 }
@@ -138,25 +141,6 @@ fn gpu_of(device: engine::Device) -> Option<u16> {
     }
 }
 
-/// The engine's workers (streams) per GPU (`EngineConfig::gpu_streams`), as the last session to
-/// start an engine configured it (0: none did yet).
-static ENGINE_GPU_STREAMS: AtomicUsize = AtomicUsize::new(0);
-
-/// Notes the engine's workers per GPU, so that the GPU runtime opens a stream for each.
-pub(crate) fn note_engine_gpu_streams(gpu_streams: usize) {
-    ENGINE_GPU_STREAMS.store(gpu_streams.max(1), Ordering::Relaxed);
-}
-
-/// The streams per device the GPU runtime is created with: one per engine worker of a GPU. The
-/// runtime is made once per process, by the first GPU op; a later engine with another count
-/// still runs correctly (a worker's stream is its index modulo the count), its lanes merged.
-fn gpu_streams() -> usize {
-    match ENGINE_GPU_STREAMS.load(Ordering::Relaxed) {
-        0 => engine::EngineConfig::default().gpu_streams,
-        streams => streams,
-    }
-}
-
 /// Evaluates `plan` on GPU `index`, on the stream of the engine worker running the op: inputs
 /// are used where they live (copied or uploaded when elsewhere), outputs stay on the GPU. Returns
 /// once the kernels are enqueued; the engine then releases the op's dependencies (RFC 18951),
@@ -169,16 +153,20 @@ fn run_on_gpu(
     outputs: &[Arc<Slot>],
     update: Option<tensor::BinaryOp>,
     rng: Option<&RngSlot>,
+    cx: &engine::OpContext,
 ) -> Result<(), tensor::TensorError> {
-    let runtime = gpu::GpuRuntime::get(gpu::GpuConfig::from_env(gpu_streams()))?;
+    // The runtime is made once per process, by the first GPU op, with a stream per engine worker
+    // of a GPU; a later engine with another count still runs correctly (a worker's stream is its
+    // lane modulo the count), its lanes merged.
+    let runtime = gpu::GpuRuntime::get(gpu::GpuConfig::from_env(cx.gpu_streams()))?;
     let device = runtime.device(index)?;
-    let stream = engine::current_lane() % device.n_streams().max(1);
+    let stream = cx.lane() % device.n_streams().max(1);
     let mut rng_guard = rng.map(|rng| lock(&rng.gpu_rng));
     let mut ctx = gpu::GpuOpContext::new(device, stream)?;
     if let Some(rng) = rng_guard.as_deref_mut() {
         ctx = ctx.with_rng(rng);
     }
-    let clock = engine::DeviceClock::current();
+    let clock = cx.device_clock().cloned();
     if clock.is_some() {
         ctx = ctx.with_timing();
     }
@@ -229,7 +217,11 @@ pub(crate) fn eval_on_gpu(
     inputs: &[gpu::GpuTensor],
     ctx: &mut gpu::GpuOpContext<'_>,
 ) -> Result<Vec<gpu::GpuTensor>, tensor::TensorError> {
-    gpu::run_op(inputs, ctx, |backend| evaluate::eval_all(plan, backend))
+    // A GPU op never runs on the simulated clock (see `ComputeOp::execute`): its evaluation
+    // reports no cost, and `work(ms)` spends its time.
+    gpu::run_op(inputs, ctx, |backend| {
+        evaluate::eval_all(plan, backend, &engine::OpContext::standalone())
+    })
 }
 
 /// Evaluates `plan` over the inputs' values into the outputs.
@@ -239,6 +231,7 @@ fn run(
     outputs: &[Arc<Slot>],
     update: Option<tensor::BinaryOp>,
     rng: Option<&RngSlot>,
+    cx: &engine::OpContext,
 ) -> Result<(), String> {
     // Most statements read a handful of variables: keep their bookkeeping on the stack.
     const ON_STACK: usize = 8;
@@ -272,7 +265,7 @@ fn run(
     };
     if let Some(op) = update {
         let rhs =
-            evaluate::eval(plan, &mut backend).map_err(|error| error.message().to_string())?;
+            evaluate::eval(plan, &mut backend, cx).map_err(|error| error.message().to_string())?;
         drop(values);
         let mut target = outputs[0].lock_value();
         let value = target
@@ -296,15 +289,15 @@ fn run(
             .then(|| output.take_dead_buffer())
             .flatten();
         let value = match spare {
-            Some(spare) => tensor::with_spare(spare, || evaluate::eval(plan, &mut backend)),
-            None => evaluate::eval(plan, &mut backend),
+            Some(spare) => tensor::with_spare(spare, || evaluate::eval(plan, &mut backend, cx)),
+            None => evaluate::eval(plan, &mut backend, cx),
         }
         .map_err(|error| error.message().to_string())?;
         output.set(value);
         return Ok(());
     }
-    let results =
-        evaluate::eval_multi(plan, &mut backend).map_err(|error| error.message().to_string())?;
+    let results = evaluate::eval_multi(plan, &mut backend, cx)
+        .map_err(|error| error.message().to_string())?;
     if results.len() != outputs.len() {
         return Err(format!(
             "the right side gives {} values but {} names are assigned",
@@ -340,13 +333,29 @@ mod tests {
             Box::new(Plan::Input(0)),
             Box::new(Plan::Const(tensor::Tensor::scalar(1.0))),
         );
-        run(&plan, &[x.clone()], &[y.clone()], None, None).unwrap();
+        run(
+            &plan,
+            &[x.clone()],
+            &[y.clone()],
+            None,
+            None,
+            &engine::OpContext::standalone(),
+        )
+        .unwrap();
         let new = y.get().unwrap();
         assert_eq!(new.data(), &[2.0, 3.0]);
         assert_eq!(new.data().as_ptr(), old, "y's old buffer holds the result");
         // A value another holder shares is left to it.
         let shared = y.get().unwrap();
-        run(&plan, &[x], &[y.clone()], None, None).unwrap();
+        run(
+            &plan,
+            &[x],
+            &[y.clone()],
+            None,
+            None,
+            &engine::OpContext::standalone(),
+        )
+        .unwrap();
         assert_ne!(y.get().unwrap().data().as_ptr(), shared.data().as_ptr());
         assert_eq!(shared.data(), &[2.0, 3.0]);
     }

@@ -6,6 +6,8 @@
 //! operation; builtins are dispatched here and only here. A plan node or builtin added to the
 //! language is handled once, for every backend.
 
+use dep_engine::OpContext;
+
 use crate::builtins::{self, Builtin};
 use crate::plan::{Plan, PlanIndex};
 use crate::tensor::backend::Backend;
@@ -13,10 +15,14 @@ use crate::tensor::shape::fmt_shape;
 use crate::tensor::{IndexSpec, Tensor, TensorError};
 
 /// Evaluates `plan` to one value.
-pub(crate) fn eval<B: Backend>(plan: &Plan, backend: &mut B) -> Result<B::Value, TensorError> {
-    let value = eval_node(plan, backend)?;
+pub(crate) fn eval<B: Backend>(
+    plan: &Plan,
+    backend: &mut B,
+    cx: &OpContext,
+) -> Result<B::Value, TensorError> {
+    let value = eval_node(plan, backend, cx)?;
     if matches!(plan, Plan::Unary(..) | Plan::Binary(..)) {
-        report_flops(numel::<B>(&value) as f64);
+        report_flops(cx, numel::<B>(&value) as f64);
     }
     Ok(value)
 }
@@ -25,11 +31,12 @@ pub(crate) fn eval<B: Backend>(plan: &Plan, backend: &mut B) -> Result<B::Value,
 pub(crate) fn eval_all<B: Backend>(
     plan: &Plan,
     backend: &mut B,
+    cx: &OpContext,
 ) -> Result<Vec<B::Value>, TensorError> {
     if plan.is_multi() {
-        eval_multi(plan, backend)
+        eval_multi(plan, backend, cx)
     } else {
-        Ok(vec![eval(plan, backend)?])
+        Ok(vec![eval(plan, backend, cx)?])
     }
 }
 
@@ -37,6 +44,7 @@ pub(crate) fn eval_all<B: Backend>(
 pub(crate) fn eval_multi<B: Backend>(
     plan: &Plan,
     backend: &mut B,
+    cx: &OpContext,
 ) -> Result<Vec<B::Value>, TensorError> {
     match plan {
         Plan::Call(builtin, args) => {
@@ -44,12 +52,12 @@ pub(crate) fn eval_multi<B: Backend>(
             for arg in args {
                 values.push(match arg {
                     Plan::Str(text) => Arg::Str(text.clone()),
-                    plan => Arg::Value(eval(plan, backend)?),
+                    plan => Arg::Value(eval(plan, backend, cx)?),
                 });
             }
-            call(*builtin, values, backend)
+            call(*builtin, values, backend, cx)
         }
-        plan => Ok(vec![eval(plan, backend)?]),
+        plan => Ok(vec![eval(plan, backend, cx)?]),
     }
 }
 
@@ -57,7 +65,11 @@ fn numel<B: Backend>(value: &B::Value) -> usize {
     B::shape(value).iter().product()
 }
 
-fn eval_node<B: Backend>(plan: &Plan, backend: &mut B) -> Result<B::Value, TensorError> {
+fn eval_node<B: Backend>(
+    plan: &Plan,
+    backend: &mut B,
+    cx: &OpContext,
+) -> Result<B::Value, TensorError> {
     match plan {
         Plan::Const(tensor) => backend.constant(tensor.clone()),
         Plan::Str(text) => Err(TensorError::new(format!(
@@ -65,43 +77,43 @@ fn eval_node<B: Backend>(plan: &Plan, backend: &mut B) -> Result<B::Value, Tenso
         ))),
         Plan::Input(index) => backend.input(*index),
         Plan::Unary(op, operand) => {
-            let value = eval(operand, backend)?;
+            let value = eval(operand, backend, cx)?;
             backend.unary(*op, value)
         }
         Plan::Binary(op, lhs, rhs) => {
-            let lhs = eval(lhs, backend)?;
-            let rhs = eval(rhs, backend)?;
+            let lhs = eval(lhs, backend, cx)?;
+            let rhs = eval(rhs, backend, cx)?;
             backend.binary(*op, lhs, rhs)
         }
         Plan::Matmul(lhs, rhs) => {
-            let lhs = eval(lhs, backend)?;
-            let rhs = eval(rhs, backend)?;
+            let lhs = eval(lhs, backend, cx)?;
+            let rhs = eval(rhs, backend, cx)?;
             let inner = B::shape(&lhs).last().copied().unwrap_or(1) as f64;
             let result = backend.matmul(lhs, rhs)?;
-            report_flops(2.0 * inner * numel::<B>(&result) as f64);
+            report_flops(cx, 2.0 * inner * numel::<B>(&result) as f64);
             Ok(result)
         }
         Plan::Call(builtin, _) if builtin.is_multi() => Err(TensorError::new(format!(
             "{} gives several values: assign them to several names",
             builtins::name_of(*builtin)
         ))),
-        Plan::Call(..) => Ok(eval_multi(plan, backend)?.remove(0)),
+        Plan::Call(..) => Ok(eval_multi(plan, backend, cx)?.remove(0)),
         Plan::Index(base, items) => {
-            let base = eval(base, backend)?;
+            let base = eval(base, backend, cx)?;
             let mut specs = Vec::with_capacity(items.len());
             for item in items {
                 specs.push(match item {
                     PlanIndex::Single(plan) => {
-                        IndexSpec::Single(integer(plan, backend, "an index")?)
+                        IndexSpec::Single(integer(plan, backend, cx, "an index")?)
                     }
                     PlanIndex::Slice(start, end) => IndexSpec::Slice {
                         start: start
                             .as_ref()
-                            .map(|plan| integer(plan, backend, "a slice bound"))
+                            .map(|plan| integer(plan, backend, cx, "a slice bound"))
                             .transpose()?,
                         end: end
                             .as_ref()
-                            .map(|plan| integer(plan, backend, "a slice bound"))
+                            .map(|plan| integer(plan, backend, cx, "a slice bound"))
                             .transpose()?,
                     },
                 });
@@ -111,11 +123,11 @@ fn eval_node<B: Backend>(plan: &Plan, backend: &mut B) -> Result<B::Value, Tenso
         // The op runs on the link's destination: on the host, the value is where it is (the
         // simulated engine charges the copy's bytes over the link); on a GPU, the inputs were
         // uploaded or copied there before the plan ran.
-        Plan::CopyTo(value, _) => eval(value, backend),
+        Plan::CopyTo(value, _) => eval(value, backend, cx),
         Plan::List(items) => {
             let values = items
                 .iter()
-                .map(|item| eval(item, backend))
+                .map(|item| eval(item, backend, cx))
                 .collect::<Result<Vec<_>, _>>()?;
             let Some(first) = values.first() else {
                 return backend.constant(Tensor::from_vec(vec![0], Vec::new())?);
@@ -134,14 +146,19 @@ fn eval_node<B: Backend>(plan: &Plan, backend: &mut B) -> Result<B::Value, Tenso
 }
 
 /// A host integer from a plan (an index, a slice bound).
-fn integer<B: Backend>(plan: &Plan, backend: &mut B, what: &str) -> Result<i64, TensorError> {
-    let value = eval(plan, backend)?;
+fn integer<B: Backend>(
+    plan: &Plan,
+    backend: &mut B,
+    cx: &OpContext,
+    what: &str,
+) -> Result<i64, TensorError> {
+    let value = eval(plan, backend, cx)?;
     builtins::whole_number(&backend.to_host(value)?, what)
 }
 
 /// Counts floating-point work for the simulated engine's cost model (nothing otherwise).
-fn report_flops(flops: f64) {
-    dep_engine::sim::report_cost(dep_engine::sim::Cost {
+fn report_flops(cx: &OpContext, flops: f64) {
+    cx.report_cost(dep_engine::sim::Cost {
         flops,
         ..Default::default()
     });
@@ -224,6 +241,7 @@ fn call<B: Backend>(
     builtin: Builtin,
     args: Vec<Arg<B::Value>>,
     backend: &mut B,
+    cx: &OpContext,
 ) -> Result<Vec<B::Value>, TensorError> {
     let mut args = Args {
         args: args.into_iter(),
@@ -320,9 +338,10 @@ fn call<B: Backend>(
                 .ok_or_else(|| {
                     TensorError::new("work takes a time in milliseconds from 0 to 3600000")
                 })?;
-            take_time(std::time::Duration::from_secs_f64(
-                f64::from(milliseconds) / 1000.0,
-            ));
+            take_time(
+                cx,
+                std::time::Duration::from_secs_f64(f64::from(milliseconds) / 1000.0),
+            );
             // The value passes through, where it lives.
             match args.args.len() {
                 0 => backend.constant(Tensor::scalar(0.0))?,
@@ -351,13 +370,13 @@ pub(crate) fn call_on_host(
         remaining_uses: &mut [],
         rng,
     };
-    call(builtin, args, &mut backend)
+    call(builtin, args, &mut backend, &OpContext::standalone())
 }
 
 /// `work(ms)`'s time: spent on the host, or, on the virtual clock, reported rather than spent.
-fn take_time(duration: std::time::Duration) {
-    if dep_engine::sim::is_simulated() {
-        dep_engine::sim::report_cost(dep_engine::sim::Cost {
+fn take_time(cx: &OpContext, duration: std::time::Duration) {
+    if cx.is_simulated() {
+        cx.report_cost(dep_engine::sim::Cost {
             fixed_ns: duration.as_nanos() as u64,
             ..Default::default()
         });
@@ -382,6 +401,7 @@ mod tests {
                 remaining_uses: &mut uses,
                 rng: None,
             },
+            &OpContext::standalone(),
         )
     }
 

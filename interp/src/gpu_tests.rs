@@ -50,7 +50,7 @@ fn cpu_eval(plan: &Plan, inputs: &[Tensor]) -> Result<Vec<Tensor>, tensor::Tenso
         remaining_uses: &mut uses,
         rng: None,
     };
-    crate::evaluate::eval_all(plan, &mut backend)
+    crate::evaluate::eval_all(plan, &mut backend, &dep_engine::OpContext::standalone())
 }
 
 fn gpu_eval(

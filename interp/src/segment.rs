@@ -268,8 +268,8 @@ impl Segment {
 }
 
 impl engine::OpBody for SegmentBody {
-    fn run(&self) -> Result<(), String> {
-        run_steps(&self.steps, self.pool.as_ref(), &self.sizes).map_err(|(step, message)| {
+    fn run(&self, ctx: &engine::OpContext) -> Result<(), String> {
+        run_steps(&self.steps, self.pool.as_ref(), &self.sizes, ctx).map_err(|(step, message)| {
             let Some(op) = step else {
                 return message;
             };
@@ -292,6 +292,7 @@ fn run_steps(
     steps: &[Step],
     pool: Option<&Arc<BufferPool>>,
     sizes: &[AtomicU64],
+    ctx: &engine::OpContext,
 ) -> Result<(), (Option<Arc<ComputeOp>>, String)> {
     let bulked = steps
         .iter()
@@ -301,7 +302,7 @@ fn run_steps(
     for step in steps {
         match step {
             Step::Compute(op) => op
-                .execute(pool)
+                .execute(pool, ctx)
                 .map_err(|message| (bulked.then(|| op.clone()), message))?,
             Step::Release(index, slot) => {
                 let (bytes, host) = slot.release();

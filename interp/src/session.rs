@@ -673,6 +673,5 @@ fn new_engine(config: &SessionConfig, log: Option<Arc<engine::EventLog>>) -> eng
         ..engine::EngineConfig::default()
     };
     // GPU ops open one stream per engine worker of a GPU.
-    crate::compute::note_engine_gpu_streams(engine_config.gpu_streams);
     engine::Engine::new(engine_config)
 }
