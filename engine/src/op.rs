@@ -70,11 +70,13 @@ impl OpContext {
 
     /// Whether the op runs under the simulated policy: its time is reported
     /// ([`OpContext::report_cost`]), not spent.
+    #[inline]
     pub fn is_simulated(&self) -> bool {
         self.simulated
     }
 
     /// Adds to the op's cost on the simulated clock (nothing otherwise).
+    #[inline]
     pub fn report_cost(&self, cost: crate::sim::Cost) {
         if self.simulated {
             crate::sim::report_cost(cost);

@@ -244,8 +244,9 @@ fn run(
         &mut heap_uses
     };
     plan.count_uses(remaining_uses);
-    let mut values: SmallVec<[Option<tensor::Tensor>; ON_STACK]> =
-        SmallVec::with_capacity(inputs.len());
+    // `new`, not `with_capacity`: the latter returns the whole inline buffer by value (a copy
+    // of hundreds of bytes on every op); more than ON_STACK inputs spill as pushed.
+    let mut values: SmallVec<[Option<tensor::Tensor>; ON_STACK]> = SmallVec::new();
     for slot in inputs {
         // The old value of a variable this op overwrites is dead once read: take it out of its
         // slot so that the op may update it in place (never for `+=`, which updates the slot).

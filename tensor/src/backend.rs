@@ -81,10 +81,12 @@ pub struct HostBackend<'a> {
 impl Backend for HostBackend<'_> {
     type Value = Tensor;
 
+    #[inline]
     fn shape(value: &Tensor) -> &[usize] {
         value.shape()
     }
 
+    #[inline]
     fn input(&mut self, index: usize) -> Result<Tensor> {
         self.remaining_uses[index] = self.remaining_uses[index].saturating_sub(1);
         let value = if self.remaining_uses[index] == 0 {
@@ -95,14 +97,17 @@ impl Backend for HostBackend<'_> {
         value.ok_or_else(|| terr!("an input was used more often than counted"))
     }
 
+    #[inline]
     fn constant(&mut self, value: Tensor) -> Result<Tensor> {
         Ok(value)
     }
 
+    #[inline]
     fn to_host(&mut self, value: Tensor) -> Result<Tensor> {
         Ok(value)
     }
 
+    #[inline]
     fn unary(&mut self, op: UnaryOp, mut x: Tensor) -> Result<Tensor> {
         if x.is_unique() {
             super::unary_inplace(op, &mut x);
@@ -111,6 +116,7 @@ impl Backend for HostBackend<'_> {
         super::unary(op, &x)
     }
 
+    #[inline]
     fn binary(&mut self, op: BinaryOp, mut a: Tensor, b: Tensor) -> Result<Tensor> {
         if a.is_unique() && broadcasts_to(b.shape(), a.shape()) {
             super::binary_inplace(&mut a, op, &b)?;

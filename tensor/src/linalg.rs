@@ -1,5 +1,6 @@
 //! Linear algebra: matrix products (NumPy's `@` rules for 1-d and 2-d
-//! operands, computed by `matrixmultiply::sgemm`) and transposition.
+//! operands, computed by ndarray's `general_mat_mul`, matrixmultiply's
+//! blocked and threaded sgemm behind a safe interface) and transposition.
 
 use super::error::{terr, Result};
 use super::shape::{alloc, alloc_filled, fmt_shape, numel, strides};
@@ -44,30 +45,15 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     }
     let mut out = alloc_filled(numel(&out_shape)?, 0.0)?;
     if m > 0 && n > 0 && k > 0 {
-        // SAFETY: `a` holds m*k values, `b` holds k*n values and `out` holds
-        // m*n values, all row-major and contiguous, so every element that
-        // sgemm addresses with these strides is in bounds; `out` is a
-        // distinct, exclusively borrowed buffer, and its strides (n, 1) do
-        // not make elements alias. The sizes fit in isize because each
-        // buffer was allocated.
-        unsafe {
-            matrixmultiply::sgemm(
-                m,
-                k,
-                n,
-                1.0,
-                a.data().as_ptr(),
-                k as isize,
-                1,
-                b.data().as_ptr(),
-                n as isize,
-                1,
-                0.0,
-                out.as_mut_ptr(),
-                n as isize,
-                1,
-            );
-        }
+        let as_matrix = |data, rows, cols| {
+            ndarray::ArrayView2::from_shape((rows, cols), data)
+                .map_err(|error| terr!("matmul: {error}"))
+        };
+        let lhs = as_matrix(a.data(), m, k)?;
+        let rhs = as_matrix(b.data(), k, n)?;
+        let mut product = ndarray::ArrayViewMut2::from_shape((m, n), &mut out[..])
+            .map_err(|error| terr!("matmul: {error}"))?;
+        ndarray::linalg::general_mat_mul(1.0, &lhs, &rhs, 0.0, &mut product);
     }
     Ok(Tensor::from_parts(out_shape, out))
 }
