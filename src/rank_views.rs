@@ -4,7 +4,7 @@
 //! one timeline with every rank's lanes, and each rank's communication figures under the
 //! summary (see `dep_views::ranks`). The other ranks write no view.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use dep_engine as engine;
 use dep_interp::Session;
@@ -12,7 +12,7 @@ use dep_views as views;
 use views::ranks::RankRun;
 
 use crate::ranks::Ranks;
-use crate::views::ViewPlan;
+use crate::views::{write_file, ViewPlan};
 
 /// The merged views a job of several ranks asked for, which rank 0 writes.
 pub(crate) struct RankViews {
@@ -148,14 +148,4 @@ pub(crate) fn gather_over_mpi(
         }
     }
     Some(runs)
-}
-
-fn write_file(path: &Path, flag: &str, contents: &str) -> bool {
-    match std::fs::write(path, contents) {
-        Ok(()) => true,
-        Err(error) => {
-            eprintln!("dep: {flag}: cannot write {}: {error}", path.display());
-            false
-        }
-    }
 }

@@ -343,7 +343,8 @@ impl Recorder {
     }
 }
 
-fn write_file(path: &Path, flag: &str, contents: &str) -> bool {
+/// Writes a view's file for `flag`; says why not on stderr, and whether it was written.
+pub(crate) fn write_file(path: &Path, flag: &str, contents: &str) -> bool {
     match std::fs::write(path, contents) {
         Ok(()) => true,
         Err(error) => {
