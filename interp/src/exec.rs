@@ -20,12 +20,12 @@ use dep_engine as engine;
 use dep_grammar as grammar;
 use grammar::{Span, StmtKind};
 
+use crate::bindings::{Binding, Function};
 use crate::builtins;
 use crate::compute::PushableOp;
 use crate::error::RunError;
 use crate::graph::{Recording, ReplayOptions};
 use crate::plan::Plan;
-use crate::session::{Binding, Function, Session};
 use crate::slot::{lock, Slot};
 use crate::statement_cache::StatementCache;
 use crate::suggest;
@@ -38,6 +38,7 @@ mod graph_statements;
 mod host;
 mod push;
 mod scope;
+pub(crate) use scope::Scope;
 mod statements;
 mod with_blocks;
 
@@ -86,9 +87,9 @@ struct Compiled {
     temporaries: Vec<Arc<Slot>>,
 }
 
-/// Runs statements of one source chunk (and the functions they call) against a session.
+/// Runs statements of one source chunk (and the functions they call) in a session's [`Scope`].
 pub(crate) struct Runner<'a> {
-    session: &'a mut Session,
+    scope: Scope<'a>,
     out: &'a mut dyn Write,
     /// The chunk the current statements' spans point into.
     source_index: usize,
@@ -111,13 +112,9 @@ pub(crate) struct Runner<'a> {
 }
 
 impl<'a> Runner<'a> {
-    pub(crate) fn new(
-        session: &'a mut Session,
-        source_index: usize,
-        out: &'a mut dyn Write,
-    ) -> Runner<'a> {
+    pub(crate) fn new(scope: Scope<'a>, source_index: usize, out: &'a mut dyn Write) -> Runner<'a> {
         Runner {
-            session,
+            scope,
             out,
             source_index,
             frames: Vec::new(),
@@ -151,12 +148,12 @@ impl<'a> Runner<'a> {
     /// a kernel interrupt), cancelling the ops that have not started.
     fn check_interrupt(&self, span: grammar::Span) -> Result<(), RunError> {
         if self
-            .session
+            .scope
             .interrupt_check
             .as_ref()
             .is_some_and(|check| check())
         {
-            self.session.cancel();
+            self.scope.engine.cancel_pending();
             return Err(self.error(
                 span,
                 "interrupted: ops that had not started are cancelled; running ops finish",
@@ -195,21 +192,21 @@ impl<'a> Runner<'a> {
             StmtKind::Expr(expr) => self.exec_expr_stmt(stmt, expr)?,
             StmtKind::Seed(expr) => {
                 let seed = self.host_int(expr)?;
-                let rng = self.session.rng.clone();
+                let rng = self.scope.rng.clone();
                 let spec = engine::OpSpec::new(self.label(stmt), move || {
                     *lock(&rng.rng) = tensor::seeded_rng(seed as u64);
                     *lock(&rng.gpu_rng) = crate::gpu::GpuRng::seeded(seed as u64);
                     Ok(())
                 });
                 let spec = spec
-                    .writes(std::slice::from_ref(&self.session.rng.var))
+                    .writes(std::slice::from_ref(&self.scope.rng.var))
                     .line(self.line(stmt.span))
                     .priority(self.priority);
-                self.session.push(spec);
+                self.scope.push(spec);
             }
             StmtKind::Wait => {
                 self.wait_all(stmt.span)?;
-                self.session.take_failures()?;
+                self.scope.take_failures()?;
             }
             StmtKind::For { vars, iter, body } => return self.exec_for(vars, iter, body),
             StmtKind::Def { name, params, body } => {
@@ -225,7 +222,7 @@ impl<'a> Runner<'a> {
                     body: body.clone(),
                     source_index: self.source_index,
                 };
-                self.session
+                self.scope
                     .functions
                     .insert(name.text.clone(), Arc::new(function));
                 self.cache.invalidate();
@@ -241,13 +238,13 @@ impl<'a> Runner<'a> {
             StmtKind::Run(name) => {
                 self.refuse_while_recording(stmt, "run")?;
                 let options = self.replay_options;
-                self.session.wait_for_backlog();
-                match self.session.graphs.get_mut(&name.text) {
-                    Some(graph) => graph.replay(&self.session.engine, options),
+                self.scope.wait_for_backlog();
+                match self.scope.graphs.get_mut(&name.text) {
+                    Some(graph) => graph.replay(self.scope.engine, options),
                     None => {
                         let message = match suggest::closest(
                             &name.text,
-                            self.session.graphs.keys().map(String::as_str),
+                            self.scope.graphs.keys().map(String::as_str),
                         ) {
                             Some(close) => {
                                 format!("no graph named `{}` (did you mean `{close}`?)", name.text)
@@ -290,7 +287,7 @@ impl<'a> Runner<'a> {
     // ----- places and output -----
 
     fn source(&self) -> &str {
-        &self.session.sources[self.source_index].text
+        &self.scope.sources[self.source_index].text
     }
 
     fn text(&self, span: Span) -> &str {
@@ -298,16 +295,16 @@ impl<'a> Runner<'a> {
     }
 
     fn label(&mut self, stmt: &grammar::Stmt) -> Arc<str> {
-        self.session.sources[self.source_index].label(stmt.span)
+        self.scope.sources[self.source_index].label(stmt.span)
     }
 
     /// The session-wide line of a span's start.
     fn line(&self, span: Span) -> u32 {
-        self.session.sources[self.source_index].line_of(span.start)
+        self.scope.sources[self.source_index].line_of(span.start)
     }
 
     fn error(&self, span: Span, message: impl Into<String>, label: &str) -> RunError {
-        let chunk = &self.session.sources[self.source_index];
+        let chunk = &self.scope.sources[self.source_index];
         RunError::runtime(chunk.report(grammar::Diagnostic::new(message, span, label)))
     }
 

@@ -14,6 +14,7 @@
 #![deny(missing_docs)]
 
 mod backlog;
+mod bindings;
 pub mod builtins;
 pub mod comm;
 pub mod commands;
@@ -30,6 +31,7 @@ mod plan;
 mod segment;
 mod session;
 mod slot;
+mod sources;
 mod statement_cache;
 mod suggest;
 /// The CUDA layer (the `dep-gpu` crate), under the name the interpreter and its users have always

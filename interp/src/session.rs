@@ -5,15 +5,16 @@
 // FxHash: names are looked up on every statement; nothing here needs DoS-resistant hashing.
 use rustc_hash::FxHashMap as HashMap;
 use std::io::Write;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dep_engine as engine;
 use dep_grammar as grammar;
 
+use crate::bindings::{Binding, Function};
 use crate::error::{ErrorKind, Report, RunError};
-use crate::exec::Runner;
+use crate::exec::{Runner, Scope};
 use crate::slot::{lock, RngSlot, Slot};
+use crate::sources::SourceChunk;
 use crate::tensor::{self, Tensor};
 
 /// How a session runs.
@@ -38,111 +39,6 @@ impl Default for SessionConfig {
             observe: false,
             show_expression_values: false,
         }
-    }
-}
-
-/// What a name is bound to.
-#[derive(Clone)]
-pub(crate) enum Binding {
-    /// A tensor variable.
-    Tensor(Arc<Slot>),
-    /// A loop counter: a host integer, constant within one iteration.
-    Counter(LoopCounter),
-    /// `x = slots(n)`: n separate variables under one name, read as `x[i]` and written with
-    /// `set(x, i, value)` for a host integer `i`; ops on different ones are independent.
-    Slots(Arc<Vec<Arc<Slot>>>),
-}
-
-/// A loop counter's value, shared by its binding and the loop that advances it, so that the
-/// loop sets the next value without looking the name up again (see `Runner::exec_for`).
-#[derive(Clone)]
-pub(crate) struct LoopCounter(Arc<AtomicI64>);
-
-impl LoopCounter {
-    /// A counter holding `value`.
-    pub(crate) fn new(value: i64) -> LoopCounter {
-        LoopCounter(Arc::new(AtomicI64::new(value)))
-    }
-
-    /// Its value now.
-    pub(crate) fn get(&self) -> i64 {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    /// Moves it to the next iteration's value.
-    pub(crate) fn set(&self, value: i64) {
-        self.0.store(value, Ordering::Relaxed);
-    }
-}
-
-/// A user-defined function.
-pub(crate) struct Function {
-    pub(crate) params: Vec<String>,
-    pub(crate) body: grammar::Block,
-    /// The session source chunk the body's spans point into.
-    pub(crate) source_index: usize,
-}
-
-/// One piece of source text a session ran, for rendering errors found later by line.
-pub(crate) struct SourceChunk {
-    pub(crate) path: String,
-    /// The session-wide number of the chunk's first line.
-    pub(crate) first_line: u32,
-    /// The number of the chunk's first line in `path` (1 unless read from the middle of a pipe).
-    file_first_line: u32,
-    pub(crate) text: Arc<str>,
-    /// Byte offsets where each line starts.
-    line_starts: Vec<usize>,
-    /// Statement labels by span start, made once: a loop pushes the same statements many times.
-    labels: HashMap<usize, Arc<str>>,
-}
-
-impl SourceChunk {
-    fn new(path: &str, first_line: u32, file_first_line: u32, text: Arc<str>) -> SourceChunk {
-        let mut line_starts = vec![0];
-        line_starts.extend(
-            text.bytes()
-                .enumerate()
-                .filter(|(_, byte)| *byte == b'\n')
-                .map(|(offset, _)| offset + 1),
-        );
-        SourceChunk {
-            path: path.to_string(),
-            first_line,
-            file_first_line,
-            text,
-            line_starts,
-            labels: HashMap::default(),
-        }
-    }
-
-    /// The label of the statement at `span`: its text, trimmed.
-    pub(crate) fn label(&mut self, span: grammar::Span) -> Arc<str> {
-        let text = &self.text;
-        self.labels
-            .entry(span.start)
-            .or_insert_with(|| Arc::from(span.text(text).trim()))
-            .clone()
-    }
-
-    /// A statement error at `diagnostic`'s span, as a report naming the line in the file.
-    pub(crate) fn report(&self, diagnostic: grammar::Diagnostic) -> Report {
-        let line_index = grammar::LineIndex::new(&self.text);
-        let first = self.file_first_line;
-        Report {
-            rendered: diagnostic.render_from_line(&self.path, &line_index, first as usize),
-            line: line_index.line_column(diagnostic.span.start).line as u32 + first - 1,
-            message: diagnostic.message,
-        }
-    }
-
-    /// The session-wide line number of a byte offset in this chunk.
-    pub(crate) fn line_of(&self, offset: usize) -> u32 {
-        self.first_line
-            + self
-                .line_starts
-                .partition_point(|start| *start <= offset)
-                .saturating_sub(1) as u32
     }
 }
 
@@ -313,20 +209,6 @@ impl Session {
         }
     }
 
-    /// Pushes a statement's op, after waiting while the engine has too many unfinished ops
-    /// (see `backlog`): the interpreter leads the workers by a bounded number of ops.
-    pub(crate) fn push(&self, spec: engine::OpSpec) -> engine::OpId {
-        self.wait_for_backlog();
-        self.engine.push(spec)
-    }
-
-    /// Waits while the engine has too many unfinished ops, or the event log too many events
-    /// its streaming reader has not read (see `backlog`), or until the user interrupts.
-    pub(crate) fn wait_for_backlog(&self) {
-        let interrupted = || self.interrupt_check.as_ref().is_some_and(|check| check());
-        crate::backlog::wait_for_room(&self.engine, self.log.as_deref(), &interrupted);
-    }
-
     /// The event log, when the session observes its engine.
     pub fn event_log(&self) -> Option<&Arc<engine::EventLog>> {
         self.log.as_ref()
@@ -389,7 +271,7 @@ impl Session {
         ));
         self.places.add(first_line, path, file_first_line);
         let source_index = self.sources.len() - 1;
-        let mut runner = Runner::new(self, source_index, out);
+        let mut runner = Runner::new(self.scope(), source_index, out);
         runner.run_statements(&parsed.program.statements)
     }
 
@@ -424,35 +306,12 @@ impl Session {
     /// Reports failures the engine saw and nobody reported yet, without waiting; and errors of
     /// the GPUs opened so far that no op could report (a failed stream-ordered free).
     pub fn take_failures(&mut self) -> Result<(), RunError> {
-        let failures = self.engine.take_failures();
-        let mut reports: Vec<Report> = failures
-            .into_iter()
-            .filter(|failure| {
-                !self
-                    .reported
-                    .iter()
-                    .any(|reported| Arc::ptr_eq(reported, failure))
-            })
-            .map(|failure| self.render_op_error(&failure))
-            .collect();
-        reports.extend(
-            crate::gpu::take_deferred_errors()
-                .into_iter()
-                .map(|message| Report {
-                    rendered: format!("error: {message}\n"),
-                    message,
-                    line: 0,
-                }),
-        );
-        self.reported.clear();
-        if reports.is_empty() {
-            Ok(())
-        } else {
-            Err(RunError {
-                kind: ErrorKind::Runtime,
-                reports,
-            })
-        }
+        crate::sources::take_failures(
+            &self.engine,
+            &mut self.reported,
+            &self.sources,
+            &self.graphs,
+        )
     }
 
     /// Cancels every pushed op that has not started (Ctrl-C, a kernel interrupt).
@@ -599,69 +458,32 @@ impl Session {
         self.log = log;
     }
 
+    /// What a runner of this session's inputs works with: its parts, borrowed for one input.
+    fn scope(&mut self) -> Scope<'_> {
+        Scope {
+            engine: &self.engine,
+            log: self.log.as_deref(),
+            show_expression_values: self.config.show_expression_values,
+            globals: &mut self.globals,
+            functions: &mut self.functions,
+            graphs: &mut self.graphs,
+            rng: &self.rng,
+            sources: &mut self.sources,
+            n_temporaries: &mut self.n_temporaries,
+            reported: &mut self.reported,
+            interrupt_check: self.interrupt_check.as_deref(),
+            abandon_check: self.abandon_check.as_deref(),
+            comm: &self.comm,
+            comm_counters: &mut self.comm_counters,
+        }
+    }
+
     /// Forgets every name and function and starts a fresh engine with the same configuration.
     pub fn reset(&mut self) {
         let config = self.config.clone();
         let comm = self.comm.clone();
         *self = Session::new(config);
         self.comm = comm;
-    }
-
-    /// Renders an op failure with the place of its statement (for a bulk of a graph's ops, the
-    /// statement in it that failed).
-    pub(crate) fn render_op_error(&self, error: &engine::OpError) -> Report {
-        let step = self
-            .graphs
-            .values()
-            .find_map(|graph| graph.failed_step(error));
-        let error = &match step {
-            Some(step) => engine::OpError {
-                label: step.label,
-                line: step.line,
-                message: step.message,
-                cancelled: false,
-            },
-            None => error.clone(),
-        };
-        let located = self.locate_line(error.line);
-        let rendered = match &located {
-            Some((path, local_line, line_text)) => {
-                // The statement's text on its line, rendered like every other report (a long
-                // line is cut to a window around the carets).
-                let start = line_text.find(error.label.as_ref()).unwrap_or(0);
-                let span = grammar::Span::new(start, start + error.label.len());
-                grammar::Diagnostic::new(error.message.clone(), span, "in this statement")
-                    .render_from_line(
-                        path,
-                        &grammar::LineIndex::new(line_text),
-                        *local_line as usize,
-                    )
-            }
-            None => format!("error: `{}`: {}\n", error.label, error.message),
-        };
-        Report {
-            message: format!("`{}`: {}", error.label, error.message),
-            rendered,
-            line: located.map_or(0, |(_, line, _)| line),
-        }
-    }
-
-    /// The file, file line and text of a session-wide line number.
-    fn locate_line(&self, line: u32) -> Option<(String, u32, String)> {
-        let chunk = self
-            .sources
-            .iter()
-            .rev()
-            .find(|chunk| chunk.first_line <= line && line > 0)?;
-        let chunk_line = line - chunk.first_line + 1;
-        let text = grammar::LineIndex::new(&chunk.text)
-            .line_text(chunk_line as usize)
-            .to_string();
-        Some((
-            chunk.path.clone(),
-            chunk_line + chunk.file_first_line - 1,
-            text,
-        ))
     }
 }
 

@@ -22,7 +22,7 @@ impl Runner<'_> {
             ExprKind::Call { func, args, kwargs }
                 if COMM_NAMES.contains(&func.text.as_str())
                     && self.lookup(&func.text).is_none()
-                    && !self.session.functions.contains_key(&func.text) =>
+                    && !self.scope.functions.contains_key(&func.text) =>
             {
                 Some((func, args, kwargs))
             }
@@ -51,12 +51,12 @@ impl Runner<'_> {
         };
         let (kind, input) = match (func.text.as_str(), args) {
             ("allreduce", [x]) => {
-                let seq = self.session.comm_counters.next_collective();
+                let seq = self.scope.comm_counters.next_collective();
                 (CommKind::AllReduce { seq }, Some(x))
             }
             ("broadcast", [x, root]) => {
                 let root = self.rank_argument(root)?;
-                let seq = self.session.comm_counters.next_collective();
+                let seq = self.scope.comm_counters.next_collective();
                 (CommKind::Broadcast { seq, root }, Some(x))
             }
             ("recv", [from, dims @ ..]) => {
@@ -65,7 +65,7 @@ impl Runner<'_> {
                     .iter()
                     .map(|dim| self.host_count(dim))
                     .collect::<Result<Vec<_>, _>>()?;
-                let tag = self.session.comm_counters.next_recv(from);
+                let tag = self.scope.comm_counters.next_recv(from);
                 (CommKind::Recv { from, tag, shape }, None)
             }
             ("send", _) => {
@@ -100,7 +100,7 @@ impl Runner<'_> {
         match (func.text.as_str(), args) {
             ("send", [x, to]) => {
                 let to = self.rank_argument(to)?;
-                let tag = self.session.comm_counters.next_send(to);
+                let tag = self.scope.comm_counters.next_send(to);
                 let input = self.comm_input(stmt, x)?;
                 self.push_comm(stmt, CommKind::Send { to, tag }, Some(input), None);
             }
@@ -112,7 +112,7 @@ impl Runner<'_> {
                 }, root],
             ) => {
                 let root = self.rank_argument(root)?;
-                let seq = self.session.comm_counters.next_collective();
+                let seq = self.scope.comm_counters.next_collective();
                 let input = self.comm_input(stmt, x)?;
                 let output = self.target_slot(name)?;
                 self.push_comm(
@@ -141,7 +141,7 @@ impl Runner<'_> {
     /// Whether the block of `with rank = K` runs here: on rank K only.
     pub(super) fn runs_on_rank(&mut self, value: &grammar::Expr) -> Result<bool, RunError> {
         let rank = self.rank_argument(value)?;
-        Ok(rank == self.session.comm.rank())
+        Ok(rank == self.scope.comm.rank())
     }
 
     /// Refuses a communication where it cannot run, or with keyword arguments.
@@ -182,7 +182,7 @@ impl Runner<'_> {
     /// A rank named in a statement: a whole number from 0 to `ranks() - 1`.
     fn rank_argument(&mut self, expr: &grammar::Expr) -> Result<usize, RunError> {
         let rank = self.host_int(expr)?;
-        let size = self.session.comm.size();
+        let size = self.scope.comm.size();
         match usize::try_from(rank) {
             Ok(rank) if rank < size => Ok(rank),
             _ => Err(self.error(
@@ -245,9 +245,9 @@ impl Runner<'_> {
             kind,
             input,
             output,
-            comm: self.session.comm.clone(),
+            comm: self.scope.comm.clone(),
         };
-        self.session.push(op.into_spec());
+        self.scope.push(op.into_spec());
         if let Some(temporary) = temporary {
             self.delete_slot(temporary);
         }

@@ -7,10 +7,10 @@ use dep_grammar as grammar;
 use grammar::ExprKind;
 
 use super::{input_index, tensor_binary, Compiled, Runner};
+use crate::bindings::Binding;
 use crate::builtins;
 use crate::error::RunError;
 use crate::plan::{Plan, PlanIndex};
-use crate::session::Binding;
 use crate::slot::Slot;
 use crate::tensor::{self, Tensor};
 
@@ -43,7 +43,7 @@ impl Runner<'_> {
                     Plan::Const(Tensor::scalar(counter.get() as f32))
                 }
                 Some((Binding::Slots(_), _)) => return Err(self.slots_misuse(name)),
-                None if self.session.functions.contains_key(&name.text)
+                None if self.scope.functions.contains_key(&name.text)
                     || builtins::lookup(&name.text).is_some() =>
                 {
                     return Err(self.error(
@@ -80,7 +80,7 @@ impl Runner<'_> {
                 }
             }
             ExprKind::Call { func, args, kwargs } => {
-                if self.session.functions.contains_key(&func.text) {
+                if self.scope.functions.contains_key(&func.text) {
                     self.compiled_pure = false;
                     let mut results = self.call_function(func, args, kwargs, expr.span)?;
                     if results.len() != 1 {
@@ -102,16 +102,16 @@ impl Runner<'_> {
                 }
                 match (func.text.as_str(), args.as_slice()) {
                     ("rank", []) => {
-                        return Ok(Plan::Const(Tensor::scalar(self.session.comm.rank() as f32)))
+                        return Ok(Plan::Const(Tensor::scalar(self.scope.comm.rank() as f32)))
                     }
                     ("ranks", []) => {
-                        return Ok(Plan::Const(Tensor::scalar(self.session.comm.size() as f32)))
+                        return Ok(Plan::Const(Tensor::scalar(self.scope.comm.size() as f32)))
                     }
                     ("clock", []) => {
                         self.compiled_pure = false;
                         // A host number: the engine's clock (virtual under `--engine sim`) now.
                         return Ok(Plan::Const(Tensor::scalar(
-                            (self.session.engine.now_ns() as f64 / 1e6) as f32,
+                            (self.scope.engine.now_ns() as f64 / 1e6) as f32,
                         )));
                     }
                     (

@@ -7,8 +7,8 @@ use dep_grammar as grammar;
 use grammar::{ExprKind, Span};
 
 use super::{CallParts, Flow, Frame, Local, Runner, MAX_CALL_DEPTH};
+use crate::bindings::Binding;
 use crate::error::RunError;
-use crate::session::Binding;
 use crate::slot::Slot;
 
 impl Runner<'_> {
@@ -16,7 +16,7 @@ impl Runner<'_> {
     pub(super) fn user_call<'e>(&self, expr: &'e grammar::Expr) -> Option<CallParts<'e>> {
         match &expr.kind {
             ExprKind::Call { func, args, kwargs }
-                if self.session.functions.contains_key(&func.text) =>
+                if self.scope.functions.contains_key(&func.text) =>
             {
                 Some((func, args, kwargs))
             }
@@ -32,7 +32,7 @@ impl Runner<'_> {
         kwargs: &[grammar::KeywordArg],
         span: Span,
     ) -> Result<Vec<Arc<Slot>>, RunError> {
-        let Some(function) = self.session.functions.get(&func.text).cloned() else {
+        let Some(function) = self.scope.functions.get(&func.text).cloned() else {
             return Err(self.unknown_name(func));
         };
         if let Some(kwarg) = kwargs.first() {

@@ -4,9 +4,9 @@ use dep_grammar as grammar;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::{Flow, Frame, Runner};
+use crate::bindings::Binding;
 use crate::error::RunError;
 use crate::graph::{Graph, Recording};
-use crate::session::Binding;
 
 impl Runner<'_> {
     /// Records `body` as the graph `name` (replacing an earlier one of that name).
@@ -17,7 +17,7 @@ impl Runner<'_> {
         body: &grammar::Block,
     ) -> Result<(), RunError> {
         let graph = self.record(stmt, body, false)?.named(&name.text);
-        self.session.graphs.insert(name.text.clone(), graph);
+        self.scope.graphs.insert(name.text.clone(), graph);
         Ok(())
     }
 
@@ -51,7 +51,7 @@ impl Runner<'_> {
             recording.internals.clear();
             for (name, local) in frame.map(|frame| frame.locals).unwrap_or_default() {
                 if let Binding::Tensor(_) = local.binding {
-                    self.session.globals.insert(name, local.binding);
+                    self.scope.globals.insert(name, local.binding);
                 }
             }
         }

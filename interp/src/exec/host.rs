@@ -7,8 +7,8 @@ use dep_grammar as grammar;
 use grammar::{ExprKind, Span};
 
 use super::Runner;
+use crate::bindings::Binding;
 use crate::error::RunError;
-use crate::session::Binding;
 use crate::slot::Slot;
 use crate::tensor::{self, Tensor};
 
@@ -52,13 +52,13 @@ impl Runner<'_> {
     /// Waits for every pushed op, unless the user gives up (see `Session::set_abandon_check`);
     /// `span` is what waits.
     pub(super) fn wait_all(&self, span: Span) -> Result<(), RunError> {
-        match &self.session.abandon_check {
-            Some(give_up) if !self.session.engine.wait_all_or(give_up) => {
+        match self.scope.abandon_check {
+            Some(give_up) if !self.scope.engine.wait_all_or(give_up) => {
                 Err(self.abandoned_wait(span))
             }
             Some(_) => Ok(()),
             None => {
-                self.session.engine.wait_all();
+                self.scope.engine.wait_all();
                 Ok(())
             }
         }
@@ -67,9 +67,9 @@ impl Runner<'_> {
     /// The value of `slot` once its writes are done; an error names `span`, the expression
     /// that needed it.
     pub(super) fn wait_slot(&mut self, slot: &Arc<Slot>, span: Span) -> Result<Tensor, RunError> {
-        let waited = match &self.session.abandon_check {
-            Some(give_up) => self.session.engine.wait_var_or(&slot.var, give_up),
-            None => Some(self.session.engine.wait_var(&slot.var)),
+        let waited = match self.scope.abandon_check {
+            Some(give_up) => self.scope.engine.wait_var_or(&slot.var, give_up),
+            None => Some(self.scope.engine.wait_var(&slot.var)),
         };
         let Some(waited) = waited else {
             return Err(self.abandoned_wait(span));
@@ -79,8 +79,8 @@ impl Runner<'_> {
                 .get()
                 .map_err(|message| self.error(span, message, "needed here")),
             Err(error) => {
-                self.session.reported.push(error.clone());
-                Err(RunError::runtime(self.session.render_op_error(&error)))
+                self.scope.reported.push(error.clone());
+                Err(RunError::runtime(self.scope.render_op_error(&error)))
             }
         }
     }
@@ -100,8 +100,8 @@ impl Runner<'_> {
             }
             ExprKind::Call { func, args, .. } if args.is_empty() && self.is_rank_call(func) => {
                 return Ok(match func.text.as_str() {
-                    "rank" => self.session.comm.rank(),
-                    _ => self.session.comm.size(),
+                    "rank" => self.scope.comm.rank(),
+                    _ => self.scope.comm.size(),
                 } as f64);
             }
             // Arithmetic on numbers and loop counters stays on the host: no op, no wait.
@@ -151,7 +151,7 @@ impl Runner<'_> {
     /// Whether `func` is the builtin `rank` or `ranks` (not a user's function of that name).
     pub(super) fn is_rank_call(&self, func: &grammar::Name) -> bool {
         matches!(func.text.as_str(), "rank" | "ranks")
-            && !self.session.functions.contains_key(&func.text)
+            && !self.scope.functions.contains_key(&func.text)
             && self.lookup(&func.text).is_none()
     }
 

@@ -8,8 +8,8 @@ use dep_engine as engine;
 use dep_grammar as grammar;
 
 use super::{Compiled, Pushed, Runner};
+use crate::bindings::Binding;
 use crate::compute::{ComputeOp, PushableOp};
-use crate::session::Binding;
 use crate::slot::Slot;
 use crate::tensor;
 
@@ -44,7 +44,7 @@ impl Runner<'_> {
         // A kept statement reads no loop counter and writes no `set` slot, so its label has
         // nothing of the iteration to add (`op_label`): the statement's text, as compiled.
         let spec = op.spec(op.op().label.clone());
-        self.session.push(spec);
+        self.scope.push(spec);
         true
     }
 
@@ -52,7 +52,7 @@ impl Runner<'_> {
     /// observed, which iteration of a loop it is (see `labels`).
     pub(super) fn op_label(&mut self, stmt: &grammar::Stmt, outputs: &[Arc<Slot>]) -> Arc<str> {
         let label = self.label(stmt);
-        if !self.session.engine.is_observed() {
+        if !self.scope.engine.is_observed() {
             // Views tell a loop's ops apart; an unobserved run keeps the shared label.
             return label;
         }
@@ -98,7 +98,7 @@ impl Runner<'_> {
             inputs,
             temporaries,
         } = compiled;
-        let rng = plan.uses_rng().then(|| self.session.rng.clone());
+        let rng = plan.uses_rng().then(|| self.scope.rng.clone());
         let device = match plan.copy_to() {
             Some(to) => {
                 let from = inputs
@@ -140,7 +140,7 @@ impl Runner<'_> {
         }
         let label = op.label.clone();
         let op = PushableOp::new(op);
-        self.session.push(op.spec(label));
+        self.scope.push(op.spec(label));
         let had_temporaries = !temporaries.is_empty();
         for temporary in temporaries {
             self.delete_slot(temporary);
@@ -157,12 +157,12 @@ impl Runner<'_> {
             return;
         }
         let var = slot.var.clone();
-        self.session.engine.delete_var(var, move || slot.clear());
+        self.scope.engine.delete_var(var, move || slot.clear());
     }
 
     pub(super) fn new_temporary(&mut self, hint: &str) -> Arc<Slot> {
-        self.session.n_temporaries += 1;
-        let name = format!("{hint}#{}", self.session.n_temporaries);
+        *self.scope.n_temporaries += 1;
+        let name = format!("{hint}#{}", self.scope.n_temporaries);
         self.create_slot(name)
     }
 }

@@ -1,18 +1,89 @@
-//! Names and scopes: looking a name up (a function's locals, then the globals), binding one
-//! (every change but a loop counter's next value invalidates the statement cache), the slots
-//! an assignment writes and `del`.
+//! The runner's scope and names: the `Scope` a runner works in (the parts of a session it
+//! reads and writes, borrowed for one input), looking a name up (a function's locals, then the
+//! globals), binding one (every change but a loop counter's next value invalidates the
+//! statement cache), the slots an assignment writes and `del`.
 
+// FxHash: names are looked up on every statement; nothing here needs DoS-resistant hashing.
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
+use dep_engine as engine;
 use dep_grammar as grammar;
 use grammar::ExprKind;
 
 use super::{Local, Runner};
+use crate::bindings::{Binding, Function};
 use crate::builtins;
-use crate::error::RunError;
-use crate::session::Binding;
-use crate::slot::Slot;
+use crate::comm::{CommCounters, Communicator};
+use crate::error::{Report, RunError};
+use crate::graph::Graph;
+use crate::slot::{RngSlot, Slot};
+use crate::sources::{self, SourceChunk};
 use crate::suggest;
+
+/// Asked by a runner: whether the user interrupted (before a statement), or gave up waiting
+/// (while a `print` or `wait` blocks).
+pub(crate) type Check<'s> = &'s (dyn Fn() -> bool + Send);
+
+/// What a runner works in: the parts of its session it reads and writes, borrowed for one
+/// input. The session makes one per input (`Session::scope`) and knows the runner; the runner
+/// knows only this.
+pub(crate) struct Scope<'s> {
+    /// The engine every op is pushed into.
+    pub(crate) engine: &'s engine::Engine,
+    /// The event log, whose streaming reader a push may wait for (see `backlog`).
+    pub(crate) log: Option<&'s engine::EventLog>,
+    /// Whether an expression statement shows its value (a REPL, a notebook).
+    pub(crate) show_expression_values: bool,
+    /// The global names.
+    pub(crate) globals: &'s mut HashMap<String, Binding>,
+    /// The user's functions, by name.
+    pub(crate) functions: &'s mut HashMap<String, Arc<Function>>,
+    /// The recorded graphs, by name.
+    pub(crate) graphs: &'s mut HashMap<String, Graph>,
+    /// The generators, and the variable that orders their users.
+    pub(crate) rng: &'s Arc<RngSlot>,
+    /// Every input the session ran, this one last: where spans, labels and lines point.
+    pub(crate) sources: &'s mut [SourceChunk],
+    /// How many temporaries were named so far (`f#3`), session-wide.
+    pub(crate) n_temporaries: &'s mut u64,
+    /// Failures already reported (by a `print` or `wait`), not to report twice.
+    pub(crate) reported: &'s mut Vec<Arc<engine::OpError>>,
+    /// Whether the user interrupted (see `Session::set_interrupt_check`).
+    pub(crate) interrupt_check: Option<Check<'s>>,
+    /// Whether the user gave up waiting (see `Session::set_abandon_check`).
+    pub(crate) abandon_check: Option<Check<'s>>,
+    /// How this rank talks to the others.
+    pub(crate) comm: &'s Arc<dyn Communicator>,
+    /// The numbering of communications, in push order.
+    pub(crate) comm_counters: &'s mut CommCounters,
+}
+
+impl Scope<'_> {
+    /// Pushes a statement's op, after waiting while the engine has too many unfinished ops
+    /// (see `backlog`): the interpreter leads the workers by a bounded number of ops.
+    pub(crate) fn push(&self, spec: engine::OpSpec) -> engine::OpId {
+        self.wait_for_backlog();
+        self.engine.push(spec)
+    }
+
+    /// Waits while the engine has too many unfinished ops, or the event log too many events
+    /// its streaming reader has not read (see `backlog`), or until the user interrupts.
+    pub(crate) fn wait_for_backlog(&self) {
+        let interrupted = || self.interrupt_check.is_some_and(|check| check());
+        crate::backlog::wait_for_room(self.engine, self.log, &interrupted);
+    }
+
+    /// Reports the failures not reported yet (see `Session::take_failures`).
+    pub(crate) fn take_failures(&mut self) -> Result<(), RunError> {
+        sources::take_failures(self.engine, self.reported, self.sources, self.graphs)
+    }
+
+    /// An op failure, rendered at its statement.
+    pub(crate) fn render_op_error(&self, error: &engine::OpError) -> Report {
+        sources::render_op_error(self.sources, self.graphs, error)
+    }
+}
 
 impl Runner<'_> {
     /// The binding of `name`, and whether the current scope owns it.
@@ -23,7 +94,7 @@ impl Runner<'_> {
             }
         }
         let owned = self.frames.last().is_none_or(|frame| frame.writes_globals);
-        self.session
+        self.scope
             .globals
             .get(name)
             .map(|binding| (binding.clone(), owned))
@@ -63,14 +134,14 @@ impl Runner<'_> {
                     self.cache.invalidate();
                 }
             },
-            None => match self.session.globals.get_mut(name) {
+            None => match self.scope.globals.get_mut(name) {
                 Some(global) if still_counter(global) => *global = binding,
                 Some(global) => {
                     *global = binding;
                     self.cache.invalidate();
                 }
                 None => {
-                    self.session.globals.insert(name.to_string(), binding);
+                    self.scope.globals.insert(name.to_string(), binding);
                     self.cache.invalidate();
                 }
             },
@@ -104,7 +175,7 @@ impl Runner<'_> {
 
     /// A new slot; while recording a graph, one of the graph's own buffers.
     pub(super) fn create_slot(&mut self, var_name: String) -> Arc<Slot> {
-        let slot = Slot::new(self.session.engine.new_var(var_name));
+        let slot = Slot::new(self.scope.engine.new_var(var_name));
         if let Some(recording) = &mut self.recording {
             recording.internals.push(slot.clone());
         }
@@ -119,7 +190,7 @@ impl Runner<'_> {
                 .remove(&name.text)
                 .map(|local| (local.binding, local.owned)),
             None => self
-                .session
+                .scope
                 .globals
                 .remove(&name.text)
                 .map(|binding| (binding, true)),
@@ -136,7 +207,7 @@ impl Runner<'_> {
                 Ok(())
             }
             Some(_) => Ok(()),
-            None if self.session.functions.remove(&name.text).is_some() => Ok(()),
+            None if self.scope.functions.remove(&name.text).is_some() => Ok(()),
             None => Err(self.unknown_name(name)),
         }
     }
@@ -185,11 +256,11 @@ impl Runner<'_> {
     }
 
     pub(super) fn unknown_name(&self, name: &grammar::Name) -> RunError {
-        let mut candidates: Vec<&str> = self.session.globals.keys().map(String::as_str).collect();
+        let mut candidates: Vec<&str> = self.scope.globals.keys().map(String::as_str).collect();
         if let Some(frame) = self.frames.last() {
             candidates.extend(frame.locals.keys().map(String::as_str));
         }
-        candidates.extend(self.session.functions.keys().map(String::as_str));
+        candidates.extend(self.scope.functions.keys().map(String::as_str));
         candidates.extend(builtins::BUILTINS.iter().map(|info| info.name));
         let message = match suggest::closest(&name.text, candidates) {
             Some(close) => format!("unknown name `{}` (did you mean `{close}`?)", name.text),

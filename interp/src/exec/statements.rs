@@ -7,10 +7,10 @@ use dep_grammar as grammar;
 use grammar::ExprKind;
 
 use super::{Compiled, Flow, Runner};
+use crate::bindings::{Binding, LoopCounter};
 use crate::builtins;
 use crate::error::RunError;
 use crate::plan::Plan;
-use crate::session::{Binding, LoopCounter};
 use crate::slot::Slot;
 use crate::tensor;
 
@@ -152,10 +152,10 @@ impl Runner<'_> {
             match (&item.kind, self.name_binding(item)) {
                 (ExprKind::Str(text), _) => parts.push(text.clone()),
                 (_, Some(Binding::Counter(counter))) => parts.push(counter.get().to_string()),
-                (ExprKind::Name(name), None) if self.session.graphs.contains_key(&name.text) => {
+                (ExprKind::Name(name), None) if self.scope.graphs.contains_key(&name.text) => {
                     // The report reads the sizes the last run left: wait for it.
                     self.wait_all(item.span)?;
-                    let report = self.session.graphs[&name.text].report();
+                    let report = self.scope.graphs[&name.text].report();
                     parts.push(report.trim_end().to_string());
                 }
                 _ => {
@@ -217,7 +217,7 @@ impl Runner<'_> {
         if let Some((func, args, kwargs)) = self.user_call(expr) {
             let results = self.call_function(func, args, kwargs, expr.span)?;
             for result in results {
-                if self.session.config.show_expression_values {
+                if self.scope.show_expression_values {
                     let value = self.wait_slot(&result, expr.span)?;
                     self.write_line(&value.to_string());
                 }
@@ -225,7 +225,7 @@ impl Runner<'_> {
             }
             return Ok(());
         }
-        if self.session.config.show_expression_values {
+        if self.scope.show_expression_values {
             let value = self.evaluate_now(expr)?;
             self.write_line(&value.to_string());
             return Ok(());

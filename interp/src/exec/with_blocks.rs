@@ -114,7 +114,7 @@ impl Runner<'_> {
         device: engine::Device,
         span: Span,
     ) -> Result<engine::Device, RunError> {
-        if self.session.engine.policy() == engine::Policy::Sim {
+        if self.scope.engine.policy() == engine::Policy::Sim {
             return Ok(device);
         }
         match device {
@@ -175,7 +175,7 @@ impl Runner<'_> {
                 }
             }
         }
-        self.session.engine.set_sim_device(&name.text, model);
+        self.scope.engine.set_sim_device(&name.text, model);
         Ok(())
     }
 
@@ -188,7 +188,7 @@ impl Runner<'_> {
         body: &grammar::Block,
     ) -> Result<(), RunError> {
         let graph = self.record(stmt, body, true)?;
-        graph.run_with_upward_ranks(&self.session.engine);
+        graph.run_with_upward_ranks(self.scope.engine);
         Ok(())
     }
 }

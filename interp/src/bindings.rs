@@ -1,0 +1,51 @@
+//! What a name is bound to (a tensor variable, a loop counter, a list of variables) and what a
+//! `def` defines: the data the session keeps between inputs and the runner reads and binds.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use dep_grammar as grammar;
+
+use crate::slot::Slot;
+
+/// What a name is bound to.
+#[derive(Clone)]
+pub(crate) enum Binding {
+    /// A tensor variable.
+    Tensor(Arc<Slot>),
+    /// A loop counter: a host integer, constant within one iteration.
+    Counter(LoopCounter),
+    /// `x = slots(n)`: n separate variables under one name, read as `x[i]` and written with
+    /// `set(x, i, value)` for a host integer `i`; ops on different ones are independent.
+    Slots(Arc<Vec<Arc<Slot>>>),
+}
+
+/// A loop counter's value, shared by its binding and the loop that advances it, so that the
+/// loop sets the next value without looking the name up again (see `Runner::exec_for`).
+#[derive(Clone)]
+pub(crate) struct LoopCounter(Arc<AtomicI64>);
+
+impl LoopCounter {
+    /// A counter holding `value`.
+    pub(crate) fn new(value: i64) -> LoopCounter {
+        LoopCounter(Arc::new(AtomicI64::new(value)))
+    }
+
+    /// Its value now.
+    pub(crate) fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Moves it to the next iteration's value.
+    pub(crate) fn set(&self, value: i64) {
+        self.0.store(value, Ordering::Relaxed);
+    }
+}
+
+/// A user-defined function.
+pub(crate) struct Function {
+    pub(crate) params: Vec<String>,
+    pub(crate) body: grammar::Block,
+    /// The session source chunk the body's spans point into.
+    pub(crate) source_index: usize,
+}

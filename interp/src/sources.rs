@@ -1,0 +1,177 @@
+//! The source text a session ran, chunk by chunk (a script, a REPL line, a notebook cell), and
+//! the reports placed in it: a statement's label and line, and an op failure found later,
+//! rendered at its statement.
+
+// FxHash: labels are looked up on every statement; nothing here needs DoS-resistant hashing.
+use rustc_hash::FxHashMap as HashMap;
+use std::sync::Arc;
+
+use dep_engine as engine;
+use dep_grammar as grammar;
+
+use crate::error::{ErrorKind, Report, RunError};
+use crate::graph::Graph;
+
+/// One piece of source text a session ran, for rendering errors found later by line.
+pub(crate) struct SourceChunk {
+    pub(crate) path: String,
+    /// The session-wide number of the chunk's first line.
+    pub(crate) first_line: u32,
+    /// The number of the chunk's first line in `path` (1 unless read from the middle of a pipe).
+    file_first_line: u32,
+    pub(crate) text: Arc<str>,
+    /// Byte offsets where each line starts.
+    line_starts: Vec<usize>,
+    /// Statement labels by span start, made once: a loop pushes the same statements many times.
+    labels: HashMap<usize, Arc<str>>,
+}
+
+impl SourceChunk {
+    pub(crate) fn new(
+        path: &str,
+        first_line: u32,
+        file_first_line: u32,
+        text: Arc<str>,
+    ) -> SourceChunk {
+        let mut line_starts = vec![0];
+        line_starts.extend(
+            text.bytes()
+                .enumerate()
+                .filter(|(_, byte)| *byte == b'\n')
+                .map(|(offset, _)| offset + 1),
+        );
+        SourceChunk {
+            path: path.to_string(),
+            first_line,
+            file_first_line,
+            text,
+            line_starts,
+            labels: HashMap::default(),
+        }
+    }
+
+    /// The label of the statement at `span`: its text, trimmed.
+    pub(crate) fn label(&mut self, span: grammar::Span) -> Arc<str> {
+        let text = &self.text;
+        self.labels
+            .entry(span.start)
+            .or_insert_with(|| Arc::from(span.text(text).trim()))
+            .clone()
+    }
+
+    /// A statement error at `diagnostic`'s span, as a report naming the line in the file.
+    pub(crate) fn report(&self, diagnostic: grammar::Diagnostic) -> Report {
+        let line_index = grammar::LineIndex::new(&self.text);
+        let first = self.file_first_line;
+        Report {
+            rendered: diagnostic.render_from_line(&self.path, &line_index, first as usize),
+            line: line_index.line_column(diagnostic.span.start).line as u32 + first - 1,
+            message: diagnostic.message,
+        }
+    }
+
+    /// The session-wide line number of a byte offset in this chunk.
+    pub(crate) fn line_of(&self, offset: usize) -> u32 {
+        self.first_line
+            + self
+                .line_starts
+                .partition_point(|start| *start <= offset)
+                .saturating_sub(1) as u32
+    }
+}
+
+/// Renders an op failure with the place of its statement in `sources` (for a bulk of one of
+/// `graphs`' ops, the statement in it that failed).
+pub(crate) fn render_op_error(
+    sources: &[SourceChunk],
+    graphs: &HashMap<String, Graph>,
+    error: &engine::OpError,
+) -> Report {
+    let step = graphs.values().find_map(|graph| graph.failed_step(error));
+    let error = &match step {
+        Some(step) => engine::OpError {
+            label: step.label,
+            line: step.line,
+            message: step.message,
+            cancelled: false,
+        },
+        None => error.clone(),
+    };
+    let located = locate_line(sources, error.line);
+    let rendered = match &located {
+        Some((path, local_line, line_text)) => {
+            // The statement's text on its line, rendered like every other report (a long
+            // line is cut to a window around the carets).
+            let start = line_text.find(error.label.as_ref()).unwrap_or(0);
+            let span = grammar::Span::new(start, start + error.label.len());
+            grammar::Diagnostic::new(error.message.clone(), span, "in this statement")
+                .render_from_line(
+                    path,
+                    &grammar::LineIndex::new(line_text),
+                    *local_line as usize,
+                )
+        }
+        None => format!("error: `{}`: {}\n", error.label, error.message),
+    };
+    Report {
+        message: format!("`{}`: {}", error.label, error.message),
+        rendered,
+        line: located.map_or(0, |(_, line, _)| line),
+    }
+}
+
+/// The file, file line and text of a session-wide line number.
+fn locate_line(sources: &[SourceChunk], line: u32) -> Option<(String, u32, String)> {
+    let chunk = sources
+        .iter()
+        .rev()
+        .find(|chunk| chunk.first_line <= line && line > 0)?;
+    let chunk_line = line - chunk.first_line + 1;
+    let text = grammar::LineIndex::new(&chunk.text)
+        .line_text(chunk_line as usize)
+        .to_string();
+    Some((
+        chunk.path.clone(),
+        chunk_line + chunk.file_first_line - 1,
+        text,
+    ))
+}
+
+/// Reports the failures `engine` saw that are not in `reported` (already reported by a `print`
+/// or `wait`), without waiting, and errors of the GPUs opened so far that no op could report (a
+/// failed stream-ordered free); empties `reported`.
+pub(crate) fn take_failures(
+    engine: &engine::Engine,
+    reported: &mut Vec<Arc<engine::OpError>>,
+    sources: &[SourceChunk],
+    graphs: &HashMap<String, Graph>,
+) -> Result<(), RunError> {
+    let failures = engine.take_failures();
+    let mut reports: Vec<Report> = failures
+        .into_iter()
+        .filter(|failure| {
+            !reported
+                .iter()
+                .any(|reported| Arc::ptr_eq(reported, failure))
+        })
+        .map(|failure| render_op_error(sources, graphs, &failure))
+        .collect();
+    reports.extend(
+        crate::gpu::take_deferred_errors()
+            .into_iter()
+            .map(|message| Report {
+                rendered: format!("error: {message}\n"),
+                message,
+                line: 0,
+            }),
+    );
+    reported.clear();
+    if reports.is_empty() {
+        Ok(())
+    } else {
+        Err(RunError {
+            kind: ErrorKind::Runtime,
+            reports,
+        })
+    }
+}
