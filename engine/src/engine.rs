@@ -642,12 +642,20 @@ impl Shared {
         let work = lock(&op.work).take();
         match work {
             Some(Work::Run(exec)) => {
-                let (outcome, cost) = self.measured(|| self.run_user_op(&op, exec));
+                // A closure has no context to report a cost in: it costs nothing simulated.
+                let outcome = self.run_user_op(&op, exec);
+                let cost = self.sim.as_ref().map(|_| Cost::default());
                 self.finish(&op, outcome, cost, false, ready);
             }
             Some(Work::Shared(body)) => {
-                let (outcome, cost) =
-                    self.measured(|| self.run_user_op(&op, || body.run(&self.op_context())));
+                let mut cost = Cost::default();
+                let outcome = self.run_user_op(&op, || {
+                    let ctx = self.op_context();
+                    let result = body.run(&ctx);
+                    cost = ctx.cost();
+                    result
+                });
+                let cost = self.sim.as_ref().map(|_| cost);
                 self.finish(&op, outcome, cost, false, ready);
             }
             Some(Work::Async(start)) => self.start_async(&op, start, ready),
@@ -735,13 +743,13 @@ impl Shared {
             return;
         }
         let handle = OpCompletion::new(self.clone(), op.clone());
-        let ((result, ending), cost) = self.measured(|| {
-            self.clocked(op, || {
-                let frame = completion::enter(self, op.id);
-                let result = catch_unwind(AssertUnwindSafe(|| start(handle)));
-                (result, completion::leave(frame))
-            })
+        let (result, ending, cost) = self.clocked(op, || {
+            let ctx = self.op_context();
+            let frame = completion::enter(self, op.id);
+            let result = catch_unwind(AssertUnwindSafe(|| start(&ctx, handle)));
+            (result, completion::leave(frame), ctx.cost())
         });
+        let cost = self.sim.as_ref().map(|_| cost);
         let panic = result.err().map(|payload| panic_message(payload.as_ref()));
         match ending {
             Some(ending) => {
@@ -790,16 +798,6 @@ impl Shared {
     /// op's outcome is the handle's, and the panic is reported as a failure of its own.
     fn report_late_panic(&self, op: &OpBlock, message: String) {
         lock(&self.failures).push(op_error(op, message));
-    }
-
-    /// Runs `body`, measuring the cost it reports under the simulated policy.
-    fn measured<T>(&self, body: impl FnOnce() -> T) -> (T, Option<Cost>) {
-        if self.sim.is_some() {
-            let (result, cost) = simulation::measure(body);
-            (result, Some(cost))
-        } else {
-            (body(), None)
-        }
     }
 
     /// Runs `body` as `op`'s execution, with its device clock current when observed.

@@ -36,7 +36,7 @@
 //!
 //! let engine = Engine::new(EngineConfig::with_policy(Policy::Naive));
 //! let a = engine.new_var("A");
-//! engine.push(OpSpec::new_async("A = recv()", |done| {
+//! engine.push(OpSpec::new_async("A = recv()", |_ctx, done| {
 //!     std::thread::spawn(move || done.complete(Err("peer gone".to_string())));
 //! }).writes(&[a.clone()]));
 //! assert_eq!(engine.wait_var(&a).unwrap_err().message, "peer gone");

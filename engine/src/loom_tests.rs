@@ -188,7 +188,7 @@ fn async_completed_elsewhere(policy: Policy, drop_handle: bool) {
             })
         };
         engine.push(
-            OpSpec::new_async("async write a", move |done| sender.send(done).unwrap())
+            OpSpec::new_async("async write a", move |_, done| sender.send(done).unwrap())
                 .writes(&[a.clone()]),
         );
         {

@@ -8,9 +8,10 @@ use crate::{AccessSet, Device, OpCompletion, Var};
 /// The closure an op runs: `Err(message)` marks the op failed.
 pub type OpFn = Box<dyn FnOnce() -> Result<(), String> + Send + 'static>;
 
-/// The closure an asynchronous op runs: it starts the work and hands the [`OpCompletion`] to
-/// whoever finishes it (another thread, a callback), which completes the op later.
-pub type AsyncOpFn = Box<dyn FnOnce(OpCompletion) + Send + 'static>;
+/// The closure an asynchronous op runs, in its [`OpContext`] (where it reports its cost): it
+/// starts the work and hands the [`OpCompletion`] to whoever finishes it (another thread, a
+/// callback), which completes the op later.
+pub type AsyncOpFn = Box<dyn FnOnce(&OpContext, OpCompletion) + Send + 'static>;
 
 /// What an op pushed many times runs, shared by every push (a statement in a loop): pushing
 /// it costs a reference count, where a closure costs an allocation each time.
@@ -20,15 +21,18 @@ pub trait OpBody: Send + Sync + 'static {
 }
 
 /// What an op's body may learn of where and how it runs, built by the engine for each run
-/// ([`OpBody::run`]): its worker lane (a GPU op's stream), the engine's workers per GPU, whether
-/// it runs on the simulated clock (where it reports its cost), and the device clock it reports
-/// its kernels' times to when the run is observed.
+/// ([`OpBody::run`], and an asynchronous op's start function): its worker lane (a GPU op's
+/// stream), the engine's workers per GPU, whether it runs on the simulated clock (and the cost
+/// it reports there, which the engine reads back when the run returns), and the device clock it
+/// reports its kernels' times to when the run is observed.
 #[derive(Debug)]
 pub struct OpContext {
     lane: usize,
     gpu_streams: usize,
     simulated: bool,
     clock: Option<crate::DeviceClock>,
+    /// The cost reported so far (simulated runs only).
+    cost: std::cell::Cell<crate::sim::Cost>,
 }
 
 impl OpContext {
@@ -43,6 +47,7 @@ impl OpContext {
             gpu_streams,
             simulated,
             clock,
+            cost: std::cell::Cell::new(crate::sim::Cost::default()),
         }
     }
 
@@ -79,8 +84,13 @@ impl OpContext {
     #[inline]
     pub fn report_cost(&self, cost: crate::sim::Cost) {
         if self.simulated {
-            crate::sim::report_cost(cost);
+            self.cost.set(self.cost.get() + cost);
         }
+    }
+
+    /// The cost reported in this context so far (none unless simulated).
+    pub fn cost(&self) -> crate::sim::Cost {
+        self.cost.get()
     }
 
     /// The clock the op reports its device work to, when the run is observed (never under the
@@ -140,7 +150,7 @@ impl OpSpec {
     /// it holds a handle that only it will complete.
     pub fn new_async(
         label: impl Into<Arc<str>>,
-        start: impl FnOnce(OpCompletion) + Send + 'static,
+        start: impl FnOnce(&OpContext, OpCompletion) + Send + 'static,
     ) -> Self {
         OpSpec::with_work(label.into(), Work::Async(Box::new(start)))
     }

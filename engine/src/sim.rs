@@ -2,7 +2,7 @@
 //! policy), while their start and end times come from a cost model on a virtual clock, so the
 //! same script gives the same timeline, to the nanosecond, on every run and machine.
 //!
-//! Each op reports its cost while it runs ([`report_cost`]: flops, bytes moved, or a fixed
+//! Each op reports its cost while it runs, in the context it is given ([`crate::OpContext::report_cost`]: flops, bytes moved, or a fixed
 //! time). The simulator turns the cost into a duration on the op's device (roofline:
 //! latency + max(flops / peak flops, bytes / bandwidth) + fixed time), and schedules ops as the
 //! engine would: an op is ready when the ops it depends on (read after write, write after read,
@@ -12,7 +12,6 @@
 //!
 //! Events carry virtual times, so every view (queues, timeline, trace) shows the simulated run.
 
-use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fmt;
@@ -32,42 +31,17 @@ pub struct Cost {
     pub fixed_ns: u64,
 }
 
-thread_local! {
-    static REPORTED: Cell<Cost> = const { Cell::new(Cost { flops: 0.0, bytes: 0.0, fixed_ns: 0 }) };
-    static SIMULATING: Cell<bool> = const { Cell::new(false) };
-}
+impl std::ops::Add for Cost {
+    type Output = Cost;
 
-/// Adds to the cost of the op running on this thread (ignored unless simulated).
-pub fn report_cost(cost: Cost) {
-    if SIMULATING.with(Cell::get) {
-        REPORTED.with(|reported| {
-            let sum = reported.get();
-            reported.set(Cost {
-                flops: sum.flops + cost.flops,
-                bytes: sum.bytes + cost.bytes,
-                fixed_ns: sum.fixed_ns + cost.fixed_ns,
-            });
-        });
+    /// The two costs together.
+    fn add(self, other: Cost) -> Cost {
+        Cost {
+            flops: self.flops + other.flops,
+            bytes: self.bytes + other.bytes,
+            fixed_ns: self.fixed_ns + other.fixed_ns,
+        }
     }
-}
-
-/// Whether the op running on this thread runs under the simulated policy (so that an op that
-/// only takes time, like `work(ms)`, reports the time instead of sleeping).
-pub fn is_simulated() -> bool {
-    SIMULATING.with(Cell::get)
-}
-
-/// Runs `body` as a simulated op; returns its result and the cost it reported. Re-entrant: an
-/// op that completes an asynchronous op's handle runs that op's successors inside itself.
-pub(crate) fn measure<T>(body: impl FnOnce() -> T) -> (T, Cost) {
-    let outer_cost = REPORTED.with(|reported| reported.replace(Cost::default()));
-    let outer_simulating = SIMULATING.with(|simulating| simulating.replace(true));
-    let result = body();
-    SIMULATING.with(|simulating| simulating.set(outer_simulating));
-    (
-        result,
-        REPORTED.with(|reported| reported.replace(outer_cost)),
-    )
 }
 
 /// A simulated device or link: its speed and its fixed cost per op.

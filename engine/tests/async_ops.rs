@@ -7,10 +7,21 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use dep_engine::sim::{report_cost, Cost};
+use dep_engine::sim::Cost;
 use dep_engine::{
-    Engine, EngineConfig, Event, EventKind, EventLog, OpCompletion, OpSpec, OpState, Policy,
+    Engine, EngineConfig, Event, EventKind, EventLog, OpBody, OpCompletion, OpContext, OpSpec,
+    OpState, Policy,
 };
+
+/// An op that only takes time: it reports its cost in its context.
+struct Costs(Cost);
+
+impl OpBody for Costs {
+    fn run(&self, ctx: &OpContext) -> Result<(), String> {
+        ctx.report_cost(self.0);
+        Ok(())
+    }
+}
 
 fn engine_with(policy: Policy, threads: usize, log: Option<Arc<EventLog>>) -> Engine {
     Engine::new(EngineConfig {
@@ -67,9 +78,9 @@ impl Completer {
         cell: &Arc<AtomicI64>,
         value: i64,
         result: Result<(), String>,
-    ) -> impl FnOnce(OpCompletion) + Send + 'static {
+    ) -> impl FnOnce(&OpContext, OpCompletion) + Send + 'static {
         let (handles, cell) = (self.handles.clone(), cell.clone());
-        move |done| handles.send((done, cell, value, result)).unwrap()
+        move |_, done| handles.send((done, cell, value, result)).unwrap()
     }
 
     fn go(&self) {
@@ -154,8 +165,9 @@ fn chained_async_ops_each_start_after_the_one_they_read_completes() {
         for step in 0..4 {
             let (from, to) = (cells[step.max(1) - 1].clone(), cells[step].clone());
             let spawned = spawned.clone();
-            let op =
-                OpSpec::new_async(format!("x{step} = x{} + 1", step.max(1) - 1), move |done| {
+            let op = OpSpec::new_async(
+                format!("x{step} = x{} + 1", step.max(1) - 1),
+                move |_, done| {
                     // The work goes on on another thread, after the function returned.
                     let thread = std::thread::spawn(move || {
                         std::thread::sleep(Duration::from_millis(5));
@@ -168,7 +180,8 @@ fn chained_async_ops_each_start_after_the_one_they_read_completes() {
                         done.complete(Ok(()));
                     });
                     spawned.send(thread).unwrap();
-                });
+                },
+            );
             let op = if step == 0 {
                 op
             } else {
@@ -237,9 +250,9 @@ fn a_dropped_handle_fails_the_op_instead_of_hanging() {
     for (name, engine) in all_engines() {
         let (a, b) = (engine.new_var("a"), engine.new_var("b"));
         // Dropped by its start function, and dropped by another thread.
-        engine.push(OpSpec::new_async("a = lost()", drop).writes(&[a.clone()]));
+        engine.push(OpSpec::new_async("a = lost()", |_, done| drop(done)).writes(&[a.clone()]));
         engine.push(
-            OpSpec::new_async("b = lost()", |done| {
+            OpSpec::new_async("b = lost()", |_, done| {
                 std::thread::spawn(move || drop(done));
             })
             .writes(&[b.clone()]),
@@ -262,14 +275,14 @@ fn an_async_op_completed_inside_its_function_is_like_a_synchronous_op() {
         let cell = Arc::new(AtomicI64::new(0));
         let writer = cell.clone();
         engine.push(
-            OpSpec::new_async("a = 5", move |done| {
+            OpSpec::new_async("a = 5", move |_, done| {
                 writer.store(5, Ordering::SeqCst);
                 done.complete(Ok(()));
             })
             .writes(&[a.clone()]),
         );
         engine.push(
-            OpSpec::new_async("b = fail()", |done| done.complete(Err("no".into())))
+            OpSpec::new_async("b = fail()", |_, done| done.complete(Err("no".into())))
                 .writes(&[b.clone()]),
         );
         engine.wait_var(&a).unwrap();
@@ -283,7 +296,7 @@ fn a_panicking_start_function_fails_the_op_with_its_panic() {
     for (name, engine) in all_engines() {
         let a = engine.new_var("a");
         engine.push(
-            OpSpec::new_async("a = boom()", |done| {
+            OpSpec::new_async("a = boom()", |_, done| {
                 let _keep = done;
                 panic!("boom");
             })
@@ -316,7 +329,7 @@ fn an_async_op_not_started_when_cancelled_never_runs_its_function() {
         let started = Arc::new(AtomicBool::new(false));
         let flag = started.clone();
         engine.push(
-            OpSpec::new_async("b = send(a)", move |done| {
+            OpSpec::new_async("b = send(a)", move |_, done| {
                 flag.store(true, Ordering::SeqCst);
                 done.complete(Ok(()));
             })
@@ -337,7 +350,7 @@ fn dropping_the_engine_waits_for_an_outstanding_async_op() {
         let completed = Arc::new(AtomicBool::new(false));
         let flag = completed.clone();
         engine.push(
-            OpSpec::new_async("a = later()", move |done| {
+            OpSpec::new_async("a = later()", move |_, done| {
                 std::thread::spawn(move || {
                     std::thread::sleep(Duration::from_millis(20));
                     flag.store(true, Ordering::SeqCst);
@@ -381,7 +394,7 @@ fn an_async_op_runs_from_its_start_to_its_completion_in_events() {
     let monitor = engine.monitor();
     let (completed_at, completed_at_in) = mpsc::channel();
     engine.push(
-        OpSpec::new_async("a = recv()", move |done| {
+        OpSpec::new_async("a = recv()", move |_, done| {
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(20));
                 completed_at.send(monitor.now_ns()).unwrap();
@@ -417,8 +430,8 @@ fn simulated_run(delay: Duration) -> Vec<Event> {
         engine.new_var("c"),
     );
     engine.push(
-        OpSpec::new_async("a = recv()", move |done| {
-            report_cost(Cost {
+        OpSpec::new_async("a = recv()", move |ctx, done| {
+            ctx.report_cost(Cost {
                 fixed_ns: 5_000_000,
                 ..Cost::default()
             });
@@ -430,13 +443,13 @@ fn simulated_run(delay: Duration) -> Vec<Event> {
         .writes(&[a.clone()]),
     );
     engine.push(
-        OpSpec::new("b = 1", || {
-            report_cost(Cost {
+        OpSpec::shared(
+            "b = 1",
+            Arc::new(Costs(Cost {
                 fixed_ns: 1_000_000,
                 ..Cost::default()
-            });
-            Ok(())
-        })
+            })),
+        )
         .writes(&[b.clone()]),
     );
     engine.push(
@@ -495,10 +508,12 @@ fn an_op_completing_another_engines_op_of_the_same_number_completes_that_op() {
         let b = engine_with(policy, 2, None);
         let (handles, handle) = mpsc::channel::<OpCompletion>();
         let b_var = b.new_var("b");
-        b.push(OpSpec::new_async("b0", move |done| handles.send(done).unwrap()).writes(&[b_var]));
+        b.push(
+            OpSpec::new_async("b0", move |_, done| handles.send(done).unwrap()).writes(&[b_var]),
+        );
         let a_var = a.new_var("a");
         a.push(
-            OpSpec::new_async("a0", move |done| {
+            OpSpec::new_async("a0", move |_, done| {
                 handle.recv().unwrap().complete(Ok(()));
                 done.complete(Err("a's own ending".to_string()));
             })

@@ -4,8 +4,23 @@
 
 use std::sync::Arc;
 
-use dep_engine::sim::{report_cost, Cost, SimDevice};
-use dep_engine::{Device, Engine, EngineConfig, EventKind, EventLog, OpSpec, Policy};
+use dep_engine::sim::{Cost, SimDevice};
+use dep_engine::{
+    Device, Engine, EngineConfig, EventKind, EventLog, OpBody, OpContext, OpSpec, Policy,
+};
+
+/// A kernel of 10 µs: it reports its cost in its context.
+struct TenMicroseconds;
+
+impl OpBody for TenMicroseconds {
+    fn run(&self, ctx: &OpContext) -> Result<(), String> {
+        ctx.report_cost(Cost {
+            fixed_ns: 10_000,
+            ..Cost::default()
+        });
+        Ok(())
+    }
+}
 
 /// (start, end) pairs in nanoseconds.
 type Spans = Vec<(u64, u64)>;
@@ -31,16 +46,10 @@ fn chain(sync: bool) -> (Spans, Spans, u64) {
         },
     );
     let x = engine.new_var("x");
-    let ten_us = || {
-        report_cost(Cost {
-            fixed_ns: 10_000,
-            ..Cost::default()
-        });
-        Ok(())
-    };
+    let ten_us = Arc::new(TenMicroseconds);
     for _ in 0..3 {
         engine.push(
-            OpSpec::new("x = k(x)", ten_us)
+            OpSpec::shared("x = k(x)", ten_us.clone())
                 .writes(&[x.clone()])
                 .device(Device::Gpu(0)),
         );

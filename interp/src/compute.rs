@@ -170,14 +170,15 @@ fn run_on_gpu(
     if clock.is_some() {
         ctx = ctx.with_timing();
     }
-    let enqueued = enqueue_on_gpu(index, plan, inputs, outputs, update, &mut ctx);
+    let enqueued = enqueue_on_gpu(index, plan, inputs, outputs, update, &mut ctx, cx);
     if let (Some(clock), Some(span)) = (clock, ctx.take_span()) {
         gpu::report_later(clock, ctx.lane_name(), span);
     }
     enqueued
 }
 
-/// Enqueues the op's kernels in `ctx` and stores its results in the outputs' slots.
+/// Enqueues the op's kernels in `ctx` and stores its results in the outputs' slots; `cx` is the
+/// engine op's context.
 fn enqueue_on_gpu(
     index: u16,
     plan: &Plan,
@@ -185,6 +186,7 @@ fn enqueue_on_gpu(
     outputs: &[Arc<Slot>],
     update: Option<tensor::BinaryOp>,
     ctx: &mut gpu::GpuOpContext<'_>,
+    cx: &engine::OpContext,
 ) -> Result<(), tensor::TensorError> {
     let values = inputs
         .iter()
@@ -192,11 +194,11 @@ fn enqueue_on_gpu(
         .collect::<Result<Vec<_>, _>>()?;
     if let Some(op) = update {
         let target = outputs[0].get_on_device(index, ctx)?;
-        let rhs = eval_on_gpu(plan, &values, ctx)?.remove(0);
+        let rhs = eval_on_gpu(plan, &values, ctx, cx)?.remove(0);
         outputs[0].set_on_device(gpu::binary(&target, op, &rhs, ctx)?);
         return Ok(());
     }
-    let results = eval_on_gpu(plan, &values, ctx)?;
+    let results = eval_on_gpu(plan, &values, ctx, cx)?;
     if results.len() != outputs.len() {
         return Err(tensor::TensorError::new(format!(
             "the right side gives {} values but {} names are assigned",
@@ -211,17 +213,15 @@ fn enqueue_on_gpu(
 }
 
 /// Evaluates `plan` on `ctx`'s GPU and stream, reading `inputs` (`Plan::Input(i)` is
-/// `inputs[i]`): its values, on the device, once their kernels are enqueued.
+/// `inputs[i]`), inside the engine op whose context is `cx`: its values, on the device, once
+/// their kernels are enqueued.
 pub(crate) fn eval_on_gpu(
     plan: &Plan,
     inputs: &[gpu::GpuTensor],
     ctx: &mut gpu::GpuOpContext<'_>,
+    cx: &engine::OpContext,
 ) -> Result<Vec<gpu::GpuTensor>, tensor::TensorError> {
-    // A GPU op never runs on the simulated clock (see `ComputeOp::execute`): its evaluation
-    // reports no cost, and `work(ms)` spends its time.
-    gpu::run_op(inputs, ctx, |backend| {
-        evaluate::eval_all(plan, backend, &engine::OpContext::standalone())
-    })
+    gpu::run_op(inputs, ctx, |backend| evaluate::eval_all(plan, backend, cx))
 }
 
 /// Evaluates `plan` over the inputs' values into the outputs.

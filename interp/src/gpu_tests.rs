@@ -6,10 +6,18 @@
 use std::sync::Arc;
 
 use crate::builtins::Builtin;
-use crate::compute::eval_on_gpu as eval;
 use crate::gpu::*;
 use crate::plan::{Plan, PlanIndex};
 use crate::tensor::{self, BinaryOp, ReduceOp, Tensor, UnaryOp};
+
+/// Evaluates `plan` on `ctx`'s GPU and stream outside any engine op.
+fn eval(
+    plan: &Plan,
+    inputs: &[GpuTensor],
+    ctx: &mut GpuOpContext<'_>,
+) -> Result<Vec<GpuTensor>, tensor::TensorError> {
+    crate::compute::eval_on_gpu(plan, inputs, ctx, &dep_engine::OpContext::standalone())
+}
 
 /// Held by every test that uses the GPU: tests read device-wide counters (`bytes_in_use`,
 /// `take_deferred_error`) that another test's allocations would move.

@@ -58,7 +58,7 @@ impl CommOp {
             comm: Some(comm.clone()),
             label: label.clone(),
         };
-        engine::OpSpec::new_async(label, move |completion| {
+        engine::OpSpec::new_async(label, move |ctx, completion| {
             refused.started();
             let value = match input.as_ref().map(|slot| slot.get()).transpose() {
                 Ok(value) => value,
@@ -70,7 +70,7 @@ impl CommOp {
                 (_, None) => Vec::new(),
             };
             let data = value.map(|value| value.data().to_vec()).unwrap_or_default();
-            engine::sim::report_cost(engine::sim::Cost {
+            ctx.report_cost(engine::sim::Cost {
                 bytes: bytes_moved(&kind, &shape, comm.size()),
                 ..engine::sim::Cost::default()
             });
