@@ -486,9 +486,9 @@ impl Shared {
     ) -> OpId {
         let id = OpId(self.next_op.fetch_add(1, Ordering::Relaxed));
         self.n_unfinished.fetch_add(1, Ordering::AcqRel);
-        let op = OpRef(Arc::new(OpBlock::new(
+        let op = OpRef::new(OpBlock::new(
             id, label, line, device, priority, accesses, work,
-        )));
+        ));
         let n_accesses = op.accesses.reads.len() + op.accesses.writes.len();
         let n_granted = 1 + self.append_accesses(&op); // 1: the count `push` holds
         if op.wait_count.fetch_sub(n_granted, Ordering::AcqRel) == n_granted {
@@ -672,6 +672,7 @@ impl Shared {
             }
             None => debug_assert!(false, "an op ran twice"),
         }
+        op.recycle();
     }
 
     /// The context of the op about to run on this thread, inside `clocked` (whose clock it

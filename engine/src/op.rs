@@ -483,6 +483,47 @@ impl OpBlock {
 #[derive(Clone)]
 pub(crate) struct OpRef(pub(crate) Arc<OpBlock>);
 
+/// The most finished op blocks a thread keeps for its next pushes.
+const MAX_SPARE_BLOCKS: usize = 16;
+
+crate::sync::engine_thread_local! {
+    /// Finished op blocks nobody else holds, reused by this thread's next pushes (MXNet's
+    /// `ObjectPool`): an op allocated and freed per push takes the allocator's slow path (the
+    /// freed block waits on a list the fast path does not look at). A spare block keeps its
+    /// old label and access set until it is reused.
+    static SPARE_BLOCKS: std::cell::RefCell<Vec<Arc<OpBlock>>> = std::cell::RefCell::new(Vec::new());
+}
+
+impl OpRef {
+    /// A handle to `block`, in a spare block of this thread when there is one.
+    pub(crate) fn new(block: OpBlock) -> OpRef {
+        let spare = SPARE_BLOCKS.with(|spare| spare.borrow_mut().pop());
+        match spare {
+            Some(mut spare) => match Arc::get_mut(&mut spare) {
+                Some(old) => {
+                    *old = block;
+                    OpRef(spare)
+                }
+                None => OpRef(Arc::new(block)),
+            },
+            None => OpRef(Arc::new(block)),
+        }
+    }
+
+    /// Drops a handle to a finished op, keeping its block for this thread's next push when this
+    /// was the last handle.
+    pub(crate) fn recycle(mut self) {
+        if Arc::get_mut(&mut self.0).is_some() {
+            SPARE_BLOCKS.with(|spare| {
+                let mut spare = spare.borrow_mut();
+                if spare.len() < MAX_SPARE_BLOCKS {
+                    spare.push(self.0);
+                }
+            });
+        }
+    }
+}
+
 impl PartialEq for OpRef {
     fn eq(&self, other: &OpRef) -> bool {
         Arc::ptr_eq(&self.0, &other.0)

@@ -28,6 +28,47 @@ pub(crate) struct ComputeOp {
     pub(crate) update: Option<tensor::BinaryOp>,
     /// The generator, for plans that draw random numbers.
     pub(crate) rng: Option<Arc<RngSlot>>,
+    /// How the plan uses its inputs, worked out once (see [`InputUses::of`]).
+    pub(crate) input_uses: InputUses,
+}
+
+/// What running an op needs to know of its inputs, worked out once when the op is made rather
+/// than on every run of it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct InputUses {
+    /// How many times the plan reads each input.
+    uses: SmallVec<[u32; 8]>,
+    /// Whether each input is an output the op overwrites (not `A op= ...`): its old value is
+    /// dead once read, so it is taken out of its slot and may be updated in place.
+    overwritten: SmallVec<[bool; 8]>,
+    /// Whether the op writes one output that it does not read: its old value is dead, and its
+    /// buffer may take the result.
+    output_unread: bool,
+}
+
+impl InputUses {
+    /// The uses of `inputs` by `plan`, which writes `outputs` (in place when `update`).
+    pub(crate) fn of(
+        plan: &Plan,
+        inputs: &[Arc<Slot>],
+        outputs: &[Arc<Slot>],
+        update: Option<tensor::BinaryOp>,
+    ) -> InputUses {
+        let mut uses: SmallVec<[u32; 8]> = SmallVec::from_elem(0, inputs.len());
+        plan.count_uses(&mut uses);
+        let is_output = |slot: &Arc<Slot>| outputs.iter().any(|output| Arc::ptr_eq(slot, output));
+        InputUses {
+            uses,
+            overwritten: inputs
+                .iter()
+                .map(|slot| update.is_none() && is_output(slot))
+                .collect(),
+            output_unread: match outputs {
+                [output] => inputs.iter().all(|input| !Arc::ptr_eq(input, output)),
+                _ => false,
+            },
+        }
+    }
 }
 
 /// A compute op ready to push any number of times: the op, shared by every push, and its
@@ -111,6 +152,7 @@ impl ComputeOp {
             outputs,
             update,
             rng,
+            input_uses,
             ..
         } = self;
         match (gpu_of(*device), pool) {
@@ -120,9 +162,25 @@ impl ComputeOp {
                     .map_err(|error| error.message().to_string())
             }
             (_, Some(pool)) => tensor::with_pool(pool, || {
-                run(plan, inputs, outputs, *update, rng.as_deref(), ctx)
+                run(
+                    plan,
+                    inputs,
+                    outputs,
+                    *update,
+                    rng.as_deref(),
+                    input_uses,
+                    ctx,
+                )
             }),
-            (_, None) => run(plan, inputs, outputs, *update, rng.as_deref(), ctx),
+            (_, None) => run(
+                plan,
+                inputs,
+                outputs,
+                *update,
+                rng.as_deref(),
+                input_uses,
+                ctx,
+            ),
         }
     }
 }
@@ -224,13 +282,16 @@ pub(crate) fn eval_on_gpu(
     gpu::run_op(inputs, ctx, |backend| evaluate::eval_all(plan, backend, cx))
 }
 
-/// Evaluates `plan` over the inputs' values into the outputs.
+/// Evaluates `plan` over the inputs' values into the outputs; `input_uses` says how it reads
+/// them.
+#[allow(clippy::too_many_arguments)]
 fn run(
     plan: &Plan,
     inputs: &[Arc<Slot>],
     outputs: &[Arc<Slot>],
     update: Option<tensor::BinaryOp>,
     rng: Option<&RngSlot>,
+    input_uses: &InputUses,
     cx: &engine::OpContext,
 ) -> Result<(), String> {
     // Most statements read a handful of variables: keep their bookkeeping on the stack.
@@ -243,15 +304,13 @@ fn run(
         heap_uses = vec![0u32; inputs.len()];
         &mut heap_uses
     };
-    plan.count_uses(remaining_uses);
+    remaining_uses.copy_from_slice(&input_uses.uses);
     // `new`, not `with_capacity`: the latter returns the whole inline buffer by value (a copy
     // of hundreds of bytes on every op); more than ON_STACK inputs spill as pushed.
     let mut values: SmallVec<[Option<tensor::Tensor>; ON_STACK]> = SmallVec::new();
-    for slot in inputs {
+    for (slot, &overwritten) in inputs.iter().zip(&input_uses.overwritten) {
         // The old value of a variable this op overwrites is dead once read: take it out of its
         // slot so that the op may update it in place (never for `+=`, which updates the slot).
-        let overwritten =
-            update.is_none() && outputs.iter().any(|output| Arc::ptr_eq(slot, output));
         values.push(Some(if overwritten {
             slot.take()?
         } else {
@@ -284,9 +343,8 @@ fn run(
         };
         // The old value of a variable written but not read is dead: its buffer may take the
         // result (never a value shared with another variable or a reader: those stay).
-        let spare = inputs
-            .iter()
-            .all(|input| !Arc::ptr_eq(input, output))
+        let spare = input_uses
+            .output_unread
             .then(|| output.take_dead_buffer())
             .flatten();
         let value = match spare {
@@ -334,12 +392,14 @@ mod tests {
             Box::new(Plan::Input(0)),
             Box::new(Plan::Const(tensor::Tensor::scalar(1.0))),
         );
+        let uses = InputUses::of(&plan, &[x.clone()], &[y.clone()], None);
         run(
             &plan,
             &[x.clone()],
             &[y.clone()],
             None,
             None,
+            &uses,
             &engine::OpContext::standalone(),
         )
         .unwrap();
@@ -354,6 +414,7 @@ mod tests {
             &[y.clone()],
             None,
             None,
+            &uses,
             &engine::OpContext::standalone(),
         )
         .unwrap();

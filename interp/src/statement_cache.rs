@@ -100,6 +100,7 @@ mod tests {
             outputs: Vec::new(),
             update: None,
             rng: None,
+            input_uses: Default::default(),
         })
     }
 

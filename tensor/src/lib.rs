@@ -54,12 +54,23 @@ use smallvec::SmallVec;
 /// An n-dimensional, row-major, contiguous array of `f32`.
 ///
 /// A 0-d tensor has shape `[]` and one element. Clones share their data.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Tensor {
     /// Inline up to four dimensions: cloning a tensor (an op reading a variable) allocates
     /// nothing.
     shape: SmallVec<[usize; 4]>,
     data: Arc<Storage>,
+}
+
+impl Clone for Tensor {
+    /// Shares the data; copies the shape as one slice (`SmallVec`'s own `clone` extends it
+    /// element by element, on every read of a variable).
+    fn clone(&self) -> Tensor {
+        Tensor {
+            shape: SmallVec::from_slice(&self.shape),
+            data: self.data.clone(),
+        }
+    }
 }
 
 impl Tensor {

@@ -9,7 +9,7 @@ use dep_grammar as grammar;
 
 use super::{Compiled, Pushed, Runner};
 use crate::bindings::Binding;
-use crate::compute::{ComputeOp, PushableOp};
+use crate::compute::{ComputeOp, InputUses, PushableOp};
 use crate::slot::Slot;
 use crate::tensor;
 
@@ -121,6 +121,7 @@ impl Runner<'_> {
         for output in &outputs {
             output.set_home(home);
         }
+        let input_uses = InputUses::of(&plan, &inputs, &outputs, update);
         let op = ComputeOp {
             label,
             line,
@@ -131,6 +132,7 @@ impl Runner<'_> {
             outputs,
             update,
             rng,
+            input_uses,
         };
         if let Some(recording) = &mut self.recording {
             // Temporaries of a recorded statement are the graph's own buffers, released by
