@@ -1028,15 +1028,21 @@ impl Shared {
 /// no other write can change it now).
 fn first_read_error(op: &OpBlock) -> Option<Arc<OpError>> {
     let read_writes = &op.accesses.writes[..op.accesses.n_read_writes];
-    // Plain loops: this runs before every op, and nearly always finds nothing.
-    for var in op.accesses.reads.iter().chain(read_writes) {
+    // Plain loops (not a chain of the two): this runs before every op, and nearly always finds
+    // nothing.
+    let error_of = |var: &Var| {
         if var.0.has_error.load(Ordering::Acquire) {
-            if let Some(error) = lock(&var.0.state).error.clone() {
-                return Some(error);
-            }
+            lock(&var.0.state).error.clone()
+        } else {
+            None
+        }
+    };
+    for var in &op.accesses.reads {
+        if let Some(error) = error_of(var) {
+            return Some(error);
         }
     }
-    None
+    read_writes.iter().find_map(error_of)
 }
 
 /// The error of `op` failing with `message`.
