@@ -984,6 +984,24 @@ mod tests {
             .contains("dep-timeline"));
     }
 
+    /// Mid-run, the live timeline counts a running op in its lane's busy share: a worker busy
+    /// since the cell began is not shown idle.
+    #[test]
+    fn a_running_op_counts_in_its_lanes_busy_share_mid_run() {
+        let gate = Arc::new(std::sync::Barrier::new(2));
+        let (_engine, _vars, source) = source_with_ops(0, Some(gate.clone()));
+        let mut gate = OpenOnDrop(Some(gate));
+        let mut fold = LiveFold::new(&source);
+        thread::sleep(Duration::from_millis(50));
+        let html = fold.view(&source, false).html(None);
+        let shares: Vec<u32> = html
+            .split("%</text>")
+            .filter_map(|before| before.rsplit('>').next()?.parse().ok())
+            .collect();
+        assert!(shares.iter().any(|share| *share >= 50), "{shares:?}");
+        gate.open();
+    }
+
     /// A view of the REPL's kind of moment: one op done, one running, two waiting behind it, X
     /// idle.
     fn sample_view() -> LiveView {

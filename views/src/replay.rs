@@ -246,6 +246,12 @@ impl Replay {
         self.now_ns = now_ns;
     }
 
+    /// The engine's clock now while the run goes on (see [`Replay::set_now`]); `None` once it
+    /// ended.
+    pub fn now_ns(&self) -> Option<u64> {
+        self.now_ns
+    }
+
     /// Folds the log's next events (in log order, after those the replay holds) into it, as if
     /// they had been given to [`Replay::new`] with the others. Only the new events are folded,
     /// so a live display can keep one replay and extend it with what arrived since its last
