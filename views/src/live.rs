@@ -151,9 +151,10 @@ pub struct LiveFold {
     states: Vec<engine::OpState>,
     /// The positions of the ops the log has not seen finish.
     unfinished: BTreeSet<usize>,
-    /// The positions of the failed, skipped and cancelled ops.
+    /// The positions of the first failed, skipped and cancelled ops, as many as a display
+    /// shows ([`MAX_OP_ROWS`]).
     troubled: BTreeSet<usize>,
-    /// The positions of the done ops.
+    /// The positions of the latest done ops, as many as a display shows.
     done: BTreeSet<usize>,
     /// The ops of the log by state, by [`state_index`].
     n_by_state: [usize; STATES.len()],
@@ -303,8 +304,14 @@ impl LiveFold {
             self.unfinished.remove(&position);
             if state == engine::OpState::Done {
                 self.done.insert(position);
+                if self.done.len() > MAX_OP_ROWS {
+                    self.done.pop_first();
+                }
             } else {
                 self.troubled.insert(position);
+                if self.troubled.len() > MAX_OP_ROWS {
+                    self.troubled.pop_last();
+                }
             }
         }
     }
