@@ -22,6 +22,17 @@ INTRO = {
 }
 # A sentence the student can check against the last timeline.
 OUTRO = {
+    "gpipe": "Check it against the timeline: the five runs follow one another, 30, 40, 60, 100 and "
+             "60 ms long (290 ms in all). In each, `gpu1:s0` starts 10 ms and `gpu2:s0` 20 ms after "
+             "`gpu0:s0` while the pipeline fills, and `gpu0:s0` stops 20 ms before `gpu2:s0` while "
+             "it drains: those idle corners are the bubble, the same 20 ms whatever m, so a smaller "
+             "share of a longer run. Each GPU is busy 66% of the whole (190 of 290 ms), and the last "
+             "run, pushed micro-batch by micro-batch, draws the same as the m = 4 one.",
+    "two_gpus": "Check it against the timeline: `gpu0:s0` and `gpu1:s0` run their forward and "
+                "backward at the same time, from 35 µs to 78 µs; `g2_0 = to(wgrad2_0, cpu)` crosses "
+                "the `gpu0->cpu` link from 64 µs to 74 µs while `wgrad1_0` still computes on "
+                "`gpu0:s0`, and fc2's new weights go back to the GPUs at 75.5 µs, before fc1's "
+                "update on the CPU has started (at 88 µs); the step takes 0.141 ms.",
     "priorities": "Check it against the two timelines, drawn on one scale: in the first, gpu0 idles "
                   "until the last parameter has arrived, at 16 ms, and the iteration takes 28 ms; in "
                   "the second, the link sends parameter 0 first, the forward pass starts at 4 ms "

@@ -109,10 +109,10 @@ fn run_source_as_rank(
     watch_interrupts(driver.interrupt());
     let watcher = view_plan
         .as_ref()
-        .and_then(|plan| plan.start_watch(&session));
+        .and_then(|plan| plan.start_watch(&session, path));
     let recorder = view_plan
         .as_ref()
-        .and_then(|plan| plan.start_recording(&session));
+        .and_then(|plan| plan.start_recording(&session, watcher.as_ref()));
     let stdout = std::io::stdout();
     let mut out = RankOutput::new(stdout.lock(), ranks.rank(), ranks.size(), args.all_ranks);
     let mark = driver.mark();

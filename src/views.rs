@@ -16,7 +16,7 @@ use dep_engine as engine;
 use dep_interp::Session;
 use dep_views as views;
 use engine::lock;
-use views::live::LiveSource;
+use views::live::{LiveFold, LiveSource, TextLayout};
 
 use crate::cli::{ReplayArgs, RunArgs};
 
@@ -65,19 +65,26 @@ impl ViewPlan {
         )
     }
 
-    /// Starts the live panel when `--watch` asked for it.
-    pub(crate) fn start_watch(&self, session: &Session) -> Option<Watcher> {
+    /// Starts the live panel of the run of `path` when `--watch` asked for it. Its fold is fed
+    /// by the recorder ([`ViewPlan::start_recording`]), the log's one reader.
+    pub(crate) fn start_watch(&self, session: &Session, path: &str) -> Option<Watcher> {
         if !self.watch {
             return None;
         }
-        Some(Watcher::start(session.live("--watch")?))
+        Some(Watcher::start(session.live(path)?))
     }
 
     /// Starts folding the session's event log while the run goes: the summary, the trace
-    /// (written as the events arrive), and every event when a view needs the whole run.
-    /// `None` when the session keeps no event log.
-    pub(crate) fn start_recording(&self, session: &Session) -> Option<Recorder> {
-        let log = session.live("--trace")?.log;
+    /// (written as the events arrive), every event when a view needs the whole run, and the
+    /// `--watch` panel's live fold when `watcher` is given: the recorder is the log's one
+    /// reader, and feeds them all from what it reads once. `None` when the session keeps no
+    /// event log.
+    pub(crate) fn start_recording(
+        &self,
+        session: &Session,
+        watcher: Option<&Watcher>,
+    ) -> Option<Recorder> {
+        let log = session.event_log()?.clone();
         let traces = self
             .traces
             .iter()
@@ -87,7 +94,12 @@ impl ViewPlan {
             || self.timeline.is_some()
             || self.dot.is_some()
             || self.replay.is_some();
-        Some(Recorder::start(log, traces, keep_events))
+        Some(Recorder::start(
+            log,
+            traces,
+            keep_events,
+            watcher.map(|watcher| watcher.fold.clone()),
+        ))
     }
 
     /// Once the run is over: finishes the trace, writes the other requested files and prints
@@ -264,7 +276,8 @@ struct Recorded {
 const RECORD_PERIOD: Duration = Duration::from_millis(2);
 
 /// A thread that reads the event log as the run goes and forgets what it read: it folds the
-/// summary, streams the trace, and keeps the events only when a view needs them all.
+/// summary, streams the trace, feeds the `--watch` panel's live fold, and keeps the events only
+/// when a view needs them all.
 pub(crate) struct Recorder {
     stop: mpsc::Sender<Vec<String>>,
     thread: JoinHandle<Recorded>,
@@ -275,6 +288,7 @@ impl Recorder {
         log: Arc<engine::EventLog>,
         traces: Vec<(PathBuf, std::io::Result<TraceFile>)>,
         keep_events: bool,
+        live: Option<Arc<Mutex<LiveFold>>>,
     ) -> Recorder {
         let (stop, stopped) = mpsc::channel::<Vec<String>>();
         let thread = std::thread::Builder::new()
@@ -292,16 +306,24 @@ impl Recorder {
                 let mut events: Option<Vec<engine::Event>> = keep_events.then(Vec::new);
                 let mut next = log.first_seq();
                 let mut worker_names = None;
+                let mut fed: Vec<engine::Event> = Vec::new();
                 loop {
                     let mut n_new = 0;
                     let after = log.read_since(next, |event| {
                         n_new += 1;
                         fold.push(&event, &mut open);
+                        if live.is_some() {
+                            fed.push(event.clone());
+                        }
                         if let Some(kept) = &mut events {
                             kept.push(event);
                         }
                     });
                     log.forget_before(after);
+                    if let Some(live) = &live {
+                        // Locked once a batch, and not while the log is read.
+                        feed(&mut lock(live), fed.drain(..));
+                    }
                     next = after;
                     if n_new > 0 {
                         continue;
@@ -340,6 +362,13 @@ impl Recorder {
     fn stop(self, worker_names: Vec<String>) -> Option<Recorded> {
         let _ = self.stop.send(worker_names);
         self.thread.join().ok()
+    }
+}
+
+/// Feeds the events a streaming reader read to a live fold, in order.
+fn feed(fold: &mut LiveFold, events: impl IntoIterator<Item = engine::Event>) {
+    for event in events {
+        fold.push(event);
     }
 }
 
@@ -400,20 +429,25 @@ enum WatchEvent {
 }
 
 /// The `--watch` panel: a thread that redraws the live queues and ops in place on stderr at most
-/// ten times a second: the busy part of the one live view model (`dep_views::live`), rendered as
-/// terminal text, from the session's [`LiveSource`] (snapshots are taken off the workers, which
-/// only pay for the locks a snapshot takes, one variable at a time).
+/// ten times a second: the one live view model (`dep_views::live`) rendered as terminal text,
+/// from a [`LiveFold`] that the recorder feeds (the recorder is the event log's one reader, and
+/// forgets what it read) and the session's [`LiveSource`] for snapshots (taken off the
+/// workers, which only pay for the locks a snapshot takes, one variable at a time).
 pub(crate) struct Watcher {
     stop: mpsc::Sender<()>,
     thread: JoinHandle<()>,
     panel: Arc<Mutex<Panel>>,
+    /// The run folded so far, fed by the recorder.
+    fold: Arc<Mutex<LiveFold>>,
 }
 
 impl Watcher {
     fn start(source: LiveSource) -> Watcher {
         let (stop, stopped) = mpsc::channel::<()>();
         let panel = Arc::new(Mutex::new(Panel::new(std::io::stderr().is_terminal())));
+        let fold = Arc::new(Mutex::new(LiveFold::from_now(&source)));
         let shared_panel = panel.clone();
+        let shared_fold = fold.clone();
         let thread = std::thread::Builder::new()
             .name("dep-watch".to_string())
             .spawn(move || {
@@ -425,7 +459,7 @@ impl Watcher {
                     };
                     let mut panel = lock(&panel);
                     match event {
-                        WatchEvent::Tick => panel.draw(&source),
+                        WatchEvent::Tick => panel.draw(&source, &shared_fold),
                         WatchEvent::Stop => {
                             panel.clear();
                             return;
@@ -438,6 +472,7 @@ impl Watcher {
             stop,
             thread,
             panel,
+            fold,
         }
     }
 
@@ -484,7 +519,6 @@ impl Write for PanelAwareOutput<'_> {
 /// The state of the live panel between redraws.
 struct Panel {
     terminal: bool,
-    started: Instant,
     n_lines_drawn: usize,
     last_progress: Option<Instant>,
 }
@@ -493,53 +527,37 @@ impl Panel {
     fn new(terminal: bool) -> Panel {
         Panel {
             terminal,
-            started: Instant::now(),
             n_lines_drawn: 0,
             last_progress: None,
         }
     }
 
-    fn draw(&mut self, source: &LiveSource) {
-        let n_unfinished = source.n_unfinished();
-        let n_events = source.n_events();
-        let header = format!(
-            "dep --watch: {:.1} s · {n_unfinished} op{} unfinished · {n_events} events",
-            self.started.elapsed().as_secs_f64(),
-            if n_unfinished == 1 { "" } else { "s" },
-        );
+    fn draw(&mut self, source: &LiveSource, fold: &Mutex<LiveFold>) {
         if !self.terminal {
             let due = !matches!(self.last_progress, Some(last) if last.elapsed() < PROGRESS_PERIOD);
             if due {
                 self.last_progress = Some(Instant::now());
-                eprintln!("{header}");
+                let view = lock(fold).draw(source, false);
+                eprintln!("{}", view.heading);
             }
             return;
         }
         let (width, rows) = terminal_size();
-        let style = views::TextStyle::terminal(width.saturating_sub(1));
-        let frame = source.busy_view().frame;
-        let body = format!(
-            "{}{}",
-            views::text::queues(&frame, &style),
-            views::text::ops(&frame, &style)
-        );
-        let max_lines = rows.saturating_sub(2).max(4);
-        let mut lines: Vec<&str> = std::iter::once(header.as_str())
-            .chain(body.lines())
-            .collect();
-        let n_hidden = lines.len().saturating_sub(max_lines);
-        lines.truncate(max_lines);
-        let more = format!("… {n_hidden} more lines");
-        if n_hidden > 0 {
-            lines.push(&more);
-        }
+        let layout = TextLayout {
+            style: views::TextStyle::terminal(width.saturating_sub(1)),
+            idle_queues: false,
+            ops: true,
+            finished_ops: true,
+            max_lines: rows.saturating_sub(2).max(4),
+        };
+        let text = lock(fold).draw(source, false).text_with(None, &layout);
         let mut out = String::new();
         out.push_str(&self.erase());
-        for line in &lines {
+        for line in text.lines() {
             out.push_str(line);
             out.push_str("\x1b[K\n");
         }
-        self.n_lines_drawn = lines.len();
+        self.n_lines_drawn = text.lines().count();
         let mut stderr = std::io::stderr().lock();
         let _ = stderr.write_all(out.as_bytes());
         let _ = stderr.flush();

@@ -200,6 +200,15 @@ fn a_failing_run_still_writes_its_views_and_ends_with_the_error() {
     );
 }
 
+/// The `--watch` panel's lines: off a terminal, its heading once a second.
+fn progress_lines<'a>(stderr: &'a str, script: &std::path::Path) -> Vec<&'a str> {
+    let title = format!("{} · ", script.display());
+    stderr
+        .lines()
+        .filter(|line| line.starts_with(&title))
+        .collect()
+}
+
 #[test]
 fn watch_prints_a_progress_line_when_stderr_is_not_a_terminal() {
     let dir = TestDir::new();
@@ -209,14 +218,11 @@ fn watch_prints_a_progress_line_when_stderr_is_not_a_terminal() {
         "X = rand(40, 40)\nfor i in 0..3 {\n  X = work(500, X @ X)\n  X = X / 40\n}\nprint sum(X) > 0\n",
     );
     let run = Run::of(dir.dep().arg("run").arg(&script).arg("--watch")).expect_code(0);
-    let progress: Vec<&str> = run
-        .stderr
-        .lines()
-        .filter(|line| line.starts_with("dep --watch: "))
-        .collect();
+    let progress = progress_lines(&run.stderr, &script);
     assert!(!progress.is_empty(), "{}", run.stderr);
+    // The heading of every live display: the input, the engine, its ops by state, the time.
     assert!(
-        progress[0].contains(" unfinished · ") && progress[0].ends_with(" events"),
+        progress[0].contains(" · threaded engine · ") && progress[0].ends_with(" so far"),
         "{progress:?}"
     );
     assert!(
@@ -224,6 +230,45 @@ fn watch_prints_a_progress_line_when_stderr_is_not_a_terminal() {
         "no cursor movement off a terminal"
     );
     assert!(run.stderr.contains("summary: "), "{}", run.stderr);
+}
+
+/// `--watch` with `--trace` and `--summary`: the recorder, which streams the log and forgets
+/// what it read, feeds the panel's fold, so the panel still counts every op of the run (the
+/// done ones too) while the trace and the summary have them all.
+#[test]
+fn watch_with_a_trace_and_the_summary_still_counts_every_op() {
+    let dir = TestDir::new();
+    let script = dir.write(
+        "slow.dep",
+        "X = rand(40, 40)\nY = X + 1\nfor i in 0..3 {\n  X = work(500, X @ X)\n  X = X / 40\n}\nprint sum(X) > 0\n",
+    );
+    let run = Run::of(dir.dep().arg("run").arg(&script).args([
+        "--watch",
+        "--summary",
+        "--trace",
+        "t.json",
+    ]))
+    .expect_code(0);
+    let progress = progress_lines(&run.stderr, &script);
+    assert!(!progress.is_empty(), "{}", run.stderr);
+    // While the loop's work runs, the first two statements are done, and counted so.
+    let counts_done = |line: &&str| {
+        line.split(" · ")
+            .find(|part| part.contains(" ops: "))
+            .and_then(|part| part.split(", ").find(|count| count.ends_with(" done")))
+            .and_then(|count| count.trim_end_matches(" done").rsplit(' ').next())
+            .and_then(|n| n.parse::<usize>().ok())
+    };
+    assert!(
+        progress
+            .iter()
+            .all(|line| counts_done(line).is_some_and(|n| n >= 2)),
+        "{progress:?}"
+    );
+    assert!(progress[0].contains(" running"), "{progress:?}");
+    assert!(run.stderr.contains("summary: "), "{}", run.stderr);
+    let trace = read(&dir, "t.json");
+    assert!(trace.contains("Y = X + 1"), "the trace has every op");
 }
 
 #[test]

@@ -67,6 +67,9 @@ pub struct Input<'a> {
     /// Whether the value of a last expression statement goes to [`Outcome::value`] rather than
     /// to the output (the session must show expression values).
     pub value_apart: bool,
+    /// `source` parsed already (`grammar::parse(source)`), when the front-end parsed it to
+    /// look at it first (the kernel, a cell with magics): the driver then does not parse again.
+    pub parsed: Option<&'a grammar::ParseOutput>,
 }
 
 impl<'a> Input<'a> {
@@ -77,6 +80,7 @@ impl<'a> Input<'a> {
             first_line: 1,
             source,
             value_apart: false,
+            parsed: None,
         }
     }
 }
@@ -215,20 +219,35 @@ impl Driver {
                 ..Outcome::default()
             };
         }
-        let (body, value) = match input.value_apart {
-            true => split_value(input.source),
-            false => (input.source.to_string(), None),
+        // Parsed once: the session runs the statements parsed here.
+        let parsed_here;
+        let parsed = match input.parsed {
+            Some(parsed) => parsed,
+            None => {
+                parsed_here = grammar::parse(input.source);
+                &parsed_here
+            }
         };
+        let value_apart = input.value_apart
+            && parsed.is_ok()
+            && parsed
+                .program
+                .statements
+                .last()
+                .is_some_and(|last| matches!(last.kind, grammar::StmtKind::Expr(_)));
         listener.started(session.live(input.path).as_ref());
         self.interrupt.enter(session, mark);
-        let mut ran =
-            session.run_source_from_line(input.path, input.first_line, &body, listener.output());
-        let mut value_text = None;
-        if let (Ok(()), Some(value)) = (&ran, value) {
-            let mut buffer = Vec::new();
-            ran = session.run_source_from_line(input.path, input.first_line, &value, &mut buffer);
-            value_text = Some(String::from_utf8_lossy(&buffer).trim_end().to_string());
-        }
+        let mut value = Vec::new();
+        let ran = session.run_parsed(
+            input.path,
+            input.first_line,
+            input.source,
+            parsed,
+            listener.output(),
+            value_apart.then_some(&mut value as &mut dyn Write),
+        );
+        let value_text = (value_apart && ran.is_ok())
+            .then(|| String::from_utf8_lossy(&value).trim_end().to_string());
         let _ = listener.output().flush();
         self.interrupt.leave(session);
         let interrupted = self.interrupt.since(mark) > 0;
@@ -322,31 +341,6 @@ impl Driver {
     }
 }
 
-/// `source` without its last statement when that is an expression (blanked to spaces, so that
-/// every other line and column stays where it was), and that statement alone, after the rest
-/// blanked the same way; or `source` whole and nothing when it does not end in an expression
-/// or does not parse (the parse error is then reported by the run of the whole).
-fn split_value(source: &str) -> (String, Option<String>) {
-    let parsed = grammar::parse(source);
-    let last = parsed.program.statements.last();
-    match last {
-        Some(stmt)
-            if parsed.diagnostics.is_empty() && matches!(stmt.kind, grammar::StmtKind::Expr(_)) =>
-        {
-            let (start, end) = (stmt.span.start, stmt.span.end);
-            let body = format!(
-                "{}{}{}",
-                &source[..start],
-                blank(&source[start..end]),
-                &source[end..]
-            );
-            let value = format!("{}{}", blank(&source[..start]), &source[start..end]);
-            (body, Some(value))
-        }
-        _ => (source.to_string(), None),
-    }
-}
-
 /// `text` with every character but line feeds replaced by a space: lines and columns (in
 /// characters) stay where they were.
 pub fn blank(text: &str) -> String {
@@ -427,6 +421,69 @@ mod tests {
         let outcome = driver.run(&mut session, &input, driver.mark(), &mut kept);
         let error = outcome.error.expect("an unknown name");
         assert!(error.to_string().contains("cell[2]:3:1"), "{error}");
+    }
+
+    /// The session-wide lines of the ops in the event log, by label.
+    fn op_lines(session: &Session) -> Vec<(String, u32)> {
+        let log = session.event_log().expect("observed");
+        log.events()
+            .into_iter()
+            .filter_map(|event| match event.kind {
+                engine::EventKind::Pushed { label, line, .. } => Some((label.to_string(), line)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A cell with a trailing value is parsed once and runs as one input: its lines count once
+    /// in the session (the value's op is on its own line, the next cell's right after), errors
+    /// name their place in the cell, and a cell the front-end parsed runs from that parse.
+    #[test]
+    fn a_cell_with_a_trailing_value_is_one_input_parsed_once() {
+        let driver = Driver::new(1);
+        let mut session = session(engine::Policy::Naive);
+        let mut kept = Kept::default();
+        let input = Input {
+            value_apart: true,
+            ..Input::new("cell[1]", "A = ones(2)\nA * 3")
+        };
+        let outcome = driver.run(&mut session, &input, driver.mark(), &mut kept);
+        assert_eq!(outcome.value.as_deref(), Some("[3. 3.]"));
+        let source = "B = A + 1\nB + A";
+        let parsed = grammar::parse(source);
+        let input = Input {
+            value_apart: true,
+            parsed: Some(&parsed),
+            ..Input::new("cell[2]", source)
+        };
+        let outcome = driver.run(&mut session, &input, driver.mark(), &mut kept);
+        assert_eq!(outcome.value.as_deref(), Some("[3. 3.]"));
+        let lines = op_lines(&session);
+        let line_of = |label: &str| {
+            lines
+                .iter()
+                .find(|(candidate, _)| candidate == label)
+                .map(|(_, line)| *line)
+        };
+        assert_eq!(line_of("A * 3"), Some(2), "{lines:?}");
+        assert_eq!(line_of("B = A + 1"), Some(3), "{lines:?}");
+        assert_eq!(line_of("B + A"), Some(4), "{lines:?}");
+        let places = session.places();
+        assert_eq!(places.name(4).as_deref(), Some("cell[2]:2"));
+        // A statement error, in the body or in the value, names its column in the cell.
+        for (source, place) in [
+            ("C = 1\nD = nope + 1\nC", "cell[3]:2:5"),
+            ("C = 1\nC + nope", "cell[3]:2:5"),
+        ] {
+            let input = Input {
+                value_apart: true,
+                ..Input::new("cell[3]", source)
+            };
+            let outcome = driver.run(&mut session, &input, driver.mark(), &mut kept);
+            let error = outcome.error.expect("an unknown name");
+            assert!(error.to_string().contains(place), "{error}");
+            assert!(outcome.value.is_none());
+        }
     }
 
     #[test]
@@ -540,8 +597,5 @@ mod tests {
     #[test]
     fn blanking_keeps_lines_and_columns() {
         assert_eq!(blank("ab\né c"), "  \n   ");
-        let (body, value) = split_value("A = 1 # é\n  A + 1\n");
-        assert_eq!(body, "A = 1 # é\n       \n");
-        assert_eq!(value.as_deref(), Some("         \n  A + 1"));
     }
 }

@@ -236,8 +236,25 @@ impl Session {
         source: &str,
         out: &mut dyn Write,
     ) -> Result<(), RunError> {
-        let file_first_line = file_first_line.max(1);
         let parsed = grammar::parse(source);
+        self.run_parsed(path, file_first_line, source, &parsed, out, None)
+    }
+
+    /// Runs `source` that the caller parsed already (`parsed` is `grammar::parse(source)`), as
+    /// [`Session::run_source_from_line`] does, so that a front-end which looks at the statements
+    /// first (the driver, for a cell's trailing value) does not parse twice. With `value_out`, a
+    /// last statement that is an expression shows its value there rather than in `out`. Reports
+    /// name places in `source` as written (`cell[3]:1:8`).
+    pub fn run_parsed(
+        &mut self,
+        path: &str,
+        file_first_line: u32,
+        source: &str,
+        parsed: &grammar::ParseOutput,
+        out: &mut dyn Write,
+        value_out: Option<&mut dyn Write>,
+    ) -> Result<(), RunError> {
+        let file_first_line = file_first_line.max(1);
         let source: Arc<str> = Arc::from(source);
         let first_line = self.lines_so_far + 1;
         self.lines_so_far += grammar::LineIndex::new(&source).line_count() as u32;
@@ -271,8 +288,17 @@ impl Session {
         ));
         self.places.add(first_line, path, file_first_line);
         let source_index = self.sources.len() - 1;
-        let mut runner = Runner::new(self.scope(), source_index, out);
-        runner.run_statements(&parsed.program.statements)
+        let statements = &parsed.program.statements;
+        match (value_out, statements.split_last()) {
+            (Some(value_out), Some((last, rest)))
+                if matches!(last.kind, grammar::StmtKind::Expr(_)) =>
+            {
+                Runner::new(self.scope(), source_index, out).run_statements(rest)?;
+                Runner::new(self.scope(), source_index, value_out)
+                    .run_statements(std::slice::from_ref(last))
+            }
+            _ => Runner::new(self.scope(), source_index, out).run_statements(statements),
+        }
     }
 
     /// Waits for every pushed op (and for the kernel times of GPU ops, when observed, so that

@@ -209,11 +209,11 @@ impl Executor {
         let path = format!("cell[{}]", self.execution_count);
         let (code_only, magics) = cut_magics(code);
         let magic_lines: Vec<String> = magics.iter().map(|(_, line)| line.clone()).collect();
-        let steps = steps(&code_only, magics);
-        if steps.len() > 1 && steps.iter().any(|step| !step_parses(step)) {
+        let mut steps = steps(&code_only, magics);
+        if steps.len() > 1 && !parse_steps(&mut steps) {
             // A magic inside a block, or a parse error: the cell without its magics runs whole
             // (every parse error at once, and then nothing runs), then the magics.
-            let whole = std::iter::once(Step::Code(code_only))
+            let whole = std::iter::once(Step::Code(code_only, None))
                 .chain(magic_lines.into_iter().map(Step::Magic))
                 .collect();
             return self.run_cell_steps(&path, whole, output, mark);
@@ -246,7 +246,7 @@ impl Executor {
                         return Err(failure);
                     }
                 }
-                Step::Code(text) => {
+                Step::Code(text, parsed) => {
                     if !ran_code {
                         // The log holds the last cell that ran code, for %timeline and friends.
                         self.session.forget_events();
@@ -255,6 +255,7 @@ impl Executor {
                     let input = Input {
                         // The last step's last statement, an expression, is the cell's result.
                         value_apart: index + 1 == n_steps,
+                        parsed: parsed.as_ref(),
                         ..Input::new(path, &text)
                     };
                     let mut listener = CellListener {
@@ -448,8 +449,9 @@ fn cut_magics(code: &str) -> (String, Vec<(usize, String)>) {
 enum Step {
     /// Code between two magics, as one input: the cell's text with everything before it
     /// blanked to spaces, so that every report still says `cell[N]:line:col` of the cell as
-    /// written.
-    Code(String),
+    /// written; and its statements once parsed (when the cell has several steps, which are
+    /// parsed first to see whether each stands alone).
+    Code(String, Option<grammar::ParseOutput>),
     /// A magic line.
     Magic(String),
 }
@@ -461,11 +463,10 @@ fn steps(code_only: &str, magics: Vec<(usize, String)>) -> Vec<Step> {
     let mut start = 0;
     let push_code = |start: usize, end: usize, steps: &mut Vec<Step>| {
         if !code_only[start..end].trim().is_empty() {
-            steps.push(Step::Code(format!(
-                "{}{}",
-                blank(&code_only[..start]),
-                &code_only[start..end]
-            )));
+            steps.push(Step::Code(
+                format!("{}{}", blank(&code_only[..start]), &code_only[start..end]),
+                None,
+            ));
         }
     };
     for (offset, line) in magics {
@@ -477,12 +478,18 @@ fn steps(code_only: &str, magics: Vec<(usize, String)>) -> Vec<Step> {
     steps
 }
 
-/// Whether a step's code parses (a magic does).
-fn step_parses(step: &Step) -> bool {
-    match step {
-        Step::Code(text) => grammar::parse(text).diagnostics.is_empty(),
-        Step::Magic(_) => true,
+/// Parses each step's code, once (the driver runs what is parsed here); returns whether every
+/// step parsed.
+fn parse_steps(steps: &mut [Step]) -> bool {
+    let mut all_parse = true;
+    for step in steps {
+        if let Step::Code(text, parsed) = step {
+            let output = grammar::parse(text);
+            all_parse &= output.is_ok();
+            *parsed = Some(output);
+        }
     }
+    all_parse
 }
 
 /// What the driver tells the cell: the live display starts with the cell's first code, and
@@ -552,7 +559,7 @@ mod tests {
         steps(&code_only, magics)
             .into_iter()
             .map(|step| match step {
-                Step::Code(text) => format!("code {}", text.trim()),
+                Step::Code(text, _) => format!("code {}", text.trim()),
                 Step::Magic(line) => format!("magic {line}"),
             })
             .collect()
@@ -572,7 +579,7 @@ mod tests {
         // The code after a magic keeps its lines: everything before it is blank.
         let (code_only, magics) = cut_magics("A = 1\n%why A\nB = 2");
         match &steps(&code_only, magics)[2] {
-            Step::Code(text) => assert_eq!(text, "     \n      \nB = 2"),
+            Step::Code(text, _) => assert_eq!(text, "     \n      \nB = 2"),
             Step::Magic(_) => panic!("code expected"),
         }
     }

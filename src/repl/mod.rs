@@ -141,6 +141,9 @@ impl Ctx {
             first_line,
             ..Input::new(path, source)
         };
+        if let Some(panel) = &self.panel {
+            panel.input_starts();
+        }
         let mark = self.driver.mark();
         let outcome = self
             .driver

@@ -1,8 +1,10 @@
 //! The live panel: while ops are pending, a few lines under the prompt with the engine's progress
 //! (how many ops run, wait, are ready; each busy variable's queue of reads and writes), redrawn
 //! in place at most ten times a second, gone once every op has finished. What it draws is the
-//! one live view model of `dep_views::live` (the busy part of it, `LiveSource::busy_view`),
-//! rendered as terminal text.
+//! one live view model of `dep_views::live`, folded incrementally from the event log as the
+//! kernel's display is (a `LiveFold` of the ops pushed since the engine was last idle), rendered
+//! by its text renderer: the heading every live display has, the busy queues, then the ops
+//! that have not finished, under each waiting one every access it waits for.
 //!
 //! # How it is drawn, and why this way
 //!
@@ -32,15 +34,19 @@ use dep_engine as engine;
 use dep_views as views;
 use engine::lock;
 use nix::sys::termios;
-use views::live::LiveSource;
+use views::live::{LiveFold, LiveSource, TextLayout};
 
 use crate::repl::style::Style;
 
 /// How often the panel looks at the engine while nothing is typed.
 const TICK_MS: u8 = 100;
 
-/// The most queue rows the panel shows.
-const MAX_QUEUE_LINES: usize = 8;
+/// The most lines the panel shows: its heading, the hint, the busy queues, then the ops that
+/// have not finished, each with what it waits for.
+const MAX_LINES: usize = 16;
+
+/// The line under the panel's heading.
+const HINT: &str = "(Ctrl-C cancels what has not started)";
 
 /// The live panel's state, shared by the REPL loop and the line editor's helper.
 ///
@@ -54,6 +60,8 @@ pub(crate) struct Panel {
     style: Style,
     /// Where the session's live state is read from (absent when it keeps no event log).
     source: Mutex<Option<LiveSource>>,
+    /// The ops pushed since the engine was last idle, folded from the event log so far.
+    fold: Mutex<Option<LiveFold>>,
     /// The text last rendered, plain and coloured.
     text: Mutex<PanelText>,
     /// Failures already known when the prompt was shown, so that only new ones are noticed.
@@ -75,6 +83,7 @@ impl Panel {
             enabled: AtomicBool::new(true),
             width: AtomicUsize::new(80),
             style,
+            fold: Mutex::new(source.as_ref().map(LiveFold::from_now)),
             source: Mutex::new(source),
             text: Mutex::new(PanelText::default()),
             known_failures: Mutex::new(Vec::new()),
@@ -92,6 +101,7 @@ impl Panel {
 
     /// Watches another engine (after `:engine`, `:threads`, `:reset`).
     pub(crate) fn set_source(&self, source: Option<LiveSource>) {
+        *lock(&self.fold) = source.as_ref().map(LiveFold::from_now);
         *lock(&self.source) = source;
         lock(&self.known_failures).clear();
         lock(&self.cancelled).clear();
@@ -100,6 +110,15 @@ impl Panel {
     /// Shows `ops` as cancelled until they are gone from the engine.
     pub(crate) fn mark_cancelled(&self, ops: impl IntoIterator<Item = engine::OpId>) {
         lock(&self.cancelled).extend(ops);
+    }
+
+    /// Called before an input runs: when no op is pending, the panel's fold starts over from
+    /// the log's next event, so that it shows the ops pushed since the engine was last idle.
+    pub(crate) fn input_starts(&self) {
+        let source = lock(&self.source).clone();
+        if let Some(source) = source.filter(|source| source.n_unfinished() == 0) {
+            *lock(&self.fold) = Some(LiveFold::from_now(&source));
+        }
     }
 
     /// Called before each prompt, once its failures are reported: only failures after this are
@@ -146,7 +165,6 @@ impl Panel {
             return PanelText::default();
         };
         let n_unfinished = source.n_unfinished();
-        let view = source.busy_view();
         let snapshot = source.monitor.snapshot();
         let new_failures: Vec<Arc<engine::OpError>> = {
             let known = lock(&self.known_failures);
@@ -156,62 +174,67 @@ impl Panel {
                 .filter(|failure| !known.contains(&Arc::as_ptr(failure)))
                 .collect()
         };
-        if n_unfinished == 0 && new_failures.is_empty() {
-            return PanelText::default();
-        }
         let width = self.width.load(Ordering::SeqCst).saturating_sub(1);
-        let mut frame = view.frame;
+        if n_unfinished == 0 {
+            if new_failures.is_empty() {
+                return PanelText::default();
+            }
+            let notice = |colour: bool| -> String {
+                let lines: Vec<String> = failure_notice(&new_failures)
+                    .lines()
+                    .map(|line| {
+                        let line = truncate(line, width);
+                        if colour {
+                            self.style.error(&line)
+                        } else {
+                            line
+                        }
+                    })
+                    .collect();
+                lines.join("\n")
+            };
+            return PanelText {
+                plain: notice(false),
+                coloured: notice(self.style.colour),
+            };
+        }
+        let mut view = {
+            let mut fold = lock(&self.fold);
+            fold.get_or_insert_with(|| LiveFold::from_now(&source))
+                .view(&source, false)
+        };
         {
             let mut cancelled = lock(&self.cancelled);
-            cancelled.retain(|id| frame.op(*id).is_some());
-            for op in frame.ops.iter_mut().filter(|op| cancelled.contains(&op.id)) {
-                if matches!(op.state, engine::OpState::Waiting | engine::OpState::Ready) {
-                    op.state = engine::OpState::Cancelled;
-                    op.waits_on.clear();
-                }
-            }
+            cancelled.retain(|id| view.frame.op(*id).is_some_and(|op| !op.state.is_finished()));
+            view.show_cancelled(&cancelled);
         }
-        let lines = |colour: bool| -> String {
-            let paint = |text: &str, tone: fn(&Style, &str) -> String| {
-                let text = truncate(text, width);
-                if colour {
-                    tone(&self.style, &text)
-                } else {
-                    text
-                }
+        let text = |colour: bool| -> String {
+            let layout = TextLayout {
+                style: views::TextStyle {
+                    color: colour,
+                    width,
+                },
+                idle_queues: false,
+                ops: true,
+                finished_ops: false,
+                max_lines: MAX_LINES,
             };
-            if n_unfinished == 0 {
-                let notice: Vec<String> = failure_notice(&new_failures)
-                    .lines()
-                    .map(|line| paint(line, Style::error))
-                    .collect();
-                return notice.join("\n");
-            }
-            let mut out = paint(&summary(n_unfinished, &frame, &new_failures), Style::note);
-            // The views' queue rows: every busy variable with its R/W accesses, coloured by the
-            // state of each op; their heading line is dropped for room.
-            let style = views::TextStyle {
-                color: colour,
-                width,
+            let text = view.text_with(Some(HINT), &layout);
+            let mut lines = text.lines();
+            let heading = lines.next().unwrap_or_default();
+            let heading = if colour {
+                self.style.note(heading)
+            } else {
+                heading.to_string()
             };
-            let queues = views::text::queues(&frame, &style);
-            let rows: Vec<&str> = queues.lines().skip(1).collect();
-            for row in rows.iter().take(MAX_QUEUE_LINES) {
-                out.push('\n');
-                out.push_str(row);
-            }
-            if rows.len() > MAX_QUEUE_LINES {
-                out.push('\n');
-                out.push_str(&paint(
-                    &format!("  ... and {} more (:queues)", rows.len() - MAX_QUEUE_LINES),
-                    Style::dim,
-                ));
-            }
-            out
+            std::iter::once(heading)
+                .chain(lines.map(str::to_string))
+                .collect::<Vec<String>>()
+                .join("\n")
         };
         PanelText {
-            plain: lines(false),
-            coloured: lines(self.style.colour),
+            plain: text(false),
+            coloured: text(self.style.colour),
         }
     }
 }
@@ -312,31 +335,6 @@ impl Drop for RawMode {
             &self.original,
         );
     }
-}
-
-/// The panel's first line: how many ops are pending, by state.
-fn summary(
-    n_unfinished: usize,
-    frame: &views::Frame,
-    new_failures: &[Arc<engine::OpError>],
-) -> String {
-    let count = |state: engine::OpState| frame.ops.iter().filter(|op| op.state == state).count();
-    let mut summary = format!(
-        "{n_unfinished} op{} pending: {} running, {} ready, {} waiting",
-        if n_unfinished == 1 { "" } else { "s" },
-        count(engine::OpState::Running),
-        count(engine::OpState::Ready),
-        count(engine::OpState::Waiting),
-    );
-    let n_cancelled = count(engine::OpState::Cancelled);
-    if n_cancelled > 0 {
-        summary.push_str(&format!(", {n_cancelled} cancelled"));
-    }
-    if !new_failures.is_empty() {
-        summary.push_str(&format!(", {} failed", new_failures.len()));
-    }
-    summary.push_str("   (Ctrl-C cancels what has not started)");
-    summary
 }
 
 /// The panel once the ops are done and some failed: the first failure, until the next prompt

@@ -60,3 +60,25 @@ def test_notebook_runs_without_error_and_ends_in_final_displays(path):
     # (The HTML shows labels whole; the text fallback may cut them to its width.)
     for mark in ITERATION_MARKS.get(path.stem, []):
         assert any(re.search(mark, html) for html in htmls), mark
+
+
+def test_each_simulated_lesson_ends_with_a_sentence_to_check_against_its_timeline():
+    """Issue 15, item 6: a lesson on simulated devices ends, after its last timeline, with what
+    the student can check in that picture (times on the virtual clock, the same everywhere)."""
+    simulated = []
+    for path in NOTEBOOKS:
+        notebook = nbformat.read(path, as_version=4)
+        cells = [cell for cell in notebook.cells if cell.source.strip()]
+        code = [cell for cell in cells if cell.cell_type == "code"]
+        if not code or code[0].source.strip() != "%engine sim":
+            continue
+        simulated.append(path.stem)
+        last_timeline = max(
+            index
+            for index, cell in enumerate(cells)
+            if cell.cell_type == "code" and cell.source.lstrip().startswith("%timeline")
+        )
+        after = cells[last_timeline + 1 :]
+        assert after and after[-1].cell_type == "markdown", path.name
+        assert after[-1].source.startswith("Check it against"), (path.name, after[-1].source)
+    assert {"gpipe", "priorities", "two_gpus", "gpu_sync"} <= set(simulated), simulated

@@ -4,14 +4,16 @@
 //! A [`LiveSource`] is where the live state is read from, by any thread, while the interpreter
 //! pushes (or blocks in a `print`): the engine's monitor (snapshots: queues, states, what each
 //! waiting op waits behind) and its event log (what ran, when). A [`LiveFold`] keeps the input
-//! folded so far and reads only the events since its last look (`EventLog::events_since`),
-//! keeps the ops by state as they change, and builds rows only for the ops it shows: a redraw
-//! costs what is new and what is unfinished, not the input's whole history. What it makes is
-//! a [`LiveView`]: a heading (input, engine, ops by state, time) over a [`Frame`] of the
-//! input's queues and ops and the timeline so far, rendered by [`LiveView::html`] (the
-//! Jupyter kernel's display) and [`LiveView::text`] (its text fallback and the terminal's
-//! panels). The terminal panels, which show only what is busy now, take
-//! [`LiveSource::busy_view`]: the same model made from a snapshot alone.
+//! folded so far and folds only the events since its last look, keeps the ops by state as they
+//! change, and builds rows only for the ops it shows: a redraw costs what is new and what is
+//! unfinished, not the input's whole history. It reads the log itself (the kernel's display,
+//! the REPL's panel: `EventLog::events_since`), or is fed the events by the log's one
+//! streaming reader (`dep run`'s recorder, which forgets what it read, feeds `--watch`'s fold
+//! through [`LiveFold::push`]). What it makes is a [`LiveView`]: one heading (input, engine, ops
+//! by state, time) over a [`Frame`] of the input's queues and ops and, in a notebook, the
+//! timeline so far, rendered by [`LiveView::html`] (the Jupyter kernel's display) and
+//! [`LiveView::text_with`] (the kernel's text fallback and the terminal's panels, each with its
+//! [`TextLayout`]).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -66,6 +68,33 @@ pub struct LiveView {
     n_hidden: usize,
     /// The timeline (SVG) of what the cell ran so far, when it has room for one.
     timeline: Option<String>,
+    /// What the heading says besides the counts.
+    about: About,
+}
+
+/// What a view's heading says besides the counts: the input, the engine, the time.
+#[derive(Clone, Debug)]
+struct About {
+    title: String,
+    policy: engine::Policy,
+    elapsed_ns: u64,
+    finished: bool,
+}
+
+/// How a terminal lays a [`LiveView`] out as text ([`LiveView::text_with`]).
+#[derive(Clone, Debug)]
+pub struct TextLayout {
+    /// Columns and colours.
+    pub style: views::TextStyle,
+    /// Whether the queues list the idle variables too (else only the busy ones).
+    pub idle_queues: bool,
+    /// Whether the op table follows the queues.
+    pub ops: bool,
+    /// Whether the op table lists the finished ops too (else only the running, ready and
+    /// waiting ones, each with what it waits for).
+    pub finished_ops: bool,
+    /// At most how many lines: a longer text ends with a line saying how many were left out.
+    pub max_lines: usize,
 }
 
 /// The states in the order the heading counts them.
@@ -92,43 +121,6 @@ impl LiveSource {
     /// each redraw reads only what is new.
     pub fn view(&self, finished: bool) -> LiveView {
         LiveFold::new(self).view(self, finished)
-    }
-
-    /// The ops and queues busy now, from one snapshot alone (no event is read): what the
-    /// terminal's panels show under a prompt or a running script. Its counts are over the ops
-    /// the engine still holds.
-    pub fn busy_view(&self) -> LiveView {
-        let snapshot = self.monitor.snapshot();
-        let mut frame =
-            views::Frame::from_snapshot(&snapshot, &self.monitor.worker_names()).busy_only();
-        frame.name_places(&self.places);
-        let counts: Vec<(engine::OpState, usize)> = STATES
-            .into_iter()
-            .map(|state| {
-                (
-                    state,
-                    frame.ops.iter().filter(|op| op.state == state).count(),
-                )
-            })
-            .filter(|(_, count)| *count > 0)
-            .collect();
-        let n_ops = frame.ops.len();
-        let heading = heading(
-            &self.title,
-            self.policy,
-            &counts,
-            n_ops,
-            n_ops,
-            frame.time_ns,
-            false,
-        );
-        LiveView {
-            heading,
-            frame,
-            counts,
-            n_hidden: 0,
-            timeline: None,
-        }
     }
 
     /// How many pushed ops have not finished.
@@ -159,16 +151,21 @@ pub struct LiveFold {
     states: Vec<engine::OpState>,
     /// The positions of the ops the log has not seen finish.
     unfinished: BTreeSet<usize>,
-    /// The positions of the failed, skipped and cancelled ops.
+    /// The positions of the first failed, skipped and cancelled ops, as many as a display
+    /// shows ([`MAX_OP_ROWS`]).
     troubled: BTreeSet<usize>,
-    /// The positions of the done ops.
+    /// The positions of the latest done ops, as many as a display shows.
     done: BTreeSet<usize>,
     /// The ops of the log by state, by [`state_index`].
     n_by_state: [usize; STATES.len()],
+    /// Whether the fold keeps every event, to draw the timeline (the kernel's display); the
+    /// terminal's panels keep only op records.
+    timeline: bool,
 }
 
 impl LiveFold {
-    /// A fold of nothing yet, which reads `source`'s log from its start.
+    /// A fold of nothing yet, which reads `source`'s log from its start and keeps every event
+    /// for the timeline under the view: a notebook cell's display.
     pub fn new(source: &LiveSource) -> LiveFold {
         LiveFold {
             replay: views::Replay::new(Vec::new(), source.monitor.worker_names()),
@@ -180,14 +177,42 @@ impl LiveFold {
             troubled: BTreeSet::new(),
             done: BTreeSet::new(),
             n_by_state: [0; STATES.len()],
+            timeline: true,
         }
     }
 
-    /// The cell now: its ops from the event log, the live queues, states and what each waiting
-    /// op waits behind from a snapshot. Reads the events that arrived since the last call;
-    /// `finished` (the final state) first waits for every event numbered before this call.
+    /// A fold of nothing yet for a terminal's panel, which draws no timeline and so keeps only
+    /// op records: it reads `source`'s log from the next event on (the REPL's panel starts one
+    /// whenever the engine is idle), or is fed by the log's one streaming reader through
+    /// [`LiveFold::push`] (`dep run --watch`, whose recorder forgets what it read).
+    pub fn from_now(source: &LiveSource) -> LiveFold {
+        LiveFold {
+            replay: views::Replay::ops_only(source.monitor.worker_names()),
+            next_seq: source.log.next_seq(),
+            timeline: false,
+            ..LiveFold::new(source)
+        }
+    }
+
+    /// Folds one event of the log, the next after those folded so far: what a reader that
+    /// streams the log (and forgets what it read) feeds a fold with, instead of the fold
+    /// reading the log itself ([`LiveFold::view`]).
+    pub fn push(&mut self, event: engine::Event) {
+        self.fold(event);
+    }
+
+    /// The input now: its ops from the event log, the live queues, states and what each
+    /// waiting op waits behind from a snapshot. Reads the events that arrived since the last
+    /// call; `finished` (the final state) first waits for every event numbered before this
+    /// call.
     pub fn view(&mut self, source: &LiveSource, finished: bool) -> LiveView {
         self.read(source, finished);
+        self.draw(source, finished)
+    }
+
+    /// The input now from the events folded so far, without reading the log: the view of a
+    /// fold fed through [`LiveFold::push`].
+    pub fn draw(&mut self, source: &LiveSource, finished: bool) -> LiveView {
         let worker_names = source.monitor.worker_names();
         let snapshot = source.monitor.snapshot();
         let now_ns = source.monitor.now_ns();
@@ -201,9 +226,11 @@ impl LiveFold {
         );
         // Only the ops shown are named: a redraw's cost does not grow with the cell.
         view.frame.name_places(&source.places);
-        // While the cell runs, its timeline reaches now: a running op's bar grows with it.
-        self.replay.set_now((!finished).then_some(now_ns));
-        view.timeline = self.timeline(source);
+        if self.timeline {
+            // While the cell runs, its timeline reaches now: a running op's bar grows with it.
+            self.replay.set_now((!finished).then_some(now_ns));
+            view.timeline = self.timeline(source);
+        }
         view
     }
 
@@ -230,7 +257,12 @@ impl LiveFold {
     fn read(&mut self, source: &LiveSource, settle: bool) {
         if source.log.first_seq() != self.first_seq {
             // The log was cleared under this fold: start over with what it holds now.
+            let timeline = self.timeline;
             *self = LiveFold::new(source);
+            if !timeline {
+                self.replay = views::Replay::ops_only(source.monitor.worker_names());
+                self.timeline = false;
+            }
         }
         let target = if settle { source.log.next_seq() } else { 0 };
         loop {
@@ -272,8 +304,14 @@ impl LiveFold {
             self.unfinished.remove(&position);
             if state == engine::OpState::Done {
                 self.done.insert(position);
+                if self.done.len() > MAX_OP_ROWS {
+                    self.done.pop_first();
+                }
             } else {
                 self.troubled.insert(position);
+                if self.troubled.len() > MAX_OP_ROWS {
+                    self.troubled.pop_last();
+                }
             }
         }
     }
@@ -290,15 +328,10 @@ impl LiveFold {
     ) -> LiveView {
         let replay = &self.replay;
         let records = replay.ops();
-        let first_ns = replay
-            .events()
-            .first()
-            .map_or(now_ns, |event| event.time_ns);
+        let time_range = replay.time_range();
+        let first_ns = time_range.map_or(now_ns, |(first, _)| first);
         let last_ns = if finished {
-            replay
-                .events()
-                .last()
-                .map_or(first_ns, |event| event.time_ns)
+            time_range.map_or(first_ns, |(_, last)| last)
         } else {
             now_ns
         };
@@ -433,16 +466,13 @@ impl LiveFold {
             })
             .collect();
         let n_hidden = n_ops - ops.len();
-
-        let heading = heading(
-            title,
+        let about = About {
+            title: title.to_string(),
             policy,
-            &counts,
-            n_ops,
-            ops.len(),
-            last_ns.saturating_sub(first_ns),
+            elapsed_ns: last_ns.saturating_sub(first_ns),
             finished,
-        );
+        };
+        let heading = heading(&about, &counts, ops.len());
 
         // The variables the cell's ops access, and the busy ones (which include every variable
         // a live op waits on: its waiting access is in that variable's queue).
@@ -457,6 +487,7 @@ impl LiveFold {
             counts,
             n_hidden,
             timeline: None,
+            about,
         }
     }
 }
@@ -488,24 +519,117 @@ impl LiveView {
         html
     }
 
-    /// The display's text/plain fallback: the heading, the note, the busy queues and the ops
-    /// of `views::text`.
+    /// The display's text/plain fallback (the kernel's): [`LiveView::text_with`], 100 columns
+    /// without colour, the queues of every variable shown when one is busy, then the ops.
     pub fn text(&self, note: Option<&str>) -> String {
-        let style = views::TextStyle::plain(TEXT_WIDTH);
-        let mut text = format!("{}\n", self.heading);
-        if let Some(note) = note {
-            text.push_str(note);
-            text.push('\n');
-        }
+        self.text_with(
+            note,
+            &TextLayout {
+                style: views::TextStyle::plain(TEXT_WIDTH),
+                idle_queues: true,
+                ops: true,
+                finished_ops: true,
+                max_lines: usize::MAX,
+            },
+        )
+    }
+
+    /// The view as text, the one text renderer of every live display (the kernel's fallback,
+    /// the REPL's panel, `dep run --watch`): the heading (cut to the width), the note, the
+    /// queues of `views::text` when a variable is busy, and the ops when `layout` asks for them,
+    /// in at most `layout.max_lines` lines.
+    pub fn text_with(&self, note: Option<&str>, layout: &TextLayout) -> String {
+        let style = &layout.style;
+        let mut lines: Vec<String> = vec![cut(&self.heading, style.columns())];
+        lines.extend(note.into_iter().flat_map(str::lines).map(str::to_string));
         if self.frame.vars.iter().any(|var| !var.queue.is_empty()) {
-            text.push_str(&views::text::queues(&self.frame, &style));
+            let queues = if layout.idle_queues {
+                views::text::queues(&self.frame, style)
+            } else {
+                let busy = views::Frame {
+                    vars: self
+                        .frame
+                        .vars
+                        .iter()
+                        .filter(|var| !var.queue.is_empty())
+                        .cloned()
+                        .collect(),
+                    ..self.frame.clone()
+                };
+                views::text::queues(&busy, style)
+            };
+            lines.extend(queues.lines().map(str::to_string));
         }
-        text.push_str(&views::text::ops(&self.frame, &style));
-        if self.n_hidden > 0 {
-            text.push_str(&format!("  … and {} more ops\n", self.n_hidden));
+        if layout.ops && layout.finished_ops {
+            let ops = views::text::ops(&self.frame, style);
+            lines.extend(ops.lines().map(str::to_string));
+            if self.n_hidden > 0 {
+                lines.push(format!("  … and {} more ops", self.n_hidden));
+            }
+        } else if layout.ops {
+            let unfinished = views::Frame {
+                ops: self
+                    .frame
+                    .ops
+                    .iter()
+                    .filter(|op| !op.state.is_finished())
+                    .cloned()
+                    .collect(),
+                ..self.frame.clone()
+            };
+            let ops = views::text::ops(&unfinished, style);
+            lines.extend(ops.lines().map(str::to_string));
         }
+        if lines.len() > layout.max_lines {
+            let n_kept = layout.max_lines.saturating_sub(1).max(1);
+            let n_left = lines.len() - n_kept;
+            lines.truncate(n_kept);
+            lines.push(views::color::paint(
+                &format!("  … and {n_left} more lines"),
+                views::color::Role::Dim,
+                style.color,
+            ));
+        }
+        let mut text = lines.join("\n");
+        text.push('\n');
         text
     }
+
+    /// Shows the ops of `cancelled` that still wait or are ready as cancelled, and counts them
+    /// so: the engine drops a cancelled op only when its turn comes, and the REPL's panel shows
+    /// what its Ctrl-C did at once.
+    pub fn show_cancelled(&mut self, cancelled: &HashSet<engine::OpId>) {
+        let mut n_by_state = [0; STATES.len()];
+        for (state, count) in &self.counts {
+            n_by_state[state_index(*state)] = *count;
+        }
+        for op in self.frame.ops.iter_mut() {
+            if cancelled.contains(&op.id)
+                && matches!(op.state, engine::OpState::Waiting | engine::OpState::Ready)
+            {
+                n_by_state[state_index(op.state)] -= 1;
+                n_by_state[state_index(engine::OpState::Cancelled)] += 1;
+                op.state = engine::OpState::Cancelled;
+                op.waits_on.clear();
+            }
+        }
+        self.counts = STATES
+            .into_iter()
+            .zip(n_by_state)
+            .filter(|(_, count)| *count > 0)
+            .collect();
+        self.heading = heading(&self.about, &self.counts, self.frame.ops.len());
+    }
+}
+
+/// `text` cut to `width` characters, with an ellipsis where it was cut.
+fn cut(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
 }
 
 /// An op's row: the snapshot's live state (and what it waits behind) while it has not
@@ -537,19 +661,13 @@ fn row_of(
 }
 
 /// `cell[3] · threaded engine · 40 ops: 2 running, 38 done · 1.20 s so far · showing 24 of 40
-/// ops`.
-fn heading(
-    title: &str,
-    policy: engine::Policy,
-    counts: &[(engine::OpState, usize)],
-    n_ops: usize,
-    n_shown: usize,
-    elapsed_ns: u64,
-    finished: bool,
-) -> String {
+/// ops`: the one first line of every live display, the kernel's and the terminal's panels.
+fn heading(about: &About, counts: &[(engine::OpState, usize)], n_shown: usize) -> String {
+    let n_ops: usize = counts.iter().map(|(_, count)| count).sum();
     let mut heading = format!(
-        "{title} · {} engine · {n_ops} op{}",
-        policy.name(),
+        "{} · {} engine · {n_ops} op{}",
+        about.title,
+        about.policy.name(),
         if n_ops == 1 { "" } else { "s" }
     );
     if !counts.is_empty() {
@@ -561,8 +679,8 @@ fn heading(
     }
     heading.push_str(&format!(
         " · {} {}",
-        views::format_ns(elapsed_ns),
-        if finished { "in all" } else { "so far" }
+        views::format_ns(about.elapsed_ns),
+        if about.finished { "in all" } else { "so far" }
     ));
     if n_shown < n_ops {
         heading.push_str(&format!(" · showing {n_shown} of {n_ops} ops"));
@@ -767,6 +885,314 @@ mod tests {
         assert!(view.text(None).ends_with("  … and 6 more ops\n"));
     }
 
+    /// A fold fed by a reader that streams the log and forgets what it read (`dep run`'s
+    /// recorder feeding `--watch`) draws what a fold that reads the log itself (the kernel's
+    /// display) draws, batch after batch, though the log holds nothing by then.
+    /// Hands every event to two logs.
+    struct Tee(Arc<engine::EventLog>, Arc<engine::EventLog>);
+
+    impl engine::EventSink for Tee {
+        fn event(&self, event: engine::Event) {
+            engine::EventSink::event(&*self.0, event.clone());
+            engine::EventSink::event(&*self.1, event);
+        }
+    }
+
+    #[test]
+    fn a_fold_fed_by_a_streaming_reader_draws_what_a_fold_reading_the_log_draws() {
+        // Two logs of the same run: one a reader streams and forgets, one a fold reads.
+        let (streamed, kept) = (
+            Arc::new(engine::EventLog::new()),
+            Arc::new(engine::EventLog::new()),
+        );
+        let engine = engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::Threaded,
+            threads: 2,
+            sink: Some(Arc::new(Tee(streamed.clone(), kept.clone()))),
+            ..engine::EngineConfig::default()
+        });
+        let source = LiveSource {
+            title: "run.dep".to_string(),
+            policy: engine::Policy::Threaded,
+            monitor: engine.monitor(),
+            log: kept,
+            places: views::Places::default(),
+        };
+        let gated: Vec<engine::Var> = (0..4).map(|i| engine.new_var(format!("g{i}"))).collect();
+        let gate = Arc::new(std::sync::Barrier::new(2));
+        let opener = gate.clone();
+        engine.push(
+            engine::OpSpec::new("gate", move || {
+                opener.wait();
+                Ok(())
+            })
+            .writes(&gated),
+        );
+        let mut gate = OpenOnDrop(Some(gate));
+        let free: Vec<engine::Var> = (0..5).map(|i| engine.new_var(format!("f{i}"))).collect();
+        let mut reading = LiveFold::new(&source);
+        let mut fed = LiveFold::from_now(&source);
+        let mut next = streamed.first_seq();
+        let mut stream = |fed: &mut LiveFold| {
+            next = streamed.read_since(next, |event| fed.push(event));
+            streamed.forget_before(next);
+            assert_eq!(streamed.unread(), 0);
+        };
+        // Both drawn with one snapshot and one clock.
+        let same = |reading: &mut LiveFold, fed: &LiveFold, finished: bool| {
+            reading.read(&source, true);
+            let worker_names = source.monitor.worker_names();
+            let live = views::Frame::from_snapshot(&source.monitor.snapshot(), &worker_names);
+            let now_ns = source.monitor.now_ns();
+            let draw = |fold: &LiveFold| {
+                fold.cell_view(
+                    &source.title,
+                    source.policy,
+                    (&live, &worker_names),
+                    now_ns,
+                    finished,
+                )
+            };
+            let (expected, drawn) = (draw(reading), draw(fed));
+            assert_eq!(drawn.heading, expected.heading);
+            assert_eq!(drawn.counts, expected.counts);
+            assert_eq!(drawn.frame, expected.frame);
+            assert_eq!(drawn.text(None), expected.text(None));
+            drawn
+        };
+        let mut n_unfinished = 1 + push_mixed(&engine, &gated, &free, 1, 20);
+        settle(&engine, n_unfinished);
+        stream(&mut fed);
+        let view = same(&mut reading, &fed, false);
+        assert!(view.count(engine::OpState::Waiting) > 0, "{}", view.heading);
+        assert!(view.count(engine::OpState::Done) > 0, "{}", view.heading);
+        n_unfinished += push_mixed(&engine, &gated, &free, 21, 30);
+        settle(&engine, n_unfinished);
+        stream(&mut fed);
+        same(&mut reading, &fed, false);
+        gate.open();
+        engine.wait_all();
+        settle(&engine, 0);
+        stream(&mut fed);
+        let view = same(&mut reading, &fed, true);
+        assert_eq!(view.n_ops(), 51);
+        assert_eq!(
+            view.count(engine::OpState::Running) + view.count(engine::OpState::Waiting),
+            0,
+            "{}",
+            view.heading
+        );
+        // The fed fold keeps op records, not the events: it draws no timeline.
+        assert!(fed.replay.events().is_empty());
+        assert!(!fed.draw(&source, true).html(None).contains("dep-timeline"));
+        assert!(reading
+            .view(&source, true)
+            .html(None)
+            .contains("dep-timeline"));
+    }
+
+    /// Mid-run, the live timeline counts a running op in its lane's busy share: a worker busy
+    /// since the cell began is not shown idle.
+    #[test]
+    fn a_running_op_counts_in_its_lanes_busy_share_mid_run() {
+        let gate = Arc::new(std::sync::Barrier::new(2));
+        let (_engine, _vars, source) = source_with_ops(0, Some(gate.clone()));
+        let mut gate = OpenOnDrop(Some(gate));
+        let mut fold = LiveFold::new(&source);
+        thread::sleep(Duration::from_millis(50));
+        let html = fold.view(&source, false).html(None);
+        let shares: Vec<u32> = html
+            .split("%</text>")
+            .filter_map(|before| before.rsplit('>').next()?.parse().ok())
+            .collect();
+        assert!(shares.iter().any(|share| *share >= 50), "{shares:?}");
+        gate.open();
+    }
+
+    /// A view of the REPL's kind of moment: one op done, one running, two waiting behind it, X
+    /// idle.
+    fn sample_view() -> LiveView {
+        let op =
+            |id: u64, label: &str, state: engine::OpState, times: (Option<u64>, Option<u64>)| {
+                views::FrameOp {
+                    id: engine::OpId(id),
+                    label: Arc::from(label),
+                    line: id as u32,
+                    place: Some(Arc::from(format!("<repl>:{id}"))),
+                    state,
+                    device: engine::Device::Cpu,
+                    worker: times.0.map(|_| "cpu:0".to_string()),
+                    started_ns: times.0,
+                    finished_ns: times.1,
+                    waits_on: Vec::new(),
+                }
+            };
+        let access = |op: u64, write: bool, granted: bool| engine::AccessSnapshot {
+            op: engine::OpId(op),
+            write,
+            granted,
+        };
+        let var = |id: u64, name: &str, queue: Vec<engine::AccessSnapshot>| views::FrameVar {
+            id: engine::VarId(id),
+            name: Arc::from(name),
+            queue,
+        };
+        let mut waiting = op(3, "Z = Y + 1", engine::OpState::Waiting, (None, None));
+        waiting.waits_on.push(engine::Blocker {
+            var: engine::VarId(2),
+            behind: engine::OpId(2),
+            behind_writes: true,
+        });
+        let frame = views::Frame {
+            time_ns: 1_200_000_000,
+            vars: vec![
+                var(1, "X", Vec::new()),
+                var(2, "Y", vec![access(2, true, true), access(3, false, false)]),
+                var(3, "Z", vec![access(3, true, true), access(4, false, false)]),
+                var(4, "W", vec![access(4, true, true)]),
+            ],
+            ops: vec![
+                op(
+                    1,
+                    "X = rand(800, 800)",
+                    engine::OpState::Done,
+                    (Some(0), Some(2_000_000)),
+                ),
+                op(
+                    2,
+                    "Y = work(4000, X @ X)",
+                    engine::OpState::Running,
+                    (Some(2_000_000), None),
+                ),
+                waiting,
+                op(4, "W = Z * 2", engine::OpState::Waiting, (None, None)),
+            ],
+        };
+        let counts = vec![
+            (engine::OpState::Running, 1),
+            (engine::OpState::Waiting, 2),
+            (engine::OpState::Done, 1),
+        ];
+        let about = About {
+            title: "<repl>".to_string(),
+            policy: engine::Policy::Threaded,
+            elapsed_ns: 1_200_000_000,
+            finished: false,
+        };
+        LiveView {
+            heading: heading(&about, &counts, frame.ops.len()),
+            frame,
+            counts,
+            n_hidden: 0,
+            timeline: None,
+            about,
+        }
+    }
+
+    /// The one heading and text renderer, in the three layouts the front-ends use.
+    #[test]
+    fn every_front_end_renders_the_one_heading_with_the_text_renderer() {
+        let view = sample_view();
+        // The REPL's panel: the heading, its hint, the busy queues, the unfinished ops with
+        // what each waits for, in at most 16 lines.
+        let repl = TextLayout {
+            style: views::TextStyle::plain(80),
+            idle_queues: false,
+            ops: true,
+            finished_ops: false,
+            max_lines: 16,
+        };
+        expect_test::expect![[r#"
+            <repl> · threaded engine · 4 ops: 1 running, 2 waiting, 1 done · 1.20 s so far
+            (Ctrl-C cancels what has not started)
+            queues  (● granted, ○ waiting)
+              Y ● W Y = work(4000, X @ X) (<repl>:2) │ ○ R Z = Y + 1 (<repl>:3)
+              Z ● W Z = Y + 1 (<repl>:3) │ ○ R W = Z * 2 (<repl>:4)
+              W ● W W = Z * 2 (<repl>:4)
+            op                                 line state     worker        start   duration
+            Y = work(4000, X @ X)          <repl>:2 running   cpu:0       2.00 ms    1.20 s+
+            Z = Y + 1                      <repl>:3 waiting   -                 -          -
+              ↳ Z = Y + 1 (<repl>:3) waits for Y: written by Y = work(4000, X @ X)
+                (<repl>:2), running on cpu:0
+            W = Z * 2                      <repl>:4 waiting   -                 -          -
+        "#]]
+        .assert_eq(&view.text_with(Some("(Ctrl-C cancels what has not started)"), &repl));
+        // `dep run --watch`: the heading, the busy queues and the ops, cut to the terminal.
+        let watch = TextLayout {
+            style: views::TextStyle::plain(80),
+            idle_queues: false,
+            ops: true,
+            finished_ops: true,
+            max_lines: 9,
+        };
+        expect_test::expect![[r#"
+            <repl> · threaded engine · 4 ops: 1 running, 2 waiting, 1 done · 1.20 s so far
+            queues  (● granted, ○ waiting)
+              Y ● W Y = work(4000, X @ X) (<repl>:2) │ ○ R Z = Y + 1 (<repl>:3)
+              Z ● W Z = Y + 1 (<repl>:3) │ ○ R W = Z * 2 (<repl>:4)
+              W ● W W = Z * 2 (<repl>:4)
+            op                                 line state     worker        start   duration
+            X = rand(800, 800)             <repl>:1 done      cpu:0          0 ns    2.00 ms
+            Y = work(4000, X @ X)          <repl>:2 running   cpu:0       2.00 ms    1.20 s+
+              … and 4 more lines
+        "#]]
+        .assert_eq(&view.text_with(None, &watch));
+        // The kernel's text fallback: every variable's queue, every op.
+        expect_test::expect![[r#"
+            <repl> · threaded engine · 4 ops: 1 running, 2 waiting, 1 done · 1.20 s so far
+            interrupted
+            queues  (● granted, ○ waiting)
+              X idle
+              Y ● W Y = work(4000, X @ X) (<repl>:2) │ ○ R Z = Y + 1 (<repl>:3)
+              Z ● W Z = Y + 1 (<repl>:3) │ ○ R W = Z * 2 (<repl>:4)
+              W ● W W = Z * 2 (<repl>:4)
+            op                                                     line state     worker        start   duration
+            X = rand(800, 800)                                 <repl>:1 done      cpu:0          0 ns    2.00 ms
+            Y = work(4000, X @ X)                              <repl>:2 running   cpu:0       2.00 ms    1.20 s+
+            Z = Y + 1                                          <repl>:3 waiting   -                 -          -
+              ↳ Z = Y + 1 (<repl>:3) waits for Y: written by Y = work(4000, X @ X) (<repl>:2), running on cpu:0
+            W = Z * 2                                          <repl>:4 waiting   -                 -          -
+        "#]]
+        .assert_eq(&view.text(Some("interrupted")));
+        // A heading wider than the terminal is cut.
+        let narrow = TextLayout {
+            style: views::TextStyle::plain(40),
+            ..repl
+        };
+        let text = view.text_with(None, &narrow);
+        assert_eq!(
+            text.lines().next(),
+            Some("<repl> · threaded engine · 4 ops: 1 run…")
+        );
+    }
+
+    /// Ops cancelled by Ctrl-C that the engine still lists as waiting are shown and counted
+    /// as cancelled, in the rows and in the heading.
+    #[test]
+    fn cancelled_ops_are_shown_and_counted_as_cancelled() {
+        let mut view = sample_view();
+        view.show_cancelled(&HashSet::from([
+            engine::OpId(3),
+            engine::OpId(4),
+            engine::OpId(2),
+        ]));
+        assert!(
+            view.heading
+                .starts_with("<repl> · threaded engine · 4 ops: 1 running, 1 done, 2 cancelled · "),
+            "{}",
+            view.heading
+        );
+        assert_eq!(view.count(engine::OpState::Cancelled), 2);
+        assert_eq!(
+            view.frame.op(engine::OpId(2)).map(|op| op.state),
+            Some(engine::OpState::Running)
+        );
+        assert!(view
+            .frame
+            .op(engine::OpId(3))
+            .is_some_and(|op| op.waits_on.is_empty()));
+    }
+
     /// The display as it was drawn before redraws read only new events (a whole replay, a row
     /// for every op): the reference the incremental one must match.
     fn old_cell_view(
@@ -827,16 +1253,13 @@ mod tests {
         let n_ops = ops.len();
         let ops = old_shown_ops(ops);
         let n_hidden = n_ops - ops.len();
-
-        let heading = heading(
-            title,
+        let about = About {
+            title: title.to_string(),
             policy,
-            &counts,
-            n_ops,
-            ops.len(),
-            last_ns.saturating_sub(first_ns),
+            elapsed_ns: last_ns.saturating_sub(first_ns),
             finished,
-        );
+        };
+        let heading = heading(&about, &counts, ops.len());
 
         let touched: HashSet<engine::VarId> = replay
             .ops()
@@ -859,6 +1282,7 @@ mod tests {
             counts,
             n_hidden,
             timeline: None,
+            about,
         }
     }
 

@@ -43,6 +43,10 @@ pub struct Replay {
     /// While the run goes on: the engine's clock now, where the time axis ends and running
     /// ops' bars reach (see [`Replay::set_now`]).
     now_ns: Option<u64>,
+    /// Whether `events` keeps the folded events ([`Replay::ops_only`]: it does not).
+    keeps_events: bool,
+    /// The times of the first and the last event folded.
+    time_range: Option<(u64, u64)>,
 }
 
 /// The op records of an event log, folded one event at a time, and kept between
@@ -211,9 +215,28 @@ impl Replay {
             events: Vec::with_capacity(events.len()),
             worker_names,
             now_ns: None,
+            keeps_events: true,
+            time_range: None,
         };
         replay.extend(events);
         replay
+    }
+
+    /// A replay of nothing yet that keeps only the op records of what it folds, not the events
+    /// themselves: for a live panel that draws no timeline (the terminal's), whose memory then
+    /// does not grow with every event of a long run. [`Replay::events`] stays empty, so only
+    /// [`Replay::ops`], [`Replay::op_position`] and [`Replay::time_range`] are of use.
+    pub fn ops_only(worker_names: Vec<String>) -> Replay {
+        Replay {
+            keeps_events: false,
+            ..Replay::new(Vec::new(), worker_names)
+        }
+    }
+
+    /// The times of the first and the last event folded (the interpreter's bookkeeping left
+    /// out), if any.
+    pub fn time_range(&self) -> Option<(u64, u64)> {
+        self.time_range
     }
 
     /// Says that the run is still going at `now_ns` on the engine's clock (`None`: it ended),
@@ -221,6 +244,12 @@ impl Replay {
     /// the last event.
     pub fn set_now(&mut self, now_ns: Option<u64>) {
         self.now_ns = now_ns;
+    }
+
+    /// The engine's clock now while the run goes on (see [`Replay::set_now`]); `None` once it
+    /// ended.
+    pub fn now_ns(&self) -> Option<u64> {
+        self.now_ns
     }
 
     /// Folds the log's next events (in log order, after those the replay holds) into it, as if
@@ -242,7 +271,11 @@ impl Replay {
         let event = self.bookkeeping.filter(Cow::Owned(event))?.into_owned();
         self.edges.take();
         let position = self.table.apply(&event);
-        self.events.push(event);
+        let first_ns = self.time_range.map_or(event.time_ns, |(first, _)| first);
+        self.time_range = Some((first_ns, event.time_ns));
+        if self.keeps_events {
+            self.events.push(event);
+        }
         position
     }
 

@@ -100,10 +100,13 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
 
     for (row, lane) in lanes.iter().enumerate() {
         let y = TOP_PX + row as f64 * LANE_PX;
+        // A running op counts up to now while the run goes on; in a run that ended, an op
+        // that never finished does not count.
+        let live = replay.now_ns().is_some();
         let busy: u64 = replay
             .bars(lane)
             .iter()
-            .filter(|bar| bar.op.finished_ns.is_some())
+            .filter(|bar| live || bar.op.finished_ns.is_some())
             .map(|bar| bar.end_ns - bar.start_ns)
             .sum();
         let _ = writeln!(

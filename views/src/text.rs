@@ -41,7 +41,8 @@ impl TextStyle {
         }
     }
 
-    fn columns(&self) -> usize {
+    /// The columns text is laid out in: the width, at least 40.
+    pub fn columns(&self) -> usize {
         self.width.max(40)
     }
 
