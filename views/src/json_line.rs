@@ -42,18 +42,18 @@ impl JsonLine {
     pub(crate) fn micros(&mut self, ns: u64) -> &mut Self {
         let (whole, fraction) = (ns / 1_000, ns % 1_000);
         self.int(whole).raw(".");
-        let (digits, width) = match fraction {
-            0 => (0, 1),
-            _ if fraction % 100 == 0 => (fraction / 100, 1),
-            _ if fraction % 10 == 0 => (fraction / 10, 2),
-            _ => (fraction, 3),
+        // The fraction's three digits without their trailing zeros, at least one.
+        let digits = [fraction / 100, fraction / 10 % 10, fraction % 10];
+        let n_digits = if fraction % 100 == 0 {
+            1
+        } else if fraction % 10 == 0 {
+            2
+        } else {
+            3
         };
-        let mut buffer = itoa::Buffer::new();
-        let text = buffer.format(digits);
-        for _ in text.len()..width {
-            self.0.push(b'0');
-        }
-        self.raw(text)
+        self.0
+            .extend(digits[..n_digits].iter().map(|digit| b'0' + *digit as u8));
+        self
     }
 
     /// A string, quoted and escaped.
