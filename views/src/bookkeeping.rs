@@ -7,6 +7,8 @@
 //! and none names a temporary.
 
 use dep_engine::{Event, EventKind, OpId, VarId};
+use std::sync::Arc;
+
 use rustc_hash::FxHashSet;
 
 use crate::frame::{is_internal_name, is_internal_op};
@@ -17,6 +19,9 @@ use crate::frame::{is_internal_name, is_internal_op};
 pub(crate) struct Bookkeeping {
     ops: FxHashSet<OpId>,
     vars: FxHashSet<VarId>,
+    /// The last label found visible, held so that its address stays its own: a loop pushes the
+    /// same label again and again, and the log hands out the one `Arc` it keeps.
+    visible_label: Option<Arc<str>>,
 }
 
 /// What [`Bookkeeping::filter`] makes of an event.
@@ -39,7 +44,7 @@ impl Bookkeeping {
                 true
             }
             EventKind::VarDeleted { var } => self.vars.remove(var),
-            EventKind::Pushed { op, label, .. } if is_internal_op(label) => {
+            EventKind::Pushed { op, label, .. } if self.is_internal_label(label) => {
                 self.ops.insert(*op);
                 true
             }
@@ -69,6 +74,22 @@ impl Bookkeeping {
         } else {
             Filtered::Shown
         }
+    }
+
+    /// Whether a push's label is bookkeeping's ([`is_internal_op`]).
+    fn is_internal_label(&mut self, label: &Arc<str>) -> bool {
+        if self
+            .visible_label
+            .as_ref()
+            .is_some_and(|visible| Arc::ptr_eq(visible, label))
+        {
+            return false;
+        }
+        if is_internal_op(label) {
+            return true;
+        }
+        self.visible_label = Some(label.clone());
+        false
     }
 
     fn is_internal(&self, op: OpId) -> bool {
