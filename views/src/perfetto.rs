@@ -12,9 +12,9 @@
 //! that Perfetto draws the same arrows from both files. Only the messages and fields used are
 //! declared here, with the field numbers of Perfetto's `protos/perfetto/trace/`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -191,7 +191,7 @@ const ARGUMENTS: [&str; 8] = [
 pub struct PerfettoTrace<W: Write> {
     out: W,
     names: FxHashMap<Arc<str>, u64>,
-    tracks: HashSet<u64>,
+    tracks: FxHashSet<u64>,
     /// Flows whose later op's slice is not written yet, by that op's (worker, start): a flow's
     /// end must follow the slice it binds to.
     pending_flows: FxHashMap<(u32, u64), Vec<PendingFlow>>,
@@ -282,7 +282,7 @@ impl<W: Write> PerfettoTrace<W> {
         let mut trace = PerfettoTrace {
             out,
             names: FxHashMap::default(),
-            tracks: HashSet::new(),
+            tracks: FxHashSet::default(),
             pending_flows: FxHashMap::default(),
             packet: Vec::new(),
             event: Vec::new(),
@@ -372,12 +372,14 @@ impl<W: Write> PerfettoTrace<W> {
     /// Writes the track event in `self.event` (without its name and track, its last fields) at
     /// `time_ns` on `track`, named `name` by an interned id (declared in this packet when new).
     fn event_packet(&mut self, time_ns: u64, name: &str, track: u64) {
-        let new = !self.names.contains_key(name);
-        if new {
-            let iid = self.names.len() as u64 + 1;
-            self.names.insert(Arc::from(name), iid);
-        }
-        let iid = self.names[name];
+        let (iid, new) = match self.names.get(name) {
+            Some(iid) => (*iid, false),
+            None => {
+                let iid = self.names.len() as u64 + 1;
+                self.names.insert(Arc::from(name), iid);
+                (iid, true)
+            }
+        };
         wire::uint(&mut self.event, field::NAME_IID, iid);
         wire::uint(&mut self.event, field::TRACK_UUID, track);
         self.track_event_packet(time_ns, new.then_some((iid, name)));
