@@ -687,6 +687,19 @@ fn merge(runs: Vec<Vec<(u64, Event)>>, from: Option<u64>, mut visit: impl FnMut(
         .map(Vec::into_iter)
         .collect();
     let head = |run: &Run| run.as_slice().first().map(|(seq, _)| *seq);
+    if let ([run], Some(from)) = (&mut runs[..], from) {
+        // One run (every event from one thread, as on the naive engine): its events in order
+        // up to the first gap, without looking for the run that holds each number.
+        let mut n = 0;
+        for (seq, event) in run.by_ref() {
+            if seq != from + n as u64 {
+                break;
+            }
+            visit(event);
+            n += 1;
+        }
+        return n;
+    }
     let mut n = 0;
     let mut current = 0;
     let mut expected = from;

@@ -6,9 +6,9 @@
 //! student counts, the queues, the critical path, the timelines, the DAG and the trace all agree
 //! and none names a temporary.
 
-use std::borrow::Cow;
-
 use dep_engine::{Event, EventKind, OpId, VarId};
+use std::sync::Arc;
+
 use rustc_hash::FxHashSet;
 
 use crate::frame::{is_internal_name, is_internal_op};
@@ -19,47 +19,80 @@ use crate::frame::{is_internal_name, is_internal_op};
 pub(crate) struct Bookkeeping {
     ops: FxHashSet<OpId>,
     vars: FxHashSet<VarId>,
+    /// The last label found visible, held so that its address stays its own: a loop pushes the
+    /// same label again and again, and the log hands out the one `Arc` it keeps.
+    visible_label: Option<Arc<str>>,
+}
+
+/// What [`Bookkeeping::filter`] makes of an event.
+pub(crate) enum Filtered {
+    /// An event of an internal op or variable: no view shows it.
+    Hidden,
+    /// The event as it is.
+    Shown,
+    /// A push of a visible op without its accesses to internal variables.
+    Trimmed(Event),
 }
 
 impl Bookkeeping {
-    /// `event` as the views see it: `None` for an event of an internal op or variable, a push
-    /// of a visible op without its accesses to internal variables, any other event as it is.
-    pub(crate) fn filter<'a>(&mut self, event: Cow<'a, Event>) -> Option<Cow<'a, Event>> {
-        match &event.kind {
+    /// `event` as the views see it: hidden when it is about an internal op or variable, a push
+    /// of a visible op trimmed of its accesses to internal variables, any other event as it is.
+    pub(crate) fn filter(&mut self, event: &Event) -> Filtered {
+        let hidden = match &event.kind {
             EventKind::VarCreated { var, name } if is_internal_name(name) => {
                 self.vars.insert(*var);
-                None
+                true
             }
-            EventKind::VarDeleted { var } if self.vars.remove(var) => None,
-            EventKind::Pushed { op, label, .. } if is_internal_op(label) => {
+            EventKind::VarDeleted { var } => self.vars.remove(var),
+            EventKind::Pushed { op, label, .. } if self.is_internal_label(label) => {
                 self.ops.insert(*op);
-                None
+                true
             }
             EventKind::Pushed { reads, writes, .. }
-                if reads
-                    .iter()
-                    .chain(writes)
-                    .any(|var| self.vars.contains(var)) =>
+                if !self.vars.is_empty()
+                    && reads
+                        .iter()
+                        .chain(writes)
+                        .any(|var| self.vars.contains(var)) =>
             {
-                let mut event = event.into_owned();
+                let mut event = event.clone();
                 if let EventKind::Pushed { reads, writes, .. } = &mut event.kind {
                     reads.retain(|var| !self.vars.contains(var));
                     writes.retain(|var| !self.vars.contains(var));
                 }
-                Some(Cow::Owned(event))
+                return Filtered::Trimmed(event);
             }
-            EventKind::Granted { op, var } if self.ops.contains(op) || self.vars.contains(var) => {
-                None
-            }
-            EventKind::Finished { op, .. } if self.ops.remove(op) => None,
+            EventKind::Granted { op, var } => self.is_internal(*op) || self.vars.contains(var),
+            EventKind::Finished { op, .. } => !self.ops.is_empty() && self.ops.remove(op),
             EventKind::Ready { op }
             | EventKind::Started { op, .. }
-            | EventKind::DeviceSpan { op, .. }
-                if self.ops.contains(op) =>
-            {
-                None
-            }
-            _ => Some(event),
+            | EventKind::DeviceSpan { op, .. } => self.is_internal(*op),
+            _ => false,
+        };
+        if hidden {
+            Filtered::Hidden
+        } else {
+            Filtered::Shown
         }
+    }
+
+    /// Whether a push's label is bookkeeping's ([`is_internal_op`]).
+    fn is_internal_label(&mut self, label: &Arc<str>) -> bool {
+        if self
+            .visible_label
+            .as_ref()
+            .is_some_and(|visible| Arc::ptr_eq(visible, label))
+        {
+            return false;
+        }
+        if is_internal_op(label) {
+            return true;
+        }
+        self.visible_label = Some(label.clone());
+        false
+    }
+
+    fn is_internal(&self, op: OpId) -> bool {
+        !self.ops.is_empty() && self.ops.contains(&op)
     }
 }

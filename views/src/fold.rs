@@ -10,15 +10,13 @@
 //! a write on every read since the last write or, when there was none, on the last write. Each
 //! edge gets the flow id `index + 1`, its index in [`Replay::edges`](crate::Replay::edges).
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use dep_engine::{Device, Event, EventKind, OpId, OpState, VarId};
 use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
 
-use crate::bookkeeping::Bookkeeping;
+use crate::bookkeeping::{Bookkeeping, Filtered};
 use crate::replay::{worker_name, Hazard};
 use crate::summary::{KernelGaps, Summary};
 use crate::util::describe_op;
@@ -145,7 +143,8 @@ pub struct RunFold {
     first_push_ns: Option<u64>,
     last_ns: u64,
     n_by_state: [usize; N_STATES],
-    busy_ns: BTreeMap<u32, u64>,
+    /// Each worker's busy time, by index; `None` for one that ran no op.
+    busy_ns: Vec<Option<u64>>,
     /// The longest path so far and the push position of its last op.
     critical: Option<(Path, usize)>,
 }
@@ -167,7 +166,7 @@ struct LiveOp {
     state: OpState,
     message: Option<String>,
     /// Its dependencies, held until it finishes.
-    preds: Vec<Pred>,
+    preds: SmallVec<[Pred; 2]>,
     /// How many history entries and unfinished later ops name it.
     refs: u32,
     /// The longest path ending at it, once it finished.
@@ -264,10 +263,12 @@ impl RunFold {
     /// Folds the log's next event, telling `out` what it makes known.
     /// The interpreter's bookkeeping (`wait _#1`) is left out, as in a [`crate::Replay`].
     pub fn push(&mut self, event: &Event, out: &mut dyn TraceOut) {
-        let Some(event) = self.bookkeeping.filter(Cow::Borrowed(event)) else {
-            return;
+        let trimmed = match self.bookkeeping.filter(event) {
+            Filtered::Hidden => return,
+            Filtered::Shown => None,
+            Filtered::Trimmed(trimmed) => Some(trimmed),
         };
-        let event = &*event;
+        let event = trimmed.as_ref().unwrap_or(event);
         out.event(event);
         let time_ns = event.time_ns;
         match &event.kind {
@@ -368,7 +369,7 @@ impl RunFold {
         self.n_pushed += 1;
         self.first_push_ns = Some(self.first_push_ns.map_or(time_ns, |t| t.min(time_ns)));
         self.last_ns = self.last_ns.max(time_ns);
-        let mut preds: Vec<Pred> = Vec::new();
+        let mut preds: SmallVec<[Pred; 2]> = SmallVec::new();
         let mut add = |from: OpId, var: VarId, hazard: Hazard| {
             if from != op && !preds.iter().any(|pred| pred.from == from) {
                 preds.push(Pred {
@@ -396,7 +397,8 @@ impl RunFold {
                     add(writer, *var, Hazard::WriteAfterWrite);
                 }
             }
-            for reader in std::mem::take(&mut history.reads_since) {
+            // Drained, not taken: the variable's next reads reuse the room.
+            for reader in history.reads_since.drain(..) {
                 add(reader, *var, Hazard::WriteAfterRead);
                 dropped_refs.push(reader);
             }
@@ -475,7 +477,11 @@ impl RunFold {
         live.state = OpState::Running;
         live.started = Some((worker, time_ns));
         // A worker that ran an op has a lane, even while the op runs.
-        self.busy_ns.entry(worker).or_default();
+        let index = worker as usize;
+        if self.busy_ns.len() <= index {
+            self.busy_ns.resize(index + 1, None);
+        }
+        self.busy_ns[index].get_or_insert(0);
         if let Some(device_op) = self.device_ops.get_mut(&op) {
             device_op.launch = Some((worker, time_ns));
         }
@@ -488,9 +494,15 @@ impl RunFold {
                 continue;
             };
             let var = self.var_name(pred.var);
+            // `X RAW`, put together without `fmt`'s machinery (a few hundred instructions).
+            let hazard = pred.hazard.short_name();
+            let mut name = String::with_capacity(var.len() + 1 + hazard.len());
+            name.push_str(&var);
+            name.push(' ');
+            name.push_str(hazard);
             out.flow(&Flow {
                 id: pred.flow,
-                name: format!("{var} {}", pred.hazard.short_name()),
+                name,
                 var: &var,
                 from,
                 to: (worker, time_ns),
@@ -514,7 +526,10 @@ impl RunFold {
         live.finished = true;
         live.message = message.map(str::to_string);
         if let Some((worker, start_ns)) = live.started {
-            *self.busy_ns.entry(worker).or_default() += time_ns.saturating_sub(start_ns);
+            // Its start made the worker's entry.
+            if let Some(Some(busy)) = self.busy_ns.get_mut(worker as usize) {
+                *busy += time_ns.saturating_sub(start_ns);
+            }
         }
         self.n_by_state[state as usize] += 1;
         self.close(op, time_ns, out);
@@ -662,7 +677,8 @@ impl RunFold {
             .iter()
             .filter_map(|lane| match lane {
                 TraceLane::Worker(worker, name) => {
-                    Some((name.clone(), self.busy_ns.get(worker).copied().unwrap_or(0)))
+                    let busy = self.busy_ns.get(*worker as usize).copied().flatten();
+                    Some((name.clone(), busy.unwrap_or(0)))
                 }
                 TraceLane::Device(_) => None,
             })
@@ -703,7 +719,10 @@ impl RunFold {
     /// name.
     fn lanes(&self, worker_names: &[String]) -> Vec<TraceLane> {
         let mut workers: Vec<u32> = (0..worker_names.len() as u32).collect();
-        workers.extend(self.busy_ns.keys().copied());
+        workers.extend(
+            (0..self.busy_ns.len() as u32)
+                .filter(|worker| self.busy_ns[*worker as usize].is_some()),
+        );
         workers.sort_unstable();
         workers.dedup();
         let mut device_lanes: Vec<Arc<str>> = self

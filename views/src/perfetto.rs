@@ -12,9 +12,10 @@
 //! that Perfetto draws the same arrows from both files. Only the messages and fields used are
 //! declared here, with the field numbers of Perfetto's `protos/perfetto/trace/`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -24,6 +25,8 @@ use prost::Message;
 use crate::error::{Error, ErrorKind};
 use crate::fold::{DeviceSlice, Flow, OpSlice, TraceLane, TraceOut};
 use crate::trace::DEVICE_TID;
+
+mod wire;
 
 /// The messages of Perfetto's trace format that dep writes, with their field numbers.
 mod proto {
@@ -151,8 +154,7 @@ mod proto {
 }
 
 use proto::{
-    DebugAnnotation, Interned, InternedData, LegacyEvent, ProcessDescriptor, ThreadDescriptor,
-    TracePacket, TrackDescriptor, TrackEvent,
+    Interned, InternedData, ProcessDescriptor, ThreadDescriptor, TracePacket, TrackDescriptor,
 };
 
 /// The one sequence every packet is on.
@@ -183,15 +185,26 @@ const ARGUMENTS: [&str; 8] = [
 
 /// A Perfetto protobuf trace written while the run goes: a [`TraceOut`] for a
 /// [`RunFold`](crate::fold::RunFold). The first write error stops the writing;
-/// [`PerfettoTrace::finish`] returns it.
+/// [`PerfettoTrace::finish`] returns it. The packets of each op (its slice, its flows) are
+/// encoded by hand ([`wire`]) into buffers kept from packet to packet; the few others (the
+/// header, the tracks) are prost's messages.
 pub struct PerfettoTrace<W: Write> {
     out: W,
     names: FxHashMap<Arc<str>, u64>,
-    tracks: HashSet<u64>,
+    tracks: FxHashSet<u64>,
     /// Flows whose later op's slice is not written yet, by that op's (worker, start): a flow's
     /// end must follow the slice it binds to.
-    pending_flows: HashMap<(u32, u64), Vec<PendingFlow>>,
-    buffer: Vec<u8>,
+    pending_flows: FxHashMap<(u32, u64), Vec<PendingFlow>>,
+    /// A packet's bytes.
+    packet: Vec<u8>,
+    /// The `TrackEvent` of the packet being written.
+    event: Vec<u8>,
+    /// A message inside it: an argument, a legacy event, interned data.
+    part: Vec<u8>,
+    /// A message inside that: an array's element, an interned name.
+    item: Vec<u8>,
+    /// A device's name, written out.
+    text: String,
     error: Option<io::Error>,
 }
 
@@ -201,15 +214,81 @@ struct PendingFlow {
     from: (u32, u64),
 }
 
+/// Field numbers of the messages written by hand (Perfetto's `protos/perfetto/trace/`).
+mod field {
+    /// `TracePacket`.
+    pub(super) const TIMESTAMP: u32 = 8;
+    pub(super) const SEQUENCE_ID: u32 = 10;
+    pub(super) const TRACK_EVENT: u32 = 11;
+    pub(super) const INTERNED_DATA: u32 = 12;
+    pub(super) const SEQUENCE_FLAGS: u32 = 13;
+    /// `TrackEvent`.
+    pub(super) const CATEGORY_IIDS: u32 = 3;
+    pub(super) const DEBUG_ANNOTATIONS: u32 = 4;
+    pub(super) const LEGACY_EVENT: u32 = 6;
+    pub(super) const TYPE: u32 = 9;
+    pub(super) const NAME_IID: u32 = 10;
+    pub(super) const TRACK_UUID: u32 = 11;
+    /// `TrackEvent.LegacyEvent`.
+    pub(super) const PHASE: u32 = 2;
+    pub(super) const UNSCOPED_ID: u32 = 6;
+    pub(super) const BIND_TO_ENCLOSING: u32 = 12;
+    /// `DebugAnnotation`.
+    pub(super) const ANNOTATION_NAME_IID: u32 = 1;
+    pub(super) const UINT_VALUE: u32 = 3;
+    pub(super) const INT_VALUE: u32 = 4;
+    pub(super) const STRING_VALUE: u32 = 6;
+    pub(super) const ARRAY_VALUES: u32 = 12;
+    /// `InternedData` and `EventName`.
+    pub(super) const EVENT_NAMES: u32 = 2;
+    pub(super) const IID: u32 = 1;
+    pub(super) const NAME: u32 = 2;
+}
+
+/// Appends an argument (`DebugAnnotation`) of interned name `iid` (from 0, in [`ARGUMENTS`]) to
+/// the track event `event`, its value written by `value` into its message, `part`.
+fn annotation(
+    event: &mut Vec<u8>,
+    part: &mut Vec<u8>,
+    iid: usize,
+    value: impl FnOnce(&mut Vec<u8>),
+) {
+    part.clear();
+    wire::uint(part, field::ANNOTATION_NAME_IID, iid as u64 + 1);
+    value(part);
+    wire::bytes(event, field::DEBUG_ANNOTATIONS, part);
+}
+
+/// Appends an argument whose value is a list of names.
+fn names_annotation(
+    event: &mut Vec<u8>,
+    part: &mut Vec<u8>,
+    item: &mut Vec<u8>,
+    iid: usize,
+    names: &[Arc<str>],
+) {
+    annotation(event, part, iid, |part| {
+        for name in names {
+            item.clear();
+            wire::bytes(item, field::STRING_VALUE, name.as_bytes());
+            wire::bytes(part, field::ARRAY_VALUES, item);
+        }
+    });
+}
+
 impl<W: Write> PerfettoTrace<W> {
     /// A trace that writes to `out`.
     pub fn new(out: W) -> PerfettoTrace<W> {
         let mut trace = PerfettoTrace {
             out,
             names: FxHashMap::default(),
-            tracks: HashSet::new(),
-            pending_flows: HashMap::new(),
-            buffer: Vec::new(),
+            tracks: FxHashSet::default(),
+            pending_flows: FxHashMap::default(),
+            packet: Vec::new(),
+            event: Vec::new(),
+            part: Vec::new(),
+            item: Vec::new(),
+            text: String::new(),
             error: None,
         };
         let interned = |names: &[&str]| -> Vec<Interned> {
@@ -222,7 +301,7 @@ impl<W: Write> PerfettoTrace<W> {
                 })
                 .collect()
         };
-        trace.packet(TracePacket {
+        trace.message_packet(TracePacket {
             sequence_flags: Some(STATE_CLEARED),
             interned_data: Some(InternedData {
                 event_categories: interned(&CATEGORIES),
@@ -251,18 +330,29 @@ impl<W: Write> PerfettoTrace<W> {
         Ok(self.out)
     }
 
-    /// Writes one packet: field 1 of `Trace`, length-delimited.
-    fn packet(&mut self, mut packet: TracePacket) {
+    /// Writes one packet given as a prost message.
+    fn message_packet(&mut self, mut packet: TracePacket) {
+        packet.trusted_packet_sequence_id = Some(SEQUENCE);
+        self.packet.clear();
+        packet
+            .encode(&mut self.packet)
+            .expect("a Vec grows as needed");
+        self.write_packet();
+    }
+
+    /// Writes the packet in `self.packet`: field 1 of `Trace`, length-delimited.
+    fn write_packet(&mut self) {
         if self.error.is_some() {
             return;
         }
-        packet.trusted_packet_sequence_id = Some(SEQUENCE);
-        self.buffer.clear();
-        self.buffer.push(0x0a);
-        packet
-            .encode_length_delimited(&mut self.buffer)
-            .expect("a Vec grows as needed");
-        if let Err(error) = self.out.write_all(&self.buffer) {
+        // Field 1's key (wire type 2), then the length.
+        let mut head = [0x0a; 11];
+        let n = 1 + wire::varint_to(&mut head[1..], self.packet.len() as u64);
+        let written = self
+            .out
+            .write_all(&head[..n])
+            .and_then(|()| self.out.write_all(&self.packet));
+        if let Err(error) = written {
             self.error = Some(error);
         }
     }
@@ -271,7 +361,7 @@ impl<W: Write> PerfettoTrace<W> {
     fn track(&mut self, tid: u64) -> u64 {
         let uuid = THREAD_UUID + tid;
         if self.tracks.insert(uuid) {
-            self.packet(TracePacket {
+            self.message_packet(TracePacket {
                 track_descriptor: Some(thread_track(tid, None)),
                 ..TracePacket::default()
             });
@@ -279,47 +369,47 @@ impl<W: Write> PerfettoTrace<W> {
         uuid
     }
 
-    /// An event packet at `time_ns` on `track`, named by an interned id (declared in this
-    /// packet when new).
-    fn event(&mut self, time_ns: u64, name: &str, mut event: TrackEvent) {
-        let mut interned_data = None;
-        let iid = match self.names.get(name) {
-            Some(iid) => *iid,
+    /// Writes the track event in `self.event` (without its name and track, its last fields) at
+    /// `time_ns` on `track`, named `name` by an interned id (declared in this packet when new).
+    fn event_packet(&mut self, time_ns: u64, name: &str, track: u64) {
+        let (iid, new) = match self.names.get(name) {
+            Some(iid) => (*iid, false),
             None => {
                 let iid = self.names.len() as u64 + 1;
                 self.names.insert(Arc::from(name), iid);
-                interned_data = Some(InternedData {
-                    event_names: vec![Interned {
-                        iid: Some(iid),
-                        name: Some(name.to_string()),
-                    }],
-                    ..InternedData::default()
-                });
-                iid
+                (iid, true)
             }
         };
-        event.name_iid = Some(iid);
-        self.packet(TracePacket {
-            timestamp: Some(time_ns),
-            track_event: Some(event),
-            interned_data,
-            sequence_flags: Some(NEEDS_STATE),
-            ..TracePacket::default()
-        });
+        wire::uint(&mut self.event, field::NAME_IID, iid);
+        wire::uint(&mut self.event, field::TRACK_UUID, track);
+        self.track_event_packet(time_ns, new.then_some((iid, name)));
+    }
+
+    /// Writes the track event in `self.event` at `time_ns`, with an interned name when given.
+    fn track_event_packet(&mut self, time_ns: u64, interned: Option<(u64, &str)>) {
+        let packet = &mut self.packet;
+        packet.clear();
+        wire::uint(packet, field::TIMESTAMP, time_ns);
+        wire::uint(packet, field::SEQUENCE_ID, u64::from(SEQUENCE));
+        wire::bytes(packet, field::TRACK_EVENT, &self.event);
+        if let Some((iid, name)) = interned {
+            self.item.clear();
+            wire::uint(&mut self.item, field::IID, iid);
+            wire::bytes(&mut self.item, field::NAME, name.as_bytes());
+            self.part.clear();
+            wire::bytes(&mut self.part, field::EVENT_NAMES, &self.item);
+            wire::bytes(packet, field::INTERNED_DATA, &self.part);
+        }
+        wire::uint(packet, field::SEQUENCE_FLAGS, u64::from(NEEDS_STATE));
+        self.write_packet();
     }
 
     /// A slice's end, unnamed as Perfetto's ends are.
     fn slice_end(&mut self, time_ns: u64, track: u64) {
-        self.packet(TracePacket {
-            timestamp: Some(time_ns),
-            track_event: Some(TrackEvent {
-                r#type: Some(SLICE_END),
-                track_uuid: Some(track),
-                ..TrackEvent::default()
-            }),
-            sequence_flags: Some(NEEDS_STATE),
-            ..TracePacket::default()
-        });
+        self.event.clear();
+        wire::int(&mut self.event, field::TYPE, i64::from(SLICE_END));
+        wire::uint(&mut self.event, field::TRACK_UUID, track);
+        self.track_event_packet(time_ns, None);
     }
 
     /// A flow's two ends: `s` at the earlier op's start, `f` bound to the slice enclosing the
@@ -327,21 +417,39 @@ impl<W: Write> PerfettoTrace<W> {
     fn flow_ends(&mut self, id: u64, name: &str, category: u64, from: (u64, u64), to: (u64, u64)) {
         for (phase, (tid, time_ns)) in [(b's', from), (b'f', to)] {
             let track = self.track(tid);
-            self.event(
-                time_ns,
-                name,
-                TrackEvent {
-                    category_iids: vec![category],
-                    track_uuid: Some(track),
-                    legacy_event: Some(LegacyEvent {
-                        phase: Some(i32::from(phase)),
-                        unscoped_id: Some(id),
-                        bind_to_enclosing: (phase == b'f').then_some(true),
-                    }),
-                    ..TrackEvent::default()
-                },
-            );
+            let event = &mut self.event;
+            event.clear();
+            wire::uint(event, field::CATEGORY_IIDS, category);
+            let legacy = &mut self.part;
+            legacy.clear();
+            wire::int(legacy, field::PHASE, i64::from(phase));
+            wire::uint(legacy, field::UNSCOPED_ID, id);
+            if phase == b'f' {
+                wire::uint(legacy, field::BIND_TO_ENCLOSING, 1);
+            }
+            wire::bytes(event, field::LEGACY_EVENT, legacy);
+            self.event_packet(time_ns, name, track);
         }
+    }
+
+    /// Starts a slice's begin event in `self.event`: its category and its `op` and `line`
+    /// arguments.
+    fn begin_slice(&mut self, category: u64, op: u64, line: u32) {
+        let (event, part) = (&mut self.event, &mut self.part);
+        event.clear();
+        wire::uint(event, field::CATEGORY_IIDS, category);
+        annotation(event, part, 0, |part| {
+            wire::uint(part, field::UINT_VALUE, op)
+        });
+        annotation(event, part, 1, |part| {
+            wire::uint(part, field::UINT_VALUE, u64::from(line));
+        });
+    }
+
+    /// Ends a slice's begin event in `self.event` (its type and track) and writes it.
+    fn write_begin(&mut self, track: u64, time_ns: u64, name: &str) {
+        wire::int(&mut self.event, field::TYPE, i64::from(SLICE_BEGIN));
+        self.event_packet(time_ns, name, track);
     }
 }
 
@@ -359,71 +467,33 @@ fn thread_track(tid: u64, name: Option<String>) -> TrackDescriptor {
     }
 }
 
-fn argument(iid: usize, value: DebugAnnotation) -> DebugAnnotation {
-    DebugAnnotation {
-        name_iid: Some(iid as u64 + 1),
-        ..value
-    }
-}
-
-fn string_value(text: &str) -> DebugAnnotation {
-    DebugAnnotation {
-        string_value: Some(text.to_string()),
-        ..DebugAnnotation::default()
-    }
-}
-
 impl<W: Write> TraceOut for PerfettoTrace<W> {
     fn event(&mut self, _: &Event) {}
 
     fn slice(&mut self, slice: &OpSlice<'_>) {
         let tid = u64::from(slice.worker);
         let track = self.track(tid);
-        let names = |names: &[Arc<str>]| DebugAnnotation {
-            array_values: names.iter().map(|name| string_value(name)).collect(),
-            ..DebugAnnotation::default()
-        };
-        let mut arguments = vec![
-            argument(
-                0,
-                DebugAnnotation {
-                    uint_value: Some(slice.op.0),
-                    ..DebugAnnotation::default()
-                },
-            ),
-            argument(
-                1,
-                DebugAnnotation {
-                    uint_value: Some(u64::from(slice.line)),
-                    ..DebugAnnotation::default()
-                },
-            ),
-            argument(2, names(&slice.reads)),
-            argument(3, names(&slice.writes)),
-            argument(4, string_value(slice.state.name())),
-            argument(5, string_value(&slice.device.to_string())),
-            argument(
-                6,
-                DebugAnnotation {
-                    int_value: Some(i64::from(slice.priority)),
-                    ..DebugAnnotation::default()
-                },
-            ),
-        ];
+        self.begin_slice(CATEGORY_OP, slice.op.0, slice.line);
+        self.text.clear();
+        write!(self.text, "{}", slice.device).expect("a String grows as needed");
+        let (event, part, item) = (&mut self.event, &mut self.part, &mut self.item);
+        names_annotation(event, part, item, 2, &slice.reads);
+        names_annotation(event, part, item, 3, &slice.writes);
+        annotation(event, part, 4, |part| {
+            wire::bytes(part, field::STRING_VALUE, slice.state.name().as_bytes());
+        });
+        annotation(event, part, 5, |part| {
+            wire::bytes(part, field::STRING_VALUE, self.text.as_bytes());
+        });
+        annotation(event, part, 6, |part| {
+            wire::int(part, field::INT_VALUE, i64::from(slice.priority));
+        });
         if let Some(message) = slice.message {
-            arguments.push(argument(7, string_value(message)));
+            annotation(event, part, 7, |part| {
+                wire::bytes(part, field::STRING_VALUE, message.as_bytes());
+            });
         }
-        self.event(
-            slice.start_ns,
-            slice.label,
-            TrackEvent {
-                r#type: Some(SLICE_BEGIN),
-                track_uuid: Some(track),
-                category_iids: vec![CATEGORY_OP],
-                debug_annotations: arguments,
-                ..TrackEvent::default()
-            },
-        );
+        self.write_begin(track, slice.start_ns, slice.label);
         let flows = self
             .pending_flows
             .remove(&(slice.worker, slice.start_ns))
@@ -454,32 +524,8 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
     fn device_slice(&mut self, slice: &DeviceSlice<'_>) {
         let tid = DEVICE_TID + slice.lane as u64;
         let track = self.track(tid);
-        self.event(
-            slice.start_ns,
-            slice.label,
-            TrackEvent {
-                r#type: Some(SLICE_BEGIN),
-                track_uuid: Some(track),
-                category_iids: vec![CATEGORY_DEVICE],
-                debug_annotations: vec![
-                    argument(
-                        0,
-                        DebugAnnotation {
-                            uint_value: Some(slice.op.0),
-                            ..DebugAnnotation::default()
-                        },
-                    ),
-                    argument(
-                        1,
-                        DebugAnnotation {
-                            uint_value: Some(u64::from(slice.line)),
-                            ..DebugAnnotation::default()
-                        },
-                    ),
-                ],
-                ..TrackEvent::default()
-            },
-        );
+        self.begin_slice(CATEGORY_DEVICE, slice.op.0, slice.line);
+        self.write_begin(track, slice.start_ns, slice.label);
         if let Some((worker, enqueued)) = slice.launch {
             self.flow_ends(
                 LAUNCH_FLOW + slice.op.0,
@@ -503,7 +549,7 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
                 }
             };
             self.tracks.insert(THREAD_UUID + tid);
-            self.packet(TracePacket {
+            self.message_packet(TracePacket {
                 track_descriptor: Some(thread_track(tid, Some(name))),
                 ..TracePacket::default()
             });
@@ -738,4 +784,207 @@ pub fn read_json(json_text: &str) -> Result<TraceContents, Error> {
     contents.slices.sort();
     contents.flows.sort();
     Ok(contents)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::proto::{DebugAnnotation, LegacyEvent, TrackEvent};
+    use super::*;
+    use dep_engine::{Device, OpId, OpState};
+
+    /// One packet as prost writes it (field 1 of `Trace`, length-delimited).
+    fn prost_packet(out: &mut Vec<u8>, mut packet: TracePacket) {
+        packet.trusted_packet_sequence_id = Some(SEQUENCE);
+        out.push(0x0a);
+        packet.encode_length_delimited(out).unwrap();
+    }
+
+    fn event_packet(time_ns: u64, event: TrackEvent, new_name: Option<(u64, &str)>) -> TracePacket {
+        TracePacket {
+            timestamp: Some(time_ns),
+            track_event: Some(event),
+            interned_data: new_name.map(|(iid, name)| InternedData {
+                event_names: vec![Interned {
+                    iid: Some(iid),
+                    name: Some(name.to_string()),
+                }],
+                ..InternedData::default()
+            }),
+            sequence_flags: Some(NEEDS_STATE),
+            ..TracePacket::default()
+        }
+    }
+
+    fn uint(iid: u64, value: u64) -> DebugAnnotation {
+        DebugAnnotation {
+            name_iid: Some(iid),
+            uint_value: Some(value),
+            ..DebugAnnotation::default()
+        }
+    }
+
+    fn text(iid: u64, value: &str) -> DebugAnnotation {
+        DebugAnnotation {
+            name_iid: Some(iid),
+            string_value: Some(value.to_string()),
+            ..DebugAnnotation::default()
+        }
+    }
+
+    fn flow_end(
+        time_ns: u64,
+        tid: u64,
+        phase: u8,
+        id: u64,
+        name: (u64, &str),
+        new: bool,
+    ) -> TracePacket {
+        let event = TrackEvent {
+            category_iids: vec![CATEGORY_DEPENDENCY],
+            track_uuid: Some(THREAD_UUID + tid),
+            legacy_event: Some(LegacyEvent {
+                phase: Some(i32::from(phase)),
+                unscoped_id: Some(id),
+                bind_to_enclosing: (phase == b'f').then_some(true),
+            }),
+            name_iid: Some(name.0),
+            ..TrackEvent::default()
+        };
+        event_packet(time_ns, event, new.then_some(name))
+    }
+
+    /// The packets written by hand are the bytes prost writes for the same messages: a slice
+    /// with every argument (a negative priority, a message, names with non-ASCII text, a long
+    /// label), a flow to it, and a slice with no accesses.
+    #[test]
+    fn hand_written_packets_are_prosts() {
+        let label: Arc<str> = Arc::from(format!("y = x + {}", "1 + ".repeat(40)).as_str());
+        let names: Vec<Arc<str>> = vec![Arc::from("x"), Arc::from("δ")];
+        let mut trace = PerfettoTrace::new(Vec::new());
+        trace.flow(&Flow {
+            id: 300,
+            name: "x RAW".to_string(),
+            var: "x",
+            from: (0, 5),
+            to: (1, 1_000_000),
+        });
+        trace.slice(&OpSlice {
+            op: OpId(7),
+            label: &label,
+            line: 200,
+            reads: names.clone(),
+            writes: names[..1].to_vec(),
+            state: OpState::Failed,
+            device: Device::Gpu(3),
+            priority: -4,
+            message: Some("shapes differ"),
+            worker: 1,
+            start_ns: 1_000_000,
+            end_ns: 1 << 40,
+        });
+        trace.slice(&OpSlice {
+            op: OpId(8),
+            label: &label,
+            line: 0,
+            reads: Vec::new(),
+            writes: Vec::new(),
+            state: OpState::Done,
+            device: Device::Cpu,
+            priority: 0,
+            message: None,
+            worker: 1,
+            start_ns: 1 << 41,
+            end_ns: 1 << 41,
+        });
+        let written = trace.finish().unwrap();
+
+        let mut expected = Vec::new();
+        let mut header = PerfettoTrace::new(Vec::new()).finish().unwrap();
+        expected.append(&mut header);
+        let track = |tid: u64| TracePacket {
+            track_descriptor: Some(thread_track(tid, None)),
+            ..TracePacket::default()
+        };
+        prost_packet(&mut expected, track(1));
+        let names_value = |iid: u64, names: &[Arc<str>]| DebugAnnotation {
+            name_iid: Some(iid),
+            array_values: names
+                .iter()
+                .map(|name| DebugAnnotation {
+                    string_value: Some(name.to_string()),
+                    ..DebugAnnotation::default()
+                })
+                .collect(),
+            ..DebugAnnotation::default()
+        };
+        let begin = TrackEvent {
+            category_iids: vec![CATEGORY_OP],
+            debug_annotations: vec![
+                uint(1, 7),
+                uint(2, 200),
+                names_value(3, &names),
+                names_value(4, &names[..1]),
+                text(5, "failed"),
+                text(6, "gpu3"),
+                DebugAnnotation {
+                    name_iid: Some(7),
+                    int_value: Some(-4),
+                    ..DebugAnnotation::default()
+                },
+                text(8, "shapes differ"),
+            ],
+            r#type: Some(SLICE_BEGIN),
+            name_iid: Some(1),
+            track_uuid: Some(THREAD_UUID + 1),
+            ..TrackEvent::default()
+        };
+        prost_packet(
+            &mut expected,
+            event_packet(1_000_000, begin, Some((1, &label))),
+        );
+        prost_packet(&mut expected, track(0));
+        prost_packet(&mut expected, flow_end(5, 0, b's', 300, (2, "x RAW"), true));
+        prost_packet(
+            &mut expected,
+            flow_end(1_000_000, 1, b'f', 300, (2, "x RAW"), false),
+        );
+        let end = |time_ns: u64| {
+            let event = TrackEvent {
+                r#type: Some(SLICE_END),
+                track_uuid: Some(THREAD_UUID + 1),
+                ..TrackEvent::default()
+            };
+            event_packet(time_ns, event, None)
+        };
+        prost_packet(&mut expected, end(1 << 40));
+        let begin = TrackEvent {
+            category_iids: vec![CATEGORY_OP],
+            debug_annotations: vec![
+                uint(1, 8),
+                uint(2, 0),
+                names_value(3, &[]),
+                names_value(4, &[]),
+                text(5, "done"),
+                text(6, "cpu"),
+                DebugAnnotation {
+                    name_iid: Some(7),
+                    int_value: Some(0),
+                    ..DebugAnnotation::default()
+                },
+            ],
+            r#type: Some(SLICE_BEGIN),
+            name_iid: Some(1),
+            track_uuid: Some(THREAD_UUID + 1),
+            ..TrackEvent::default()
+        };
+        prost_packet(&mut expected, event_packet(1 << 41, begin, None));
+        prost_packet(&mut expected, end(1 << 41));
+        let first_difference = written.iter().zip(&expected).position(|(a, b)| a != b);
+        assert_eq!(
+            written, expected,
+            "first difference at {first_difference:?}"
+        );
+        let contents = read(&written).unwrap();
+        assert_eq!((contents.slices.len(), contents.flows.len()), (2, 1));
+    }
 }

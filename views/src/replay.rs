@@ -13,7 +13,6 @@
 //! the log order is causal (an op's push comes before its grants, its finish before the grants it
 //! releases).
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
@@ -21,7 +20,7 @@ use dep_engine as engine;
 use dep_engine::{AccessSnapshot, Blocker, Event, EventKind, OpId, OpState, VarId};
 use petgraph::graph::{DiGraph, NodeIndex};
 
-use crate::bookkeeping::Bookkeeping;
+use crate::bookkeeping::{Bookkeeping, Filtered};
 use crate::frame::{Frame, FrameOp, FrameVar};
 use crate::places::Places;
 use crate::util::describe_op_at;
@@ -268,7 +267,12 @@ impl Replay {
     /// grant of every access, a start, a finish, device times), if any: a caller that keeps an
     /// index of ops by state updates that one op.
     pub fn push_event(&mut self, event: Event) -> Option<usize> {
-        let event = self.bookkeeping.filter(Cow::Owned(event))?.into_owned();
+        let trimmed = match self.bookkeeping.filter(&event) {
+            Filtered::Hidden => return None,
+            Filtered::Shown => None,
+            Filtered::Trimmed(trimmed) => Some(trimmed),
+        };
+        let event = trimmed.unwrap_or(event);
         self.edges.take();
         let position = self.table.apply(&event);
         let first_ns = self.time_range.map_or(event.time_ns, |(first, _)| first);
