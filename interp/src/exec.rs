@@ -243,7 +243,11 @@ impl<'a> Runner<'a> {
                 let options = self.replay_options;
                 self.session.wait_for_backlog();
                 match self.session.graphs.get_mut(&name.text) {
-                    Some(graph) => graph.replay(&self.session.engine, options),
+                    Some(graph) => graph.replay(
+                        &self.session.engine,
+                        &mut self.session.comm_counters,
+                        options,
+                    ),
                     None => {
                         let message = match suggest::closest(
                             &name.text,

@@ -14,10 +14,12 @@
 
 mod local;
 pub(crate) mod ops;
+mod peers;
 
 use std::time::Duration;
 
 pub use local::LocalRanks;
+pub use peers::{PeerRanks, PeerReport};
 
 /// Called once when a communication ends: with the values received (the sum of an allreduce,
 /// the root's values of a broadcast, a message; nothing for a send), or with what went wrong.

@@ -4,11 +4,12 @@ use std::sync::Arc;
 
 use dep_engine as engine;
 
-use super::{CommRequest, Communicator};
+use super::{CommCounters, CommRequest, Communicator};
 use crate::slot::Slot;
 use crate::tensor::{shape::fmt_shape, Tensor};
 
-/// What a communication statement does, with its numbers fixed at push.
+/// What a communication statement does, with its numbers fixed at push (see
+/// [`CommKind::numbered`]: a statement recorded in a graph is numbered afresh on every replay).
 #[derive(Clone, Debug)]
 pub(crate) enum CommKind {
     /// `y = allreduce(x)`.
@@ -25,7 +26,36 @@ pub(crate) enum CommKind {
     },
 }
 
-/// One communication statement, ready to push.
+impl CommKind {
+    /// The same communication numbered as this rank's next one of its kind: the next
+    /// collective, or the next message to or from its peer. Every rank runs the same
+    /// statements, so every rank gives a communication the same number, whether it is pushed
+    /// by its statement or by a replay of a recorded graph.
+    pub(crate) fn numbered(self, counters: &mut CommCounters) -> CommKind {
+        match self {
+            CommKind::AllReduce { .. } => CommKind::AllReduce {
+                seq: counters.next_collective(),
+            },
+            CommKind::Broadcast { root, .. } => CommKind::Broadcast {
+                seq: counters.next_collective(),
+                root,
+            },
+            CommKind::Send { to, .. } => CommKind::Send {
+                to,
+                tag: counters.next_send(to),
+            },
+            CommKind::Recv { from, shape, .. } => CommKind::Recv {
+                from,
+                tag: counters.next_recv(from),
+                shape,
+            },
+        }
+    }
+}
+
+/// One communication statement, ready to push (numbered), or recorded in a graph (numbered
+/// at each replay).
+#[derive(Clone)]
 pub(crate) struct CommOp {
     pub(crate) label: Arc<str>,
     pub(crate) line: u32,
@@ -39,6 +69,22 @@ pub(crate) struct CommOp {
 }
 
 impl CommOp {
+    /// This communication numbered as this rank's next of its kind (see [`CommKind::numbered`]).
+    pub(crate) fn numbered(mut self, counters: &mut CommCounters) -> CommOp {
+        self.kind = self.kind.numbered(counters);
+        self
+    }
+
+    /// What it reads: its input, if it has one.
+    pub(crate) fn inputs(&self) -> &[Arc<Slot>] {
+        self.input.as_slice()
+    }
+
+    /// What it writes: its output, if it has one.
+    pub(crate) fn outputs(&self) -> &[Arc<Slot>] {
+        self.output.as_slice()
+    }
+
     /// The asynchronous engine op: it reads the input, hands it to the communicator and
     /// returns; the communicator's callback stores the result and completes the op. Under the
     /// simulated engine it reports the bytes it moves as its cost.

@@ -9,6 +9,7 @@ use dep_grammar as grammar;
 
 use super::{Compiled, Pushed, Runner};
 use crate::compute::{ComputeOp, PushableOp};
+use crate::graph::RecordedOp;
 use crate::session::Binding;
 use crate::slot::Slot;
 use crate::tensor;
@@ -135,7 +136,7 @@ impl Runner<'_> {
         if let Some(recording) = &mut self.recording {
             // Temporaries of a recorded statement are the graph's own buffers, released by
             // liveness on replay.
-            recording.ops.push(op);
+            recording.ops.push(RecordedOp::Compute(op));
             return None;
         }
         let label = op.label.clone();
