@@ -737,3 +737,86 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod rank_tests {
+    use super::*;
+    use crate::driver::{Driver, Input, Listener};
+    use crate::SessionConfig;
+
+    struct Kept(Vec<u8>);
+
+    impl Listener for Kept {
+        fn output(&mut self) -> &mut dyn std::io::Write {
+            &mut self.0
+        }
+    }
+
+    /// Runs `source` as a cell through `driver`, waits for it; its output, or its error.
+    fn cell(driver: &Driver, session: &mut Session, source: &str) -> Result<String, String> {
+        let mut kept = Kept(Vec::new());
+        let outcome = driver.run(session, &Input::new("cell", source), 0, &mut kept);
+        let waited = driver.wait(session, 0);
+        match outcome.error.or(waited.failures) {
+            Some(error) => Err(error.to_string()),
+            None => Ok(String::from_utf8(kept.0).expect("utf-8")),
+        }
+    }
+
+    #[test]
+    fn engine_sim_with_ranks_runs_every_input_on_every_rank() {
+        assert_eq!(
+            parse('%', "engine sim --ranks 4"),
+            Ok(Command::Engine {
+                policy: engine::Policy::Sim,
+                threads: None,
+                ranks: Some(4),
+            })
+        );
+        assert!(parse(':', "engine threaded --ranks 4")
+            .unwrap_err()
+            .contains(":engine sim --ranks N"));
+        assert!(parse(':', "engine sim --ranks 0")
+            .unwrap_err()
+            .contains("from 1 to 64"));
+        let driver = Driver::new(1);
+        let mut session = Session::new(SessionConfig::default());
+        cell(&driver, &mut session, "A = ones(2)").unwrap();
+        let Ok(Outcome::EngineReplaced(note)) =
+            run(&mut session, parse('%', "engine sim --ranks 4").unwrap())
+        else {
+            panic!("engine gives a note");
+        };
+        assert!(note.contains("4 simulated ranks"), "{note}");
+        assert!(session.names().is_empty(), "a fresh start");
+        let out = cell(
+            &driver,
+            &mut session,
+            "x = ones(2) * (rank() + 1)\nx = allreduce(x)\nprint rank(), ranks(), x",
+        );
+        assert_eq!(out, Ok("0 4 [10. 10.]\n".to_string()));
+        // Later inputs see each rank's names, and keep matching.
+        let out = cell(&driver, &mut session, "y = allreduce(x)\nprint y");
+        assert_eq!(out, Ok("[40. 40.]\n".to_string()));
+        // Another rank's error is reported with its rank, and ends the job.
+        let error = cell(
+            &driver,
+            &mut session,
+            "with rank = 2 { z = ones(2) @ ones(3) }\nprint 1",
+        )
+        .unwrap_err();
+        assert!(error.contains("error (rank 2): matmul"), "{error}");
+        let error = cell(&driver, &mut session, "w = allreduce(x)\nprint w").unwrap_err();
+        assert!(error.contains("the job ended"), "{error}");
+        // A reset starts a new job of as many ranks.
+        run(&mut session, Command::Reset).unwrap();
+        let out = cell(&driver, &mut session, "v = allreduce(ones(1))\nprint v");
+        assert_eq!(out, Ok("[4.]\n".to_string()));
+        // Another engine: one rank again, rank 0's names kept.
+        run(&mut session, parse(':', "engine threaded").unwrap()).unwrap();
+        let out = cell(&driver, &mut session, "print ranks(), allreduce(v)");
+        assert!(out.is_err(), "allreduce is a statement: {out:?}");
+        let out = cell(&driver, &mut session, "u = allreduce(v)\nprint ranks(), u");
+        assert_eq!(out, Ok("1 [4.]\n".to_string()));
+    }
+}
