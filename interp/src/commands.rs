@@ -381,13 +381,13 @@ fn switch_engine(session: &mut Session, policy: engine::Policy, threads: usize) 
     let had_ranks = session.peers().is_some();
     session.set_engine(policy, threads);
     session.set_peers(None);
-    let alone = if had_ranks {
-        "; one rank again (rank 0's variables kept)"
+    let kept = if had_ranks {
+        "one rank again, rank 0's variables kept"
     } else {
-        ""
+        "every variable kept"
     };
     Outcome::EngineReplaced(format!(
-        "engine: {policy}, {threads} CPU worker threads; every variable kept{alone}"
+        "engine: {policy}, {threads} CPU worker threads; {kept}"
     ))
 }
 
