@@ -37,6 +37,28 @@ z = allreduce(ones(2))
 print z
 ";
 
+/// `reduce` on the last rank (its sum sent back to rank 0) and `allgather`.
+const GATHERED: &str = "\
+x = arange(3) + rank() * 10
+r = reduce(x, ranks() - 1)
+g = allgather(x * 2)
+with rank = ranks() - 1 { send(r, 0) }
+with rank = 0 { s = recv(ranks() - 1, 3) ; print s }
+print r
+print g
+";
+
+/// What the serial reference prints for GATHERED on `n` ranks.
+fn gathered_reference(dir: &TestDir, n: usize) -> String {
+    alone(
+        dir,
+        &format!(
+            "x = arange(3)\nprint x * {n} + {}\nprint x\nprint (reshape(arange({n}) * 10, {n}, 1) + x) * 2\n",
+            10 * n * (n - 1) / 2
+        ),
+    )
+}
+
 /// Communications recorded in a graph replayed three times (once bulked, an allreduce of its own
 /// between replays), and in a `priority auto` block.
 const RECORDED: &str = "\
@@ -240,12 +262,11 @@ mod mpi {
     use std::process::Command;
     use std::time::{Duration, Instant};
 
-    use super::recorded_reference;
-    use super::RECORDED;
     use super::{
         assert_close, assert_rank_views, communications_reference, data_parallel, COMMUNICATIONS,
         FAILED_INPUT, VIEW_FLAGS,
     };
+    use super::{gathered_reference, recorded_reference, GATHERED, RECORDED};
     use crate::util::{dep_binary, repo_root, Run, TestDir};
 
     /// `mpirun -n N dep run SCRIPT ARGS...` in `dir`, killed after 60 s (`timeout`), with
@@ -304,6 +325,20 @@ mod mpi {
         for n in [2, 4] {
             let run = mpirun(&dir, n, &script, &[], &[]).expect_code(0);
             assert_close(&run.stdout, &reference, &format!("{n} MPI ranks"));
+        }
+    }
+
+    #[test]
+    fn reduce_and_allgather_give_the_serial_values_on_2_and_4_ranks() {
+        let dir = TestDir::new();
+        for n in [2usize, 4] {
+            let run = mpirun(&dir, n, GATHERED, &[], &[]).expect_code(0);
+            assert_eq!(
+                run.stdout,
+                gathered_reference(&dir, n),
+                "{n} ranks\n--- stderr\n{}",
+                run.stderr
+            );
         }
     }
 
@@ -538,6 +573,20 @@ fn simulated_data_parallel_training_prints_the_single_process_losses_and_the_sam
         timelines[0] == timelines[1],
         "two simulated runs wrote different traces"
     );
+}
+
+#[test]
+fn simulated_reduce_and_allgather_give_the_serial_values() {
+    let dir = TestDir::new();
+    for n in [1usize, 2, 4] {
+        let run = simulated(&dir, n, GATHERED, &[]).expect_code(0);
+        assert_eq!(
+            run.stdout,
+            gathered_reference(&dir, n),
+            "{n} ranks\n{}",
+            run.stderr
+        );
+    }
 }
 
 #[test]

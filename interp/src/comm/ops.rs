@@ -16,6 +16,10 @@ pub(crate) enum CommKind {
     AllReduce { seq: u64 },
     /// `broadcast(x, root)`, or `y = broadcast(x, root)`.
     Broadcast { seq: u64, root: usize },
+    /// `y = reduce(x, root)`.
+    Reduce { seq: u64, root: usize },
+    /// `y = allgather(x)`.
+    AllGather { seq: u64 },
     /// `send(x, to)`.
     Send { to: usize, tag: u64 },
     /// `x = recv(from, shape...)`.
@@ -39,6 +43,13 @@ impl CommKind {
             CommKind::Broadcast { root, .. } => CommKind::Broadcast {
                 seq: counters.next_collective(),
                 root,
+            },
+            CommKind::Reduce { root, .. } => CommKind::Reduce {
+                seq: counters.next_collective(),
+                root,
+            },
+            CommKind::AllGather { .. } => CommKind::AllGather {
+                seq: counters.next_collective(),
             },
             CommKind::Send { to, .. } => CommKind::Send {
                 to,
@@ -112,6 +123,10 @@ impl CommOp {
             };
             let shape = match (&kind, &value) {
                 (CommKind::Recv { shape, .. }, _) => shape.clone(),
+                // Every rank's values, stacked: one row per rank.
+                (CommKind::AllGather { .. }, Some(value)) => std::iter::once(comm.size())
+                    .chain(value.shape().iter().copied())
+                    .collect(),
                 (_, Some(value)) => value.shape().to_vec(),
                 (_, None) => Vec::new(),
             };
@@ -127,6 +142,12 @@ impl CommOp {
                     root: *root,
                     data,
                 },
+                CommKind::Reduce { seq, root } => CommRequest::Reduce {
+                    seq: *seq,
+                    root: *root,
+                    data,
+                },
+                CommKind::AllGather { seq } => CommRequest::AllGather { seq: *seq, data },
                 CommKind::Send { to, tag } => CommRequest::Send {
                     to: *to,
                     tag: *tag,
@@ -204,14 +225,14 @@ fn store(
 }
 
 /// The bytes a communication moves over one rank's link: a ring allreduce sends 2(n-1)/n of
-/// the data; a broadcast, a send and a receive move it once.
+/// the data, a ring allgather (n-1)/n of what it gathers (`shape` is the gathered shape); a
+/// broadcast, a reduce, a send and a receive move it once.
 fn bytes_moved(kind: &CommKind, shape: &[usize], ranks: usize) -> f64 {
     let bytes = (shape.iter().product::<usize>() * std::mem::size_of::<f32>()) as f64;
+    let n = ranks.max(1) as f64;
     match kind {
-        CommKind::AllReduce { .. } => {
-            let n = ranks.max(1) as f64;
-            2.0 * (n - 1.0) / n * bytes
-        }
+        CommKind::AllReduce { .. } => 2.0 * (n - 1.0) / n * bytes,
+        CommKind::AllGather { .. } => (n - 1.0) / n * bytes,
         _ => bytes,
     }
 }

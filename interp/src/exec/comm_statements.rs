@@ -1,5 +1,6 @@
 //! The runner's communication statements: `y = allreduce(x)`, `broadcast(x, root)` (or
-//! `y = broadcast(x, root)`), `send(x, to)`, `x = recv(from, shape...)`, and `with rank = K`.
+//! `y = broadcast(x, root)`), `y = reduce(x, root)`, `y = allgather(x)`, `send(x, to)`,
+//! `x = recv(from, shape...)`, and `with rank = K`.
 //! Each pushes one asynchronous op (see `crate::comm`). Inside a recorded block (`graph`,
 //! `priority auto`) the op is recorded instead, and numbered afresh by every replay.
 
@@ -15,7 +16,14 @@ use crate::graph::RecordedOp;
 use crate::slot::Slot;
 
 /// The communication statements, by the name they are called with.
-const COMM_NAMES: [&str; 4] = ["allreduce", "broadcast", "send", "recv"];
+const COMM_NAMES: [&str; 6] = [
+    "allreduce",
+    "broadcast",
+    "reduce",
+    "allgather",
+    "send",
+    "recv",
+];
 
 impl Runner<'_> {
     /// The communication call `expr` is, if it is one (a user's function of that name wins).
@@ -53,6 +61,11 @@ impl Runner<'_> {
         };
         let (kind, input) = match (func.text.as_str(), args) {
             ("allreduce", [x]) => (CommKind::AllReduce { seq: 0 }, Some(x)),
+            ("allgather", [x]) => (CommKind::AllGather { seq: 0 }, Some(x)),
+            ("reduce", [x, root]) => {
+                let root = self.rank_argument(root)?;
+                (CommKind::Reduce { seq: 0, root }, Some(x))
+            }
             ("broadcast", [x, root]) => {
                 let root = self.rank_argument(root)?;
                 (CommKind::Broadcast { seq: 0, root }, Some(x))
@@ -124,7 +137,7 @@ impl Runner<'_> {
                     Some(output),
                 );
             }
-            ("allreduce" | "recv" | "broadcast", _) => {
+            ("allreduce" | "recv" | "broadcast" | "reduce" | "allgather", _) => {
                 return Err(self.error(
                     expr.span,
                     format!(
@@ -256,6 +269,8 @@ fn comm_form(name: &str) -> &'static str {
     match name {
         "allreduce" => "allreduce(x)",
         "broadcast" => "broadcast(x, root)",
+        "reduce" => "reduce(x, root)",
+        "allgather" => "allgather(x)",
         "send" => "send(x, to)",
         _ => "recv(from, shape...), e.g. x = recv(0, 2, 3)",
     }
