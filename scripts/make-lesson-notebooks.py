@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the notebooks of the simulated lessons (samples/gpipe.ipynb, priorities.ipynb,
-two_gpus.ipynb, gpu_sync.ipynb) from their .dep scripts: one markdown cell per comment block, one code cell per
-block of statements, after a `%engine sim` cell; a comment line `#%magic` becomes a code cell
+two_gpus.ipynb, gpu_sync.ipynb, data_parallel.ipynb) from their .dep scripts: one markdown cell per comment block, one code cell per
+block of statements, after a `%engine sim` cell (`%engine sim --ranks 4` for the lessons on
+ranks); a comment line `#%magic` becomes a code cell
 `%magic` (a script run by `dep run` skips it as a comment). A script without such lines ends with a
 `%timeline` cell. Run it again after editing a lesson script."""
 import json
@@ -17,9 +18,16 @@ INTRO = {
     "gpipe": "Run on **simulated devices**: the timeline is on a virtual clock, the same on every machine.",
     "priorities": "Run on **simulated devices**: watch the copy lane and gpu0 in the timeline of each iteration.",
     "two_gpus": "Run on **simulated devices**: two H100-like GPUs on PCIe links, whatever this machine has.",
+    "data_parallel_lesson": "Run on **4 simulated ranks**: each cell runs on every rank, each a session of "
+                     "its own on a virtual clock, in this one kernel; only rank 0 prints, as under "
+                     "`mpirun`. The timelines are rank 0's: its CPU workers and its `net` lane.",
     "gpu_sync": "Run on a **simulated GPU**: its host launch lanes (`gpu0:s0`, `gpu0:s1`) and its kernel lanes "
                 "(`dev:gpu0:s0`, `dev:gpu0:s1`) on a virtual clock, whatever this machine has.",
 }
+# The notebook a lesson script becomes, when not its own name.
+NOTEBOOK_NAME = {"data_parallel_lesson": "data_parallel"}
+# The engine a lesson runs on, when not `%engine sim`.
+ENGINE = {"data_parallel_lesson": "%engine sim --ranks 4"}
 # A sentence the student can check against the last timeline.
 OUTRO = {
     "gpipe": "Check it against the timeline: the five runs follow one another, 30, 40, 60, 100 and "
@@ -33,6 +41,10 @@ OUTRO = {
                 "the `gpu0->cpu` link from 64 µs to 74 µs while `wgrad1_0` still computes on "
                 "`gpu0:s0`, and fc2's new weights go back to the GPUs at 75.5 µs, before fc1's "
                 "update on the CPU has started (at 88 µs); the step takes 0.141 ms.",
+    "data_parallel_lesson": "Check it against the two timelines, on one scale: in the first step the "
+                            "`net` lane's allreduces run beside the CPU's backward ops (the gradient "
+                            "of W2 is summed while dH and gW1 are computed); in the second every "
+                            "allreduce runs alone, the CPU idle, and the step takes longer.",
     "priorities": "Check it against the two timelines, drawn on one scale: in the first, gpu0 idles "
                   "until the last parameter has arrived, at 16 ms, and the iteration takes 28 ms; in "
                   "the second, the link sends parameter 0 first, the forward pass starts at 4 ms "
@@ -75,7 +87,7 @@ def cells_of(script):
 
 def notebook(name):
     script = (SAMPLES / f"{name}.dep").read_text()
-    cells = [("markdown", [INTRO[name]]), ("code", ["%engine sim"])]
+    cells = [("markdown", [INTRO[name]]), ("code", [ENGINE.get(name, "%engine sim")])]
     cells += cells_of(script)
     if "\n#%" not in script:
         cells.append(("markdown", ["The timeline of the whole run, in virtual time:"]))
@@ -93,5 +105,6 @@ def notebook(name):
 
 
 for name in INTRO:
-    (SAMPLES / f"{name}.ipynb").write_text(json.dumps(notebook(name), indent=1) + "\n")
-    print(f"wrote samples/{name}.ipynb")
+    written = NOTEBOOK_NAME.get(name, name)
+    (SAMPLES / f"{written}.ipynb").write_text(json.dumps(notebook(name), indent=1) + "\n")
+    print(f"wrote samples/{written}.ipynb")

@@ -4,7 +4,8 @@
 //! One progress thread owns MPI: it initializes it (`MPI_THREAD_FUNNELED`), makes every MPI
 //! call, and finalizes or aborts it; no other thread calls MPI. A communication op's start
 //! function sends its request to the thread over a channel and returns. The thread posts
-//! nonblocking requests (`MPI_Isend`, `MPI_Iallreduce`, `MPI_Ibcast`; receives are matched
+//! nonblocking requests (`MPI_Isend`, `MPI_Iallreduce`, `MPI_Ibcast`, `MPI_Ireduce`,
+//! `MPI_Iallgather`; receives are matched
 //! with `MPI_Improbe` as their messages arrive), tests them while it waits for more, and calls
 //! each op's `CommDone` from that thread as its request finishes, which completes the op.
 //!
@@ -363,10 +364,15 @@ impl Progress {
                     since,
                 },
             }),
-            CommRequest::AllReduce { seq, .. } | CommRequest::Broadcast { seq, .. } => {
+            CommRequest::AllReduce { seq, .. }
+            | CommRequest::Broadcast { seq, .. }
+            | CommRequest::Reduce { seq, .. }
+            | CommRequest::AllGather { seq, .. } => {
                 let what = match request {
                     CommRequest::AllReduce { .. } => "allreduce",
-                    _ => "broadcast",
+                    CommRequest::Broadcast { .. } => "broadcast",
+                    CommRequest::Reduce { .. } => "reduce",
+                    _ => "allgather",
                 };
                 let waiting = Waiting {
                     what,
@@ -393,6 +399,34 @@ impl Progress {
                             world
                                 .process_at_rank(root as i32)
                                 .immediate_broadcast_into(scope, buffer)
+                        }
+                        // The root's buffer gets the sum; another rank's request holds its
+                        // own values, which it gets back.
+                        CommRequest::Reduce { root, data, .. } if root == self.rank => {
+                            let send: &'a [f32] = arena.alloc_slice_copy(&data);
+                            let receive = arena.alloc_slice_fill_copy(data.len(), 0.0f32);
+                            world
+                                .process_at_rank(root as i32)
+                                .immediate_reduce_into_root(
+                                    scope,
+                                    send,
+                                    receive,
+                                    SystemOperation::sum(),
+                                )
+                        }
+                        CommRequest::Reduce { root, data, .. } => {
+                            let send: &'a [f32] = arena.alloc_slice_copy(&data);
+                            world.process_at_rank(root as i32).immediate_reduce_into(
+                                scope,
+                                send,
+                                SystemOperation::sum(),
+                            )
+                        }
+                        CommRequest::AllGather { data, .. } => {
+                            let send: &'a [f32] = arena.alloc_slice_copy(&data);
+                            let receive =
+                                arena.alloc_slice_fill_copy(data.len() * self.size, 0.0f32);
+                            world.immediate_all_gather_into(scope, send, receive)
                         }
                         CommRequest::Send { .. } | CommRequest::Recv { .. } => {
                             unreachable!("only collectives are held")

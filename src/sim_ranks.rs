@@ -1,19 +1,21 @@
 //! Simulated ranks: `dep run FILE --engine sim --ranks N` runs the script as N ranks of one
-//! process, each a session of its own, on its own thread, under the simulated engine, talking
-//! through `LocalRanks`. Values are computed for real, so the ranks print what an MPI run
-//! prints; each rank's communications take their time on its `net` lane (the link model
+//! process, each a session of its own under the simulated engine, talking through `LocalRanks`.
+//! Values are computed for real, so the ranks print what an MPI run prints; each rank's
+//! communications take their time on its `net` lane (the link model
 //! `device net = sim(gbps=..., latency_us=...)`).
 //!
-//! Rank 0 runs on the main thread, with the views; the other ranks' output is kept and written
-//! after rank 0's (only with `--all-ranks`, as under mpirun), then their errors. A rank that
-//! fails ends the job: the communications of the others fail at once instead of waiting.
+//! Rank 0 runs on the main thread, with the views; ranks 1..N are `dep_interp::comm::PeerRanks`,
+//! sessions on threads each run through a driver of its own, as rank 0 is. Their output is
+//! kept and written after rank 0's (only with `--all-ranks`, as under mpirun), then their
+//! errors. A rank that fails ends the job: the communications of the others fail at once
+//! instead of waiting.
 
 use std::io::Write;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
-use dep_interp::comm::LocalRanks;
-use dep_interp::{Session, SessionConfig};
+use dep_interp::comm::{LocalRanks, PeerRanks, PeerReport};
+use dep_interp::driver::Input;
+use dep_interp::SessionConfig;
 
 use crate::ranks::RankOutput;
 
@@ -27,9 +29,11 @@ pub(crate) struct Outcome {
     code: u8,
 }
 
-/// Ranks 1..N, running on their threads.
+/// Ranks 1..N, running the script on their threads.
 pub(crate) struct OtherRanks {
-    threads: Vec<JoinHandle<Outcome>>,
+    peers: PeerRanks,
+    all_ranks: bool,
+    observed: bool,
 }
 
 impl OtherRanks {
@@ -42,35 +46,28 @@ impl OtherRanks {
         source: &str,
         all_ranks: bool,
     ) -> OtherRanks {
-        let size = comms.len();
-        let threads = comms
-            .iter()
-            .enumerate()
-            .skip(1)
-            .map(|(rank, comm)| {
-                let (comm, path, source) = (comm.clone(), path.to_string(), source.to_string());
-                let config = config.clone();
-                std::thread::Builder::new()
-                    .name(format!("dep-rank{rank}"))
-                    .spawn(move || run_rank(comm, config, &path, &source, size, all_ranks))
-                    .expect("spawning a simulated rank's thread")
-            })
-            .collect();
-        OtherRanks { threads }
+        let peers = PeerRanks::start(&comms[1..], config);
+        peers.run(&Input::new(path, source));
+        OtherRanks {
+            peers,
+            all_ranks,
+            observed: config.observe,
+        }
     }
 
-    /// Waits for every rank; returns what each ended with, in rank order.
+    /// Waits for every rank's statements and ops; returns what each ended with, in rank order.
     pub(crate) fn wait(self) -> Vec<Outcome> {
-        self.threads
-            .into_iter()
-            .map(|thread| {
-                thread.join().unwrap_or_else(|_| Outcome {
-                    run: None,
-                    stdout: Vec::new(),
-                    errors: "error: a simulated rank's thread panicked".to_string(),
-                    code: 1,
-                })
-            })
+        let size = self.peers.size();
+        let ran = self.peers.ran();
+        let waited = self.peers.wait();
+        let observed = self.observed;
+        let runs = self.peers.finish(move |session| {
+            observed.then(|| crate::rank_views::recorded(session, session.rank(), None))
+        });
+        ran.into_iter()
+            .zip(waited)
+            .zip(runs)
+            .map(|((ran, waited), run)| outcome(ran, waited, run, size, self.all_ranks))
             .collect()
     }
 
@@ -94,42 +91,34 @@ impl OtherRanks {
     }
 }
 
-/// Runs one simulated rank to its end.
-fn run_rank(
-    comm: Arc<LocalRanks>,
-    config: SessionConfig,
-    path: &str,
-    source: &str,
+/// What a rank ended with, from its reports after its statements ran and after its ops ended.
+fn outcome(
+    ran: PeerReport,
+    waited: PeerReport,
+    run: Option<dep_views::ranks::RankRun>,
     size: usize,
     all_ranks: bool,
 ) -> Outcome {
-    let rank = dep_interp::comm::Communicator::rank(comm.as_ref());
-    let observed = config.observe;
-    let mut session = Session::new(config);
-    session.set_communicator(comm.clone());
-    let mut out = RankOutput::new(Vec::new(), rank, size, all_ranks);
-    let pushed = session.run_source(path, source, &mut out);
-    let finished = session.finish();
-    let mut errors = Vec::new();
-    let mut code = 0;
-    for error in [pushed.err(), finished.err()].into_iter().flatten() {
-        code = match error.kind {
+    let mut out = RankOutput::new(Vec::new(), ran.rank, size, all_ranks);
+    let _ = out.write_all(&ran.output);
+    let _ = out.write_all(&waited.output);
+    let errors: Vec<_> = ran.errors.into_iter().chain(waited.errors).collect();
+    let code = errors
+        .iter()
+        .map(|error| match error.kind {
             dep_interp::ErrorKind::Parse => 2,
             _ => 1,
-        };
-        errors.push(crate::ranks::label_rank_error(
-            &error.to_string(),
-            rank,
-            size,
-        ));
-    }
-    if code != 0 {
-        comm.end_job(format!("rank {rank} failed"));
-    }
+        })
+        .max()
+        .unwrap_or(0);
     Outcome {
-        run: observed.then(|| crate::rank_views::recorded(&session, rank, None)),
+        run,
         stdout: out.into_inner(),
-        errors: errors.join("\n"),
+        errors: errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n"),
         code,
     }
 }

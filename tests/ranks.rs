@@ -37,6 +37,72 @@ z = allreduce(ones(2))
 print z
 ";
 
+/// `reduce` on the last rank (its sum sent back to rank 0) and `allgather`.
+const GATHERED: &str = "\
+x = arange(3) + rank() * 10
+r = reduce(x, ranks() - 1)
+g = allgather(x * 2)
+with rank = ranks() - 1 { send(r, 0) }
+with rank = 0 { s = recv(ranks() - 1, 3) ; print s }
+print r
+print g
+";
+
+/// What the serial reference prints for GATHERED on `n` ranks.
+fn gathered_reference(dir: &TestDir, n: usize) -> String {
+    alone(
+        dir,
+        &format!(
+            "x = arange(3)\nprint x * {n} + {}\nprint x\nprint (reshape(arange({n}) * 10, {n}, 1) + x) * 2\n",
+            10 * n * (n - 1) / 2
+        ),
+    )
+}
+
+/// Communications recorded in a graph replayed three times (once bulked, an allreduce of its own
+/// between replays), and in a `priority auto` block.
+const RECORDED: &str = "\
+x = ones(2) * (rank() + 1)
+total = zeros(2)
+graph step {
+  s = allreduce(x)
+  total = total + s
+  with rank = 0 { send(total, 1) }
+  with rank = 1 { r = recv(0, 2) ; total = total + r }
+}
+run step
+y = allreduce(x * 10)
+run step
+with bulk = 4 { run step }
+priority auto {
+  a = allreduce(total)
+  b = a * 2
+}
+print total, y, b
+";
+
+/// What the serial reference prints for RECORDED on `n` ranks: rank 0's total is 3 sums of
+/// ranks, rank 1's 9 (it adds what rank 0 sent), the others' 3 each.
+fn recorded_reference(dir: &TestDir, n: usize) -> String {
+    let sum = (n * (n + 1) / 2) as f32;
+    let all_totals = (3 * n + 6) as f32 * sum;
+    alone(
+        dir,
+        &format!(
+            "print ones(2) * {}, ones(2) * {}, ones(2) * {}\n",
+            3.0 * sum,
+            10.0 * sum,
+            2.0 * all_totals
+        ),
+    )
+}
+
+/// The golden output of a sample run on simulated ranks.
+fn sample_golden(name: &str) -> String {
+    let path = crate::util::repo_root().join(format!("samples/expected/{name}.out"));
+    std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
 /// The numbers of each line of `text`, with the line's words.
 fn numbers(text: &str) -> Vec<(String, Vec<f64>)> {
     text.lines()
@@ -200,7 +266,8 @@ mod mpi {
         assert_close, assert_rank_views, communications_reference, data_parallel, COMMUNICATIONS,
         FAILED_INPUT, VIEW_FLAGS,
     };
-    use crate::util::{dep_binary, Run, TestDir};
+    use super::{gathered_reference, recorded_reference, GATHERED, RECORDED};
+    use crate::util::{dep_binary, repo_root, Run, TestDir};
 
     /// `mpirun -n N dep run SCRIPT ARGS...` in `dir`, killed after 60 s (`timeout`), with
     /// `env` set for every rank.
@@ -259,6 +326,62 @@ mod mpi {
             let run = mpirun(&dir, n, &script, &[], &[]).expect_code(0);
             assert_close(&run.stdout, &reference, &format!("{n} MPI ranks"));
         }
+    }
+
+    #[test]
+    fn reduce_and_allgather_give_the_serial_values_on_2_and_4_ranks() {
+        let dir = TestDir::new();
+        for n in [2usize, 4] {
+            let run = mpirun(&dir, n, GATHERED, &[], &[]).expect_code(0);
+            assert_eq!(
+                run.stdout,
+                gathered_reference(&dir, n),
+                "{n} ranks\n--- stderr\n{}",
+                run.stderr
+            );
+        }
+    }
+
+    #[test]
+    fn recorded_communications_replay_as_fresh_ones_on_2_and_4_ranks() {
+        let dir = TestDir::new();
+        for n in [2usize, 4] {
+            let run = mpirun(&dir, n, RECORDED, &[], &[]).expect_code(0);
+            assert_eq!(
+                run.stdout,
+                recorded_reference(&dir, n),
+                "{n} ranks\n--- stderr\n{}",
+                run.stderr
+            );
+        }
+    }
+
+    #[test]
+    fn the_parameter_server_sample_runs_on_a_server_and_two_workers() {
+        let dir = TestDir::new();
+        let script =
+            std::fs::read_to_string(repo_root().join("samples/ps_ranks.dep")).expect("the sample");
+        let run = mpirun(&dir, 3, &script, &[], &[]).expect_code(0);
+        let lines: Vec<&str> = run.stdout.lines().collect();
+        assert_eq!(lines.len(), 3, "{}\n{}", run.stdout, run.stderr);
+        for (line, start) in lines[..2].iter().zip([
+            "posted order: iteration ",
+            "critical-path priorities: iteration ",
+        ]) {
+            let figures: Vec<f64> = line
+                .strip_prefix(start)
+                .unwrap_or_else(|| panic!("{line}"))
+                .split([' ', ','])
+                .filter_map(|word| word.parse().ok())
+                .collect();
+            // The iteration takes at least its forward pass (4 layers of 3 ms), on real time.
+            assert!(
+                figures.len() == 2 && figures[0] >= 12.0,
+                "{line}\n{}",
+                run.stdout
+            );
+        }
+        assert_eq!(lines[2], "same result: 6");
     }
 
     #[test]
@@ -450,6 +573,51 @@ fn simulated_data_parallel_training_prints_the_single_process_losses_and_the_sam
         timelines[0] == timelines[1],
         "two simulated runs wrote different traces"
     );
+}
+
+#[test]
+fn simulated_reduce_and_allgather_give_the_serial_values() {
+    let dir = TestDir::new();
+    for n in [1usize, 2, 4] {
+        let run = simulated(&dir, n, GATHERED, &[]).expect_code(0);
+        assert_eq!(
+            run.stdout,
+            gathered_reference(&dir, n),
+            "{n} ranks\n{}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn simulated_recorded_communications_replay_as_fresh_ones() {
+    let dir = TestDir::new();
+    for n in [2usize, 4] {
+        let run = simulated(&dir, n, RECORDED, &[]).expect_code(0);
+        assert_eq!(
+            run.stdout,
+            recorded_reference(&dir, n),
+            "{n} ranks\n{}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn the_rank_samples_print_their_golden_output_on_simulated_ranks() {
+    let dir = TestDir::new();
+    for (name, n) in [("ps_ranks", 3), ("data_parallel_lesson", 4)] {
+        let path = crate::util::repo_root().join(format!("samples/{name}.dep"));
+        let run = Run::of(dir.dep().arg("run").arg(&path).args([
+            "--engine",
+            "sim",
+            "--ranks",
+            &n.to_string(),
+        ]))
+        .expect_code(0);
+        assert_eq!(run.stdout, sample_golden(name), "{name}\n{}", run.stderr);
+        assert_eq!(run.stderr, "", "{name}");
+    }
 }
 
 #[test]

@@ -457,3 +457,19 @@ fn colon_help_and_percent_help_list_the_same_commands() {
         run.stdout
     );
 }
+
+#[test]
+fn engine_sim_with_ranks_runs_each_input_on_every_simulated_rank() {
+    let dir = TestDir::new();
+    let input =
+        ":engine sim --ranks 4\nx = ones(2) * (rank() + 1)\nx = allreduce(x)\nprint ranks(), x\n";
+    let run = Run::of(
+        Command::new(crate::util::dep_binary())
+            .env("HOME", dir.path())
+            .env("NO_COLOR", "1")
+            .stdin(std::fs::File::open(dir.write("in.dep", input)).expect("open")),
+    )
+    .expect_code(0);
+    assert!(run.stderr.contains("4 simulated ranks"), "{}", run.stderr);
+    assert_eq!(run.stdout, "4 [10. 10.]\n", "{}", run.stderr);
+}

@@ -54,7 +54,7 @@ pub const COMMANDS: &[CommandInfo] = &[
     CommandInfo { name: "dag", aliases: &[], args: "[NAME|FILE.dot|FILE.svg]", doc: "the dependency graph (RAW, WAR, WAW edges) of the ops, or of the graph NAME recorded with `graph NAME { ... }` (Graphviz DOT, or SVG)" },
     CommandInfo { name: "graph", aliases: &[], args: "[NAME]", doc: "the report of the recorded graph NAME (ops, edges, critical path, memory); alone, the recorded graphs" },
     CommandInfo { name: "trace", aliases: &[], args: "FILE.json", doc: "write the ops as Chrome trace JSON (open it in Perfetto)" },
-    CommandInfo { name: "engine", aliases: &[], args: "POLICY [THREADS]", doc: "switch the engine policy, keeping every variable (waits for pending ops first)" },
+    CommandInfo { name: "engine", aliases: &[], args: "POLICY [THREADS] [--ranks N]", doc: "switch the engine policy, keeping every variable (waits for pending ops first); `sim --ranks N` starts N simulated ranks instead, every variable forgotten: each input then runs on every rank, rank 0's output shown" },
     CommandInfo { name: "threads", aliases: &[], args: "N", doc: "set the number of CPU worker threads, keeping every variable" },
     CommandInfo { name: "load", aliases: &[], args: "FILE.dep", doc: "run a script in this session" },
     CommandInfo { name: "reset", aliases: &[], args: "", doc: "forget every variable and function and start a fresh engine" },
@@ -102,6 +102,8 @@ pub enum Command {
         policy: engine::Policy,
         /// The worker threads, else the current count.
         threads: Option<usize>,
+        /// `--ranks N` (under `sim` only): N simulated ranks, from a fresh start.
+        ranks: Option<usize>,
     },
     /// A new thread count.
     Threads(usize),
@@ -177,14 +179,7 @@ pub fn parse(sigil: char, text: &str) -> Result<Command, String> {
         ("graph", []) => Command::Graph(None),
         ("graph", [name]) => Command::Graph(Some(name.to_string())),
         ("trace", [file]) => Command::Trace(path(file)),
-        ("engine", [policy]) => Command::Engine {
-            policy: policy.parse()?,
-            threads: None,
-        },
-        ("engine", [policy, threads]) => Command::Engine {
-            policy: policy.parse()?,
-            threads: Some(engine::parse_threads(threads)?),
-        },
+        ("engine", [policy, rest @ ..]) => parse_engine(policy, rest, sigil)?,
         ("threads", [threads]) => Command::Threads(engine::parse_threads(threads)?),
         ("load", [file]) => Command::Load(path(file)),
         ("reset", []) => Command::Reset,
@@ -195,6 +190,42 @@ pub fn parse(sigil: char, text: &str) -> Result<Command, String> {
     };
     Ok(command)
 }
+
+/// The arguments of `engine`: `POLICY [THREADS] [--ranks N]`.
+fn parse_engine(policy: &str, rest: &[&str], sigil: char) -> Result<Command, String> {
+    let policy: engine::Policy = policy.parse()?;
+    let (threads, ranks) = match rest {
+        [] => (None, None),
+        [threads] => (Some(*threads), None),
+        ["--ranks", ranks] => (None, Some(*ranks)),
+        [threads, "--ranks", ranks] => (Some(*threads), Some(*ranks)),
+        _ => return Err(format!("usage: {sigil}engine POLICY [THREADS] [--ranks N]")),
+    };
+    let ranks = match ranks {
+        None => None,
+        Some(_) if policy != engine::Policy::Sim => {
+            return Err(format!(
+                "--ranks runs simulated ranks: {sigil}engine sim --ranks N (real ranks: mpirun -n N dep run FILE)"
+            ))
+        }
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) if (1..=MAX_SIM_RANKS).contains(&n) => Some(n),
+            _ => {
+                return Err(format!(
+                    "--ranks takes a whole number of ranks from 1 to {MAX_SIM_RANKS}, got `{text}`"
+                ))
+            }
+        },
+    };
+    Ok(Command::Engine {
+        policy,
+        threads: threads.map(engine::parse_threads).transpose()?,
+        ranks,
+    })
+}
+
+/// The most ranks `engine sim --ranks N` simulates: each is a session on a thread.
+const MAX_SIM_RANKS: usize = 64;
 
 /// Which live view of the engine a command asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -309,9 +340,16 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
             );
             write_file(&path, &trace, &what)?
         }
-        Command::Engine { policy, threads } => {
+        Command::Engine {
+            policy,
+            threads,
+            ranks,
+        } => {
             let threads = threads.unwrap_or(session.config().threads);
-            switch_engine(session, policy, threads)
+            match ranks {
+                Some(n) => start_sim_ranks(session, threads, n),
+                None => switch_engine(session, policy, threads),
+            }
         }
         Command::Threads(threads) => {
             let policy = session.config().policy;
@@ -340,9 +378,34 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
 }
 
 fn switch_engine(session: &mut Session, policy: engine::Policy, threads: usize) -> Outcome {
+    let had_ranks = session.peers().is_some();
     session.set_engine(policy, threads);
+    session.set_peers(None);
+    let kept = if had_ranks {
+        "one rank again, rank 0's variables kept"
+    } else {
+        "every variable kept"
+    };
     Outcome::EngineReplaced(format!(
-        "engine: {policy}, {threads} CPU worker threads; every variable kept"
+        "engine: {policy}, {threads} CPU worker threads; {kept}"
+    ))
+}
+
+/// `engine sim --ranks N`: a fresh session as rank 0 of `n` simulated ranks, the others on
+/// threads (their events unobserved: views show rank 0).
+fn start_sim_ranks(session: &mut Session, threads: usize, n: usize) -> Outcome {
+    session.set_peers(None);
+    session.set_engine(engine::Policy::Sim, threads);
+    session.reset();
+    let peer_config = crate::SessionConfig {
+        observe: false,
+        ..session.config().clone()
+    };
+    let (comm, peers) = crate::comm::PeerRanks::group(n, &peer_config);
+    session.set_communicator(comm);
+    session.set_peers(Some(peers));
+    Outcome::EngineReplaced(format!(
+        "engine: sim, {threads} CPU worker threads, {n} simulated ranks; every variable forgotten: each input runs on every rank, rank 0's output shown"
     ))
 }
 
@@ -481,6 +544,7 @@ mod tests {
         assert_eq!(
             parse('%', "engine threaded 4"),
             Ok(Command::Engine {
+                ranks: None,
                 policy: engine::Policy::Threaded,
                 threads: Some(4)
             })
@@ -488,6 +552,7 @@ mod tests {
         assert_eq!(
             parse(':', "engine sim"),
             Ok(Command::Engine {
+                ranks: None,
                 policy: engine::Policy::Sim,
                 threads: None
             })
@@ -548,7 +613,7 @@ mod tests {
         }
         assert_eq!(
             engine_line.0,
-            "%engine naive|threaded|per-device|sim [THREADS]"
+            "%engine naive|threaded|per-device|sim [THREADS] [--ranks N]"
         );
     }
 
@@ -670,5 +735,88 @@ mod tests {
             note.ends_with("2 CPU worker threads; every variable kept"),
             "{note}"
         );
+    }
+}
+
+#[cfg(test)]
+mod rank_tests {
+    use super::*;
+    use crate::driver::{Driver, Input, Listener};
+    use crate::SessionConfig;
+
+    struct Kept(Vec<u8>);
+
+    impl Listener for Kept {
+        fn output(&mut self) -> &mut dyn std::io::Write {
+            &mut self.0
+        }
+    }
+
+    /// Runs `source` as a cell through `driver`, waits for it; its output, or its error.
+    fn cell(driver: &Driver, session: &mut Session, source: &str) -> Result<String, String> {
+        let mut kept = Kept(Vec::new());
+        let outcome = driver.run(session, &Input::new("cell", source), 0, &mut kept);
+        let waited = driver.wait(session, 0);
+        match outcome.error.or(waited.failures) {
+            Some(error) => Err(error.to_string()),
+            None => Ok(String::from_utf8(kept.0).expect("utf-8")),
+        }
+    }
+
+    #[test]
+    fn engine_sim_with_ranks_runs_every_input_on_every_rank() {
+        assert_eq!(
+            parse('%', "engine sim --ranks 4"),
+            Ok(Command::Engine {
+                policy: engine::Policy::Sim,
+                threads: None,
+                ranks: Some(4),
+            })
+        );
+        assert!(parse(':', "engine threaded --ranks 4")
+            .unwrap_err()
+            .contains(":engine sim --ranks N"));
+        assert!(parse(':', "engine sim --ranks 0")
+            .unwrap_err()
+            .contains("from 1 to 64"));
+        let driver = Driver::new(1);
+        let mut session = Session::new(SessionConfig::default());
+        cell(&driver, &mut session, "A = ones(2)").unwrap();
+        let Ok(Outcome::EngineReplaced(note)) =
+            run(&mut session, parse('%', "engine sim --ranks 4").unwrap())
+        else {
+            panic!("engine gives a note");
+        };
+        assert!(note.contains("4 simulated ranks"), "{note}");
+        assert!(session.names().is_empty(), "a fresh start");
+        let out = cell(
+            &driver,
+            &mut session,
+            "x = ones(2) * (rank() + 1)\nx = allreduce(x)\nprint rank(), ranks(), x",
+        );
+        assert_eq!(out, Ok("0 4 [10. 10.]\n".to_string()));
+        // Later inputs see each rank's names, and keep matching.
+        let out = cell(&driver, &mut session, "y = allreduce(x)\nprint y");
+        assert_eq!(out, Ok("[40. 40.]\n".to_string()));
+        // Another rank's error is reported with its rank, and ends the job.
+        let error = cell(
+            &driver,
+            &mut session,
+            "with rank = 2 { z = ones(2) @ ones(3) }\nprint 1",
+        )
+        .unwrap_err();
+        assert!(error.contains("error (rank 2): matmul"), "{error}");
+        let error = cell(&driver, &mut session, "w = allreduce(x)\nprint w").unwrap_err();
+        assert!(error.contains("the job ended"), "{error}");
+        // A reset starts a new job of as many ranks.
+        run(&mut session, Command::Reset).unwrap();
+        let out = cell(&driver, &mut session, "v = allreduce(ones(1))\nprint v");
+        assert_eq!(out, Ok("[4.]\n".to_string()));
+        // Another engine: one rank again, rank 0's names kept.
+        run(&mut session, parse(':', "engine threaded").unwrap()).unwrap();
+        let out = cell(&driver, &mut session, "print ranks(), allreduce(v)");
+        assert!(out.is_err(), "allreduce is a statement: {out:?}");
+        let out = cell(&driver, &mut session, "u = allreduce(v)\nprint ranks(), u");
+        assert_eq!(out, Ok("1 [4.]\n".to_string()));
     }
 }

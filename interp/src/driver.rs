@@ -6,6 +6,16 @@
 //! prints to it, and returns the [`Outcome`]. [`Driver::wait`] then waits for the ops the input
 //! pushed (a cell, a script: the REPL does not), in their final state, and takes the failures.
 //!
+//! # Simulated ranks
+//!
+//! When the session is rank 0 of ranks simulated in this process (`Session::peers`, the REPL's
+//! and the kernel's `engine sim --ranks N`), [`Driver::run`] hands the input to the other
+//! ranks first, which run it at once on their threads through drivers of their own, and
+//! [`Driver::wait`] waits for their ops too. Only rank 0's output is shown (as under mpirun);
+//! another rank's error is reported with its rank when rank 0 has none, and ends the job (its
+//! communications fail from then on: `engine sim --ranks N` or `reset` starts a new one). An
+//! interrupt reaches every rank.
+//!
 //! # Interrupts
 //!
 //! An [`Interrupt`] is a counter that any thread bumps (a SIGINT watcher, the kernel's control
@@ -235,6 +245,12 @@ impl Driver {
                 .statements
                 .last()
                 .is_some_and(|last| matches!(last.kind, grammar::StmtKind::Expr(_)));
+        if let Some(peers) = session.peers() {
+            peers.run(&Input {
+                value_apart: false,
+                ..*input
+            });
+        }
         listener.started(session.live(input.path).as_ref());
         self.interrupt.enter(session, mark);
         let mut value = Vec::new();
@@ -256,6 +272,18 @@ impl Driver {
             // after the interrupt's cancel is cancelled too.
             session.cancel();
         }
+        let ran = match session.peers() {
+            Some(peers) => {
+                if interrupted {
+                    peers.interrupt();
+                }
+                if ran.is_err() {
+                    peers.end_job("rank 0 failed".to_string());
+                }
+                ran.and(first_error(peers.ran()))
+            }
+            None => ran,
+        };
         Outcome {
             error: ran.err(),
             interrupted,
@@ -324,8 +352,15 @@ impl Driver {
         }
         session.wait_all();
         session.wait_for_kernel_times_until(|| self.interrupt.since(mark) > 0);
+        let mut failures = session.take_failures();
+        if let Some(peers) = session.peers() {
+            if failures.is_err() {
+                peers.end_job("rank 0 failed".to_string());
+            }
+            failures = failures.and(first_error(peers.wait()));
+        }
         Waited {
-            failures: session.take_failures().err(),
+            failures: failures.err(),
             interrupted,
             abandoned,
         }
@@ -338,6 +373,15 @@ impl Driver {
         while session.n_unfinished() > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+}
+
+/// The first error of the other ranks' reports, if one failed (their output is rank 0's to
+/// show, as under mpirun: not shown).
+fn first_error(reports: Vec<crate::comm::PeerReport>) -> Result<(), RunError> {
+    match reports.into_iter().flat_map(|report| report.errors).next() {
+        Some(error) => Err(error),
+        None => Ok(()),
     }
 }
 

@@ -44,6 +44,31 @@ impl RunError {
         }
     }
 
+    /// A runtime error with no place: `rendered` is the whole report.
+    pub(crate) fn without_place(rendered: String) -> RunError {
+        RunError::runtime(Report {
+            message: rendered.clone(),
+            rendered,
+            line: 0,
+        })
+    }
+
+    /// The same error as rank `rank` of a job reports it: `error (rank 2): ...`.
+    pub fn on_rank(mut self, rank: usize) -> RunError {
+        for report in &mut self.reports {
+            report.rendered = report
+                .rendered
+                .lines()
+                .map(|line| match line.strip_prefix("error:") {
+                    Some(rest) => format!("error (rank {rank}):{rest}"),
+                    None => line.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+        }
+        self
+    }
+
     /// The first report's one-line message (for Jupyter's `evalue`).
     pub fn message(&self) -> &str {
         self.reports

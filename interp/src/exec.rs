@@ -240,7 +240,9 @@ impl<'a> Runner<'a> {
                 let options = self.replay_options;
                 self.scope.wait_for_backlog();
                 match self.scope.graphs.get_mut(&name.text) {
-                    Some(graph) => graph.replay(self.scope.engine, options),
+                    Some(graph) => {
+                        graph.replay(self.scope.engine, self.scope.comm_counters, options)
+                    }
                     None => {
                         let message = match suggest::closest(
                             &name.text,

@@ -7,6 +7,10 @@
 //! written as usual and keep their values after a run: to keep a result, define its name before
 //! the graph.
 //!
+//! Communication statements are recorded too: each replay posts a fresh communication,
+//! numbered as the rank's next of its kind at the replay's push (`CommKind::numbered`), so that
+//! every rank that replays the same graph matches the same communications.
+//!
 //! A replay pushes the recorded ops again, so the engine runs them with its usual parallelism;
 //! with `with bulk = N`, up to N consecutive ops of one device go as one engine op
 //! (`segment.rs`).
@@ -27,15 +31,74 @@ use dep_engine as engine;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
+use crate::comm::ops::CommOp;
+use crate::comm::CommCounters;
 use crate::compute::ComputeOp;
 use crate::segment::{FailedStep, FailedSteps, Segment, SegmentBuilder, SegmentContext};
 use crate::slot::Slot;
 use crate::tensor::{format_bytes, BufferPool};
 
+/// One op of a recorded block: a computation, or a communication with another rank.
+pub(crate) enum RecordedOp {
+    Compute(ComputeOp),
+    Comm(CommOp),
+}
+
+impl RecordedOp {
+    /// The slots it reads.
+    pub(crate) fn inputs(&self) -> &[Arc<Slot>] {
+        match self {
+            RecordedOp::Compute(op) => &op.inputs,
+            RecordedOp::Comm(op) => op.inputs(),
+        }
+    }
+
+    /// The slots it writes.
+    pub(crate) fn outputs(&self) -> &[Arc<Slot>] {
+        match self {
+            RecordedOp::Compute(op) => &op.outputs,
+            RecordedOp::Comm(op) => op.outputs(),
+        }
+    }
+
+    /// Its statement's label.
+    pub(crate) fn label(&self) -> &Arc<str> {
+        match self {
+            RecordedOp::Compute(op) => &op.label,
+            RecordedOp::Comm(op) => &op.label,
+        }
+    }
+
+    /// Its statement's session-wide line.
+    pub(crate) fn line(&self) -> u32 {
+        match self {
+            RecordedOp::Compute(op) => op.line,
+            RecordedOp::Comm(op) => op.line,
+        }
+    }
+
+    /// Its estimated cost in microseconds, for upward ranks: a plan's estimate; a
+    /// communication, whose size is known only when it runs, counts one microsecond, like
+    /// any op but `work(ms)`.
+    fn estimated_us(&self) -> f64 {
+        match self {
+            RecordedOp::Compute(op) => op.plan.estimated_us(),
+            RecordedOp::Comm(_) => 1.0,
+        }
+    }
+
+    fn set_priority(&mut self, priority: i32) {
+        match self {
+            RecordedOp::Compute(op) => op.priority = priority,
+            RecordedOp::Comm(op) => op.priority = priority,
+        }
+    }
+}
+
 /// What recording a block collects.
 #[derive(Default)]
 pub(crate) struct Recording {
-    pub(crate) ops: Vec<ComputeOp>,
+    pub(crate) ops: Vec<RecordedOp>,
     /// Slots created while recording: the graph's own buffers.
     pub(crate) internals: Vec<Arc<Slot>>,
 }
@@ -88,7 +151,7 @@ pub(crate) const MAX_BULK: usize = 1024;
 /// A recorded block.
 pub(crate) struct Graph {
     name: String,
-    ops: Vec<ComputeOp>,
+    ops: Vec<RecordedOp>,
     internals: Vec<Arc<Slot>>,
     /// For each op, the internals whose last use it is.
     release_after: Vec<Vec<usize>>,
@@ -112,9 +175,9 @@ impl Graph {
         let mut release_after = vec![Vec::new(); ops.len()];
         for (internal_index, internal) in internals.iter().enumerate() {
             let last_use = ops.iter().rposition(|op| {
-                op.inputs
+                op.inputs()
                     .iter()
-                    .chain(&op.outputs)
+                    .chain(op.outputs())
                     .any(|slot| Arc::ptr_eq(slot, internal))
             });
             if let Some(last_use) = last_use {
@@ -147,7 +210,7 @@ impl Graph {
     /// (seed 004). Costs are estimated statically: `work(ms)` takes its milliseconds; any other
     /// op counts one microsecond.
     pub(crate) fn upward_ranks(&self) -> Vec<f64> {
-        let mut ranks: Vec<f64> = self.ops.iter().map(|op| op.plan.estimated_us()).collect();
+        let mut ranks: Vec<f64> = self.ops.iter().map(RecordedOp::estimated_us).collect();
         for node in self.dag.node_indices().rev() {
             let op = self.dag[node];
             let tail = self
@@ -160,23 +223,34 @@ impl Graph {
         ranks
     }
 
-    /// Pushes the ops once with their upward ranks as priorities (`priority auto`).
-    pub(crate) fn run_with_upward_ranks(mut self, engine: &engine::Engine) {
+    /// Pushes the ops once with their upward ranks as priorities (`priority auto`); its
+    /// communications take their numbers from `counters`.
+    pub(crate) fn run_with_upward_ranks(
+        mut self,
+        engine: &engine::Engine,
+        counters: &mut CommCounters,
+    ) {
         let ranks = self.upward_ranks();
         for (op, rank) in self.ops.iter_mut().zip(ranks) {
-            op.priority = rank.round().clamp(0.0, i32::MAX as f64) as i32;
+            op.set_priority(rank.round().clamp(0.0, i32::MAX as f64) as i32);
         }
-        self.replay(engine, ReplayOptions::default());
+        self.replay(engine, counters, ReplayOptions::default());
     }
 
-    /// Pushes the recorded ops, with releases of internal buffers and bulking as `options` say.
-    pub(crate) fn replay(&mut self, engine: &engine::Engine, options: ReplayOptions) {
+    /// Pushes the recorded ops, with releases of internal buffers and bulking as `options` say;
+    /// each communication is posted afresh, numbered from `counters`.
+    pub(crate) fn replay(
+        &mut self,
+        engine: &engine::Engine,
+        counters: &mut CommCounters,
+        options: ReplayOptions,
+    ) {
         if self.segments.as_ref().map(|(built_for, _)| *built_for) != Some(options) {
             self.segments = Some((options, self.segments_for(options)));
         }
         if let Some((_, segments)) = &self.segments {
             for segment in segments {
-                engine.push(segment.spec());
+                engine.push(segment.spec(counters));
             }
         }
         self.runs += 1;
@@ -196,7 +270,10 @@ impl Graph {
         };
         let mut builder = SegmentBuilder::new(options.bulk, context);
         for (op_index, op) in self.ops.iter().enumerate() {
-            builder.op(op);
+            match op {
+                RecordedOp::Compute(op) => builder.op(op),
+                RecordedOp::Comm(op) => builder.comm(op),
+            }
             if options.lazy && options.recycle {
                 for &internal_index in &self.release_after[op_index] {
                     builder.release(internal_index, &self.internals[internal_index]);
@@ -259,7 +336,7 @@ impl Graph {
         let mut seen: Vec<&Arc<Slot>> = Vec::new();
         let (mut eager, mut graph_live, mut graph_peak) = (0u64, 0u64, 0u64);
         for (op_index, op) in self.ops.iter().enumerate() {
-            for slot in op.inputs.iter().chain(&op.outputs) {
+            for slot in op.inputs().iter().chain(op.outputs()) {
                 if !seen.iter().any(|known| Arc::ptr_eq(known, slot)) {
                     seen.push(slot);
                     eager += size_of(slot);
@@ -343,8 +420,8 @@ impl Graph {
             let _ = writeln!(
                 dot,
                 "  op{op_index} [label=\"{} (line {})\"{bold}];",
-                escape(&op.label),
-                op.line
+                escape(op.label()),
+                op.line()
             );
         }
         for edge in self.dag.edge_references() {
@@ -367,9 +444,9 @@ impl Graph {
     fn edge_var(&self, from: usize, to: usize, kind: Dependency) -> Option<&str> {
         let (earlier, later) = (&self.ops[from], &self.ops[to]);
         let (earlier, later) = match kind {
-            Dependency::ReadAfterWrite => (&earlier.outputs, &later.inputs),
-            Dependency::WriteAfterRead => (&earlier.inputs, &later.outputs),
-            Dependency::WriteAfterWrite => (&earlier.outputs, &later.outputs),
+            Dependency::ReadAfterWrite => (earlier.outputs(), later.inputs()),
+            Dependency::WriteAfterRead => (earlier.inputs(), later.outputs()),
+            Dependency::WriteAfterWrite => (earlier.outputs(), later.outputs()),
         };
         earlier
             .iter()
@@ -380,7 +457,7 @@ impl Graph {
 }
 
 /// One edge for every read after write, write after read and write after write.
-fn dependency_dag(ops: &[ComputeOp]) -> DiGraph<usize, Dependency> {
+fn dependency_dag(ops: &[RecordedOp]) -> DiGraph<usize, Dependency> {
     let mut dag = DiGraph::new();
     let nodes: Vec<NodeIndex> = (0..ops.len())
         .map(|op_index| dag.add_node(op_index))
@@ -390,12 +467,12 @@ fn dependency_dag(ops: &[ComputeOp]) -> DiGraph<usize, Dependency> {
     let mut edges = Vec::new();
     for (op_index, op) in ops.iter().enumerate() {
         let writes: Vec<usize> = op
-            .outputs
+            .outputs()
             .iter()
             .map(|slot| history_index(&mut history, slot))
             .collect();
         let reads: Vec<usize> = op
-            .inputs
+            .inputs()
             .iter()
             .map(|slot| history_index(&mut history, slot))
             .filter(|read| !writes.contains(read))

@@ -19,13 +19,23 @@ use std::sync::{Arc, Mutex};
 
 use dep_engine as engine;
 
+use crate::comm::ops::CommOp;
+use crate::comm::CommCounters;
 use crate::compute::ComputeOp;
 use crate::slot::Slot;
 use crate::tensor::{BufferPool, Tensor};
 
-/// One engine op of a replay, pushed again on every run for a few reference counts: its
-/// accesses are normalized once and its body is shared by every push.
-pub(crate) struct Segment {
+/// One engine op of a replay.
+pub(crate) enum Segment {
+    /// Recorded computations and releases.
+    Steps(StepsSegment),
+    /// A recorded communication: never bulked, posted afresh (numbered) on every run.
+    Comm(CommOp),
+}
+
+/// Recorded computations and releases as one engine op, pushed again on every run for a few
+/// reference counts: its accesses are normalized once and its body is shared by every push.
+pub(crate) struct StepsSegment {
     line: u32,
     device: engine::Device,
     priority: i32,
@@ -143,6 +153,12 @@ impl SegmentBuilder {
         }
     }
 
+    /// Adds a recorded communication: a segment of its own, closing the open bulk.
+    pub(crate) fn comm(&mut self, op: &CommOp) {
+        self.close();
+        self.segments.push(Segment::Comm(op.clone()));
+    }
+
     /// Adds the release of internal buffer `index`, held by `slot`, after the last op that
     /// uses it: a segment of its own without bulking, else a step of the open bulk.
     pub(crate) fn release(&mut self, index: usize, slot: &Arc<Slot>) {
@@ -225,7 +241,7 @@ impl SegmentBuilder {
             sizes,
             failed,
         } = self.context.clone();
-        self.segments.push(Segment {
+        self.segments.push(Segment::Steps(StepsSegment {
             line,
             device: self.open_device,
             priority: if priority == i32::MIN { 0 } else { priority },
@@ -237,7 +253,7 @@ impl SegmentBuilder {
                 sizes,
                 failed,
             }),
-        });
+        }));
     }
 }
 
@@ -256,14 +272,20 @@ fn bulk_label(labels: &[&Arc<str>]) -> String {
 }
 
 impl Segment {
-    /// The engine op that runs this segment once.
-    pub(crate) fn spec(&self) -> engine::OpSpec {
-        let body: Arc<dyn engine::OpBody> = self.body.clone();
-        engine::OpSpec::shared(self.body.label.clone(), body)
-            .access_set(self.accesses.clone())
-            .line(self.line)
-            .priority(self.priority)
-            .device(self.device)
+    /// The engine op that runs this segment once; a communication takes its numbers from
+    /// `counters`.
+    pub(crate) fn spec(&self, counters: &mut CommCounters) -> engine::OpSpec {
+        match self {
+            Segment::Steps(steps) => {
+                let body: Arc<dyn engine::OpBody> = steps.body.clone();
+                engine::OpSpec::shared(steps.body.label.clone(), body)
+                    .access_set(steps.accesses.clone())
+                    .line(steps.line)
+                    .priority(steps.priority)
+                    .device(steps.device)
+            }
+            Segment::Comm(op) => op.clone().numbered(counters).into_spec(),
+        }
     }
 }
 

@@ -83,6 +83,9 @@ pub struct Session {
     pub(crate) comm: Arc<dyn crate::comm::Communicator>,
     /// The numbering of communications, in push order.
     pub(crate) comm_counters: crate::comm::CommCounters,
+    /// Ranks 1..N when this session is rank 0 of ranks simulated in this process (the REPL's
+    /// and the kernel's `engine sim --ranks N`): the driver runs every input on them too.
+    peers: Option<crate::comm::PeerRanks>,
 }
 
 /// Says whether the user asked to stop (see [`Session::set_interrupt_check`]).
@@ -115,6 +118,7 @@ impl Session {
             graphs: HashMap::default(),
             comm: crate::comm::LocalRanks::solo(),
             comm_counters: crate::comm::CommCounters::default(),
+            peers: None,
         }
     }
 
@@ -130,6 +134,21 @@ impl Session {
     pub fn set_communicator(&mut self, comm: Arc<dyn crate::comm::Communicator>) {
         self.comm = comm;
         self.comm_counters = crate::comm::CommCounters::default();
+    }
+
+    /// Makes this session rank 0 of ranks simulated in this process, `peers` the others (or,
+    /// with `None`, a process alone again: one rank): the driver runs every input on them too
+    /// (see `comm::PeerRanks`).
+    pub fn set_peers(&mut self, peers: Option<crate::comm::PeerRanks>) {
+        if peers.is_none() {
+            self.set_communicator(crate::comm::LocalRanks::solo());
+        }
+        self.peers = peers;
+    }
+
+    /// The other ranks this session runs its inputs with, when it is rank 0 of simulated ranks.
+    pub fn peers(&self) -> Option<&crate::comm::PeerRanks> {
+        self.peers.as_ref()
     }
 
     /// This session's rank, from 0.
@@ -508,8 +527,17 @@ impl Session {
     pub fn reset(&mut self) {
         let config = self.config.clone();
         let comm = self.comm.clone();
+        let peers = self.peers.take();
         *self = Session::new(config);
-        self.comm = comm;
+        match peers {
+            // Simulated ranks start afresh too, every rank's names forgotten.
+            Some(peers) => {
+                let (comm, peers) = peers.restarted();
+                self.set_communicator(comm);
+                self.peers = Some(peers);
+            }
+            None => self.comm = comm,
+        }
     }
 }
 

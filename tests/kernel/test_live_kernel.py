@@ -379,3 +379,21 @@ def test_a_silent_cell_publishes_nothing_but_its_status_and_keeps_the_count(kern
     assert types_of(messages) == ["status", "status"]
     after, _ = kernel.execute("Count2 = Silent + 1")
     assert after["content"]["execution_count"] == before["content"]["execution_count"] + 1
+
+
+def test_engine_sim_with_ranks_runs_each_cell_on_every_rank(kernel):
+    reply, _ = kernel.execute("%engine sim --ranks 4")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    reply, messages = kernel.execute("x = ones(2) * (rank() + 1)\nx = allreduce(x)\nprint rank(), ranks(), x")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert stdout_of(messages) == "0 4 [10. 10.]\n"
+    # A later cell runs on every rank again: each has its own x.
+    reply, messages = kernel.execute("y = allreduce(x)\nprint y")
+    assert stdout_of(messages) == "[40. 40.]\n"
+    # Another rank's failure is the cell's error, with its rank.
+    reply, _ = kernel.execute("with rank = 3 { z = ones(2) @ ones(3) }\nprint 1")
+    assert reply["content"]["status"] == "error"
+    assert "error (rank 3): matmul" in "\n".join(reply["content"]["traceback"])
+    reply, messages = kernel.execute("%engine threaded 2\nprint ranks()")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert stdout_of(messages).endswith("one rank again, rank 0's variables kept\n1.0\n"), stdout_of(messages)

@@ -37,10 +37,29 @@ struct State {
     ended: Option<String>,
 }
 
+/// Which collective, and its root.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CollectiveKind {
+    AllReduce,
+    Broadcast(usize),
+    Reduce(usize),
+    AllGather,
+}
+
+impl CollectiveKind {
+    fn name(self) -> &'static str {
+        match self {
+            CollectiveKind::AllReduce => "allreduce",
+            CollectiveKind::Broadcast(_) => "broadcast",
+            CollectiveKind::Reduce(_) => "reduce",
+            CollectiveKind::AllGather => "allgather",
+        }
+    }
+}
+
 /// A collective some ranks have joined.
 struct Collective {
-    /// `None` for an allreduce, the root for a broadcast.
-    root: Option<usize>,
+    kind: CollectiveKind,
     /// Each rank's values, once it joined.
     parts: Vec<Option<Vec<f32>>>,
     waiters: Vec<(usize, Waiter)>,
@@ -124,14 +143,14 @@ impl LocalRanks {
     fn join_collective(
         &self,
         seq: u64,
-        root: Option<usize>,
+        kind: CollectiveKind,
         data: Vec<f32>,
         done: CommDone,
     ) -> Deliveries {
         let size = self.shared.size;
         let mut state = self.lock();
         let collective = state.collectives.entry(seq).or_insert_with(|| Collective {
-            root,
+            kind,
             parts: vec![None; size],
             waiters: Vec::new(),
         });
@@ -156,27 +175,28 @@ impl LocalRanks {
 /// The results of a collective every rank has joined.
 fn finish_collective(collective: Collective) -> Deliveries {
     let parts: Vec<Vec<f32>> = collective.parts.into_iter().flatten().collect();
-    let what = if collective.root.is_some() {
-        "broadcast"
-    } else {
-        "allreduce"
+    let kind = collective.kind;
+    let reference = match kind {
+        CollectiveKind::Broadcast(root) | CollectiveKind::Reduce(root) => root,
+        CollectiveKind::AllReduce | CollectiveKind::AllGather => 0,
     };
-    let reference = collective.root.unwrap_or(0);
     let mismatch = parts
         .iter()
         .enumerate()
         .find(|(_, part)| part.len() != parts[reference].len())
         .map(|(rank, part)| {
             format!(
-                "{what}: rank {rank} has {} values but rank {reference} has {}; every rank must give the same shape",
+                "{}: rank {rank} has {} values but rank {reference} has {}; every rank must give the same shape",
+                kind.name(),
                 part.len(),
                 parts[reference].len()
             )
         });
-    let result = match (mismatch, collective.root) {
+    let result = match (mismatch, kind) {
         (Some(message), _) => Err(message),
-        (None, Some(root)) => Ok(parts[root].clone()),
-        (None, None) => {
+        (None, CollectiveKind::Broadcast(root)) => Ok(parts[root].clone()),
+        (None, CollectiveKind::AllGather) => Ok(parts.concat()),
+        (None, CollectiveKind::AllReduce | CollectiveKind::Reduce(_)) => {
             // Summed in rank order, so that every run adds in the same order.
             let mut sum = parts[0].clone();
             for part in &parts[1..] {
@@ -190,7 +210,14 @@ fn finish_collective(collective: Collective) -> Deliveries {
     collective
         .waiters
         .into_iter()
-        .map(|(_, waiter)| (waiter.done, result.clone()))
+        .map(|(rank, waiter)| {
+            let result = match (kind, &result) {
+                // A reduce's other ranks keep their own values.
+                (CollectiveKind::Reduce(root), Ok(_)) if rank != root => Ok(parts[rank].clone()),
+                _ => result.clone(),
+            };
+            (waiter.done, result)
+        })
         .collect()
 }
 
@@ -226,9 +253,17 @@ impl Communicator for LocalRanks {
             return done(Err(format!("the job ended: {reason}")));
         }
         let deliveries = match request {
-            CommRequest::AllReduce { seq, data } => self.join_collective(seq, None, data, done),
+            CommRequest::AllReduce { seq, data } => {
+                self.join_collective(seq, CollectiveKind::AllReduce, data, done)
+            }
             CommRequest::Broadcast { seq, root, data } => {
-                self.join_collective(seq, Some(root), data, done)
+                self.join_collective(seq, CollectiveKind::Broadcast(root), data, done)
+            }
+            CommRequest::Reduce { seq, root, data } => {
+                self.join_collective(seq, CollectiveKind::Reduce(root), data, done)
+            }
+            CommRequest::AllGather { seq, data } => {
+                self.join_collective(seq, CollectiveKind::AllGather, data, done)
             }
             CommRequest::Send { to, tag, data } => {
                 let key = (self.rank, to, tag);
@@ -305,11 +340,7 @@ fn expire_loop(shared: &Arc<Shared>) {
             .collect();
         for seq in overdue {
             if let Some(collective) = state.collectives.remove(&seq) {
-                let what = if collective.root.is_some() {
-                    "broadcast"
-                } else {
-                    "allreduce"
-                };
+                let what = collective.kind.name();
                 let missing = collective.parts.iter().position(Option::is_none);
                 for (rank, waiter) in collective.waiters {
                     let message = timeout_message(what, rank, missing, now - waiter.since);

@@ -1,4 +1,5 @@
-//! Communication between ranks: the statements `allreduce`, `broadcast`, `send` and `recv`, and
+//! Communication between ranks: the statements `allreduce`, `broadcast`, `reduce`,
+//! `allgather`, `send` and `recv`, and
 //! the [`Communicator`] they run over (MPI in the binary built with `--features mpi`, or ranks
 //! in this process: [`LocalRanks`]).
 //!
@@ -14,13 +15,17 @@
 
 mod local;
 pub(crate) mod ops;
+mod peers;
 
 use std::time::Duration;
 
 pub use local::LocalRanks;
+pub use peers::{PeerRanks, PeerReport};
 
 /// Called once when a communication ends: with the values received (the sum of an allreduce,
-/// the root's values of a broadcast, a message; nothing for a send), or with what went wrong.
+/// the root's values of a broadcast, the sum of a reduce on its root and the rank's own values
+/// elsewhere, every rank's values of an allgather, a message; nothing for a send), or with what
+/// went wrong.
 pub type CommDone = Box<dyn FnOnce(Result<Vec<f32>, String>) + Send>;
 
 /// One communication, as a rank's op starts it.
@@ -40,6 +45,22 @@ pub enum CommRequest {
         /// The rank whose values everyone gets.
         root: usize,
         /// This rank's values (the root's are sent; the others' give the length).
+        data: Vec<f32>,
+    },
+    /// Sums `data` over every rank on `root`; the others get their own values back.
+    Reduce {
+        /// The collective's number, in push order.
+        seq: u64,
+        /// The rank that gets the sum.
+        root: usize,
+        /// This rank's values.
+        data: Vec<f32>,
+    },
+    /// Every rank gets every rank's values, one after the other in rank order.
+    AllGather {
+        /// The collective's number, in push order.
+        seq: u64,
+        /// This rank's values.
         data: Vec<f32>,
     },
     /// Sends `data` to rank `to`.

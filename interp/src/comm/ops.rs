@@ -4,17 +4,22 @@ use std::sync::Arc;
 
 use dep_engine as engine;
 
-use super::{CommRequest, Communicator};
+use super::{CommCounters, CommRequest, Communicator};
 use crate::slot::Slot;
 use crate::tensor::{shape::fmt_shape, Tensor};
 
-/// What a communication statement does, with its numbers fixed at push.
+/// What a communication statement does, with its numbers fixed at push (see
+/// [`CommKind::numbered`]: a statement recorded in a graph is numbered afresh on every replay).
 #[derive(Clone, Debug)]
 pub(crate) enum CommKind {
     /// `y = allreduce(x)`.
     AllReduce { seq: u64 },
     /// `broadcast(x, root)`, or `y = broadcast(x, root)`.
     Broadcast { seq: u64, root: usize },
+    /// `y = reduce(x, root)`.
+    Reduce { seq: u64, root: usize },
+    /// `y = allgather(x)`.
+    AllGather { seq: u64 },
     /// `send(x, to)`.
     Send { to: usize, tag: u64 },
     /// `x = recv(from, shape...)`.
@@ -25,7 +30,43 @@ pub(crate) enum CommKind {
     },
 }
 
-/// One communication statement, ready to push.
+impl CommKind {
+    /// The same communication numbered as this rank's next one of its kind: the next
+    /// collective, or the next message to or from its peer. Every rank runs the same
+    /// statements, so every rank gives a communication the same number, whether it is pushed
+    /// by its statement or by a replay of a recorded graph.
+    pub(crate) fn numbered(self, counters: &mut CommCounters) -> CommKind {
+        match self {
+            CommKind::AllReduce { .. } => CommKind::AllReduce {
+                seq: counters.next_collective(),
+            },
+            CommKind::Broadcast { root, .. } => CommKind::Broadcast {
+                seq: counters.next_collective(),
+                root,
+            },
+            CommKind::Reduce { root, .. } => CommKind::Reduce {
+                seq: counters.next_collective(),
+                root,
+            },
+            CommKind::AllGather { .. } => CommKind::AllGather {
+                seq: counters.next_collective(),
+            },
+            CommKind::Send { to, .. } => CommKind::Send {
+                to,
+                tag: counters.next_send(to),
+            },
+            CommKind::Recv { from, shape, .. } => CommKind::Recv {
+                from,
+                tag: counters.next_recv(from),
+                shape,
+            },
+        }
+    }
+}
+
+/// One communication statement, ready to push (numbered), or recorded in a graph (numbered
+/// at each replay).
+#[derive(Clone)]
 pub(crate) struct CommOp {
     pub(crate) label: Arc<str>,
     pub(crate) line: u32,
@@ -39,6 +80,22 @@ pub(crate) struct CommOp {
 }
 
 impl CommOp {
+    /// This communication numbered as this rank's next of its kind (see [`CommKind::numbered`]).
+    pub(crate) fn numbered(mut self, counters: &mut CommCounters) -> CommOp {
+        self.kind = self.kind.numbered(counters);
+        self
+    }
+
+    /// What it reads: its input, if it has one.
+    pub(crate) fn inputs(&self) -> &[Arc<Slot>] {
+        self.input.as_slice()
+    }
+
+    /// What it writes: its output, if it has one.
+    pub(crate) fn outputs(&self) -> &[Arc<Slot>] {
+        self.output.as_slice()
+    }
+
     /// The asynchronous engine op: it reads the input, hands it to the communicator and
     /// returns; the communicator's callback stores the result and completes the op. Under the
     /// simulated engine it reports the bytes it moves as its cost.
@@ -66,6 +123,10 @@ impl CommOp {
             };
             let shape = match (&kind, &value) {
                 (CommKind::Recv { shape, .. }, _) => shape.clone(),
+                // Every rank's values, stacked: one row per rank.
+                (CommKind::AllGather { .. }, Some(value)) => std::iter::once(comm.size())
+                    .chain(value.shape().iter().copied())
+                    .collect(),
                 (_, Some(value)) => value.shape().to_vec(),
                 (_, None) => Vec::new(),
             };
@@ -81,6 +142,12 @@ impl CommOp {
                     root: *root,
                     data,
                 },
+                CommKind::Reduce { seq, root } => CommRequest::Reduce {
+                    seq: *seq,
+                    root: *root,
+                    data,
+                },
+                CommKind::AllGather { seq } => CommRequest::AllGather { seq: *seq, data },
                 CommKind::Send { to, tag } => CommRequest::Send {
                     to: *to,
                     tag: *tag,
@@ -158,14 +225,14 @@ fn store(
 }
 
 /// The bytes a communication moves over one rank's link: a ring allreduce sends 2(n-1)/n of
-/// the data; a broadcast, a send and a receive move it once.
+/// the data, a ring allgather (n-1)/n of what it gathers (`shape` is the gathered shape); a
+/// broadcast, a reduce, a send and a receive move it once.
 fn bytes_moved(kind: &CommKind, shape: &[usize], ranks: usize) -> f64 {
     let bytes = (shape.iter().product::<usize>() * std::mem::size_of::<f32>()) as f64;
+    let n = ranks.max(1) as f64;
     match kind {
-        CommKind::AllReduce { .. } => {
-            let n = ranks.max(1) as f64;
-            2.0 * (n - 1.0) / n * bytes
-        }
+        CommKind::AllReduce { .. } => 2.0 * (n - 1.0) / n * bytes,
+        CommKind::AllGather { .. } => (n - 1.0) / n * bytes,
         _ => bytes,
     }
 }

@@ -118,3 +118,51 @@ fn misuses_are_statement_errors_with_their_place() {
         "{error}"
     );
 }
+
+#[test]
+fn a_recorded_graph_posts_fresh_communications_on_every_replay() {
+    // Between the two replays, an allreduce of its own: every rank numbers it, and each
+    // replay's communications, alike, so that they match.
+    let script = "\
+x = ones(2) * (rank() + 1)
+total = zeros(2)
+graph step {
+  s = allreduce(x)
+  total = total + s
+  with rank = 0 { send(total, 1) }
+  with rank = 1 { r = recv(0, 2) ; total = total + r }
+}
+run step
+y = allreduce(x * 10)
+run step
+with bulk = 4 { run step }
+print total, y
+print step
+";
+    let outcomes = run_ranks(script, 2, Duration::from_secs(10));
+    let rank0 = outcomes[0].as_ref().unwrap();
+    assert!(rank0.starts_with("[9. 9.] [30. 30.]\n"), "{rank0}");
+    assert!(rank0.contains("graph step: 3 ops"), "{rank0}");
+    let rank1 = outcomes[1].as_ref().unwrap();
+    assert!(rank1.starts_with("[27. 27.] [30. 30.]\n"), "{rank1}");
+    assert!(rank1.contains("graph step: 4 ops"), "{rank1}");
+}
+
+#[test]
+fn priority_auto_records_communications_and_pushes_them_once() {
+    let script = "\
+x = ones(3) * (rank() + 1)
+priority auto {
+  a = allreduce(x)
+  b = a * 2
+  with rank = 0 { send(b, 1) }
+  with rank = 1 { c = recv(0, 3) }
+}
+s = allreduce(b)
+with rank = 1 { print c }
+with rank = 0 { print a, s }
+";
+    let outcomes = run_ranks(script, 2, Duration::from_secs(10));
+    assert_eq!(outcomes[0], Ok("[3. 3. 3.] [12. 12. 12.]\n".to_string()));
+    assert_eq!(outcomes[1], Ok("[6. 6. 6.]\n".to_string()));
+}

@@ -1,6 +1,8 @@
 //! The runner's communication statements: `y = allreduce(x)`, `broadcast(x, root)` (or
-//! `y = broadcast(x, root)`), `send(x, to)`, `x = recv(from, shape...)`, and `with rank = K`.
-//! Each pushes one asynchronous op (see `crate::comm`).
+//! `y = broadcast(x, root)`), `y = reduce(x, root)`, `y = allgather(x)`, `send(x, to)`,
+//! `x = recv(from, shape...)`, and `with rank = K`.
+//! Each pushes one asynchronous op (see `crate::comm`). Inside a recorded block (`graph`,
+//! `priority auto`) the op is recorded instead, and numbered afresh by every replay.
 
 use std::sync::Arc;
 
@@ -10,10 +12,18 @@ use grammar::ExprKind;
 use super::{Binding, CallParts, Compiled, Runner};
 use crate::comm::ops::{CommKind, CommOp};
 use crate::error::RunError;
+use crate::graph::RecordedOp;
 use crate::slot::Slot;
 
 /// The communication statements, by the name they are called with.
-const COMM_NAMES: [&str; 4] = ["allreduce", "broadcast", "send", "recv"];
+const COMM_NAMES: [&str; 6] = [
+    "allreduce",
+    "broadcast",
+    "reduce",
+    "allgather",
+    "send",
+    "recv",
+];
 
 impl Runner<'_> {
     /// The communication call `expr` is, if it is one (a user's function of that name wins).
@@ -41,7 +51,7 @@ impl Runner<'_> {
         let Some((func, args, kwargs)) = self.comm_call(value) else {
             return Ok(false);
         };
-        self.check_comm_call(stmt, func, kwargs)?;
+        self.check_comm_call(func, kwargs)?;
         let [target] = targets else {
             return Err(self.error(
                 stmt.span,
@@ -50,14 +60,15 @@ impl Runner<'_> {
             ));
         };
         let (kind, input) = match (func.text.as_str(), args) {
-            ("allreduce", [x]) => {
-                let seq = self.scope.comm_counters.next_collective();
-                (CommKind::AllReduce { seq }, Some(x))
+            ("allreduce", [x]) => (CommKind::AllReduce { seq: 0 }, Some(x)),
+            ("allgather", [x]) => (CommKind::AllGather { seq: 0 }, Some(x)),
+            ("reduce", [x, root]) => {
+                let root = self.rank_argument(root)?;
+                (CommKind::Reduce { seq: 0, root }, Some(x))
             }
             ("broadcast", [x, root]) => {
                 let root = self.rank_argument(root)?;
-                let seq = self.scope.comm_counters.next_collective();
-                (CommKind::Broadcast { seq, root }, Some(x))
+                (CommKind::Broadcast { seq: 0, root }, Some(x))
             }
             ("recv", [from, dims @ ..]) => {
                 let from = self.rank_argument(from)?;
@@ -65,8 +76,14 @@ impl Runner<'_> {
                     .iter()
                     .map(|dim| self.host_count(dim))
                     .collect::<Result<Vec<_>, _>>()?;
-                let tag = self.scope.comm_counters.next_recv(from);
-                (CommKind::Recv { from, tag, shape }, None)
+                (
+                    CommKind::Recv {
+                        from,
+                        tag: 0,
+                        shape,
+                    },
+                    None,
+                )
             }
             ("send", _) => {
                 return Err(self.error(
@@ -96,13 +113,12 @@ impl Runner<'_> {
         let Some((func, args, kwargs)) = self.comm_call(expr) else {
             return Ok(false);
         };
-        self.check_comm_call(stmt, func, kwargs)?;
+        self.check_comm_call(func, kwargs)?;
         match (func.text.as_str(), args) {
             ("send", [x, to]) => {
                 let to = self.rank_argument(to)?;
-                let tag = self.scope.comm_counters.next_send(to);
                 let input = self.comm_input(stmt, x)?;
-                self.push_comm(stmt, CommKind::Send { to, tag }, Some(input), None);
+                self.push_comm(stmt, CommKind::Send { to, tag: 0 }, Some(input), None);
             }
             (
                 "broadcast",
@@ -112,17 +128,16 @@ impl Runner<'_> {
                 }, root],
             ) => {
                 let root = self.rank_argument(root)?;
-                let seq = self.scope.comm_counters.next_collective();
                 let input = self.comm_input(stmt, x)?;
                 let output = self.target_slot(name)?;
                 self.push_comm(
                     stmt,
-                    CommKind::Broadcast { seq, root },
+                    CommKind::Broadcast { seq: 0, root },
                     Some(input),
                     Some(output),
                 );
             }
-            ("allreduce" | "recv" | "broadcast", _) => {
+            ("allreduce" | "recv" | "broadcast" | "reduce" | "allgather", _) => {
                 return Err(self.error(
                     expr.span,
                     format!(
@@ -144,23 +159,12 @@ impl Runner<'_> {
         Ok(rank == self.scope.comm.rank())
     }
 
-    /// Refuses a communication where it cannot run, or with keyword arguments.
+    /// Refuses a communication with keyword arguments.
     fn check_comm_call(
         &self,
-        stmt: &grammar::Stmt,
         func: &grammar::Name,
         kwargs: &[grammar::KeywordArg],
     ) -> Result<(), RunError> {
-        if self.recording.is_some() {
-            return Err(self.error(
-                stmt.span,
-                format!(
-                    "`{}` cannot be recorded in a graph: put it before or after the graph",
-                    func.text
-                ),
-                "inside a graph",
-            ));
-        }
         if let Some(kwarg) = kwargs.first() {
             return Err(self.error(
                 kwarg.span,
@@ -247,6 +251,12 @@ impl Runner<'_> {
             output,
             comm: self.scope.comm.clone(),
         };
+        if let Some(recording) = &mut self.recording {
+            // Numbered when a replay pushes it: each replay is a fresh communication.
+            recording.ops.push(RecordedOp::Comm(op));
+            return;
+        }
+        let op = op.numbered(self.scope.comm_counters);
         self.scope.push(op.into_spec());
         if let Some(temporary) = temporary {
             self.delete_slot(temporary);
@@ -259,6 +269,8 @@ fn comm_form(name: &str) -> &'static str {
     match name {
         "allreduce" => "allreduce(x)",
         "broadcast" => "broadcast(x, root)",
+        "reduce" => "reduce(x, root)",
+        "allgather" => "allgather(x)",
         "send" => "send(x, to)",
         _ => "recv(from, shape...), e.g. x = recv(0, 2, 3)",
     }

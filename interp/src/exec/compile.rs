@@ -149,8 +149,8 @@ impl Runner<'_> {
                             "clock_cycles is used in a loop: for i, j in clock_cycles(m, n) { ... }"
                                 .to_string()
                         }
-                        "allreduce" | "broadcast" | "recv" | "send" => format!(
-                            "{} is a statement of its own (x = allreduce(x), broadcast(x, root), send(x, to), x = recv(from, shape...)), not part of an expression",
+                        "allreduce" | "broadcast" | "reduce" | "allgather" | "recv" | "send" => format!(
+                            "{} is a statement of its own (x = allreduce(x), broadcast(x, root), y = reduce(x, root), y = allgather(x), send(x, to), x = recv(from, shape...)), not part of an expression",
                             func.text
                         ),
                         _ => return Err(self.unknown_name(func)),

@@ -10,6 +10,7 @@ use dep_grammar as grammar;
 use super::{Compiled, Pushed, Runner};
 use crate::bindings::Binding;
 use crate::compute::{ComputeOp, InputUses, PushableOp};
+use crate::graph::RecordedOp;
 use crate::slot::Slot;
 use crate::tensor;
 
@@ -137,7 +138,7 @@ impl Runner<'_> {
         if let Some(recording) = &mut self.recording {
             // Temporaries of a recorded statement are the graph's own buffers, released by
             // liveness on replay.
-            recording.ops.push(op);
+            recording.ops.push(RecordedOp::Compute(op));
             return None;
         }
         let label = op.label.clone();

@@ -188,7 +188,7 @@ impl Runner<'_> {
         body: &grammar::Block,
     ) -> Result<(), RunError> {
         let graph = self.record(stmt, body, true)?;
-        graph.run_with_upward_ranks(self.scope.engine);
+        graph.run_with_upward_ranks(self.scope.engine, self.scope.comm_counters);
         Ok(())
     }
 }
