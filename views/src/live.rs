@@ -15,7 +15,7 @@
 //! [`LiveView::text_with`] (the kernel's text fallback and the terminal's panels, each with its
 //! [`TextLayout`]).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::thread;
 
@@ -147,15 +147,16 @@ pub struct LiveFold {
     first_seq: u64,
     /// Every variable an op of the log reads or writes.
     touched: HashSet<engine::VarId>,
-    /// Each op's state in the log, by position (in push order).
-    states: Vec<engine::OpState>,
-    /// The positions of the ops the log has not seen finish.
-    unfinished: BTreeSet<usize>,
-    /// The positions of the first failed, skipped and cancelled ops, as many as a display
-    /// shows ([`MAX_OP_ROWS`]).
-    troubled: BTreeSet<usize>,
-    /// The positions of the latest done ops, as many as a display shows.
-    done: BTreeSet<usize>,
+    /// How many ops the log pushed.
+    n_pushed: usize,
+    /// The ops the log has not seen finish, by position (in push order): their state in the log.
+    unfinished: BTreeMap<usize, engine::OpState>,
+    /// The first failed, skipped and cancelled ops, as many as a display shows
+    /// ([`MAX_OP_ROWS`]), by position: their records, which a terminal's fold keeps after its
+    /// replay forgets them.
+    troubled: BTreeMap<usize, views::OpRecord>,
+    /// The latest done ops, as many as a display shows, by position, with their records.
+    done: BTreeMap<usize, views::OpRecord>,
     /// The ops of the log by state, by [`state_index`].
     n_by_state: [usize; STATES.len()],
     /// Whether the fold keeps every event, to draw the timeline (the kernel's display); the
@@ -172,17 +173,18 @@ impl LiveFold {
             next_seq: 0,
             first_seq: source.log.first_seq(),
             touched: HashSet::new(),
-            states: Vec::new(),
-            unfinished: BTreeSet::new(),
-            troubled: BTreeSet::new(),
-            done: BTreeSet::new(),
+            n_pushed: 0,
+            unfinished: BTreeMap::new(),
+            troubled: BTreeMap::new(),
+            done: BTreeMap::new(),
             n_by_state: [0; STATES.len()],
             timeline: true,
         }
     }
 
     /// A fold of nothing yet for a terminal's panel, which draws no timeline and so keeps only
-    /// op records: it reads `source`'s log from the next event on (the REPL's panel starts one
+    /// the records of the unfinished ops and of the finished ones it shows (its memory does not
+    /// grow with the run's ops): it reads `source`'s log from the next event on (the REPL's panel starts one
     /// whenever the engine is idle), or is fed by the log's one streaming reader through
     /// [`LiveFold::push`] (`dep run --watch`, whose recorder forgets what it read).
     pub fn from_now(source: &LiveSource) -> LiveFold {
@@ -282,37 +284,51 @@ impl LiveFold {
         let Some(position) = self.replay.push_event(event) else {
             return;
         };
-        let record = &self.replay.ops()[position];
+        let Some(record) = self.replay.op_at(position) else {
+            return;
+        };
         let state = record.state;
-        if position == self.states.len() {
+        if position == self.n_pushed {
             // A push.
             self.touched
                 .extend(record.reads.iter().chain(&record.writes).copied());
-            self.states.push(state);
-            self.unfinished.insert(position);
+            self.n_pushed += 1;
+            self.unfinished.insert(position, state);
             self.n_by_state[state_index(state)] += 1;
             return;
         }
-        let old = self.states[position];
-        if old == state || old.is_finished() {
+        // An op that finished keeps its state.
+        let Some(&old) = self.unfinished.get(&position) else {
+            return;
+        };
+        if old == state {
             return;
         }
-        self.states[position] = state;
         self.n_by_state[state_index(old)] -= 1;
         self.n_by_state[state_index(state)] += 1;
-        if state.is_finished() {
-            self.unfinished.remove(&position);
-            if state == engine::OpState::Done {
-                self.done.insert(position);
-                if self.done.len() > MAX_OP_ROWS {
-                    self.done.pop_first();
-                }
-            } else {
-                self.troubled.insert(position);
-                if self.troubled.len() > MAX_OP_ROWS {
-                    self.troubled.pop_last();
-                }
+        if !state.is_finished() {
+            self.unfinished.insert(position, state);
+            return;
+        }
+        self.unfinished.remove(&position);
+        if state == engine::OpState::Done {
+            self.done.insert(position, record.clone());
+            if self.done.len() > MAX_OP_ROWS {
+                self.done.pop_first();
             }
+        } else if self.troubled.len() < MAX_OP_ROWS {
+            // Positions come in push order but ops finish out of it: keep the first ones.
+            self.troubled.insert(position, record.clone());
+        } else if self
+            .troubled
+            .last_key_value()
+            .is_some_and(|(last, _)| *last > position)
+        {
+            self.troubled.insert(position, record.clone());
+            self.troubled.pop_last();
+        }
+        if !self.timeline {
+            self.replay.forget_finished();
         }
     }
 
@@ -327,7 +343,9 @@ impl LiveFold {
         finished: bool,
     ) -> LiveView {
         let replay = &self.replay;
-        let records = replay.ops();
+        // The ops the log pushed; a terminal's fold no longer holds the records of the finished
+        // ones it does not show.
+        let n_log = self.n_pushed;
         let time_range = replay.time_range();
         let first_ns = time_range.map_or(now_ns, |(first, _)| first);
         let last_ns = if finished {
@@ -338,7 +356,7 @@ impl LiveFold {
         let since_first = |ns: u64| ns.saturating_sub(first_ns);
         // Every op of the cell is an op of the log, with the snapshot's live state (and why it
         // waits) while the log has not seen it finish, or a live op the log has not shown yet,
-        // after those: position `records.len() + i` is `live_only[i]`. One pass over the live
+        // after those: position `n_log + i` is `live_only[i]`. One pass over the live
         // ops (the unfinished ones) says which are which, and how the states shown differ from
         // the log's.
         let mut n_by_state = self.n_by_state;
@@ -352,8 +370,10 @@ impl LiveFold {
                     live_only.push(op);
                 }
                 Some(position) => {
-                    let state = self.states[position];
-                    if !state.is_finished() && op.state != state {
+                    let Some(&state) = self.unfinished.get(&position) else {
+                        continue;
+                    };
+                    if op.state != state {
                         n_by_state[state_index(state)] -= 1;
                         n_by_state[state_index(op.state)] += 1;
                         if op.state.is_finished() {
@@ -363,7 +383,7 @@ impl LiveFold {
                 }
             }
         }
-        let n_ops = records.len() + live_only.len();
+        let n_ops = n_log + live_only.len();
         let counts: Vec<(engine::OpState, usize)> = STATES
             .into_iter()
             .zip(n_by_state)
@@ -391,7 +411,7 @@ impl LiveFold {
             let live_only = live_only
                 .iter()
                 .enumerate()
-                .map(|(index, op)| (records.len() + index, op.state));
+                .map(|(index, op)| (n_log + index, op.state));
             // The finished ops the log has not seen finish, and the live-only ones.
             let shown_finished = finished_since
                 .iter()
@@ -399,7 +419,7 @@ impl LiveFold {
                 .chain(live_only.clone().filter(|(_, state)| state.is_finished()));
             let unfinished = self
                 .unfinished
-                .iter()
+                .keys()
                 .copied()
                 .filter(|position| finished_since.iter().all(|(other, _)| other != position))
                 .take(MAX_OP_ROWS)
@@ -410,7 +430,7 @@ impl LiveFold {
                 );
             let mut troubled: Vec<usize> = self
                 .troubled
-                .iter()
+                .keys()
                 .take(MAX_OP_ROWS)
                 .copied()
                 .chain(
@@ -423,7 +443,7 @@ impl LiveFold {
             troubled.sort_unstable();
             let mut latest_done: Vec<usize> = self
                 .done
-                .iter()
+                .keys()
                 .rev()
                 .take(MAX_OP_ROWS)
                 .copied()
@@ -444,8 +464,12 @@ impl LiveFold {
         };
         let ops: Vec<views::FrameOp> = chosen
             .into_iter()
-            .map(|position| {
-                let mut op = match records.get(position) {
+            .filter_map(|position| {
+                let record = replay
+                    .op_at(position)
+                    .or_else(|| self.done.get(&position))
+                    .or_else(|| self.troubled.get(&position));
+                let mut op = match record {
                     Some(record) => {
                         let worker = record.worker.map(|worker| {
                             worker_names
@@ -458,11 +482,12 @@ impl LiveFold {
                             .flatten();
                         row_of(record, shown_live, worker)
                     }
-                    None => live_only[position - records.len()].clone(),
+                    // A live-only op (every op of the log chosen has a record).
+                    None => (*live_only.get(position.checked_sub(n_log)?)?).clone(),
                 };
                 op.started_ns = op.started_ns.map(since_first);
                 op.finished_ns = op.finished_ns.map(since_first);
-                op
+                Some(op)
             })
             .collect();
         let n_hidden = n_ops - ops.len();
@@ -989,6 +1014,62 @@ mod tests {
             .view(&source, true)
             .html(None)
             .contains("dep-timeline"));
+    }
+
+    /// A terminal's fold following a long run holds a bounded number of op records (issue 17),
+    /// and draws what a fold that keeps every record draws.
+    #[test]
+    fn a_terminal_fold_of_a_long_run_holds_few_records_and_draws_the_same() {
+        let log = Arc::new(engine::EventLog::new());
+        let engine = engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::Threaded,
+            threads: 2,
+            sink: Some(log.clone()),
+            ..engine::EngineConfig::default()
+        });
+        let source = LiveSource {
+            title: "long.dep".to_string(),
+            policy: engine::Policy::Threaded,
+            monitor: engine.monitor(),
+            log,
+            places: views::Places::default(),
+        };
+        let mut full = LiveFold::new(&source);
+        let mut terminal = LiveFold::from_now(&source);
+        let gated: Vec<engine::Var> = (0..4).map(|i| engine.new_var(format!("g{i}"))).collect();
+        let free: Vec<engine::Var> = (0..5).map(|i| engine.new_var(format!("f{i}"))).collect();
+        let mut most_held = 0;
+        for first in (1..10_000).step_by(500) {
+            push_mixed(&engine, &gated, &free, first, 500);
+            engine.wait_all();
+            terminal.read(&source, true);
+            most_held = most_held.max(terminal.replay.ops().len());
+        }
+        full.read(&source, true);
+        terminal.read(&source, true);
+        assert_eq!(full.replay.ops().len(), 10_000);
+        assert!(most_held < 2_048, "held {most_held} records");
+        assert!(terminal.replay.n_forgotten() > 8_000);
+        let worker_names = source.monitor.worker_names();
+        let live = views::Frame::from_snapshot(&source.monitor.snapshot(), &worker_names);
+        let now_ns = source.monitor.now_ns();
+        let draw = |fold: &LiveFold| {
+            fold.cell_view(
+                &source.title,
+                source.policy,
+                (&live, &worker_names),
+                now_ns,
+                true,
+            )
+        };
+        let (expected, drawn) = (draw(&full), draw(&terminal));
+        assert_eq!(drawn.heading, expected.heading);
+        assert_eq!(drawn.counts, expected.counts);
+        assert_eq!(drawn.frame, expected.frame);
+        assert_eq!(drawn.text(None), expected.text(None));
+        assert_eq!(drawn.n_ops(), 10_000);
+        assert!(drawn.count(engine::OpState::Failed) > 0);
+        assert_eq!(drawn.frame.ops.len(), MAX_OP_ROWS);
     }
 
     /// Mid-run, the live timeline counts a running op in its lane's busy share: a worker busy

@@ -27,6 +27,9 @@ use crate::util::describe_op_at;
 
 /// A finished (or partial) run, rebuilt from its events.
 ///
+/// The fewest records an ops-only replay holds before [`Replay::forget_finished`] forgets some.
+const MIN_FORGET: usize = 1024;
+
 /// Invariant: `table` has folded exactly `events`, and every edge goes from an earlier op to a
 /// later one (so push order is a topological order).
 #[derive(Clone, Debug)]
@@ -52,12 +55,18 @@ pub struct Replay {
 /// [`Replay::extend`]s so that old events are never folded again: no events, no queues, no
 /// edges.
 ///
-/// Invariant: `ops` is in push order and `op_index` maps each op's id to its position.
+/// Invariant: `ops` is in push order; `op_index` maps the id of each op in `ops` to its position
+/// (`base` plus its index in `ops`).
 #[derive(Clone, Debug, Default)]
 struct OpTable {
     var_names: BTreeMap<VarId, Arc<str>>,
     ops: Vec<OpRecord>,
     op_index: HashMap<OpId, usize>,
+    /// How many ops were forgotten from the front ([`Replay::forget_finished`]): the position of
+    /// `ops[0]`.
+    base: usize,
+    /// How many ops `ops` holds when [`Replay::forget_finished`] next looks for some to forget.
+    forget_at: usize,
     /// How many events were folded: the next one's index in the log.
     n_events: usize,
 }
@@ -232,6 +241,43 @@ impl Replay {
         }
     }
 
+    /// Forgets the records of the finished ops at the front of an ops-only replay (from
+    /// [`Replay::ops_only`]; a replay that keeps its events keeps every record), so that a
+    /// live panel following a long run holds about as many records as ops are unfinished, not
+    /// one per op of the run. Positions stay those of the whole run: [`Replay::ops`] then
+    /// starts at position [`Replay::n_forgotten`]. It looks at the front only when the table
+    /// has doubled since it last did, so its cost per op pushed is constant.
+    pub fn forget_finished(&mut self) {
+        let table = &mut self.table;
+        if self.keeps_events || table.ops.len() < table.forget_at.max(MIN_FORGET) {
+            return;
+        }
+        let n = table
+            .ops
+            .iter()
+            .take_while(|record| record.state.is_finished())
+            .count();
+        for record in table.ops.drain(..n) {
+            table.op_index.remove(&record.id);
+        }
+        table.base += n;
+        table.forget_at = 2 * table.ops.len();
+        table.ops.shrink_to(table.forget_at);
+        table.op_index.shrink_to(table.forget_at);
+    }
+
+    /// How many ops' records [`Replay::forget_finished`] forgot: the position of
+    /// `ops()[0]`.
+    pub fn n_forgotten(&self) -> usize {
+        self.table.base
+    }
+
+    /// The record of the op at `position` (in push order, over the whole run), unless it was
+    /// forgotten.
+    pub fn op_at(&self, position: usize) -> Option<&OpRecord> {
+        self.table.ops.get(position.checked_sub(self.table.base)?)
+    }
+
     /// The times of the first and the last event folded (the interpreter's bookkeeping left
     /// out), if any.
     pub fn time_range(&self) -> Option<(u64, u64)> {
@@ -380,7 +426,7 @@ impl Replay {
         self.table.var_name(var)
     }
 
-    /// Every op, in push order.
+    /// Every op, in push order (those after the [`Replay::n_forgotten`] ones).
     pub fn ops(&self) -> &[OpRecord] {
         &self.table.ops
     }
@@ -390,7 +436,8 @@ impl Replay {
         self.table.op(id)
     }
 
-    /// Where an op is in [`Replay::ops`] (its push number in this log), by id.
+    /// An op's position (its push number in this log), by id: its index in [`Replay::ops`]
+    /// after the [`Replay::n_forgotten`] ones; `None` for a forgotten op.
     pub fn op_position(&self, id: OpId) -> Option<usize> {
         self.table.op_index.get(&id).copied()
     }
@@ -652,7 +699,7 @@ impl OpTable {
                 device,
                 priority,
             } => {
-                let position = self.ops.len();
+                let position = self.base + self.ops.len();
                 self.op_index.insert(*op, position);
                 self.ops.push(OpRecord {
                     id: *op,
@@ -714,13 +761,15 @@ impl OpTable {
     /// Changes the record of `op`, when the table has one; returns its position.
     fn update(&mut self, op: OpId, change: impl FnOnce(&mut OpRecord)) -> Option<usize> {
         let position = *self.op_index.get(&op)?;
-        change(&mut self.ops[position]);
+        change(&mut self.ops[position - self.base]);
         Some(position)
     }
 
     /// One op by id.
     fn op(&self, id: OpId) -> Option<&OpRecord> {
-        self.op_index.get(&id).map(|&position| &self.ops[position])
+        self.op_index
+            .get(&id)
+            .map(|&position| &self.ops[position - self.base])
     }
 
     /// A variable's name (`v7` when no `VarCreated` event named it).
