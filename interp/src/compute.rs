@@ -161,26 +161,23 @@ impl ComputeOp {
                 run_on_gpu(index, plan, inputs, outputs, *update, rng.as_deref(), ctx)
                     .map_err(|error| error.message().to_string())
             }
-            (_, Some(pool)) => tensor::with_pool(pool, || {
-                run(
-                    plan,
-                    inputs,
-                    outputs,
-                    *update,
-                    rng.as_deref(),
-                    input_uses,
-                    ctx,
-                )
-            }),
-            (_, None) => run(
-                plan,
-                inputs,
-                outputs,
-                *update,
-                rng.as_deref(),
-                input_uses,
-                ctx,
-            ),
+            (_, pool) => {
+                let run_here = || {
+                    run(
+                        plan,
+                        inputs,
+                        outputs,
+                        *update,
+                        rng.as_deref(),
+                        input_uses,
+                        ctx,
+                    )
+                };
+                match pool {
+                    Some(pool) => tensor::with_pool(pool, run_here),
+                    None => run_here(),
+                }
+            }
         }
     }
 }
