@@ -12,6 +12,10 @@
 //! - an op's closure: taken once, by the thread that runs it;
 //! - an asynchronous op's completion: taken once, by the first of its handle's `complete` and
 //!   `drop` (see `completion.rs`); it releases the op's accesses like a synchronous op's end;
+//! - the naive policy's fast path (`run_unqueued`): an unobserved synchronous op whose accesses
+//!   would all be granted at once runs on the pushing thread while it holds its variables' locks
+//!   (taken in id order, as an append does), never entering the queues: a push from another
+//!   thread to one of them waits for it, as its queue entries would make that push's op wait;
 //! - the count of unfinished ops: an atomic; the idle mutex is touched only when it reaches zero
 //!   while a thread waits for everything, and by that thread.
 //!
@@ -484,6 +488,10 @@ impl Shared {
         accesses: AccessSet,
         work: Work,
     ) -> OpId {
+        let work = match self.run_unqueued(&label, line, &accesses, work) {
+            Ok(id) => return id,
+            Err(work) => work,
+        };
         let id = OpId(self.next_op.fetch_add(1, Ordering::Relaxed));
         self.n_unfinished.fetch_add(1, Ordering::AcqRel);
         let op = OpRef::new(OpBlock::new(
@@ -508,6 +516,90 @@ impl Shared {
             }
         }
         id
+    }
+
+    /// The naive engine's fast path: an unobserved synchronous op whose accesses would all be
+    /// granted at once (nothing queued on what it writes, no write queued on what it reads) runs
+    /// here and now, under its variables' locks, without entering their queues or getting an op
+    /// block. The queued path would run it on this thread at once too; holding the locks (taken in id order, as `append_accesses` does) keeps a push from
+    /// another thread behind it, as its queue entries would. Nothing is observed (no sink), so no
+    /// event goes missing; a snapshot taken meanwhile waits for the op. Gives the work back when
+    /// the op must take the queued path.
+    fn run_unqueued(
+        self: &Arc<Self>,
+        label: &Arc<str>,
+        line: u32,
+        accesses: &AccessSet,
+        work: Work,
+    ) -> Result<OpId, Work> {
+        /// Ops with up to this many accesses (nearly all) take the fast path.
+        const ON_STACK: usize = 4;
+        if self.policy != Policy::Naive
+            || self.sink.is_some()
+            || !matches!(work, Work::Run(_) | Work::Shared(_))
+            || accesses.len() > ON_STACK
+        {
+            return Err(work);
+        }
+        let mut guards: [Option<MutexGuard<'_, VarState>>; ON_STACK] = Default::default();
+        for &index in &accesses.lock_order {
+            let state = lock(&accesses.var_at(index).0.state);
+            if !state.queue.would_grant(index >= accesses.reads.len()) {
+                return Err(work);
+            }
+            guards[index] = Some(state);
+        }
+        let id = OpId(self.next_op.fetch_add(1, Ordering::Relaxed));
+        self.n_unfinished.fetch_add(1, Ordering::AcqRel);
+        let n_reads = accesses.reads.len();
+        let guards = &mut guards[..accesses.len()];
+        let outcome = if id.0 < self.cancel_below.load(Ordering::Acquire) {
+            Outcome::Cancelled(Arc::new(OpError {
+                label: label.clone(),
+                line,
+                message: "cancelled before it started".to_string(),
+                cancelled: true,
+            }))
+        } else if let Some(error) = guards[..n_reads + accesses.n_read_writes]
+            .iter()
+            .find_map(|state| state.as_ref().and_then(|state| state.error.clone()))
+        {
+            Outcome::Skipped(error)
+        } else {
+            let result = catch_unwind(AssertUnwindSafe(|| match work {
+                Work::Shared(body) => body.run(&self.op_context()),
+                Work::Run(exec) => exec(),
+                Work::Async(_) | Work::Wait(_) | Work::Delete(_) => {
+                    Err("the engine ran bookkeeping as a plain op".to_string())
+                }
+            }));
+            match result {
+                Ok(Ok(())) => Outcome::Ok,
+                Ok(Err(message)) => Outcome::Failed(error_at(label, line, message)),
+                Err(payload) => {
+                    Outcome::Failed(error_at(label, line, panic_message(payload.as_ref())))
+                }
+            }
+        };
+        if let Outcome::Failed(error) = &outcome {
+            lock(&self.failures).push(error.clone());
+        }
+        let error = outcome.error();
+        for (index, state) in guards.iter_mut().enumerate().skip(n_reads) {
+            let Some(state) = state else { continue };
+            state.version += 1;
+            if state.error.is_some() || error.is_some() {
+                state.error = error.cloned();
+                accesses
+                    .var_at(index)
+                    .0
+                    .has_error
+                    .store(error.is_some(), Ordering::Release);
+            }
+        }
+        guards.iter_mut().for_each(|guard| *guard = None);
+        self.count_finished();
+        Ok(id)
     }
 
     /// Appends the op's accesses to its variables' queues, reads then writes; returns how many
@@ -722,6 +814,11 @@ impl Shared {
                 self.emit_structural(|| EventKind::VarDeleted { var: var.id() });
             }
         }
+        self.count_finished();
+    }
+
+    /// Counts an op finished, waking `wait_all` when it was the last.
+    fn count_finished(&self) {
         // The fence pairs with `wait_all`'s: either it sees zero unfinished ops, or this sees it
         // waiting. (SeqCst accesses alone do not order a store before a later load of another
         // variable in loom's model, which finds the lost wake-up; the fences do.)
@@ -1047,9 +1144,14 @@ fn first_read_error(op: &OpBlock) -> Option<Arc<OpError>> {
 
 /// The error of `op` failing with `message`.
 fn op_error(op: &OpBlock, message: String) -> Arc<OpError> {
+    error_at(&op.label, op.line, message)
+}
+
+/// The error of the op labelled `label`, at `line`, failing with `message`.
+fn error_at(label: &Arc<str>, line: u32, message: String) -> Arc<OpError> {
     Arc::new(OpError {
-        label: op.label.clone(),
-        line: op.line,
+        label: label.clone(),
+        line,
         message,
         cancelled: false,
     })

@@ -172,6 +172,16 @@ impl<T: Clone + PartialEq> VarQueue<T> {
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+
+    /// Whether an access appended now would be granted at once: a write when nothing is
+    /// pending, a read when no write is.
+    pub(crate) fn would_grant(&self, write: bool) -> bool {
+        if write {
+            self.entries.is_empty()
+        } else {
+            self.n_writes == 0
+        }
+    }
 }
 
 #[cfg(test)]

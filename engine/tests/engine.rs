@@ -321,7 +321,14 @@ fn an_op_that_reads_and_writes_an_errored_variable_is_skipped() {
 
 #[test]
 fn push_is_safe_from_several_threads() {
-    let engine = Arc::new(engine(Policy::Threaded, 2));
+    // The naive engine runs each op on its pushing thread: four threads push at once.
+    for policy in [Policy::Threaded, Policy::Naive] {
+        pushes_from_several_threads(policy);
+    }
+}
+
+fn pushes_from_several_threads(policy: Policy) {
+    let engine = Arc::new(engine(policy, 2));
     let counter = engine.new_var("counter");
     let value = Arc::new(Mutex::new(0u64));
     let threads: Vec<_> = (0..4)
@@ -351,6 +358,60 @@ fn push_is_safe_from_several_threads() {
     assert_eq!(*value.lock().unwrap(), 4000);
     assert!(engine.take_failures().is_empty());
     assert_eq!(counter.version(), 4000);
+}
+
+/// The naive engine runs an op at once, outside the variables' queues, only when nothing it
+/// would wait behind is queued: an op behind an unfinished asynchronous write waits for it, while
+/// an op on other variables, and a read beside a read, run at once.
+#[test]
+fn a_naive_op_behind_a_pending_access_waits_for_it() {
+    let engine = engine(Policy::Naive, 1);
+    let (a, b, c) = (
+        engine.new_var("a"),
+        engine.new_var("b"),
+        engine.new_var("c"),
+    );
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let record = |name: &'static str| {
+        let order = order.clone();
+        move || {
+            order.lock().unwrap().push(name);
+            Ok(())
+        }
+    };
+    let (handles, pending) = std::sync::mpsc::channel();
+    engine.push(
+        OpSpec::new_async("write a later", move |_, handle| {
+            handles.send(handle).unwrap();
+        })
+        .writes(&[a.clone()]),
+    );
+    let (readers, pending_read) = std::sync::mpsc::channel();
+    engine.push(
+        OpSpec::new_async("read c later", move |_, handle| {
+            readers.send(handle).unwrap();
+        })
+        .reads(&[c.clone()]),
+    );
+    engine.push(
+        OpSpec::new("b = a", record("b = a"))
+            .reads(&[a.clone()])
+            .writes(&[b.clone()]),
+    );
+    engine.push(OpSpec::new("peek c", record("peek c")).reads(&[c.clone()]));
+    engine.push(OpSpec::new("c += 1", record("c += 1")).writes(&[c.clone()]));
+    engine.push(OpSpec::new("read c", record("read c")).reads(&[c.clone()]));
+    engine.push(OpSpec::new("b2", record("b2")).writes(&[engine.new_var("b2")]));
+    assert_eq!(*order.lock().unwrap(), ["peek c", "b2"]);
+    pending_read.recv().unwrap().complete(Ok(()));
+    assert_eq!(*order.lock().unwrap(), ["peek c", "b2", "c += 1", "read c"]);
+    pending.recv().unwrap().complete(Ok(()));
+    engine.wait_all();
+    assert_eq!(
+        *order.lock().unwrap(),
+        ["peek c", "b2", "c += 1", "read c", "b = a"]
+    );
+    assert_eq!((a.version(), b.version(), c.version()), (1, 1, 1));
 }
 
 /// Op 1 reads A and writes B, op 2 reads B and writes A, pushed at the same moment from two
