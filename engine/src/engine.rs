@@ -35,13 +35,14 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
-use crate::accesses::AccessSet;
+use crate::accesses::{AccessSet, Accesses};
 use crate::completion::{self, Ending, OpCompletion};
 use crate::config::{EngineConfig, Policy};
 use crate::device_time::DeviceClock;
 use crate::event::{Event, EventKind, EventSink, Push};
 use crate::op::{
-    AsyncOpFn, OpBlock, OpContext, OpError, OpId, OpRef, OpSpec, OpState, Outcome, Signal, Work,
+    AsyncOpFn, OpBlock, OpBody, OpContext, OpError, OpId, OpRef, OpSpec, OpState, Outcome, Signal,
+    Work,
 };
 use crate::ready_queue::{runs_before, Group};
 use crate::sim::{self as simulation, Cost, SimDevice, Simulator};
@@ -117,6 +118,30 @@ impl std::fmt::Debug for Var {
 pub struct Engine {
     shared: Arc<Shared>,
 }
+
+/// A shared op to push by reference ([`Engine::push_shared`]): its label, line, placement,
+/// body and accesses, all borrowed from whoever keeps the op to push again.
+pub struct SharedOp<'a> {
+    /// The label shown in views and errors.
+    pub label: &'a Arc<str>,
+    /// The source line (0 when none).
+    pub line: u32,
+    /// Where it runs.
+    pub device: Device,
+    /// Its priority among ready ops.
+    pub priority: i32,
+    /// What it runs.
+    pub body: &'a Arc<dyn OpBody>,
+    /// What it reads and writes.
+    pub accesses: &'a AccessSet,
+}
+
+/// The most accesses an op run by the naive fast path has (nearly all ops): their locks stay on
+/// the stack.
+const FAST_ACCESSES: usize = 4;
+
+/// The locks the naive fast path holds while its op runs, by access index.
+type FastGuards<'a> = [Option<MutexGuard<'a, VarState>>; FAST_ACCESSES];
 
 /// The most worker groups an engine can have: the CPU, the copy workers, the GPUs and the network.
 const N_GROUP_SLOTS: usize = 3 + crate::device::MAX_GPUS as usize;
@@ -253,6 +278,27 @@ impl Engine {
             spec.priority,
             accesses,
             spec.work,
+        )
+    }
+
+    /// Pushes a shared op by reference: what `push` of `OpSpec::shared(...).access_set(...)`
+    /// does, cloning the op's parts only when it must wait in the queues (the naive engine runs
+    /// an unobserved op that waits for nothing at once, and then needs no copy of them).
+    pub fn push_shared(&self, op: SharedOp<'_>) -> OpId {
+        if let Some(guards) = self.shared.lock_if_grantable(op.accesses) {
+            return self
+                .shared
+                .run_granted(op.label, op.line, op.accesses, guards, || {
+                    op.body.run(&self.shared.op_context())
+                });
+        }
+        self.shared.push_block(
+            op.label.clone(),
+            op.line,
+            op.device,
+            op.priority,
+            op.accesses.clone(),
+            Work::Shared(op.body.clone()),
         )
     }
 
@@ -521,10 +567,11 @@ impl Shared {
     /// The naive engine's fast path: an unobserved synchronous op whose accesses would all be
     /// granted at once (nothing queued on what it writes, no write queued on what it reads) runs
     /// here and now, under its variables' locks, without entering their queues or getting an op
-    /// block. The queued path would run it on this thread at once too; holding the locks (taken in id order, as `append_accesses` does) keeps a push from
-    /// another thread behind it, as its queue entries would. Nothing is observed (no sink), so no
-    /// event goes missing; a snapshot taken meanwhile waits for the op. Gives the work back when
-    /// the op must take the queued path.
+    /// block. The queued path would run it on this thread at once too; holding the locks (taken
+    /// in id order, as `append_accesses` does) keeps a push from another thread behind it, as its
+    /// queue entries would. Nothing is observed (no sink), so no event goes missing; a snapshot
+    /// taken meanwhile waits for the op. Gives the work back when the op must take the queued
+    /// path.
     fn run_unqueued(
         self: &Arc<Self>,
         label: &Arc<str>,
@@ -532,23 +579,52 @@ impl Shared {
         accesses: &AccessSet,
         work: Work,
     ) -> Result<OpId, Work> {
-        /// Ops with up to this many accesses (nearly all) take the fast path.
-        const ON_STACK: usize = 4;
-        if self.policy != Policy::Naive
-            || self.sink.is_some()
-            || !matches!(work, Work::Run(_) | Work::Shared(_))
-            || accesses.len() > ON_STACK
-        {
+        if !matches!(work, Work::Run(_) | Work::Shared(_)) {
             return Err(work);
         }
-        let mut guards: [Option<MutexGuard<'_, VarState>>; ON_STACK] = Default::default();
+        let Some(guards) = self.lock_if_grantable(accesses) else {
+            return Err(work);
+        };
+        Ok(
+            self.run_granted(label, line, accesses, guards, || match work {
+                Work::Shared(body) => body.run(&self.op_context()),
+                Work::Run(exec) => exec(),
+                Work::Async(_) | Work::Wait(_) | Work::Delete(_) => {
+                    Err("the engine ran bookkeeping as a plain op".to_string())
+                }
+            }),
+        )
+    }
+
+    /// The locks of `accesses`' variables, taken in id order, when the fast path may run the op
+    /// now (see [`Self::run_unqueued`]): the naive policy, no sink, a handful of accesses, each
+    /// grantable at once.
+    fn lock_if_grantable<'a>(&self, accesses: &'a Accesses) -> Option<FastGuards<'a>> {
+        if self.policy != Policy::Naive || self.sink.is_some() || accesses.len() > FAST_ACCESSES {
+            return None;
+        }
+        let mut guards: FastGuards<'a> = Default::default();
         for &index in &accesses.lock_order {
             let state = lock(&accesses.var_at(index).0.state);
             if !state.queue.would_grant(index >= accesses.reads.len()) {
-                return Err(work);
+                return None;
             }
             guards[index] = Some(state);
         }
+        Some(guards)
+    }
+
+    /// Runs an op whose variables `guards` holds locked (see [`Self::run_unqueued`]) as a push
+    /// and its whole run: numbered, refused when cancelled or reading an error, its failure
+    /// reported and its writes counted, then unlocked.
+    fn run_granted(
+        &self,
+        label: &Arc<str>,
+        line: u32,
+        accesses: &Accesses,
+        mut guards: FastGuards<'_>,
+        run: impl FnOnce() -> Result<(), String>,
+    ) -> OpId {
         let id = OpId(self.next_op.fetch_add(1, Ordering::Relaxed));
         self.n_unfinished.fetch_add(1, Ordering::AcqRel);
         let n_reads = accesses.reads.len();
@@ -566,14 +642,7 @@ impl Shared {
         {
             Outcome::Skipped(error)
         } else {
-            let result = catch_unwind(AssertUnwindSafe(|| match work {
-                Work::Shared(body) => body.run(&self.op_context()),
-                Work::Run(exec) => exec(),
-                Work::Async(_) | Work::Wait(_) | Work::Delete(_) => {
-                    Err("the engine ran bookkeeping as a plain op".to_string())
-                }
-            }));
-            match result {
+            match catch_unwind(AssertUnwindSafe(run)) {
                 Ok(Ok(())) => Outcome::Ok,
                 Ok(Err(message)) => Outcome::Failed(error_at(label, line, message)),
                 Err(payload) => {
@@ -599,7 +668,7 @@ impl Shared {
         }
         guards.iter_mut().for_each(|guard| *guard = None);
         self.count_finished();
-        Ok(id)
+        id
     }
 
     /// Appends the op's accesses to its variables' queues, reads then writes; returns how many

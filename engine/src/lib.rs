@@ -68,7 +68,7 @@ pub use crate::{
     config::{parse_threads, EngineConfig, Policy},
     device::{Device, MAX_GPUS},
     device_time::DeviceClock,
-    engine::{current_lane, Engine, Monitor, Var, VarId, CALLER_WORKER},
+    engine::{current_lane, Engine, Monitor, SharedOp, Var, VarId, CALLER_WORKER},
     event::{Event, EventKind, EventLog, EventSink, Push},
     memory::{MemoryMeter, MemoryStats},
     op::{AsyncOpFn, OpBody, OpContext, OpError, OpFn, OpId, OpSpec, OpState, Outcome},

@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dep_engine::{
-    Device, DeviceClock, Engine, EngineConfig, EventKind, EventLog, OpSpec, OpState, Policy, Var,
+    AccessSet, Device, DeviceClock, Engine, EngineConfig, EventKind, EventLog, OpBody, OpContext,
+    OpSpec, OpState, Policy, SharedOp, Var,
 };
 use rand::{Rng, SeedableRng};
 
@@ -287,6 +288,61 @@ fn errors_propagate_skip_and_clear() {
         );
         assert!(engine.wait_var(&b).is_ok(), "{name}");
         assert!(a.error().is_none());
+    }
+}
+
+/// A body that adds one to a counter, or fails when told.
+struct AddOne(Arc<AtomicUsize>, bool);
+
+impl OpBody for AddOne {
+    fn run(&self, _: &OpContext) -> Result<(), String> {
+        if self.1 {
+            return Err("bad".to_string());
+        }
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// An op pushed by reference (`push_shared`, a statement kept in a loop) runs, fails, skips its
+/// readers and counts its writes as a pushed `OpSpec` does, queued or not.
+#[test]
+fn a_shared_op_pushed_by_reference_runs_as_a_pushed_spec_does() {
+    for (name, engine) in all_engines() {
+        let (a, b) = (engine.new_var("A"), engine.new_var("B"));
+        let count = Arc::new(AtomicUsize::new(0));
+        let (label, bad_label): (Arc<str>, Arc<str>) = ("A += 1".into(), "A = bad".into());
+        let add: Arc<dyn OpBody> = Arc::new(AddOne(count.clone(), false));
+        let bad: Arc<dyn OpBody> = Arc::new(AddOne(count.clone(), true));
+        let writes_a = AccessSet::new(vec![a.clone()], vec![a.clone()]);
+        let a_to_b = AccessSet::new(vec![a.clone()], vec![b.clone()]);
+        let push = |label, body, accesses| {
+            engine.push_shared(SharedOp {
+                label,
+                line: 3,
+                device: Device::Cpu,
+                priority: 0,
+                body,
+                accesses,
+            })
+        };
+        for _ in 0..100 {
+            push(&label, &add, &writes_a);
+        }
+        push(&label, &add, &a_to_b);
+        engine.wait_all();
+        assert_eq!(count.load(Ordering::SeqCst), 101, "{name}");
+        assert_eq!((a.version(), b.version()), (100, 1), "{name}");
+        push(&bad_label, &bad, &writes_a);
+        push(&label, &add, &a_to_b);
+        let error = engine.wait_var(&b).unwrap_err();
+        assert_eq!((error.label.as_ref(), error.line), ("A = bad", 3), "{name}");
+        assert_eq!(
+            count.load(Ordering::SeqCst),
+            101,
+            "{name}: a skipped op ran"
+        );
+        assert_eq!(engine.take_failures().len(), 1, "{name}");
     }
 }
 

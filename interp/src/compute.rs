@@ -73,10 +73,12 @@ impl InputUses {
 
 /// A compute op ready to push any number of times: the op, shared by every push, and its
 /// accesses normalized once. A statement in a loop is compiled into one of these and pushed again
-/// on every iteration for a few reference counts (see `statement_cache`).
+/// on every iteration by reference (see `statement_cache`, `engine::Engine::push_shared`).
 #[derive(Clone)]
 pub(crate) struct PushableOp {
     op: Arc<ComputeOp>,
+    /// `op`, as the engine runs it.
+    body: Arc<dyn engine::OpBody>,
     accesses: engine::AccessSet,
 }
 
@@ -84,8 +86,10 @@ impl PushableOp {
     /// Makes `op` pushable: computes its accesses.
     pub(crate) fn new(op: ComputeOp) -> PushableOp {
         let (reads, writes) = op.accesses();
+        let op = Arc::new(op);
         PushableOp {
-            op: Arc::new(op),
+            body: op.clone(),
+            op,
             accesses: engine::AccessSet::new(reads, writes),
         }
     }
@@ -95,16 +99,18 @@ impl PushableOp {
         &self.op
     }
 
-    /// The engine op for one push, labelled `label` (the statement's label now: the same op
-    /// may be shown differently on each push): reads the inputs (and the generator), writes the
-    /// outputs (and the generator), computing on the host with no buffer pool.
-    pub(crate) fn spec(&self, label: Arc<str>) -> engine::OpSpec {
-        let body: Arc<dyn engine::OpBody> = self.op.clone();
-        engine::OpSpec::shared(label, body)
-            .access_set(self.accesses.clone())
-            .line(self.op.line)
-            .priority(self.op.priority)
-            .device(self.op.device)
+    /// The engine op for one push, labelled with the statement's text as compiled: reads the
+    /// inputs (and the generator), writes the outputs (and the generator), computing on the
+    /// host with no buffer pool.
+    pub(crate) fn shared_op(&self) -> engine::SharedOp<'_> {
+        engine::SharedOp {
+            label: &self.op.label,
+            line: self.op.line,
+            device: self.op.device,
+            priority: self.op.priority,
+            body: &self.body,
+            accesses: &self.accesses,
+        }
     }
 }
 

@@ -250,7 +250,7 @@ impl Graph {
         }
         if let Some((_, segments)) = &self.segments {
             for segment in segments {
-                engine.push(segment.spec(counters));
+                segment.push(engine, counters);
             }
         }
         self.runs += 1;

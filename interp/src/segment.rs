@@ -36,11 +36,13 @@ pub(crate) enum Segment {
 /// Recorded computations and releases as one engine op, pushed again on every run for a few
 /// reference counts: its accesses are normalized once and its body is shared by every push.
 pub(crate) struct StepsSegment {
+    label: Arc<str>,
     line: u32,
     device: engine::Device,
     priority: i32,
     accesses: engine::AccessSet,
-    body: Arc<SegmentBody>,
+    /// A [`SegmentBody`].
+    body: Arc<dyn engine::OpBody>,
 }
 
 /// What a segment runs: its steps, with where allocations come from (`pool`), where releases
@@ -242,6 +244,7 @@ impl SegmentBuilder {
             failed,
         } = self.context.clone();
         self.segments.push(Segment::Steps(StepsSegment {
+            label: label.clone(),
             line,
             device: self.open_device,
             priority: if priority == i32::MIN { 0 } else { priority },
@@ -272,19 +275,23 @@ fn bulk_label(labels: &[&Arc<str>]) -> String {
 }
 
 impl Segment {
-    /// The engine op that runs this segment once; a communication takes its numbers from
-    /// `counters`.
-    pub(crate) fn spec(&self, counters: &mut CommCounters) -> engine::OpSpec {
+    /// Pushes the engine op that runs this segment once (a recorded computation by reference,
+    /// see `engine::Engine::push_shared`); a communication takes its numbers from `counters`.
+    pub(crate) fn push(&self, engine: &engine::Engine, counters: &mut CommCounters) {
         match self {
             Segment::Steps(steps) => {
-                let body: Arc<dyn engine::OpBody> = steps.body.clone();
-                engine::OpSpec::shared(steps.body.label.clone(), body)
-                    .access_set(steps.accesses.clone())
-                    .line(steps.line)
-                    .priority(steps.priority)
-                    .device(steps.device)
+                engine.push_shared(engine::SharedOp {
+                    label: &steps.label,
+                    line: steps.line,
+                    device: steps.device,
+                    priority: steps.priority,
+                    body: &steps.body,
+                    accesses: &steps.accesses,
+                });
             }
-            Segment::Comm(op) => op.clone().numbered(counters).into_spec(),
+            Segment::Comm(op) => {
+                engine.push(op.clone().numbered(counters).into_spec());
+            }
         }
     }
 }

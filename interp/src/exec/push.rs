@@ -44,8 +44,7 @@ impl Runner<'_> {
         }
         // A kept statement reads no loop counter and writes no `set` slot, so its label has
         // nothing of the iteration to add (`op_label`): the statement's text, as compiled.
-        let spec = op.spec(op.op().label.clone());
-        self.scope.push(spec);
+        self.scope.push_shared(op.shared_op());
         true
     }
 
@@ -141,9 +140,8 @@ impl Runner<'_> {
             recording.ops.push(RecordedOp::Compute(op));
             return None;
         }
-        let label = op.label.clone();
         let op = PushableOp::new(op);
-        self.scope.push(op.spec(label));
+        self.scope.push_shared(op.shared_op());
         let had_temporaries = !temporaries.is_empty();
         for temporary in temporaries {
             self.delete_slot(temporary);

@@ -67,6 +67,13 @@ impl Scope<'_> {
         self.engine.push(spec)
     }
 
+    /// Pushes a shared op by reference (see `engine::Engine::push_shared`), after waiting for
+    /// room as [`Self::push`] does.
+    pub(crate) fn push_shared(&self, op: engine::SharedOp<'_>) -> engine::OpId {
+        self.wait_for_backlog();
+        self.engine.push_shared(op)
+    }
+
     /// Waits while the engine has too many unfinished ops, or the event log too many events
     /// its streaming reader has not read (see `backlog`), or until the user interrupts.
     pub(crate) fn wait_for_backlog(&self) {
