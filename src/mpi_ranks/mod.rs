@@ -17,7 +17,8 @@
 //! copy); one that completes while others are still in flight is copied out at once, so that
 //! no op waits for another's transfer. The tensors sent go back to the pool once no variable
 //! holds them: a chain of `x = allreduce(x)` moves its values through two buffers, copying
-//! nothing outside MPI.
+//! nothing outside MPI. While requests stay in flight back to back an epoch does not end, and
+//! the tensors it sent stay alive until it does (the next moment with nothing in flight).
 //!
 //! Pace: the thread spins on MPI and its inbox briefly after each progress, then sleeps on its
 //! inbox (see [`pace`]).
