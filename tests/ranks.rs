@@ -262,12 +262,23 @@ mod mpi {
     use std::process::Command;
     use std::time::{Duration, Instant};
 
+    use super::{alone, gathered_reference, recorded_reference, GATHERED, RECORDED};
     use super::{
         assert_close, assert_rank_views, communications_reference, data_parallel, COMMUNICATIONS,
         FAILED_INPUT, VIEW_FLAGS,
     };
-    use super::{gathered_reference, recorded_reference, GATHERED, RECORDED};
     use crate::util::{dep_binary, repo_root, Run, TestDir};
+
+    /// A chain of in-place allreduces of a large vector, whose buffers the MPI progress thread
+    /// hands over and reuses, beside a variable that still shares the chain's first value: that
+    /// one keeps its values, and its own allreduce sums them.
+    const CHAINED: &str = "\
+x = ones(300000) * (rank() + 1)
+y = x
+for i in 0..3 { x = allreduce(x) }
+z = allreduce(y)
+print sum(x), sum(y), sum(z)
+";
 
     /// `mpirun -n N dep run SCRIPT ARGS...` in `dir`, killed after 60 s (`timeout`), with
     /// `env` set for every rank.
@@ -314,6 +325,27 @@ mod mpi {
                 started.elapsed() < Duration::from_secs(30),
                 "{n} ranks took {:?}",
                 started.elapsed()
+            );
+        }
+    }
+
+    #[test]
+    fn chained_allreduces_reuse_no_buffer_a_variable_still_holds_on_2_and_4_ranks() {
+        let dir = TestDir::new();
+        for n in [2usize, 4] {
+            let sum = n * (n + 1) / 2;
+            let reference = alone(
+                &dir,
+                &format!(
+                    "print sum(ones(300000) * {}), sum(ones(300000)), sum(ones(300000) * {sum})\n",
+                    n * n * sum
+                ),
+            );
+            let run = mpirun(&dir, n, CHAINED, &[], &[]).expect_code(0);
+            assert_eq!(
+                run.stdout, reference,
+                "{n} ranks\n--- stderr\n{}",
+                run.stderr
             );
         }
     }

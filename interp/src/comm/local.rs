@@ -252,20 +252,28 @@ impl Communicator for LocalRanks {
         if let Some(reason) = ended {
             return done(Err(format!("the job ended: {reason}")));
         }
+        // The mailboxes keep values apart from the sender's tensor, which may change later.
         let deliveries = match request {
             CommRequest::AllReduce { seq, data } => {
-                self.join_collective(seq, CollectiveKind::AllReduce, data, done)
+                self.join_collective(seq, CollectiveKind::AllReduce, data.data().to_vec(), done)
             }
-            CommRequest::Broadcast { seq, root, data } => {
-                self.join_collective(seq, CollectiveKind::Broadcast(root), data, done)
-            }
-            CommRequest::Reduce { seq, root, data } => {
-                self.join_collective(seq, CollectiveKind::Reduce(root), data, done)
-            }
+            CommRequest::Broadcast { seq, root, data } => self.join_collective(
+                seq,
+                CollectiveKind::Broadcast(root),
+                data.data().to_vec(),
+                done,
+            ),
+            CommRequest::Reduce { seq, root, data } => self.join_collective(
+                seq,
+                CollectiveKind::Reduce(root),
+                data.data().to_vec(),
+                done,
+            ),
             CommRequest::AllGather { seq, data } => {
-                self.join_collective(seq, CollectiveKind::AllGather, data, done)
+                self.join_collective(seq, CollectiveKind::AllGather, data.data().to_vec(), done)
             }
             CommRequest::Send { to, tag, data } => {
+                let data = data.data().to_vec();
                 let key = (self.rank, to, tag);
                 let mut state = self.lock();
                 let delivered = match state.receivers.remove(&key) {
@@ -387,7 +395,13 @@ fn expire_loop(shared: &Arc<Shared>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tensor::Tensor;
     use std::sync::mpsc;
+
+    /// A vector of `data`, as a communication's input.
+    fn values(data: Vec<f32>) -> Tensor {
+        Tensor::from_vec(vec![data.len()], data).expect("a vector of its own length")
+    }
 
     fn started(
         comm: &LocalRanks,
@@ -408,7 +422,7 @@ mod tests {
         let ranks = LocalRanks::group(3, Duration::from_secs(5));
         let mut waiting = Vec::new();
         for (rank, comm) in ranks.iter().enumerate() {
-            let data = vec![rank as f32, 10.0];
+            let data = values(vec![rank as f32, 10.0]);
             waiting.push(started(comm, CommRequest::AllReduce { seq: 0, data }));
             if rank < 2 {
                 assert!(
@@ -429,7 +443,7 @@ mod tests {
             &comm,
             CommRequest::AllReduce {
                 seq: 0,
-                data: vec![1.5],
+                data: values(vec![1.5]),
             },
         );
         assert_eq!(rx.try_recv().unwrap(), Ok(vec![1.5]));
@@ -444,7 +458,7 @@ mod tests {
             CommRequest::Send {
                 to: 1,
                 tag: 0,
-                data: vec![1.0],
+                data: values(vec![1.0]),
             },
         );
         assert_eq!(sent.recv().unwrap(), Ok(vec![]));
@@ -453,7 +467,7 @@ mod tests {
             CommRequest::Send {
                 to: 1,
                 tag: 1,
-                data: vec![2.0],
+                data: values(vec![2.0]),
             },
         );
         assert_eq!(sent.recv().unwrap(), Ok(vec![]));
@@ -470,7 +484,7 @@ mod tests {
             CommRequest::Broadcast {
                 seq: 0,
                 root: 1,
-                data: vec![0.0; 2],
+                data: values(vec![0.0; 2]),
             },
         );
         let b = started(
@@ -478,7 +492,7 @@ mod tests {
             CommRequest::Broadcast {
                 seq: 0,
                 root: 1,
-                data: vec![7.0, 8.0],
+                data: values(vec![7.0, 8.0]),
             },
         );
         assert_eq!(a.recv().unwrap(), Ok(vec![7.0, 8.0]));
@@ -487,14 +501,14 @@ mod tests {
             &ranks[0],
             CommRequest::AllReduce {
                 seq: 1,
-                data: vec![0.0; 3],
+                data: values(vec![0.0; 3]),
             },
         );
         let _b = started(
             &ranks[1],
             CommRequest::AllReduce {
                 seq: 1,
-                data: vec![0.0; 2],
+                data: values(vec![0.0; 2]),
             },
         );
         let error = a.recv().unwrap().unwrap_err();
@@ -511,7 +525,7 @@ mod tests {
             &ranks[0],
             CommRequest::AllReduce {
                 seq: 0,
-                data: vec![1.0],
+                data: values(vec![1.0]),
             },
         );
         ranks[1].end_job("rank 1 failed".to_string());
@@ -542,7 +556,7 @@ mod tests {
             &ranks[0],
             CommRequest::AllReduce {
                 seq: 0,
-                data: vec![1.0],
+                data: values(vec![1.0]),
             },
         );
         let error = rx

@@ -22,13 +22,17 @@ use std::time::Duration;
 pub use local::LocalRanks;
 pub use peers::{PeerRanks, PeerReport};
 
+use crate::tensor::Tensor;
+
 /// Called once when a communication ends: with the values received (the sum of an allreduce,
 /// the root's values of a broadcast, the sum of a reduce on its root and the rank's own values
 /// elsewhere, every rank's values of an allgather, a message; nothing for a send), or with what
 /// went wrong.
 pub type CommDone = Box<dyn FnOnce(Result<Vec<f32>, String>) + Send>;
 
-/// One communication, as a rank's op starts it.
+/// One communication, as a rank's op starts it. The values it sends are the input variable's
+/// tensor itself, shared and not copied: a communicator reads them where they are (MPI sends
+/// straight from the tensor's buffer).
 #[derive(Debug)]
 pub enum CommRequest {
     /// Sum `data` over every rank; each rank gets the sum.
@@ -36,7 +40,7 @@ pub enum CommRequest {
         /// The collective's number, in push order.
         seq: u64,
         /// This rank's values.
-        data: Vec<f32>,
+        data: Tensor,
     },
     /// Every rank gets `root`'s values.
     Broadcast {
@@ -45,7 +49,7 @@ pub enum CommRequest {
         /// The rank whose values everyone gets.
         root: usize,
         /// This rank's values (the root's are sent; the others' give the length).
-        data: Vec<f32>,
+        data: Tensor,
     },
     /// Sums `data` over every rank on `root`; the others get their own values back.
     Reduce {
@@ -54,14 +58,14 @@ pub enum CommRequest {
         /// The rank that gets the sum.
         root: usize,
         /// This rank's values.
-        data: Vec<f32>,
+        data: Tensor,
     },
     /// Every rank gets every rank's values, one after the other in rank order.
     AllGather {
         /// The collective's number, in push order.
         seq: u64,
         /// This rank's values.
-        data: Vec<f32>,
+        data: Tensor,
     },
     /// Sends `data` to rank `to`.
     Send {
@@ -70,7 +74,7 @@ pub enum CommRequest {
         /// The message's number among those from this rank to `to`.
         tag: u64,
         /// The values sent.
-        data: Vec<f32>,
+        data: Tensor,
     },
     /// Receives a message from rank `from`.
     Recv {

@@ -130,33 +130,13 @@ impl CommOp {
                 (_, Some(value)) => value.shape().to_vec(),
                 (_, None) => Vec::new(),
             };
-            let data = value.map(|value| value.data().to_vec()).unwrap_or_default();
             ctx.report_cost(engine::sim::Cost {
                 bytes: bytes_moved(&kind, &shape, comm.size()),
                 ..engine::sim::Cost::default()
             });
-            let request = match &kind {
-                CommKind::AllReduce { seq } => CommRequest::AllReduce { seq: *seq, data },
-                CommKind::Broadcast { seq, root } => CommRequest::Broadcast {
-                    seq: *seq,
-                    root: *root,
-                    data,
-                },
-                CommKind::Reduce { seq, root } => CommRequest::Reduce {
-                    seq: *seq,
-                    root: *root,
-                    data,
-                },
-                CommKind::AllGather { seq } => CommRequest::AllGather { seq: *seq, data },
-                CommKind::Send { to, tag } => CommRequest::Send {
-                    to: *to,
-                    tag: *tag,
-                    data,
-                },
-                CommKind::Recv { from, tag, .. } => CommRequest::Recv {
-                    from: *from,
-                    tag: *tag,
-                },
+            let request = match request(&kind, value) {
+                Ok(request) => request,
+                Err(message) => return completion.complete(Err(message)),
             };
             comm.start(
                 request,
@@ -171,6 +151,41 @@ impl CommOp {
         .line(line)
         .priority(priority)
     }
+}
+
+/// The request of a communication whose input (none for `recv`) is `value`: the tensor itself,
+/// shared, not copied.
+fn request(kind: &CommKind, value: Option<Tensor>) -> Result<CommRequest, String> {
+    if let CommKind::Recv { from, tag, .. } = kind {
+        return Ok(CommRequest::Recv {
+            from: *from,
+            tag: *tag,
+        });
+    }
+    let data = value.ok_or_else(|| "a communication that sends has no input".to_string())?;
+    Ok(match kind {
+        CommKind::AllReduce { seq } => CommRequest::AllReduce { seq: *seq, data },
+        CommKind::Broadcast { seq, root } => CommRequest::Broadcast {
+            seq: *seq,
+            root: *root,
+            data,
+        },
+        CommKind::Reduce { seq, root } => CommRequest::Reduce {
+            seq: *seq,
+            root: *root,
+            data,
+        },
+        CommKind::AllGather { seq } => CommRequest::AllGather { seq: *seq, data },
+        CommKind::Send { to, tag } => CommRequest::Send {
+            to: *to,
+            tag: *tag,
+            data,
+        },
+        CommKind::Recv { from, tag, .. } => CommRequest::Recv {
+            from: *from,
+            tag: *tag,
+        },
+    })
 }
 
 /// Held by a communication op until it starts: dropped without starting (the op read a value

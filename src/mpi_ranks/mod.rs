@@ -9,11 +9,22 @@
 //! with `MPI_Improbe` as their messages arrive), tests them while it waits for more, and calls
 //! each op's `CommDone` from that thread as its request finishes, which completes the op.
 //!
-//! Buffers: a posted request borrows its buffer until it completes. The thread copies each
-//! request's data into an arena, and runs in epochs: an `mpi::request::scope` with its arena,
-//! ended (and the arena freed) once no request is in flight and the arena has grown past
-//! [`EPOCH_BYTES`]. Results are copied out of the arena as each request completes, so no op
-//! waits for its epoch to end.
+//! Buffers: a posted request borrows its buffers until it completes, so the thread runs in
+//! epochs: an `mpi::request::scope` with the [`buffers::EpochBuffers`] its requests borrow,
+//! ended as soon as no request is in flight. A request sends straight from the input's tensor
+//! (shared, not copied) and receives into a buffer of the thread's pool. A result that completes
+//! with nothing else in flight ends the epoch and becomes the output's tensor as it is (no
+//! copy); one that completes while others are still in flight is copied out at once, so that
+//! no op waits for another's transfer. The tensors sent go back to the pool once no variable
+//! holds them: a chain of `x = allreduce(x)` moves its values through two buffers, copying
+//! nothing outside MPI. While requests stay in flight back to back an epoch does not end, and
+//! the tensors it sent stay alive until it does (the next moment with nothing in flight).
+//!
+//! Pace: the thread spins on MPI and its inbox briefly after each progress, then sleeps on its
+//! inbox (see [`pace`]).
+
+mod buffers;
+mod pace;
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -21,7 +32,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use bumpalo::Bump;
 use mpi::collective::SystemOperation;
 use mpi::environment::Threading;
 use mpi::point_to_point::MatchedReceiveVec;
@@ -31,12 +41,8 @@ use mpi::traits::{Communicator as _, CommunicatorCollectives, Destination, Root,
 
 use dep_interp::comm::{timeout, timeout_message, CommDone, CommRequest, Communicator};
 
-/// An epoch ends, freeing its arena, once this many bytes were copied into it and nothing is in
-/// flight.
-const EPOCH_BYTES: usize = 64 << 20;
-
-/// Rounds the progress thread spins (yielding) after its last progress before it sleeps.
-const SPIN_ROUNDS: u32 = 20_000;
+use buffers::{EpochBuffers, Pool, Received};
+use pace::{Disconnected, Pacer};
 
 /// MPI tags run from 0 to at least 32767 (`MPI_TAG_UB`); message numbers wrap around there.
 const TAG_MODULUS: u64 = 32768;
@@ -165,8 +171,12 @@ fn progress(ready: mpsc::Sender<Result<(usize, usize), String>>, inbox: mpsc::Re
     // Views travel on a communicator of their own, apart from the script's messages.
     let views = world.duplicate();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
+    let local_ranks = world.split_shared(world.rank()).size() as usize;
     let _ = ready.send(Ok((rank, size)));
     let mut state = Progress {
+        pool: Pool::default(),
+        deferred: Vec::new(),
+        pacer: Pacer::new(local_ranks),
         rank,
         size,
         views,
@@ -178,8 +188,10 @@ fn progress(ready: mpsc::Sender<Result<(usize, usize), String>>, inbox: mpsc::Re
         ended: None,
     };
     loop {
-        let arena = Bump::new();
-        match mpi::request::scope(|scope| state.epoch(&world, scope, &arena, &inbox)) {
+        let buffers = EpochBuffers::default();
+        let end = mpi::request::scope(|scope| state.epoch(&world, scope, &buffers, &inbox));
+        state.after_epoch(buffers);
+        match end {
             EpochEnd::Drained => {}
             EpochEnd::Finish => break,
             EpochEnd::Abort(code) => world.abort(code),
@@ -192,7 +204,7 @@ fn progress(ready: mpsc::Sender<Result<(usize, usize), String>>, inbox: mpsc::Re
 
 /// How an epoch ended.
 enum EpochEnd {
-    /// Nothing in flight and the arena is large: free it and go on.
+    /// Nothing in flight: give the buffers back and go on.
     Drained,
     /// Asked to finish, and nothing is left.
     Finish,
@@ -218,13 +230,30 @@ struct Receive {
 /// A posted request and who waits for it.
 struct InFlight<'a, 's> {
     request: Request<'a, [f32], &'s LocalScope<'a>>,
-    /// Whether the request's buffer holds the result (an allreduce, a broadcast).
-    returns_data: bool,
+    /// The bytes it moves (what it sends, or receives).
+    bytes: usize,
+    result: Outcome,
     waiting: Waiting,
+}
+
+/// What a completed request gives its op.
+#[derive(Clone, Copy)]
+enum Outcome {
+    /// Nothing (a send).
+    Nothing,
+    /// The receive buffer, lent from the epoch's buffers (an allreduce, a broadcast, ...).
+    Buffer(Received),
+    /// A copy of the request's buffer: a reduce's own values on a rank that is not its root.
+    Copy,
 }
 
 /// What the progress thread keeps across epochs.
 struct Progress {
+    /// Buffers to receive into, kept across epochs.
+    pool: Pool,
+    /// Results to hand over once the epoch ends, where they lie in its receive buffers.
+    deferred: Vec<(CommDone, Received)>,
+    pacer: Pacer,
     rank: usize,
     size: usize,
     /// The communicator the views are gathered on.
@@ -246,62 +275,42 @@ impl Progress {
         &mut self,
         world: &SimpleCommunicator,
         scope: &'s LocalScope<'a>,
-        arena: &'a Bump,
+        buffers: &'a EpochBuffers,
         inbox: &mpsc::Receiver<Command>,
     ) -> EpochEnd {
         let mut in_flight: Vec<InFlight<'a, 's>> = Vec::new();
         // Requests whose op failed on the timeout: still posted, so kept until MPI_Abort.
         let mut abandoned: Vec<Request<'a, [f32], &'s LocalScope<'a>>> = Vec::new();
-        let mut idle_rounds = 0u32;
         loop {
             let busy = !in_flight.is_empty() || !self.receives.is_empty();
-            if !busy {
-                if self.finishing && self.held.is_empty() {
-                    return if abandoned.is_empty() {
-                        EpochEnd::Finish
-                    } else {
-                        EpochEnd::Abort(1)
-                    };
-                }
-                if abandoned.is_empty() && arena.allocated_bytes() > EPOCH_BYTES {
-                    return EpochEnd::Drained;
-                }
+            if !busy && self.finishing && self.held.is_empty() {
+                return if abandoned.is_empty() {
+                    EpochEnd::Finish
+                } else {
+                    EpochEnd::Abort(1)
+                };
             }
-            // Spin a while after the last progress, then look every 50 µs while requests are in
-            // flight, every millisecond when idle.
-            let pause = match (idle_rounds < SPIN_ROUNDS, busy) {
-                (true, _) => None,
-                (false, true) => Some(Duration::from_micros(50)),
-                (false, false) => Some(Duration::from_millis(1)),
-            };
-            let first = match pause {
-                None => {
-                    std::thread::yield_now();
-                    inbox
-                        .try_recv()
-                        .map_err(|error| error == mpsc::TryRecvError::Disconnected)
-                }
-                Some(pause) => inbox
-                    .recv_timeout(pause)
-                    .map_err(|error| error == mpsc::RecvTimeoutError::Disconnected),
-            };
-            let first = match first {
-                Ok(command) => Some(command),
+            if in_flight.is_empty() && abandoned.is_empty() && buffers.used() {
+                return EpochEnd::Drained;
+            }
+            let bytes_in_flight = in_flight.iter().map(|flight| flight.bytes).sum();
+            let in_flight_now = busy.then_some(bytes_in_flight);
+            let first = match self.pacer.wait(in_flight_now, inbox) {
+                Ok(first) => first,
                 // The session is gone: finish.
-                Err(true) => Some(Command::Finish),
-                Err(false) => None,
+                Err(Disconnected) => Some(Command::Finish),
             };
             if !busy {
                 // Open MPI progresses only inside MPI calls: a peer's transfer may still need
                 // this rank after its own requests are over (a rendezvous, a collective's tree).
                 let _ = world.any_process().immediate_probe();
             }
-            let commands: Vec<Command> = first.into_iter().chain(inbox.try_iter()).collect();
+            let commands = pace::drain(first, inbox);
             let mut progressed = !commands.is_empty();
             for command in commands {
                 match command {
                     Command::Start(request, done) => {
-                        self.accept(request, done, world, scope, arena, &mut in_flight)
+                        self.accept(request, done, world, scope, buffers, &mut in_flight)
                     }
                     Command::Abandon(reason) => {
                         self.end(reason, &mut in_flight, &mut abandoned);
@@ -316,7 +325,27 @@ impl Progress {
             progressed |= self.test_in_flight(&mut in_flight, &mut abandoned);
             progressed |= self.match_receives(world);
             self.expire_held();
-            idle_rounds = if progressed { 0 } else { idle_rounds + 1 };
+            if progressed {
+                self.pacer.progressed();
+            }
+        }
+    }
+
+    /// Hands over the results kept for the end of the epoch (each becomes its output's tensor
+    /// as it is), then keeps the buffers no one holds any more for later requests.
+    fn after_epoch(&mut self, buffers: EpochBuffers) {
+        let (received, sent) = buffers.into_parts();
+        let mut received: Vec<Option<Vec<f32>>> = received.into_iter().map(Some).collect();
+        for (done, Received(at)) in self.deferred.drain(..) {
+            let result = received.get_mut(at).and_then(Option::take);
+            done(result.ok_or_else(|| "MPI lost the result of this communication".to_string()));
+        }
+        // After the results: the variables they replace have let go of the tensors sent.
+        for tensor in sent {
+            self.pool.give_tensor(tensor);
+        }
+        for buffer in received.into_iter().flatten() {
+            self.pool.give(buffer);
         }
     }
 
@@ -328,7 +357,7 @@ impl Progress {
         done: CommDone,
         world: &SimpleCommunicator,
         scope: &'s LocalScope<'a>,
-        arena: &'a Bump,
+        buffers: &'a EpochBuffers,
         in_flight: &mut Vec<InFlight<'a, 's>>,
     ) {
         if let Some(reason) = &self.ended {
@@ -337,7 +366,8 @@ impl Progress {
         let since = Instant::now();
         match request {
             CommRequest::Send { to, tag, data } => {
-                let buffer: &'a [f32] = arena.alloc_slice_copy(&data);
+                let bytes = std::mem::size_of_val(data.data());
+                let buffer = buffers.send(data);
                 let request = world.process_at_rank(to as i32).immediate_send_with_tag(
                     scope,
                     buffer,
@@ -345,7 +375,8 @@ impl Progress {
                 );
                 in_flight.push(InFlight {
                     request,
-                    returns_data: false,
+                    bytes,
+                    result: Outcome::Nothing,
                     waiting: Waiting {
                         what: "send",
                         peer: Some(to),
@@ -383,58 +414,73 @@ impl Progress {
                 self.held.insert(seq, (request, waiting));
                 while let Some((request, waiting)) = self.held.remove(&self.next_collective) {
                     self.next_collective += 1;
-                    let request = match request {
-                        CommRequest::AllReduce { data, .. } => {
-                            let send: &'a [f32] = arena.alloc_slice_copy(&data);
-                            let receive = arena.alloc_slice_fill_copy(data.len(), 0.0f32);
-                            world.immediate_all_reduce_into(
-                                scope,
-                                send,
-                                receive,
-                                SystemOperation::sum(),
-                            )
+                    let bytes = match &request {
+                        CommRequest::AllReduce { data, .. }
+                        | CommRequest::Broadcast { data, .. }
+                        | CommRequest::Reduce { data, .. }
+                        | CommRequest::Send { data, .. } => std::mem::size_of_val(data.data()),
+                        CommRequest::AllGather { data, .. } => {
+                            std::mem::size_of_val(data.data()) * self.size
                         }
-                        CommRequest::Broadcast { root, data, .. } => {
-                            let buffer = arena.alloc_slice_copy(&data);
-                            world
-                                .process_at_rank(root as i32)
-                                .immediate_broadcast_into(scope, buffer)
-                        }
-                        // The root's buffer gets the sum; another rank's request holds its
-                        // own values, which it gets back.
-                        CommRequest::Reduce { root, data, .. } if root == self.rank => {
-                            let send: &'a [f32] = arena.alloc_slice_copy(&data);
-                            let receive = arena.alloc_slice_fill_copy(data.len(), 0.0f32);
-                            world
-                                .process_at_rank(root as i32)
-                                .immediate_reduce_into_root(
+                        CommRequest::Recv { .. } => 0,
+                    };
+                    let (request, result) =
+                        match request {
+                            CommRequest::AllReduce { data, .. } => {
+                                let (at, receive) = buffers.receive(&mut self.pool, data.len());
+                                let send = buffers.send(data);
+                                let request = world.immediate_all_reduce_into(
                                     scope,
                                     send,
                                     receive,
                                     SystemOperation::sum(),
-                                )
-                        }
-                        CommRequest::Reduce { root, data, .. } => {
-                            let send: &'a [f32] = arena.alloc_slice_copy(&data);
-                            world.process_at_rank(root as i32).immediate_reduce_into(
-                                scope,
-                                send,
-                                SystemOperation::sum(),
-                            )
-                        }
-                        CommRequest::AllGather { data, .. } => {
-                            let send: &'a [f32] = arena.alloc_slice_copy(&data);
-                            let receive =
-                                arena.alloc_slice_fill_copy(data.len() * self.size, 0.0f32);
-                            world.immediate_all_gather_into(scope, send, receive)
-                        }
-                        CommRequest::Send { .. } | CommRequest::Recv { .. } => {
-                            unreachable!("only collectives are held")
-                        }
-                    };
+                                );
+                                (request, Outcome::Buffer(at))
+                            }
+                            CommRequest::Broadcast { root, data, .. } => {
+                                let (at, buffer) = buffers.copy(&mut self.pool, data.data());
+                                let request = world
+                                    .process_at_rank(root as i32)
+                                    .immediate_broadcast_into(scope, buffer);
+                                (request, Outcome::Buffer(at))
+                            }
+                            // The root's buffer gets the sum; another rank's request holds its
+                            // own values, which it gets back.
+                            CommRequest::Reduce { root, data, .. } if root == self.rank => {
+                                let (at, receive) = buffers.receive(&mut self.pool, data.len());
+                                let send = buffers.send(data);
+                                let request = world
+                                    .process_at_rank(root as i32)
+                                    .immediate_reduce_into_root(
+                                        scope,
+                                        send,
+                                        receive,
+                                        SystemOperation::sum(),
+                                    );
+                                (request, Outcome::Buffer(at))
+                            }
+                            CommRequest::Reduce { root, data, .. } => {
+                                let send = buffers.send(data);
+                                let request = world
+                                    .process_at_rank(root as i32)
+                                    .immediate_reduce_into(scope, send, SystemOperation::sum());
+                                (request, Outcome::Copy)
+                            }
+                            CommRequest::AllGather { data, .. } => {
+                                let (at, receive) =
+                                    buffers.receive(&mut self.pool, data.len() * self.size);
+                                let send = buffers.send(data);
+                                let request = world.immediate_all_gather_into(scope, send, receive);
+                                (request, Outcome::Buffer(at))
+                            }
+                            CommRequest::Send { .. } | CommRequest::Recv { .. } => {
+                                unreachable!("only collectives are held")
+                            }
+                        };
                     in_flight.push(InFlight {
                         request,
-                        returns_data: true,
+                        bytes,
+                        result,
                         waiting,
                     });
                 }
@@ -480,30 +526,25 @@ impl Progress {
         }
     }
 
-    /// Finishes the requests that completed, and fails those that waited past the timeout.
+    /// Finishes the requests that completed, and fails those that waited past the timeout. A
+    /// result that completes with nothing else in flight is kept in its buffer for the end of the
+    /// epoch, which comes next (see the module's doc); the others are copied out now.
     fn test_in_flight<'a, 's>(
-        &self,
+        &mut self,
         in_flight: &mut Vec<InFlight<'a, 's>>,
         abandoned: &mut Vec<Request<'a, [f32], &'s LocalScope<'a>>>,
     ) -> bool {
-        let mut progressed = false;
+        let mut completed = Vec::new();
         let mut still = Vec::with_capacity(in_flight.len());
         for flight in in_flight.drain(..) {
             let InFlight {
                 request,
-                returns_data,
+                bytes,
+                result,
                 waiting,
             } = flight;
             match request.test_with_data() {
-                Ok((_, data)) => {
-                    progressed = true;
-                    let result = if returns_data {
-                        data.to_vec()
-                    } else {
-                        Vec::new()
-                    };
-                    (waiting.done)(Ok(result));
-                }
+                Ok((_, data)) => completed.push((result, data, waiting)),
                 Err(request) if waiting.since.elapsed() >= self.timeout => {
                     let message = timeout_message(
                         waiting.what,
@@ -516,12 +557,22 @@ impl Progress {
                 }
                 Err(request) => still.push(InFlight {
                     request,
-                    returns_data,
+                    bytes,
+                    result,
                     waiting,
                 }),
             }
         }
         *in_flight = still;
+        let epoch_ends = in_flight.is_empty() && abandoned.is_empty();
+        let progressed = !completed.is_empty();
+        for (result, data, waiting) in completed {
+            match result {
+                Outcome::Buffer(at) if epoch_ends => self.deferred.push((waiting.done, at)),
+                Outcome::Buffer(_) | Outcome::Copy => (waiting.done)(Ok(data.to_vec())),
+                Outcome::Nothing => (waiting.done)(Ok(Vec::new())),
+            }
+        }
         progressed
     }
 
