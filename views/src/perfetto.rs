@@ -516,7 +516,7 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
             .or_default()
             .push(PendingFlow {
                 id: flow.id,
-                name: flow.name.clone(),
+                name: flow.name(),
                 from: flow.from,
             });
     }
@@ -863,8 +863,8 @@ mod tests {
         let mut trace = PerfettoTrace::new(Vec::new());
         trace.flow(&Flow {
             id: 300,
-            name: "x RAW".to_string(),
-            var: "x",
+            var: &names[0],
+            hazard: crate::Hazard::ReadAfterWrite,
             from: (0, 5),
             to: (1, 1_000_000),
         });
