@@ -220,6 +220,9 @@ struct Chunk {
     n_events: usize,
 }
 
+/// About how many events [`EventLog::read_since`] hands out at most per call.
+const READ_BATCH: u64 = 4096;
+
 /// Events per chunk of a shard.
 const CHUNK: usize = 4096;
 /// Words a chunk makes room for at first: enough for pushes of a few accesses each.
@@ -694,8 +697,9 @@ impl Shard {
     }
 
     /// The events numbered `from` and on, decoded into `out` (emptied first), found by binary
-    /// searches, in order.
-    fn since_into(&self, from: u64, out: &mut Run) {
+    /// searches, in order; from no record numbered `until` or later (a push's record numbered
+    /// below it gives all its events).
+    fn since_into(&self, from: u64, until: u64, out: &mut Run) {
         out.clear();
         // The chunks before the first that ends at or after `from` hold only earlier numbers.
         let first_chunk = self
@@ -703,12 +707,16 @@ impl Shard {
             .partition_point(|chunk| chunk.last_seq().is_some_and(|seq| seq < from));
         let chunks = &self.chunks[first_chunk..];
         // Room for them all at once (at most the first chunk's events before `from` too many).
-        out.reserve(chunks.iter().map(|chunk| chunk.n_events).sum());
+        let n_events: usize = chunks.iter().map(|chunk| chunk.n_events).sum();
+        out.reserve(n_events.min(until.saturating_sub(from) as usize));
         for chunk in chunks {
             let skip = chunk
                 .records
                 .partition_point(|record| record.last_seq() < from);
             for record in &chunk.records[skip..] {
+                if record.seq() >= until {
+                    return;
+                }
                 chunk.decode_into(record, &self.strings, from, out);
             }
         }
@@ -718,7 +726,7 @@ impl Shard {
     #[cfg(test)]
     fn since(&self, from: u64) -> Vec<(u64, Event)> {
         let mut run = Run::default();
-        self.since_into(from, &mut run);
+        self.since_into(from, u64::MAX, &mut run);
         run.events().to_vec()
     }
 
@@ -829,7 +837,7 @@ impl EventLog {
             .iter()
             .map(|shard| {
                 let mut run = Run::default();
-                lock(shard).since_into(0, &mut run);
+                lock(shard).since_into(0, u64::MAX, &mut run);
                 run
             })
             .collect();
@@ -849,25 +857,33 @@ impl EventLog {
     /// is searched, not scanned.
     pub fn events_since(&self, seq: u64) -> (Vec<Event>, u64) {
         let mut events = Vec::new();
-        let next = self.read_since(seq, |event| events.push(event.clone()));
+        let next = self.read_up_to(seq, u64::MAX, |event| events.push(event.clone()));
         (events, next)
     }
 
-    /// [`EventLog::events_since`] without the vector: lends each event, in order, to `visit`;
-    /// returns the number to ask for next time. The events are decoded into room kept from
-    /// one call to the next, so a reader that streams the log allocates nothing per event.
+    /// [`EventLog::events_since`] without the vector, a batch at a time: lends each event, in
+    /// order, to `visit`, about 4,096 of them at most (call again while it hands out
+    /// events); returns the number to ask for next time. The events are decoded into room kept
+    /// from one call to the next, so a reader that streams the log allocates nothing per event
+    /// and holds no more than a batch of them decoded.
     pub fn read_since(&self, seq: u64, visit: impl FnMut(&Event)) -> u64 {
+        self.read_up_to(seq, READ_BATCH, visit)
+    }
+
+    /// [`EventLog::read_since`], from no record numbered `limit` or more after the first.
+    fn read_up_to(&self, seq: u64, limit: u64, visit: impl FnMut(&Event)) -> u64 {
         // Another reader at the same time finds no room kept, and makes its own.
         let mut runs = std::mem::take(&mut *lock(&self.reader));
         runs.resize_with(N_SHARDS, Run::default);
-        let mut from = seq;
+        let (mut from, mut until) = (seq, u64::MAX);
         for (index, (shard, run)) in self.shards.iter().zip(&mut runs).enumerate() {
             let shard = lock(shard);
             if index == 0 {
                 // Read under a shard's lock, which a clear holds while it writes `first_seq`.
                 from = from.max(self.first_seq.load(Ordering::Relaxed));
+                until = from.saturating_add(limit);
             }
-            shard.since_into(from, run);
+            shard.since_into(from, until, run);
         }
         // Up to the first gap: a number appended to a shard after this read it (or, when a clear
         // ran during this read, forgotten). What follows it waits for the next call.
@@ -1226,6 +1242,32 @@ mod tests {
             next = log.read_since(next, |event| seen.push(event.clone()));
         }
         assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn a_streaming_reader_gets_a_long_log_in_batches() {
+        let log = EventLog::new();
+        let n = 3 * READ_BATCH + 5;
+        for index in 0..n {
+            log.event(numbered(0, index));
+        }
+        let (mut next, mut seen, mut n_reads) = (0, Vec::new(), 0);
+        loop {
+            let mut n_new = 0;
+            next = log.read_since(next, |event| {
+                seen.push(event.time_ns);
+                n_new += 1;
+            });
+            if n_new == 0 {
+                break;
+            }
+            assert!(n_new <= READ_BATCH, "{n_new} events in one read");
+            n_reads += 1;
+        }
+        assert_eq!(seen, (0..n).collect::<Vec<u64>>());
+        assert_eq!((next, n_reads), (n, 4));
+        // Asked for all at once, they come at once.
+        assert_eq!(log.events_since(0).0.len() as u64, n);
     }
 
     #[test]
