@@ -51,9 +51,9 @@ pub struct OpSlice<'a> {
     /// Its source line (0: none).
     pub line: u32,
     /// The names of the variables it reads.
-    pub reads: Vec<Arc<str>>,
+    pub reads: &'a [Arc<str>],
     /// The names of the variables it writes.
-    pub writes: Vec<Arc<str>>,
+    pub writes: &'a [Arc<str>],
     /// Its state at the end of its slice.
     pub state: OpState,
     /// Its device.
@@ -166,6 +166,8 @@ pub struct RunFold {
     busy_ns: Vec<Option<u64>>,
     /// The longest path so far.
     critical: Option<Critical>,
+    /// Room for a slice's names of variables read and written, reused from slice to slice.
+    slice_names: (Vec<Arc<str>>, Vec<Arc<str>>),
 }
 
 /// The longest path so far: kept by its last op while that op lives (a path is not copied for
@@ -603,20 +605,28 @@ impl RunFold {
     /// Ends an op's record: its slice goes out, its path is made, its dependencies let go.
     /// `end_ns` is its finish, or the end of the log for an op that did not finish.
     fn close(&mut self, slot: Slot, end_ns: u64, out: &mut dyn TraceOut) {
-        let live = self.slot(slot);
+        let live = self.slots[slot as usize]
+            .as_ref()
+            .expect("a closed op's slot holds it");
         let op = live.id;
         let own_ns = match (live.finished, live.started) {
             (true, Some((_, start_ns))) => end_ns.saturating_sub(start_ns),
             _ => 0,
         };
         if let (Some((worker, start_ns)), true) = (live.started, out.keeps_slices()) {
-            let names = |vars: &[VarId]| vars.iter().map(|var| self.var_name(*var)).collect();
+            let (mut reads, mut writes) = std::mem::take(&mut self.slice_names);
+            let names = |vars: &[VarId], names: &mut Vec<Arc<str>>| {
+                names.clear();
+                names.extend(vars.iter().map(|var| self.var_name(*var)));
+            };
+            names(&live.reads, &mut reads);
+            names(&live.writes, &mut writes);
             out.slice(&OpSlice {
                 op,
                 label: &live.label,
                 line: live.line,
-                reads: names(&live.reads),
-                writes: names(&live.writes),
+                reads: &reads,
+                writes: &writes,
                 state: live.state,
                 device: live.device,
                 priority: live.priority,
@@ -625,6 +635,7 @@ impl RunFold {
                 start_ns,
                 end_ns: end_ns.max(start_ns),
             });
+            self.slice_names = (reads, writes);
         }
         // The longest path to it: through the dependency with the longest path, the latest
         // pushed among equals.

@@ -386,9 +386,9 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
                     .raw(",\"line\":")
                     .int(slice.line)
                     .raw(",\"reads\":");
-                names(line, &slice.reads);
+                names(line, slice.reads);
                 line.raw(",\"writes\":");
-                names(line, &slice.writes);
+                names(line, slice.writes);
                 line.raw(",\"state\":\"")
                     .raw(slice.state.name())
                     .raw("\",\"device\":\"")
