@@ -311,12 +311,12 @@ impl Recorder {
                     let mut n_new = 0;
                     let after = log.read_since(next, |event| {
                         n_new += 1;
-                        fold.push(&event, &mut open);
+                        fold.push(event, &mut open);
                         if live.is_some() {
                             fed.push(event.clone());
                         }
                         if let Some(kept) = &mut events {
-                            kept.push(event);
+                            kept.push(event.clone());
                         }
                     });
                     log.forget_before(after);

@@ -190,6 +190,8 @@ pub struct EventLog {
     first_seq: AtomicU64,
     /// Whether a reader streams the log (has called [`EventLog::forget_before`]).
     streamed: AtomicBool,
+    /// The room [`EventLog::read_since`] decodes into, one run per shard, kept between calls.
+    reader: Mutex<Vec<Run>>,
 }
 
 const N_SHARDS: usize = 8;
@@ -217,6 +219,9 @@ struct Chunk {
     /// too).
     n_events: usize,
 }
+
+/// About how many events [`EventLog::read_since`] hands out at most per call.
+const READ_BATCH: u64 = 4096;
 
 /// Events per chunk of a shard.
 const CHUNK: usize = 4096;
@@ -421,65 +426,53 @@ impl Chunk {
     }
 
     /// Appends the events of `record` numbered `from` and on, with their numbers, to `out`.
-    fn decode_into(
-        &self,
-        record: &Record,
-        strings: &Strings,
-        from: u64,
-        out: &mut Vec<(u64, Event)>,
-    ) {
+    fn decode_into(&self, record: &Record, strings: &Strings, from: u64, out: &mut Run) {
         let seq = record.seq();
         if record.kind() == KIND_PUSHED && record.n_events() > 1 {
             return self.decode_push(record, strings, from, out);
         }
         if seq >= from {
-            out.push((seq, self.decode(record, strings)));
+            self.decode(record, strings, out, seq);
         }
     }
 
     /// A push's record: its `Pushed`, the grants at once, its `Ready`.
-    fn decode_push(
-        &self,
-        record: &Record,
-        strings: &Strings,
-        from: u64,
-        out: &mut Vec<(u64, Event)>,
-    ) {
-        let pushed = self.decode(record, strings);
-        let (time_ns, op) = (pushed.time_ns, OpId(record.subject));
+    fn decode_push(&self, record: &Record, strings: &Strings, from: u64, out: &mut Run) {
+        let (time_ns, op) = (record.time_ns, OpId(record.subject));
         let offset = (record.payload & 0xffff_ffff) as usize;
         let counts = self.words[offset + 2];
         let n_accesses = ((counts >> 32) + (counts & 0xffff_ffff)) as usize;
         let vars = &self.words[offset + 3..][..n_accesses];
         let bits = &self.words[offset + 3 + n_accesses..][..n_accesses.div_ceil(64)];
         let mut seq = record.seq();
-        let mut put = |event: Event| {
-            if seq >= from {
-                out.push((seq, event));
-            }
-            seq += 1;
-        };
-        put(pushed);
+        if seq >= from {
+            self.decode(record, strings, out, seq);
+        }
+        seq += 1;
         for (index, var) in vars.iter().enumerate() {
             if is_set(bits, index) {
-                put(Event {
-                    time_ns,
-                    kind: EventKind::Granted {
-                        op,
-                        var: VarId(*var),
-                    },
-                });
+                if seq >= from {
+                    *out.slot(seq) = Event {
+                        time_ns,
+                        kind: EventKind::Granted {
+                            op,
+                            var: VarId(*var),
+                        },
+                    };
+                }
+                seq += 1;
             }
         }
-        if record.grants().1 {
-            put(Event {
+        if record.grants().1 && seq >= from {
+            *out.slot(seq) = Event {
                 time_ns,
                 kind: EventKind::Ready { op },
-            });
+            };
         }
     }
 
-    fn decode(&self, record: &Record, strings: &Strings) -> Event {
+    /// Decodes the (first) event of `record`, numbered `seq`, into the next slot of `out`.
+    fn decode(&self, record: &Record, strings: &Strings, out: &mut Run, seq: u64) {
         let offset = match record.kind() {
             KIND_PUSHED => record.payload & 0xffff_ffff,
             _ => record.payload,
@@ -498,13 +491,18 @@ impl Chunk {
                 let (label_line, device_priority, counts) = (word(0), word(1), word(2));
                 let n_reads = counts >> 32;
                 let n_writes = counts & 0xffff_ffff;
-                let vars = |from: u64, n: u64| (from..from + n).map(|index| VarId(word(index)));
+                let vars = |from: u64, n: u64, into: &mut Vec<VarId>| {
+                    into.extend((from..from + n).map(|index| VarId(word(index))));
+                };
+                let (mut reads, mut writes) = (out.vars(), out.vars());
+                vars(3, n_reads, &mut reads);
+                vars(3 + n_reads, n_writes, &mut writes);
                 EventKind::Pushed {
                     op,
                     label: strings.get(label_line >> 32),
                     line: label_line as u32,
-                    reads: vars(3, n_reads).collect(),
-                    writes: vars(3 + n_reads, n_writes).collect(),
+                    reads,
+                    writes,
                     device: device_of(device_priority >> 32),
                     priority: device_priority as u32 as i32,
                 }
@@ -533,10 +531,69 @@ impl Chunk {
                 end_ns: word(2),
             },
         };
-        Event {
+        *out.slot(seq) = Event {
             time_ns: record.time_ns,
             kind,
+        };
+    }
+}
+
+/// One shard's events decoded for a reader, with their numbers: the slots are kept from one
+/// read to the next, and a push's vectors of variables go to the next push decoded (a long
+/// run's reader then allocates nothing per event).
+#[derive(Default)]
+struct Run {
+    events: Vec<(u64, Event)>,
+    /// How many of `events` this read filled.
+    len: usize,
+    /// Emptied vectors of variables, for the next pushes.
+    spare: Vec<Vec<VarId>>,
+}
+
+impl Run {
+    /// Empties it for the next read, keeping its room.
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Makes room for `n` more events in this read at once.
+    fn reserve(&mut self, n: usize) {
+        let wanted = self.len + n;
+        if let Some(more) = wanted.checked_sub(self.events.len()) {
+            self.events.reserve(more);
         }
+    }
+
+    /// The events of this read.
+    fn events(&self) -> &[(u64, Event)] {
+        &self.events[..self.len]
+    }
+
+    /// The slot for the next event, numbered `seq`, to overwrite: a push that was in it gives
+    /// its vectors to the spares.
+    fn slot(&mut self, seq: u64) -> &mut Event {
+        if self.len == self.events.len() {
+            let placeholder = Event {
+                time_ns: 0,
+                kind: EventKind::Ready { op: OpId(0) },
+            };
+            self.events.push((seq, placeholder));
+        }
+        let (slot_seq, event) = &mut self.events[self.len];
+        self.len += 1;
+        *slot_seq = seq;
+        if let EventKind::Pushed { reads, writes, .. } = &mut event.kind {
+            self.spare.push(std::mem::take(reads));
+            self.spare.push(std::mem::take(writes));
+        }
+        event
+    }
+
+    /// An empty vector of variables, a spare one if any.
+    fn vars(&mut self) -> Vec<VarId> {
+        let mut vars = self.spare.pop().unwrap_or_default();
+        vars.clear();
+        vars
     }
 }
 
@@ -639,24 +696,38 @@ impl Shard {
         self.chunks.iter().map(|chunk| chunk.n_events).sum()
     }
 
-    /// The events numbered `from` and on, decoded, found by binary searches, in order.
-    fn since(&self, from: u64) -> Vec<(u64, Event)> {
+    /// The events numbered `from` and on, decoded into `out` (emptied first), found by binary
+    /// searches, in order; from no record numbered `until` or later (a push's record numbered
+    /// below it gives all its events).
+    fn since_into(&self, from: u64, until: u64, out: &mut Run) {
+        out.clear();
         // The chunks before the first that ends at or after `from` hold only earlier numbers.
         let first_chunk = self
             .chunks
             .partition_point(|chunk| chunk.last_seq().is_some_and(|seq| seq < from));
         let chunks = &self.chunks[first_chunk..];
-        // At most the first chunk's events before `from` too many.
-        let mut out = Vec::with_capacity(chunks.iter().map(|chunk| chunk.n_events).sum());
+        // Room for them all at once (at most the first chunk's events before `from` too many).
+        let n_events: usize = chunks.iter().map(|chunk| chunk.n_events).sum();
+        out.reserve(n_events.min(until.saturating_sub(from) as usize));
         for chunk in chunks {
             let skip = chunk
                 .records
                 .partition_point(|record| record.last_seq() < from);
             for record in &chunk.records[skip..] {
-                chunk.decode_into(record, &self.strings, from, &mut out);
+                if record.seq() >= until {
+                    return;
+                }
+                chunk.decode_into(record, &self.strings, from, out);
             }
         }
-        out
+    }
+
+    /// The events numbered `from` and on, decoded, in order.
+    #[cfg(test)]
+    fn since(&self, from: u64) -> Vec<(u64, Event)> {
+        let mut run = Run::default();
+        self.since_into(from, u64::MAX, &mut run);
+        run.events().to_vec()
     }
 
     fn clear(&mut self) {
@@ -676,23 +747,22 @@ impl Shard {
 
 /// Merges runs of numbered events, each in increasing order, handing each event to `visit` in
 /// number order: with `Some(from)`, the consecutive numbers from `from` on, up to the first
-/// missing one; with `None`, all of them. Returns how many it handed out. Nothing is sorted:
-/// each event is moved once, from the run that holds the next number (most often the same run
+/// missing one; with `None`, all of them. Returns how many it handed out. Nothing is sorted or
+/// moved: each event is lent from the run that holds the next number (most often the same run
 /// as the event before).
-fn merge(runs: Vec<Vec<(u64, Event)>>, from: Option<u64>, mut visit: impl FnMut(Event)) -> usize {
-    type Run = std::vec::IntoIter<(u64, Event)>;
-    let mut runs: Vec<Run> = runs
-        .into_iter()
+fn merge(runs: &[Run], from: Option<u64>, mut visit: impl FnMut(&Event)) -> usize {
+    let mut runs: Vec<&[(u64, Event)]> = runs
+        .iter()
+        .map(Run::events)
         .filter(|run| !run.is_empty())
-        .map(Vec::into_iter)
         .collect();
-    let head = |run: &Run| run.as_slice().first().map(|(seq, _)| *seq);
-    if let ([run], Some(from)) = (&mut runs[..], from) {
+    let head = |run: &&[(u64, Event)]| run.first().map(|(seq, _)| *seq);
+    if let ([run], Some(from)) = (&runs[..], from) {
         // One run (every event from one thread, as on the naive engine): its events in order
         // up to the first gap, without looking for the run that holds each number.
         let mut n = 0;
-        for (seq, event) in run.by_ref() {
-            if seq != from + n as u64 {
+        for (seq, event) in run.iter() {
+            if *seq != from + n as u64 {
                 break;
             }
             visit(event);
@@ -704,7 +774,7 @@ fn merge(runs: Vec<Vec<(u64, Event)>>, from: Option<u64>, mut visit: impl FnMut(
     let mut current = 0;
     let mut expected = from;
     loop {
-        let holds = |run: &Run| expected.is_some() && head(run) == expected;
+        let holds = |run: &&[(u64, Event)]| expected.is_some() && head(run) == expected;
         if !runs.get(current).is_some_and(holds) {
             match runs.iter().position(holds) {
                 Some(found) => current = found,
@@ -723,7 +793,10 @@ fn merge(runs: Vec<Vec<(u64, Event)>>, from: Option<u64>, mut visit: impl FnMut(
                 }
             }
         }
-        let (seq, event) = runs[current].next().expect("the run has a head");
+        let [(seq, event), rest @ ..] = runs[current] else {
+            unreachable!("the run has a head");
+        };
+        runs[current] = rest;
         visit(event);
         n += 1;
         expected = Some(seq + 1);
@@ -746,6 +819,7 @@ impl Default for EventLog {
             next_seq: AtomicU64::new(0),
             first_seq: AtomicU64::new(0),
             streamed: AtomicBool::new(false),
+            reader: Mutex::new(Vec::new()),
         }
     }
 }
@@ -758,13 +832,17 @@ impl EventLog {
 
     /// A copy of the events so far, in arrival order.
     pub fn events(&self) -> Vec<Event> {
-        let runs = self
+        let runs: Vec<Run> = self
             .shards
             .iter()
-            .map(|shard| lock(shard).since(0))
+            .map(|shard| {
+                let mut run = Run::default();
+                lock(shard).since_into(0, u64::MAX, &mut run);
+                run
+            })
             .collect();
         let mut events = Vec::with_capacity(self.len());
-        merge(runs, None, |event| events.push(event));
+        merge(&runs, None, |event| events.push(event.clone()));
         events
     }
 
@@ -779,26 +857,39 @@ impl EventLog {
     /// is searched, not scanned.
     pub fn events_since(&self, seq: u64) -> (Vec<Event>, u64) {
         let mut events = Vec::new();
-        let next = self.read_since(seq, |event| events.push(event));
+        let next = self.read_up_to(seq, u64::MAX, |event| events.push(event.clone()));
         (events, next)
     }
 
-    /// [`EventLog::events_since`] without the vector: hands each event, in order, to `visit`;
-    /// returns the number to ask for next time.
-    pub fn read_since(&self, seq: u64, visit: impl FnMut(Event)) -> u64 {
-        let mut from = seq;
-        let mut runs: Vec<Vec<(u64, Event)>> = Vec::with_capacity(N_SHARDS);
-        for (index, shard) in self.shards.iter().enumerate() {
+    /// [`EventLog::events_since`] without the vector, a batch at a time: lends each event, in
+    /// order, to `visit`, about 4,096 of them at most (call again while it hands out
+    /// events); returns the number to ask for next time. The events are decoded into room kept
+    /// from one call to the next, so a reader that streams the log allocates nothing per event
+    /// and holds no more than a batch of them decoded.
+    pub fn read_since(&self, seq: u64, visit: impl FnMut(&Event)) -> u64 {
+        self.read_up_to(seq, READ_BATCH, visit)
+    }
+
+    /// [`EventLog::read_since`], from no record numbered `limit` or more after the first.
+    fn read_up_to(&self, seq: u64, limit: u64, visit: impl FnMut(&Event)) -> u64 {
+        // Another reader at the same time finds no room kept, and makes its own.
+        let mut runs = std::mem::take(&mut *lock(&self.reader));
+        runs.resize_with(N_SHARDS, Run::default);
+        let (mut from, mut until) = (seq, u64::MAX);
+        for (index, (shard, run)) in self.shards.iter().zip(&mut runs).enumerate() {
             let shard = lock(shard);
             if index == 0 {
                 // Read under a shard's lock, which a clear holds while it writes `first_seq`.
                 from = from.max(self.first_seq.load(Ordering::Relaxed));
+                until = from.saturating_add(limit);
             }
-            runs.push(shard.since(from));
+            shard.since_into(from, until, run);
         }
         // Up to the first gap: a number appended to a shard after this read it (or, when a clear
         // ran during this read, forgotten). What follows it waits for the next call.
-        from + merge(runs, Some(from), visit) as u64
+        let next = from + merge(&runs, Some(from), visit) as u64;
+        *lock(&self.reader) = runs;
+        next
     }
 
     /// The number the next event will get: every event numbered below it is in the log, or was
@@ -1118,6 +1209,65 @@ mod tests {
         assert_eq!(expected.len(), 7);
         assert_eq!(log.events(), expected);
         assert_eq!(log.events_since(3).0, expected[3..]);
+    }
+
+    #[test]
+    fn a_reader_reusing_its_room_decodes_every_event_afresh() {
+        let log = EventLog::new();
+        let (mut expected, mut seen) = (Vec::new(), Vec::new());
+        let mut next = 0;
+        for round in 0..60u64 {
+            // Batches of different lengths, pushes of different accesses between other events:
+            // a slot that held a push holds another kind next time, and the other way round.
+            for index in 0..round % 7 {
+                let event = if (round + index) % 3 == 0 {
+                    numbered(0, index)
+                } else {
+                    Event {
+                        time_ns: index,
+                        kind: EventKind::Pushed {
+                            op: OpId(round),
+                            label: Arc::from(format!("y{index}")),
+                            line: 1,
+                            reads: (0..index).map(VarId).collect(),
+                            writes: (0..round % 4).map(VarId).collect(),
+                            device: Device::Cpu,
+                            priority: 0,
+                        },
+                    }
+                };
+                log.event(event.clone());
+                expected.push(event);
+            }
+            next = log.read_since(next, |event| seen.push(event.clone()));
+        }
+        assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn a_streaming_reader_gets_a_long_log_in_batches() {
+        let log = EventLog::new();
+        let n = 3 * READ_BATCH + 5;
+        for index in 0..n {
+            log.event(numbered(0, index));
+        }
+        let (mut next, mut seen, mut n_reads) = (0, Vec::new(), 0);
+        loop {
+            let mut n_new = 0;
+            next = log.read_since(next, |event| {
+                seen.push(event.time_ns);
+                n_new += 1;
+            });
+            if n_new == 0 {
+                break;
+            }
+            assert!(n_new <= READ_BATCH, "{n_new} events in one read");
+            n_reads += 1;
+        }
+        assert_eq!(seen, (0..n).collect::<Vec<u64>>());
+        assert_eq!((next, n_reads), (n, 4));
+        // Asked for all at once, they come at once.
+        assert_eq!(log.events_since(0).0.len() as u64, n);
     }
 
     #[test]

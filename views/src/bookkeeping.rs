@@ -62,7 +62,9 @@ impl Bookkeeping {
                 }
                 return Filtered::Trimmed(event);
             }
-            EventKind::Granted { op, var } => self.is_internal(*op) || self.vars.contains(var),
+            EventKind::Granted { op, var } => {
+                self.is_internal(*op) || (!self.vars.is_empty() && self.vars.contains(var))
+            }
             EventKind::Finished { op, .. } => !self.ops.is_empty() && self.ops.remove(op),
             EventKind::Ready { op }
             | EventKind::Started { op, .. }

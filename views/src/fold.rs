@@ -51,9 +51,9 @@ pub struct OpSlice<'a> {
     /// Its source line (0: none).
     pub line: u32,
     /// The names of the variables it reads.
-    pub reads: Vec<Arc<str>>,
+    pub reads: &'a [Arc<str>],
     /// The names of the variables it writes.
-    pub writes: Vec<Arc<str>>,
+    pub writes: &'a [Arc<str>],
     /// Its state at the end of its slice.
     pub state: OpState,
     /// Its device.
@@ -75,14 +75,27 @@ pub struct OpSlice<'a> {
 pub struct Flow<'a> {
     /// The edge's index in [`Replay::edges`](crate::Replay::edges), plus one.
     pub id: u64,
-    /// The variable and the hazard: `X RAW`.
-    pub name: String,
     /// The variable's name.
-    pub var: &'a str,
+    pub var: &'a Arc<str>,
+    /// The kind of conflict.
+    pub hazard: Hazard,
     /// The earlier op's worker and start.
     pub from: (u32, u64),
     /// The later op's worker and start.
     pub to: (u32, u64),
+}
+
+impl Flow<'_> {
+    /// Its name: the variable and the hazard, `X RAW`.
+    pub fn name(&self) -> String {
+        // Put together without `fmt`'s machinery (a few hundred instructions).
+        let hazard = self.hazard.short_name();
+        let mut name = String::with_capacity(self.var.len() + 1 + hazard.len());
+        name.push_str(self.var);
+        name.push(' ');
+        name.push_str(hazard);
+        name
+    }
 }
 
 /// The device work of one op (see [`TraceOut::device_slice`]).
@@ -134,7 +147,13 @@ pub struct RunFold {
     bookkeeping: Bookkeeping,
     n_pushed: usize,
     n_edges: u64,
-    ops: HashMap<OpId, LiveOp>,
+    /// The live ops, each in a slot that does not move while it lives (dependencies and
+    /// histories name ops by slot); `None` for a free slot.
+    slots: Vec<Option<LiveOp>>,
+    /// The free slots, reused first.
+    free: Vec<Slot>,
+    /// Each live op's slot.
+    ops: HashMap<OpId, Slot>,
     histories: HashMap<VarId, History>,
     var_names: HashMap<VarId, Arc<str>>,
     /// Ops placed on a device other than the CPU (or that reported device work), kept to the
@@ -145,14 +164,29 @@ pub struct RunFold {
     n_by_state: [usize; N_STATES],
     /// Each worker's busy time, by index; `None` for one that ran no op.
     busy_ns: Vec<Option<u64>>,
-    /// The longest path so far and the push position of its last op.
-    critical: Option<(Path, usize)>,
+    /// The longest path so far.
+    critical: Option<Critical>,
+    /// Room for a slice's names of variables read and written, reused from slice to slice.
+    slice_names: (Vec<Arc<str>>, Vec<Arc<str>>),
+}
+
+/// The longest path so far: kept by its last op while that op lives (a path is not copied for
+/// each op that makes it longer, which in a chain is every op), taken over when it goes.
+enum Critical {
+    /// The path of the op in this slot.
+    InSlot(Slot),
+    /// A path whose last op was forgotten, and that op's push position.
+    Kept(Path, usize),
 }
 
 const N_STATES: usize = 7;
 
+/// The index of a live op in [`RunFold::slots`].
+type Slot = u32;
+
 /// What the fold keeps of a live op.
 struct LiveOp {
+    id: OpId,
     position: usize,
     label: Arc<str>,
     line: u32,
@@ -174,7 +208,8 @@ struct LiveOp {
 }
 
 struct Pred {
-    from: OpId,
+    /// The earlier op's slot: it lives at least as long as this dependency does.
+    from: Slot,
     var: VarId,
     hazard: Hazard,
     flow: u64,
@@ -182,8 +217,8 @@ struct Pred {
 
 #[derive(Default)]
 struct History {
-    last_write: Option<OpId>,
-    reads_since: Vec<OpId>,
+    last_write: Option<Slot>,
+    reads_since: Vec<Slot>,
 }
 
 struct DeviceOp {
@@ -263,12 +298,15 @@ impl RunFold {
     /// Folds the log's next event, telling `out` what it makes known.
     /// The interpreter's bookkeeping (`wait _#1`) is left out, as in a [`crate::Replay`].
     pub fn push(&mut self, event: &Event, out: &mut dyn TraceOut) {
-        let trimmed = match self.bookkeeping.filter(event) {
+        let trimmed;
+        let event = match self.bookkeeping.filter(event) {
             Filtered::Hidden => return,
-            Filtered::Shown => None,
-            Filtered::Trimmed(trimmed) => Some(trimmed),
+            Filtered::Shown => event,
+            Filtered::Trimmed(kept) => {
+                trimmed = kept;
+                &trimmed
+            }
         };
-        let event = trimmed.as_ref().unwrap_or(event);
         out.event(event);
         let time_ns = event.time_ns;
         match &event.kind {
@@ -278,8 +316,8 @@ impl RunFold {
             EventKind::VarDeleted { var } => {
                 self.var_names.remove(var);
                 if let Some(history) = self.histories.remove(var) {
-                    for op in history.last_write.into_iter().chain(history.reads_since) {
-                        self.unref(op);
+                    for slot in history.last_write.into_iter().chain(history.reads_since) {
+                        self.unref(slot);
                     }
                 }
             }
@@ -308,7 +346,7 @@ impl RunFold {
             }
             EventKind::Granted { .. } => {}
             EventKind::Ready { op } => {
-                if let Some(live) = self.ops.get_mut(op) {
+                if let Some(live) = self.live_mut(*op) {
                     live.state = OpState::Ready;
                 }
             }
@@ -328,9 +366,10 @@ impl RunFold {
                 let device_op = match self.device_ops.get_mut(op) {
                     Some(device_op) => device_op,
                     None => {
-                        let Some(live) = self.ops.get(op) else {
+                        let Some(slot) = self.ops.get(op) else {
                             return;
                         };
+                        let live = self.slot(*slot);
                         let device_op = DeviceOp {
                             position: live.position,
                             label: live.label.clone(),
@@ -369,9 +408,14 @@ impl RunFold {
         self.n_pushed += 1;
         self.first_push_ns = Some(self.first_push_ns.map_or(time_ns, |t| t.min(time_ns)));
         self.last_ns = self.last_ns.max(time_ns);
+        // The slot it will take: a later op's dependencies and the histories name it by it.
+        let own = match self.free.last() {
+            Some(slot) => *slot,
+            None => self.slots.len() as Slot,
+        };
         let mut preds: SmallVec<[Pred; 2]> = SmallVec::new();
-        let mut add = |from: OpId, var: VarId, hazard: Hazard| {
-            if from != op && !preds.iter().any(|pred| pred.from == from) {
+        let mut add = |from: Slot, var: VarId, hazard: Hazard| {
+            if from != own && !preds.iter().any(|pred| pred.from == from) {
                 preds.push(Pred {
                     from,
                     var,
@@ -380,15 +424,16 @@ impl RunFold {
                 });
             }
         };
-        let mut new_refs: SmallVec<[OpId; 8]> = SmallVec::new();
-        let mut dropped_refs: SmallVec<[OpId; 8]> = SmallVec::new();
+        // The references to it: one per access, in the histories.
+        let mut own_refs = 0;
+        let mut dropped_refs: SmallVec<[Slot; 8]> = SmallVec::new();
         for var in reads {
             let history = self.histories.entry(*var).or_default();
             if let Some(writer) = history.last_write {
                 add(writer, *var, Hazard::ReadAfterWrite);
             }
-            history.reads_since.push(op);
-            new_refs.push(op);
+            history.reads_since.push(own);
+            own_refs += 1;
         }
         for var in writes {
             let history = self.histories.entry(*var).or_default();
@@ -402,22 +447,29 @@ impl RunFold {
                 add(reader, *var, Hazard::WriteAfterRead);
                 dropped_refs.push(reader);
             }
-            dropped_refs.extend(history.last_write.replace(op));
-            new_refs.push(op);
+            dropped_refs.extend(history.last_write.replace(own));
+            own_refs += 1;
         }
-        let ops = &self.ops;
-        preds.sort_by_key(|pred| ops.get(&pred.from).map_or(0, |from| from.position));
+        if preds.len() > 1 {
+            let slots = &self.slots;
+            preds.sort_by_key(|pred| {
+                slots[pred.from as usize]
+                    .as_ref()
+                    .map_or(0, |from| from.position)
+            });
+        }
         for pred in &mut preds {
             self.n_edges += 1;
             pred.flow = self.n_edges;
-        }
-        for pred in &preds {
-            new_refs.push(pred.from);
+            // Each dependency holds the op it names.
+            if let Some(from) = &mut self.slots[pred.from as usize] {
+                from.refs += 1;
+            }
         }
         if device != Device::Cpu {
             let device_preds = preds
                 .iter()
-                .map(|pred| pred.from)
+                .map(|pred| self.slot(pred.from).id)
                 .filter(|from| self.device_ops.contains_key(from))
                 .collect();
             self.device_ops.insert(
@@ -432,48 +484,64 @@ impl RunFold {
                 },
             );
         }
-        self.ops.insert(
-            op,
-            LiveOp {
-                position,
-                label: label.clone(),
-                line,
-                device,
-                priority,
-                reads: if keep_accesses {
-                    reads.to_vec()
-                } else {
-                    Vec::new()
-                },
-                writes: if keep_accesses {
-                    writes.to_vec()
-                } else {
-                    Vec::new()
-                },
-                started: None,
-                finished: false,
-                state: OpState::Waiting,
-                message: None,
-                preds,
-                refs: 0,
-                path: None,
+        let live = LiveOp {
+            id: op,
+            position,
+            label: label.clone(),
+            line,
+            device,
+            priority,
+            reads: if keep_accesses {
+                reads.to_vec()
+            } else {
+                Vec::new()
             },
-        );
-        for id in new_refs {
-            if let Some(live) = self.ops.get_mut(&id) {
-                live.refs += 1;
-            }
+            writes: if keep_accesses {
+                writes.to_vec()
+            } else {
+                Vec::new()
+            },
+            started: None,
+            finished: false,
+            state: OpState::Waiting,
+            message: None,
+            preds,
+            refs: own_refs,
+            path: None,
+        };
+        match self.free.pop() {
+            Some(slot) => self.slots[slot as usize] = Some(live),
+            None => self.slots.push(Some(live)),
         }
-        for id in dropped_refs {
-            self.unref(id);
+        // An op pushed again under a live id (a log read from a file may do so) takes the
+        // id; the earlier one lives on, unnamed, while records still name it.
+        self.ops.insert(op, own);
+        for slot in dropped_refs {
+            self.unref(slot);
         }
+    }
+
+    /// The live op in `slot`.
+    fn slot(&self, slot: Slot) -> &LiveOp {
+        self.slots[slot as usize]
+            .as_ref()
+            .expect("a slot named by a live record holds an op")
+    }
+
+    /// The live op `op`, if it is live.
+    fn live_mut(&mut self, op: OpId) -> Option<&mut LiveOp> {
+        let slot = *self.ops.get(&op)?;
+        self.slots[slot as usize].as_mut()
     }
 
     fn started(&mut self, time_ns: u64, op: OpId, worker: u32, out: &mut dyn TraceOut) {
         self.last_ns = self.last_ns.max(time_ns);
-        let Some(live) = self.ops.get_mut(&op) else {
+        let Some(slot) = self.ops.get(&op).copied() else {
             return;
         };
+        let live = self.slots[slot as usize]
+            .as_mut()
+            .expect("a named op's slot holds it");
         live.state = OpState::Running;
         live.started = Some((worker, time_ns));
         // A worker that ran an op has a lane, even while the op runs.
@@ -482,28 +550,24 @@ impl RunFold {
             self.busy_ns.resize(index + 1, None);
         }
         self.busy_ns[index].get_or_insert(0);
-        if let Some(device_op) = self.device_ops.get_mut(&op) {
-            device_op.launch = Some((worker, time_ns));
+        if !self.device_ops.is_empty() {
+            if let Some(device_op) = self.device_ops.get_mut(&op) {
+                device_op.launch = Some((worker, time_ns));
+            }
         }
         if !out.keeps_slices() {
             return;
         }
-        let live = &self.ops[&op];
+        let live = self.slot(slot);
         for pred in &live.preds {
-            let Some(from) = self.ops.get(&pred.from).and_then(|from| from.started) else {
+            let Some(from) = self.slot(pred.from).started else {
                 continue;
             };
             let var = self.var_name(pred.var);
-            // `X RAW`, put together without `fmt`'s machinery (a few hundred instructions).
-            let hazard = pred.hazard.short_name();
-            let mut name = String::with_capacity(var.len() + 1 + hazard.len());
-            name.push_str(&var);
-            name.push(' ');
-            name.push_str(hazard);
             out.flow(&Flow {
                 id: pred.flow,
-                name,
                 var: &var,
+                hazard: pred.hazard,
                 from,
                 to: (worker, time_ns),
             });
@@ -519,9 +583,12 @@ impl RunFold {
         out: &mut dyn TraceOut,
     ) {
         self.last_ns = self.last_ns.max(time_ns);
-        let Some(live) = self.ops.get_mut(&op) else {
+        let Some(slot) = self.ops.get(&op).copied() else {
             return;
         };
+        let live = self.slots[slot as usize]
+            .as_mut()
+            .expect("a named op's slot holds it");
         live.state = state;
         live.finished = true;
         live.message = message.map(str::to_string);
@@ -532,25 +599,34 @@ impl RunFold {
             }
         }
         self.n_by_state[state as usize] += 1;
-        self.close(op, time_ns, out);
+        self.close(slot, time_ns, out);
     }
 
     /// Ends an op's record: its slice goes out, its path is made, its dependencies let go.
     /// `end_ns` is its finish, or the end of the log for an op that did not finish.
-    fn close(&mut self, op: OpId, end_ns: u64, out: &mut dyn TraceOut) {
-        let live = &self.ops[&op];
+    fn close(&mut self, slot: Slot, end_ns: u64, out: &mut dyn TraceOut) {
+        let live = self.slots[slot as usize]
+            .as_ref()
+            .expect("a closed op's slot holds it");
+        let op = live.id;
         let own_ns = match (live.finished, live.started) {
             (true, Some((_, start_ns))) => end_ns.saturating_sub(start_ns),
             _ => 0,
         };
         if let (Some((worker, start_ns)), true) = (live.started, out.keeps_slices()) {
-            let names = |vars: &[VarId]| vars.iter().map(|var| self.var_name(*var)).collect();
+            let (mut reads, mut writes) = std::mem::take(&mut self.slice_names);
+            let names = |vars: &[VarId], names: &mut Vec<Arc<str>>| {
+                names.clear();
+                names.extend(vars.iter().map(|var| self.var_name(*var)));
+            };
+            names(&live.reads, &mut reads);
+            names(&live.writes, &mut writes);
             out.slice(&OpSlice {
                 op,
                 label: &live.label,
                 line: live.line,
-                reads: names(&live.reads),
-                writes: names(&live.writes),
+                reads: &reads,
+                writes: &writes,
                 state: live.state,
                 device: live.device,
                 priority: live.priority,
@@ -559,6 +635,7 @@ impl RunFold {
                 start_ns,
                 end_ns: end_ns.max(start_ns),
             });
+            self.slice_names = (reads, writes);
         }
         // The longest path to it: through the dependency with the longest path, the latest
         // pushed among equals.
@@ -566,23 +643,25 @@ impl RunFold {
             .preds
             .iter()
             .filter_map(|pred| {
-                let from = self.ops.get(&pred.from)?;
+                let from = self.slot(pred.from);
                 Some((from.path.as_ref()?, from.position))
             })
             .max_by_key(|(path, position)| (path.ns, *position))
             .map(|(path, _)| path);
         let path = Path::extend(before, Step(op, live.label.clone(), live.line), own_ns);
         let position = live.position;
-        let better = match &self.critical {
+        let better = match self.critical() {
             None => true,
             Some((best, best_position)) => {
-                path.ns > best.ns || (path.ns == best.ns && position < *best_position)
+                path.ns > best.ns || (path.ns == best.ns && position < best_position)
             }
         };
         if better {
-            self.critical = Some((path.clone(), position));
+            self.critical = Some(Critical::InSlot(slot));
         }
-        let live = self.ops.get_mut(&op).expect("closed op is live");
+        let live = self.slots[slot as usize]
+            .as_mut()
+            .expect("a closed op's slot holds it");
         live.path = Some(path);
         live.reads = Vec::new();
         live.writes = Vec::new();
@@ -591,23 +670,45 @@ impl RunFold {
         for pred in preds {
             self.unref(pred.from);
         }
-        self.forget_if_unused(op);
+        self.forget_if_unused(slot);
     }
 
-    fn unref(&mut self, op: OpId) {
-        if let Some(live) = self.ops.get_mut(&op) {
+    fn unref(&mut self, slot: Slot) {
+        if let Some(live) = &mut self.slots[slot as usize] {
             live.refs = live.refs.saturating_sub(1);
-            self.forget_if_unused(op);
+            self.forget_if_unused(slot);
         }
     }
 
-    fn forget_if_unused(&mut self, op: OpId) {
-        if self
-            .ops
-            .get(&op)
-            .is_some_and(|live| live.refs == 0 && live.path.is_some())
-        {
-            self.ops.remove(&op);
+    /// Frees the op's slot once nothing names it and its path is made.
+    fn forget_if_unused(&mut self, slot: Slot) {
+        let Some(live) = &self.slots[slot as usize] else {
+            return;
+        };
+        if live.refs > 0 || live.path.is_none() {
+            return;
+        }
+        if self.ops.get(&live.id) == Some(&slot) {
+            self.ops.remove(&live.id);
+        }
+        let live = self.slots[slot as usize]
+            .take()
+            .expect("the slot held the op");
+        if matches!(self.critical, Some(Critical::InSlot(critical)) if critical == slot) {
+            let path = live.path.expect("a forgotten op's path is made");
+            self.critical = Some(Critical::Kept(path, live.position));
+        }
+        self.free.push(slot);
+    }
+
+    /// The longest path so far and the push position of its last op.
+    fn critical(&self) -> Option<(&Path, usize)> {
+        match self.critical.as_ref()? {
+            Critical::InSlot(slot) => {
+                let live = self.slot(*slot);
+                Some((live.path.as_ref()?, live.position))
+            }
+            Critical::Kept(path, position) => Some((path, *position)),
         }
     }
 
@@ -623,17 +724,18 @@ impl RunFold {
     pub fn finish(mut self, worker_names: &[String], out: &mut dyn TraceOut) -> Summary {
         let start_ns = self.first_push_ns.unwrap_or(0);
         let end_ns = self.last_ns.max(start_ns);
-        let mut unfinished: Vec<(usize, OpId)> = self
+        let mut unfinished: Vec<(usize, Slot)> = self
             .ops
-            .iter()
-            .filter(|(_, live)| live.path.is_none())
-            .map(|(id, live)| (live.position, *id))
+            .values()
+            .map(|slot| (self.slot(*slot), *slot))
+            .filter(|(live, _)| live.path.is_none())
+            .map(|(live, slot)| (live.position, slot))
             .collect();
         unfinished.sort_unstable();
-        for (_, op) in unfinished {
-            let state = self.ops[&op].state;
+        for (_, slot) in unfinished {
+            let state = self.slot(slot).state;
             self.n_by_state[state as usize] += 1;
-            self.close(op, end_ns, out);
+            self.close(slot, end_ns, out);
         }
         let lanes = self.lanes(worker_names);
         let device_lanes: Vec<Arc<str>> = lanes
@@ -685,7 +787,7 @@ impl RunFold {
             .collect();
         let wall_ns = end_ns - start_ns;
         let total_busy: u64 = busy_ns.iter().map(|(_, busy)| busy).sum();
-        let (critical_path_ns, critical_path_ops, critical_path) = match &self.critical {
+        let (critical_path_ns, critical_path_ops, critical_path) = match self.critical() {
             Some((path, _)) => (path.ns, path.n_ops, path.shown()),
             None => (0, 0, Vec::new()),
         };

@@ -28,6 +28,21 @@ impl JsonLine {
         self
     }
 
+    /// Bytes written as they are (a piece put together before).
+    #[inline]
+    pub(crate) fn bytes_raw(&mut self, bytes: &[u8]) -> &mut Self {
+        self.0.extend_from_slice(bytes);
+        self
+    }
+
+    /// Text put together by `fmt` (for rare elements, where speed does not matter).
+    pub(crate) fn fmt(&mut self, text: std::fmt::Arguments<'_>) {
+        use std::io::Write;
+        self.0
+            .write_fmt(text)
+            .expect("writing to memory cannot fail");
+    }
+
     /// An integer.
     #[inline]
     pub(crate) fn int(&mut self, value: impl itoa::Integer) -> &mut Self {

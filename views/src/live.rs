@@ -959,7 +959,7 @@ mod tests {
         let mut fed = LiveFold::from_now(&source);
         let mut next = streamed.first_seq();
         let mut stream = |fed: &mut LiveFold| {
-            next = streamed.read_since(next, |event| fed.push(event));
+            next = streamed.read_since(next, |event| fed.push(event.clone()));
             streamed.forget_before(next);
             assert_eq!(streamed.unread(), 0);
         };

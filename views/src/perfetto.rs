@@ -21,9 +21,11 @@ use std::sync::Arc;
 
 use dep_engine::Event;
 use prost::Message;
+use smallvec::SmallVec;
 
 use crate::error::{Error, ErrorKind};
 use crate::fold::{DeviceSlice, Flow, OpSlice, TraceLane, TraceOut};
+use crate::replay::Hazard;
 use crate::trace::DEVICE_TID;
 
 mod wire;
@@ -194,7 +196,9 @@ pub struct PerfettoTrace<W: Write> {
     tracks: FxHashSet<u64>,
     /// Flows whose later op's slice is not written yet, by that op's (worker, start): a flow's
     /// end must follow the slice it binds to.
-    pending_flows: FxHashMap<(u32, u64), Vec<PendingFlow>>,
+    pending_flows: FxHashMap<(u32, u64), SmallVec<[PendingFlow; 2]>>,
+    /// A flow's name (`x RAW`), put together for each flow in reused room.
+    flow_name: String,
     /// A packet's bytes.
     packet: Vec<u8>,
     /// The `TrackEvent` of the packet being written.
@@ -210,7 +214,9 @@ pub struct PerfettoTrace<W: Write> {
 
 struct PendingFlow {
     id: u64,
-    name: String,
+    /// The variable's name and the hazard: the flow's name, put together when it is written.
+    var: Arc<str>,
+    hazard: Hazard,
     from: (u32, u64),
 }
 
@@ -284,6 +290,7 @@ impl<W: Write> PerfettoTrace<W> {
             names: FxHashMap::default(),
             tracks: FxHashSet::default(),
             pending_flows: FxHashMap::default(),
+            flow_name: String::new(),
             packet: Vec::new(),
             event: Vec::new(),
             part: Vec::new(),
@@ -477,8 +484,8 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
         self.text.clear();
         write!(self.text, "{}", slice.device).expect("a String grows as needed");
         let (event, part, item) = (&mut self.event, &mut self.part, &mut self.item);
-        names_annotation(event, part, item, 2, &slice.reads);
-        names_annotation(event, part, item, 3, &slice.writes);
+        names_annotation(event, part, item, 2, slice.reads);
+        names_annotation(event, part, item, 3, slice.writes);
         annotation(event, part, 4, |part| {
             wire::bytes(part, field::STRING_VALUE, slice.state.name().as_bytes());
         });
@@ -499,13 +506,19 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
             .remove(&(slice.worker, slice.start_ns))
             .unwrap_or_default();
         for flow in flows {
+            let mut name = std::mem::take(&mut self.flow_name);
+            name.clear();
+            name.push_str(&flow.var);
+            name.push(' ');
+            name.push_str(flow.hazard.short_name());
             self.flow_ends(
                 flow.id,
-                &flow.name,
+                &name,
                 CATEGORY_DEPENDENCY,
                 (u64::from(flow.from.0), flow.from.1),
                 (tid, slice.start_ns),
             );
+            self.flow_name = name;
         }
         self.slice_end(slice.end_ns, track);
     }
@@ -516,7 +529,8 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
             .or_default()
             .push(PendingFlow {
                 id: flow.id,
-                name: flow.name.clone(),
+                var: flow.var.clone(),
+                hazard: flow.hazard,
                 from: flow.from,
             });
     }
@@ -863,8 +877,8 @@ mod tests {
         let mut trace = PerfettoTrace::new(Vec::new());
         trace.flow(&Flow {
             id: 300,
-            name: "x RAW".to_string(),
-            var: "x",
+            var: &names[0],
+            hazard: crate::Hazard::ReadAfterWrite,
             from: (0, 5),
             to: (1, 1_000_000),
         });
@@ -872,8 +886,8 @@ mod tests {
             op: OpId(7),
             label: &label,
             line: 200,
-            reads: names.clone(),
-            writes: names[..1].to_vec(),
+            reads: &names,
+            writes: &names[..1],
             state: OpState::Failed,
             device: Device::Gpu(3),
             priority: -4,
@@ -886,8 +900,8 @@ mod tests {
             op: OpId(8),
             label: &label,
             line: 0,
-            reads: Vec::new(),
-            writes: Vec::new(),
+            reads: &[],
+            writes: &[],
             state: OpState::Done,
             device: Device::Cpu,
             priority: 0,

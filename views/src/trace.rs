@@ -34,7 +34,7 @@ use serde_json::{json, Map, Value};
 use crate::error::{Error, ErrorKind};
 use crate::fold::{DeviceSlice, Flow, OpSlice, RunFold, TraceLane, TraceOut};
 use crate::json_line::JsonLine;
-use crate::replay::Replay;
+use crate::replay::{Hazard, Replay};
 
 /// The version of the `depEvents` layout this module writes.
 const DEP_EVENTS_VERSION: u64 = 2;
@@ -75,14 +75,25 @@ pub struct JsonTrace<W: Write, S: Read + Write + Seek> {
     devices: HashMap<Device, (Arc<str>, Option<usize>)>,
     /// Each state's string number once declared.
     states: [Option<usize>; N_STATES],
-    /// The element being written, reused.
-    line: JsonLine,
+    /// The middle of a dependency's flow elements, from its name to its thread id key
+    /// (`,"name":"x RAW","cat":"dependency","bp":"e","pid":1,"tid":`), by the address of the
+    /// variable's name (the entry keeps that `Arc` alive) and the hazard.
+    flow_middles: HashMap<(usize, Hazard), (Arc<str>, Vec<u8>)>,
+    /// Trace events written but not yet handed to `out`, which gets them in large pieces.
+    pending: JsonLine,
+    /// `depEvents` elements written but not yet handed to the spool.
+    pending_dep: JsonLine,
     workers: Vec<String>,
     error: Option<io::Error>,
 }
 
 /// How many op states there are.
 const N_STATES: usize = 7;
+/// How many bytes of elements are gathered before they are handed to the writer at once.
+const PIECE: usize = 64 * 1024;
+/// How many flow names [`JsonTrace::flow_middles`] holds before it starts again (variables
+/// without a name get a new one for each flow).
+const MAX_FLOW_MIDDLES: usize = 4096;
 
 impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
     /// A trace that writes to `out`, spooling the event log to `spool`.
@@ -96,7 +107,9 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
             strings_by_address: HashMap::default(),
             devices: HashMap::default(),
             states: [None; N_STATES],
-            line: JsonLine::default(),
+            flow_middles: HashMap::default(),
+            pending: JsonLine::default(),
+            pending_dep: JsonLine::default(),
             workers: Vec::new(),
             error: None,
         };
@@ -115,6 +128,8 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
         if let Some(error) = self.error.take() {
             return Err(error);
         }
+        self.out.write_all(self.pending.bytes())?;
+        self.spool.write_all(self.pending_dep.bytes())?;
         self.out
             .write_all(b"],\"displayTimeUnit\":\"ns\",\"depEvents\":{\"version\":")?;
         write!(self.out, "{DEP_EVENTS_VERSION},\"workers\":")?;
@@ -141,25 +156,17 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
     }
 
     fn trace_event(&mut self, element: fmt::Arguments<'_>) -> io::Result<()> {
-        if self.n_trace_events > 0 {
-            self.out.write_all(b",")?;
-        }
-        self.n_trace_events += 1;
-        self.out.write_fmt(element)
+        self.trace_line(|line| line.fmt(element))
     }
 
-    /// Builds a trace event in the reused line with `build`, then writes it.
+    /// Writes a trace event, built by `build` after what is pending.
     fn trace_line(&mut self, build: impl FnOnce(&mut JsonLine)) -> io::Result<()> {
-        let mut line = std::mem::take(&mut self.line);
-        line.clear();
-        if self.n_trace_events > 0 {
-            line.raw(",");
-        }
-        self.n_trace_events += 1;
-        build(&mut line);
-        let written = self.out.write_all(line.bytes());
-        self.line = line;
-        written
+        element(
+            &mut self.pending,
+            &mut self.n_trace_events,
+            &mut self.out,
+            build,
+        )
     }
 
     /// A flow pair (an arrow in trace viewers) from `(thread, time)` to `(thread, time)`, each
@@ -172,26 +179,15 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
         from: (u64, u64),
         to: (u64, u64),
     ) -> io::Result<()> {
-        for (phase, (tid, time)) in [("s", from), ("f", to)] {
-            self.trace_line(|line| {
-                line.raw("{\"ph\":\"")
-                    .raw(phase)
-                    .raw("\",\"id\":")
-                    .raw(id)
-                    .raw(",\"name\":")
-                    .string(name)
-                    .raw(",\"cat\":\"")
-                    .raw(category)
-                    .raw("\",\"bp\":\"e\",\"pid\":")
-                    .int(PID)
-                    .raw(",\"tid\":")
-                    .int(tid)
-                    .raw(",\"ts\":")
-                    .micros(time)
-                    .raw("}");
-            })?;
-        }
-        Ok(())
+        let mut middle = JsonLine::default();
+        flow_middle(&mut middle, name, category);
+        flow_pair(
+            (&mut self.pending, &mut self.n_trace_events, &mut self.out),
+            id,
+            middle.bytes(),
+            from,
+            to,
+        )
     }
 
     /// The number of a string met as an `Arc`: found by its address when met before.
@@ -238,27 +234,20 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
         }
         let number = self.strings.len();
         self.strings.insert(Arc::from(text), number);
-        self.dep_event_separator()?;
-        serde_json::to_writer(&mut self.spool, text)?;
+        self.dep_line(|line| {
+            line.string(text);
+        })?;
         Ok(number)
     }
 
-    fn dep_event_separator(&mut self) -> io::Result<()> {
+    /// Writes one `depEvents` element, built by `build` after what is pending.
+    fn dep_line(&mut self, build: impl FnOnce(&mut JsonLine)) -> io::Result<()> {
         if self.n_dep_events > 0 {
-            self.spool.write_all(b",")?;
+            self.pending_dep.raw(",");
         }
         self.n_dep_events += 1;
-        Ok(())
-    }
-
-    /// Writes one `depEvents` element, built in the reused line by `build`.
-    fn dep_line(&mut self, build: impl FnOnce(&mut JsonLine)) -> io::Result<()> {
-        self.dep_event_separator()?;
-        let mut line = std::mem::take(&mut self.line);
-        build(line.clear());
-        let written = self.spool.write_all(line.bytes());
-        self.line = line;
-        written
+        build(&mut self.pending_dep);
+        hand_over(&mut self.pending_dep, &mut self.spool)
     }
 
     /// Writes one event of the log, after declaring the strings it names (a declaration is an
@@ -397,9 +386,9 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
                     .raw(",\"line\":")
                     .int(slice.line)
                     .raw(",\"reads\":");
-                names(line, &slice.reads);
+                names(line, slice.reads);
                 line.raw(",\"writes\":");
-                names(line, &slice.writes);
+                names(line, slice.writes);
                 line.raw(",\"state\":\"")
                     .raw(slice.state.name())
                     .raw("\",\"device\":\"")
@@ -416,10 +405,26 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
 
     fn flow(&mut self, flow: &Flow<'_>) {
         self.attempt(|trace| {
-            trace.flow_pair(
+            let address = Arc::as_ptr(flow.var) as *const u8 as usize;
+            let key = (address, flow.hazard);
+            if trace.flow_middles.len() >= MAX_FLOW_MIDDLES
+                && !trace.flow_middles.contains_key(&key)
+            {
+                trace.flow_middles.clear();
+            }
+            let (_, middle) = trace.flow_middles.entry(key).or_insert_with(|| {
+                let mut middle = JsonLine::default();
+                flow_middle(&mut middle, &flow.name(), "dependency");
+                (flow.var.clone(), middle.bytes().to_vec())
+            });
+            flow_pair(
+                (
+                    &mut trace.pending,
+                    &mut trace.n_trace_events,
+                    &mut trace.out,
+                ),
                 itoa::Buffer::new().format(flow.id),
-                &flow.name,
-                "dependency",
+                middle,
                 (u64::from(flow.from.0), flow.from.1),
                 (u64::from(flow.to.0), flow.to.1),
             )
@@ -474,6 +479,72 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
             Ok(())
         });
     }
+}
+
+/// Writes one element (after a comma unless it is the first, counted in `n_elements`), built by
+/// `build` after what is pending.
+fn element(
+    pending: &mut JsonLine,
+    n_elements: &mut usize,
+    out: &mut impl Write,
+    build: impl FnOnce(&mut JsonLine),
+) -> io::Result<()> {
+    if *n_elements > 0 {
+        pending.raw(",");
+    }
+    *n_elements += 1;
+    build(pending);
+    hand_over(pending, out)
+}
+
+/// A flow pair from `(thread, time)` to `(thread, time)` (see [`JsonTrace::flow_pair`]) whose
+/// elements have `middle` ([`flow_middle`]) between the id and the thread id, written as
+/// [`element`]s.
+fn flow_pair(
+    (pending, n_elements, out): (&mut JsonLine, &mut usize, &mut impl Write),
+    id: &str,
+    middle: &[u8],
+    from: (u64, u64),
+    to: (u64, u64),
+) -> io::Result<()> {
+    let phases = [
+        ("{\"ph\":\"s\",\"id\":", from),
+        ("{\"ph\":\"f\",\"id\":", to),
+    ];
+    for (start, (tid, time)) in phases {
+        element(pending, n_elements, out, |line| {
+            line.raw(start)
+                .raw(id)
+                .bytes_raw(middle)
+                .int(tid)
+                .raw(",\"ts\":")
+                .micros(time)
+                .raw("}");
+        })?;
+    }
+    Ok(())
+}
+
+/// Hands `pending` to `to` once it holds a large piece (a `BufWriter` then writes it through
+/// without copying it).
+fn hand_over(pending: &mut JsonLine, to: &mut impl Write) -> io::Result<()> {
+    if pending.bytes().len() >= PIECE {
+        to.write_all(pending.bytes())?;
+        pending.clear();
+    }
+    Ok(())
+}
+
+/// The part of a flow element from its name to its thread id key:
+/// `,"name":"x RAW","cat":"dependency","bp":"e","pid":1,"tid":`.
+fn flow_middle(line: &mut JsonLine, name: &str, category: &str) {
+    line.raw(",\"name\":")
+        .string(name)
+        .raw(",\"cat\":\"")
+        .raw(category)
+        .raw("\",\"bp\":\"e\",\"pid\":")
+        .int(PID)
+        .raw(",\"tid\":");
 }
 
 /// Nanoseconds written as microseconds, exactly: `1234567` as `1234.567`, `47000` as `47.0`.
