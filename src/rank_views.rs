@@ -62,11 +62,14 @@ impl RankViews {
             }
         }
         let mut ok = true;
-        if !self.traces.is_empty() {
-            let trace = views::ranks::chrome_trace(&runs);
-            for path in &self.traces {
-                ok &= write_file(path, "--trace", &trace);
-            }
+        for path in &self.traces {
+            // Chrome JSON gets a process per rank; Perfetto's protobuf the merged run, each
+            // rank's lanes named `r1 cpu:0`, ... (both with the arrows between ranks)
+            ok &= if crate::views::is_perfetto(path) {
+                write_file(path, "--trace", views::ranks::perfetto_trace(&runs))
+            } else {
+                write_file(path, "--trace", views::ranks::chrome_trace(&runs))
+            };
         }
         if let Some(path) = &self.timeline {
             let options = views::svg::TimelineOptions {
@@ -74,7 +77,7 @@ impl RankViews {
                 simulated: self.simulated,
                 ..views::svg::TimelineOptions::default()
             };
-            ok &= write_file(path, "--timeline", &views::ranks::timeline(&runs, &options));
+            ok &= write_file(path, "--timeline", views::ranks::timeline(&runs, &options));
         }
         let figures: Vec<views::ranks::RankFigures> = runs
             .iter()

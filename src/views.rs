@@ -147,14 +147,14 @@ impl ViewPlan {
                     simulated: session.config().policy == engine::Policy::Sim,
                     ..views::svg::TimelineOptions::default()
                 };
-                ok &= write_file(path, "--timeline", &views::svg::timeline(&replay, &options));
+                ok &= write_file(path, "--timeline", views::svg::timeline(&replay, &options));
             }
             if let Some(path) = &self.dot {
                 ok &= write_dot(path, &views::dot::dag(&replay));
             }
             if let Some(path) = &self.replay {
                 let title = format!("dep replay of {script_path}");
-                ok &= write_file(path, "--replay", &views::html::player(&replay, &title));
+                ok &= write_file(path, "--replay", views::html::player(&replay, &title));
             }
         }
         let style = stderr_style();
@@ -244,11 +244,17 @@ impl TraceFile {
     }
 }
 
+/// Whether a trace path names Perfetto's protobuf format (`.pftrace`, `.perfetto-trace`); any
+/// other name gets Chrome JSON.
+pub(crate) fn is_perfetto(path: &Path) -> bool {
+    let extension = path.extension().and_then(|ext| ext.to_str());
+    matches!(extension, Some("pftrace" | "perfetto-trace"))
+}
+
 /// Opens the trace file (and the JSON's spool), in the format its name says.
 fn open_trace(path: &Path) -> std::io::Result<TraceFile> {
     let out = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let extension = path.extension().and_then(|ext| ext.to_str());
-    if matches!(extension, Some("pftrace" | "perfetto-trace")) {
+    if is_perfetto(path) {
         return Ok(TraceFile::Perfetto(views::perfetto::PerfettoTrace::new(
             out,
         )));
@@ -373,7 +379,7 @@ fn feed(fold: &mut LiveFold, events: impl IntoIterator<Item = engine::Event>) {
 }
 
 /// Writes a view's file for `flag`; says why not on stderr, and whether it was written.
-pub(crate) fn write_file(path: &Path, flag: &str, contents: &str) -> bool {
+pub(crate) fn write_file(path: &Path, flag: &str, contents: impl AsRef<[u8]>) -> bool {
     match std::fs::write(path, contents) {
         Ok(()) => true,
         Err(error) => {

@@ -126,3 +126,52 @@ fn a_long_observed_run_completes_under_a_memory_limit() {
         run.stderr
     );
 }
+
+#[test]
+fn a_trace_of_several_ranks_is_written_in_the_format_its_name_says() {
+    // Before, `--trace t.pftrace` beside `--ranks` got the merged Chrome JSON, which no Perfetto
+    // reader opens as protobuf.
+    let dir = TestDir::new();
+    let sample = repo_root().join("samples/ps_ranks.dep");
+    let run = Run::of(dir.dep().arg("run").arg(&sample).args([
+        "--engine",
+        "sim",
+        "--ranks",
+        "3",
+        "--trace",
+        "t.json",
+        "--trace",
+        "t.pftrace",
+    ]));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let json =
+        perfetto::read_json(&std::fs::read_to_string(dir.path().join("t.json")).unwrap()).unwrap();
+    let protobuf = perfetto::read(&std::fs::read(dir.path().join("t.pftrace")).unwrap())
+        .expect("the .pftrace file is Perfetto's protobuf");
+    // The JSON puts each rank in a process of its own (its lanes renumbered); the protobuf keeps
+    // the merged run's lanes, each named after its rank. Both show the same slices at the same
+    // times, and the same flows.
+    let timed = |contents: &perfetto::TraceContents| {
+        let mut slices: Vec<_> = contents
+            .slices
+            .iter()
+            .map(|slice| (slice.start_ns, slice.end_ns, slice.name.clone()))
+            .collect();
+        slices.sort();
+        slices
+    };
+    assert!(!json.slices.is_empty());
+    assert_eq!(timed(&json), timed(&protobuf));
+    assert_eq!(json.flows.len(), protobuf.flows.len());
+    for rank in 0..3 {
+        let prefix = format!("r{rank} ");
+        assert!(
+            protobuf
+                .threads
+                .values()
+                .any(|name| name.starts_with(&prefix)),
+            "no lane of rank {rank} in {:?}",
+            protobuf.threads
+        );
+    }
+}

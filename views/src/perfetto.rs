@@ -174,12 +174,15 @@ const PROCESS_UUID: u64 = 1;
 const THREAD_UUID: u64 = 1 << 32;
 /// Launch flows' ids: this plus the op's id (dependency flows count from 1).
 const LAUNCH_FLOW: u64 = 1 << 62;
+/// Arrows between ranks' ops' ids ([`PerfettoTrace::comm_arrow`]): this plus the arrow's index.
+const COMM_FLOW: u64 = 1 << 61;
 /// Categories, by interned id.
-const CATEGORIES: [&str; 4] = ["op", "device", "dependency", "launch"];
+const CATEGORIES: [&str; 5] = ["op", "device", "dependency", "launch", "comm"];
 const CATEGORY_OP: u64 = 1;
 const CATEGORY_DEVICE: u64 = 2;
 const CATEGORY_DEPENDENCY: u64 = 3;
 const CATEGORY_LAUNCH: u64 = 4;
+const CATEGORY_COMM: u64 = 5;
 /// Argument names, by interned id (from 1).
 const ARGUMENTS: [&str; 8] = [
     "op", "line", "reads", "writes", "state", "device", "priority", "message",
@@ -326,6 +329,21 @@ impl<W: Write> PerfettoTrace<W> {
             ..TracePacket::default()
         });
         trace
+    }
+
+    /// Writes the whole of a recorded run, as a run writes it while it goes.
+    pub fn write_replay(&mut self, replay: &crate::Replay) {
+        let mut fold = crate::fold::RunFold::new();
+        for event in replay.events() {
+            fold.push(event, self);
+        }
+        fold.finish(replay.worker_names(), self);
+    }
+
+    /// Writes arrow number `index` (category `comm`) between two ranks' ops, named `name`,
+    /// from `from` to `to`, each `(tid, time_ns)` inside its op's slice.
+    pub fn comm_arrow(&mut self, index: u64, name: &str, from: (u64, u64), to: (u64, u64)) {
+        self.flow_ends(COMM_FLOW + index, name, CATEGORY_COMM, from, to);
     }
 
     /// Flushes the trace; returns `out`, or the first write error.
@@ -574,11 +592,7 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
 /// The replay as a Perfetto protobuf trace (the same bytes a run streams).
 pub fn perfetto_trace(replay: &crate::Replay) -> Vec<u8> {
     let mut trace = PerfettoTrace::new(Vec::new());
-    let mut fold = crate::fold::RunFold::new();
-    for event in replay.events() {
-        fold.push(event, &mut trace);
-    }
-    fold.finish(replay.worker_names(), &mut trace);
+    trace.write_replay(replay);
     trace.finish().expect("writing to memory cannot fail")
 }
 

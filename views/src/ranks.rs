@@ -284,6 +284,24 @@ fn comm_arrows(merged: &Replay, n: usize) -> Vec<CommArrow> {
     arrows
 }
 
+/// Every rank's run as one Perfetto protobuf trace: the merged run (each rank's lanes named
+/// `r1 cpu:0`, ... and its ops numbered as in [`merge`]) with its slices and dependency arrows,
+/// plus the arrows between ranks (category `comm`) that [`chrome_trace`] draws.
+pub fn perfetto_trace(runs: &[RankRun]) -> Vec<u8> {
+    let n = runs.len().max(1);
+    let merged = merge(runs);
+    let mut trace = crate::perfetto::PerfettoTrace::new(Vec::new());
+    trace.write_replay(&merged);
+    // Each end sits in the middle of its op's slice, which binds it to that slice.
+    let end = |(_, worker, start, finish): Place| {
+        (u64::from(worker), start + finish.saturating_sub(start) / 2)
+    };
+    for (index, arrow) in comm_arrows(&merged, n).into_iter().enumerate() {
+        trace.comm_arrow(index as u64, &arrow.name, end(arrow.from), end(arrow.to));
+    }
+    trace.finish().expect("writing to memory cannot fail")
+}
+
 /// Every rank's run as one Chrome trace (JSON): a process per rank (`rank 0`, `rank 1`...) with
 /// its workers as threads, its ops as slices and its dependencies as arrows, plus an arrow
 /// (category `comm`) from each send to its receive and from the last rank to join a collective
