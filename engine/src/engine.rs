@@ -630,25 +630,14 @@ impl Shared {
         let n_reads = accesses.reads.len();
         let guards = &mut guards[..accesses.len()];
         let outcome = if id.0 < self.cancel_below.load(Ordering::Acquire) {
-            Outcome::Cancelled(Arc::new(OpError {
-                label: label.clone(),
-                line,
-                message: "cancelled before it started".to_string(),
-                cancelled: true,
-            }))
+            cancelled(label, line)
         } else if let Some(error) = guards[..n_reads + accesses.n_read_writes]
             .iter()
             .find_map(|state| state.as_ref().and_then(|state| state.error.clone()))
         {
             Outcome::Skipped(error)
         } else {
-            match catch_unwind(AssertUnwindSafe(run)) {
-                Ok(Ok(())) => Outcome::Ok,
-                Ok(Err(message)) => Outcome::Failed(error_at(label, line, message)),
-                Err(payload) => {
-                    Outcome::Failed(error_at(label, line, panic_message(payload.as_ref())))
-                }
-            }
+            run_caught(label, line, run)
         };
         if let Outcome::Failed(error) = &outcome {
             lock(&self.failures).push(error.clone());
@@ -979,12 +968,7 @@ impl Shared {
     /// error.
     fn refusal(&self, op: &OpBlock) -> Option<Outcome> {
         if op.id.0 < self.cancel_below.load(Ordering::Acquire) {
-            return Some(Outcome::Cancelled(Arc::new(OpError {
-                label: op.label.clone(),
-                line: op.line,
-                message: "cancelled before it started".to_string(),
-                cancelled: true,
-            })));
+            return Some(cancelled(&op.label, op.line));
         }
         first_read_error(op).map(Outcome::Skipped)
     }
@@ -993,13 +977,7 @@ impl Shared {
         if let Some(outcome) = self.refusal(op) {
             return outcome;
         }
-        let result = self.clocked(op, || catch_unwind(AssertUnwindSafe(exec)));
-        let message = match result {
-            Ok(Ok(())) => return Outcome::Ok,
-            Ok(Err(message)) => message,
-            Err(payload) => panic_message(payload.as_ref()),
-        };
-        Outcome::Failed(op_error(op, message))
+        self.clocked(op, || run_caught(&op.label, op.line, exec))
     }
 
     /// Ends the op's accesses, in the order they were taken, and counts down the ops they unblock.
@@ -1214,6 +1192,25 @@ fn first_read_error(op: &OpBlock) -> Option<Arc<OpError>> {
 /// The error of `op` failing with `message`.
 fn op_error(op: &OpBlock, message: String) -> Arc<OpError> {
     error_at(&op.label, op.line, message)
+}
+
+/// The outcome of the op labelled `label`, at `line`, cancelled before it started.
+fn cancelled(label: &Arc<str>, line: u32) -> Outcome {
+    Outcome::Cancelled(Arc::new(OpError {
+        label: label.clone(),
+        line,
+        message: "cancelled before it started".to_string(),
+        cancelled: true,
+    }))
+}
+
+/// Runs the op labelled `label`, at `line`: its outcome, a panic caught as a failure.
+fn run_caught(label: &Arc<str>, line: u32, run: impl FnOnce() -> Result<(), String>) -> Outcome {
+    match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(Ok(())) => Outcome::Ok,
+        Ok(Err(message)) => Outcome::Failed(error_at(label, line, message)),
+        Err(payload) => Outcome::Failed(error_at(label, line, panic_message(payload.as_ref()))),
+    }
 }
 
 /// The error of the op labelled `label`, at `line`, failing with `message`.
