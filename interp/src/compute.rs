@@ -9,6 +9,7 @@ use dep_engine as engine;
 
 use crate::evaluate;
 use crate::gpu;
+use crate::one_operator::OneOperator;
 use crate::plan::Plan;
 use crate::slot::{lock, RngSlot, Slot};
 use crate::tensor::{self, BufferPool};
@@ -30,6 +31,9 @@ pub(crate) struct ComputeOp {
     pub(crate) rng: Option<Arc<RngSlot>>,
     /// How the plan uses its inputs, worked out once (see [`InputUses::of`]).
     pub(crate) input_uses: InputUses,
+    /// The plan as one elementwise operator over the inputs, when it is one: run on the host
+    /// without the evaluator (see `one_operator.rs`).
+    pub(crate) one_operator: Option<OneOperator>,
 }
 
 /// What running an op needs to know of its inputs, worked out once when the op is made rather
@@ -68,6 +72,17 @@ impl InputUses {
                 _ => false,
             },
         }
+    }
+
+    /// Whether input `index` is an output the op overwrites (taken out of its slot when read).
+    pub(crate) fn is_overwritten(&self, index: usize) -> bool {
+        self.overwritten[index]
+    }
+
+    /// Whether the op writes one output that it does not read (its old buffer may take the
+    /// result).
+    pub(crate) fn output_unread(&self) -> bool {
+        self.output_unread
     }
 }
 
@@ -159,6 +174,7 @@ impl ComputeOp {
             update,
             rng,
             input_uses,
+            one_operator,
             ..
         } = self;
         match (gpu_of(*device), pool) {
@@ -168,8 +184,12 @@ impl ComputeOp {
                     .map_err(|error| error.message().to_string())
             }
             (_, pool) => {
-                let run_here = || {
-                    run(
+                let run_here = || match (one_operator, update, rng, &outputs[..]) {
+                    // Under the simulated engine the evaluator also reports the op's flops.
+                    (Some(one_operator), None, None, [output]) if !ctx.is_simulated() => {
+                        one_operator.run(inputs, output, input_uses)
+                    }
+                    _ => run(
                         plan,
                         inputs,
                         outputs,
@@ -177,7 +197,7 @@ impl ComputeOp {
                         rng.as_deref(),
                         input_uses,
                         ctx,
-                    )
+                    ),
                 };
                 match pool {
                     Some(pool) => tensor::with_pool(pool, run_here),

@@ -27,6 +27,7 @@ mod exec;
 mod gpu_tests;
 mod graph;
 mod labels;
+mod one_operator;
 mod plan;
 mod segment;
 mod session;

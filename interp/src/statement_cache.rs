@@ -101,6 +101,7 @@ mod tests {
             update: None,
             rng: None,
             input_uses: Default::default(),
+            one_operator: None,
         })
     }
 

@@ -10,7 +10,7 @@
 //! and the device).
 
 use super::error::{terr, Result};
-use super::shape::{broadcasts_to, fmt_shape};
+use super::shape::fmt_shape;
 use super::{BinaryOp, IndexSpec, ReduceOp, Tensor, TensorRng, UnaryOp};
 
 /// The operations a plan is made of, over values that live on one kind of device.
@@ -108,21 +108,13 @@ impl Backend for HostBackend<'_> {
     }
 
     #[inline]
-    fn unary(&mut self, op: UnaryOp, mut x: Tensor) -> Result<Tensor> {
-        if x.is_unique() {
-            super::unary_inplace(op, &mut x);
-            return Ok(x);
-        }
-        super::unary(op, &x)
+    fn unary(&mut self, op: UnaryOp, x: Tensor) -> Result<Tensor> {
+        super::unary_owned(op, x)
     }
 
     #[inline]
-    fn binary(&mut self, op: BinaryOp, mut a: Tensor, b: Tensor) -> Result<Tensor> {
-        if a.is_unique() && broadcasts_to(b.shape(), a.shape()) {
-            super::binary_inplace(&mut a, op, &b)?;
-            return Ok(a);
-        }
-        super::binary(&a, op, &b)
+    fn binary(&mut self, op: BinaryOp, a: Tensor, b: Tensor) -> Result<Tensor> {
+        super::binary_owned(a, op, &b)
     }
 
     fn matmul(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {

@@ -255,6 +255,17 @@ pub fn binary(a: &Tensor, op: BinaryOp, b: &Tensor) -> Result<Tensor> {
     Ok(Tensor::from_slice_parts(shape, out))
 }
 
+/// `a op b` from an operand the caller gives up: computed in `a`'s own buffer when nobody else
+/// holds it and the result has its shape (`c = c + b` allocates nothing), else as [`binary`].
+/// What the host backend runs for every binary operator.
+pub fn binary_owned(mut a: Tensor, op: BinaryOp, b: &Tensor) -> Result<Tensor> {
+    if a.is_unique() && broadcasts_to(b.shape(), a.shape()) {
+        binary_inplace(&mut a, op, b)?;
+        return Ok(a);
+    }
+    binary(&a, op, b)
+}
+
 /// Updates `target` in place with `target op other`, as `A += B` does.
 struct InPlaceKernel<'a> {
     target: &'a mut [f32],
@@ -423,6 +434,16 @@ pub fn unary_inplace(op: UnaryOp, x: &mut Tensor) {
         UnaryOp::Relu => data.iter_mut().for_each(|v| *v = UnaryOp::Relu.apply(*v)),
         _ => data.iter_mut().for_each(|v| *v = op.apply(*v)),
     }
+}
+
+/// `op(x)` from a value the caller gives up: in `x`'s own buffer when nobody else holds it, else
+/// as [`unary`]. What the host backend runs for every unary function.
+pub fn unary_owned(op: UnaryOp, mut x: Tensor) -> Result<Tensor> {
+    if x.is_unique() {
+        unary_inplace(op, &mut x);
+        return Ok(x);
+    }
+    unary(op, &x)
 }
 
 /// Applies `op` to every element of `x`.

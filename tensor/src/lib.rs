@@ -33,7 +33,9 @@ pub mod shape;
 mod storage;
 
 pub use create::{arange, eye, full, ones, zeros};
-pub use elementwise::{binary, binary_inplace, unary, unary_inplace, BinaryOp, UnaryOp};
+pub use elementwise::{
+    binary, binary_inplace, binary_owned, unary, unary_inplace, unary_owned, BinaryOp, UnaryOp,
+};
 pub use error::{Result, TensorError};
 pub use format::{format_for_reading, format_scalar};
 pub use layout::{axis_selections, reshaped_shape, split_specs, AxisSel};

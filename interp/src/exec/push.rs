@@ -11,6 +11,7 @@ use super::{Compiled, Pushed, Runner};
 use crate::bindings::Binding;
 use crate::compute::{ComputeOp, InputUses, PushableOp};
 use crate::graph::RecordedOp;
+use crate::one_operator::OneOperator;
 use crate::slot::Slot;
 use crate::tensor;
 
@@ -122,6 +123,7 @@ impl Runner<'_> {
             output.set_home(home);
         }
         let input_uses = InputUses::of(&plan, &inputs, &outputs, update);
+        let one_operator = OneOperator::of(&plan, inputs.len());
         let op = ComputeOp {
             label,
             line,
@@ -133,6 +135,7 @@ impl Runner<'_> {
             update,
             rng,
             input_uses,
+            one_operator,
         };
         if let Some(recording) = &mut self.recording {
             // Temporaries of a recorded statement are the graph's own buffers, released by
