@@ -83,6 +83,9 @@ impl OneOperator {
         output: &Slot,
         uses: &InputUses,
     ) -> Result<(), String> {
+        if let Some(done) = self.update_where_it_lies(inputs, output, uses) {
+            return done;
+        }
         let value = |index: usize| {
             if uses.is_overwritten(index) {
                 inputs[index].take()
@@ -118,6 +121,38 @@ impl OneOperator {
         .map_err(|error| error.message().to_string())?;
         output.set(result);
         Ok(())
+    }
+}
+
+impl OneOperator {
+    /// `c = c op b` (or `c op 2`), the variable updated where its value lies: `b` read under its
+    /// slot's lock, nothing moved out of a slot or cloned. `None` when either value is not in
+    /// host memory, or the operator is another: the general path then runs.
+    ///
+    /// Two slots are locked at once, the read one first; no deadlock: another op holding `c`'s
+    /// lock would access `c`, which the engine does not let run beside this op's write.
+    fn update_where_it_lies(
+        &self,
+        inputs: &[Arc<Slot>],
+        output: &Slot,
+        uses: &InputUses,
+    ) -> Option<Result<(), String>> {
+        let OneOperator::Binary(op, Operand::Input(target), other) = self else {
+            return None;
+        };
+        if !uses.is_overwritten(*target) {
+            return None;
+        }
+        let update = |other: &Tensor| {
+            output.replace_host(|old| {
+                tensor::binary_owned(old, *op, other).map_err(|error| error.message().to_string())
+            })
+        };
+        match other {
+            Operand::Const(other) => update(other),
+            Operand::Input(index) if index != target => inputs[*index].read_host(update).flatten(),
+            Operand::Input(_) => None,
+        }
     }
 }
 
@@ -216,6 +251,33 @@ mod tests {
             .run(&[x.clone()], &z, &uses)
             .unwrap();
         assert_eq!(z.get().unwrap().data(), &[1.0, 25.0]);
+    }
+
+    #[test]
+    fn a_variable_updated_from_itself_fails_as_the_evaluator_does() {
+        let engine = engine::Engine::new(engine::EngineConfig::default());
+        // c = c + b with shapes that do not broadcast: the error, and c left empty (the
+        // evaluator takes c out of its slot and fails).
+        let (c, b) = (slot(&engine, &[1.0, 2.0]), slot(&engine, &[1.0, 2.0, 3.0]));
+        let plan = binary(BinaryOp::Add, Plan::Input(0), Plan::Input(1));
+        let (inputs, outputs) = (vec![c.clone(), b.clone()], vec![c.clone()]);
+        let uses = InputUses::of(&plan, &inputs, &outputs, None);
+        let expected = tensor::binary(&c.get().unwrap(), BinaryOp::Add, &b.get().unwrap())
+            .unwrap_err()
+            .message()
+            .to_string();
+        let one = OneOperator::of(&plan, 2).unwrap();
+        assert_eq!(one.run(&inputs, &c, &uses).unwrap_err(), expected);
+        assert_eq!(c.get().unwrap_err(), "`v` has no value");
+        // Now c is missing: named, and b keeps its value.
+        assert_eq!(one.run(&inputs, &c, &uses).unwrap_err(), "`v` has no value");
+        assert_eq!(b.get().unwrap().data(), &[1.0, 2.0, 3.0]);
+        // A value another variable shares is left to it: c gets a new buffer.
+        c.set(Tensor::from_vec(vec![3], vec![1.0, 1.0, 1.0]).unwrap());
+        let shared = c.get().unwrap();
+        one.run(&inputs, &c, &uses).unwrap();
+        assert_eq!(c.get().unwrap().data(), &[2.0, 3.0, 4.0]);
+        assert_eq!(shared.data(), &[1.0, 1.0, 1.0]);
     }
 
     #[test]

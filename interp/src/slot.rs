@@ -120,6 +120,29 @@ impl Slot {
         host.ok_or_else(|| format!("`{}` has no value", self.var.name()))
     }
 
+    /// Replaces the host value with one computed from it under the slot's lock, for an op that
+    /// overwrites the variable with a value made from its old one (`c = c + b`): the old value
+    /// is moved into `compute` (so that, held by nobody else, it may be updated in place) and
+    /// the result stored; on failure the slot is left empty, as when an op takes the value and
+    /// fails. The device copy is dropped. `None`, without running `compute`, when there is no
+    /// host value (none, or only on a GPU): the caller then takes the general path, which
+    /// downloads it or reports it missing.
+    pub(crate) fn replace_host<E>(
+        &self,
+        compute: impl FnOnce(Tensor) -> Result<Tensor, E>,
+    ) -> Option<Result<(), E>> {
+        let mut value = lock(&self.value);
+        let old = value.take()?;
+        *lock(&self.device_value) = None;
+        Some(compute(old).map(|new| *value = Some(new)))
+    }
+
+    /// Runs `read` on the host value where it lies, for an op that reads the variable; `None`,
+    /// without running it, when there is no host value.
+    pub(crate) fn read_host<T>(&self, read: impl FnOnce(&Tensor) -> T) -> Option<T> {
+        lock(&self.value).as_ref().map(read)
+    }
+
     /// The host buffer of the value an op is about to overwrite, when nobody else holds it, for
     /// the op's result to reuse (see `tensor::with_spare`). The value leaves the slot: the op
     /// that overwrites it stores the new one (or fails, and the variable holds the error).
