@@ -86,6 +86,9 @@ impl OneOperator {
         if let Some(done) = self.update_where_it_lies(inputs, output, uses) {
             return done;
         }
+        if uses.output_unread() && self.write_where_it_lies(inputs, output).is_some() {
+            return Ok(());
+        }
         let value = |index: usize| {
             if uses.is_overwritten(index) {
                 inputs[index].take()
@@ -153,6 +156,56 @@ impl OneOperator {
             Operand::Input(index) if index != target => inputs[*index].read_host(update).flatten(),
             Operand::Input(_) => None,
         }
+    }
+}
+
+impl OneOperator {
+    /// `y = a op b` where the op does not read `y`: the result written into the buffer of `y`'s
+    /// old value where it lies, the operands read under their slots' locks, nothing moved or
+    /// allocated. `None`, nothing done, when `y`'s old value is shared, has another shape, or a
+    /// value is not in host memory: the general path then runs (and reports what is wrong).
+    ///
+    /// Several slots are locked at once: the read ones in the order of their variables' ids,
+    /// then `y`'s. No deadlock: readers take their locks in one order, and another op holding
+    /// `y`'s lock would access `y`, which the engine does not let run beside this op's write.
+    fn write_where_it_lies(&self, inputs: &[Arc<Slot>], output: &Slot) -> Option<()> {
+        match self {
+            OneOperator::Unary(op, index) => inputs[*index]
+                .read_host(|x| output.overwrite_host(|out| tensor::unary_into(*op, x, out)))
+                .flatten(),
+            OneOperator::Binary(op, lhs, rhs) => {
+                let write = |a: &Tensor, b: &Tensor| {
+                    output.overwrite_host(|out| tensor::binary_into(a, *op, b, out))
+                };
+                match (lhs, rhs) {
+                    (Operand::Input(i), Operand::Input(j)) => {
+                        read_both(&inputs[*i], &inputs[*j], write)
+                    }
+                    (Operand::Input(i), Operand::Const(b)) => {
+                        inputs[*i].read_host(|a| write(a, b)).flatten()
+                    }
+                    (Operand::Const(a), Operand::Input(j)) => {
+                        inputs[*j].read_host(|b| write(a, b)).flatten()
+                    }
+                    (Operand::Const(a), Operand::Const(b)) => write(a, b),
+                }
+            }
+        }
+    }
+}
+
+/// Runs `read` on the host values of slots `x` and `y` (the same slot or two), locked in the
+/// order of their variables' ids; `None` when one has no host value.
+fn read_both<T>(x: &Slot, y: &Slot, read: impl FnOnce(&Tensor, &Tensor) -> Option<T>) -> Option<T> {
+    if std::ptr::eq(x, y) {
+        return x.read_host(|value| read(value, value)).flatten();
+    }
+    if x.var.id() < y.var.id() {
+        x.read_host(|a| y.read_host(|b| read(a, b)).flatten())
+            .flatten()
+    } else {
+        y.read_host(|b| x.read_host(|a| read(a, b)).flatten())
+            .flatten()
     }
 }
 

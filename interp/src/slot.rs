@@ -137,6 +137,20 @@ impl Slot {
         Some(compute(old).map(|new| *value = Some(new)))
     }
 
+    /// Runs `write` on the host value where it lies, for an op that overwrites the variable
+    /// without reading it and may put its result in the old value's buffer (`write` returns
+    /// `Some` when it did); the device copy is then dropped. `None` when there is no host value
+    /// or `write` wrote nothing.
+    pub(crate) fn overwrite_host<T>(
+        &self,
+        write: impl FnOnce(&mut Tensor) -> Option<T>,
+    ) -> Option<T> {
+        let mut value = lock(&self.value);
+        let written = write(value.as_mut()?)?;
+        *lock(&self.device_value) = None;
+        Some(written)
+    }
+
     /// Runs `read` on the host value where it lies, for an op that reads the variable; `None`,
     /// without running it, when there is no host value.
     pub(crate) fn read_host<T>(&self, read: impl FnOnce(&Tensor) -> T) -> Option<T> {

@@ -449,15 +449,57 @@ pub fn unary_owned(op: UnaryOp, mut x: Tensor) -> Result<Tensor> {
 /// Applies `op` to every element of `x`.
 pub fn unary(op: UnaryOp, x: &Tensor) -> Result<Tensor> {
     let mut out = alloc(x.len())?;
-    let d = x.data();
-    match op {
-        UnaryOp::Neg => map_into(d, &mut out, |v| -v),
-        UnaryOp::Abs => map_into(d, &mut out, f32::abs),
-        UnaryOp::Sqrt => map_into(d, &mut out, f32::sqrt),
-        UnaryOp::Relu => map_into(d, &mut out, |v| UnaryOp::Relu.apply(v)),
-        _ => map_into(d, &mut out, |v| op.apply(v)),
-    }
+    unary_values(op, x.data(), &mut out);
     Ok(Tensor::from_parts(x.shape().to_vec(), out))
+}
+
+/// `op` of every value of `x`, appended to `out`.
+fn unary_values(op: UnaryOp, x: &[f32], out: &mut Vec<f32>) {
+    match op {
+        UnaryOp::Neg => map_into(x, out, |v| -v),
+        UnaryOp::Abs => map_into(x, out, f32::abs),
+        UnaryOp::Sqrt => map_into(x, out, f32::sqrt),
+        UnaryOp::Relu => map_into(x, out, |v| UnaryOp::Relu.apply(v)),
+        _ => map_into(x, out, |v| op.apply(v)),
+    }
+}
+
+/// `a op b` written into `out`'s own buffer, the old values of which are dead (an op
+/// overwriting a variable it does not read: `y = x + 1` in a loop), when nobody else holds that
+/// buffer and the result has `out`'s shape. `None`, `out` untouched, otherwise (the caller
+/// then computes with [`binary`], which also reports shapes that do not broadcast). The values
+/// are [`binary`]'s.
+pub fn binary_into(a: &Tensor, op: BinaryOp, b: &Tensor, out: &mut Tensor) -> Option<()> {
+    let fits = (a.shape() == out.shape() && broadcasts_to(b.shape(), a.shape()))
+        || (b.shape() == out.shape() && broadcasts_to(a.shape(), b.shape()));
+    if !fits {
+        return None;
+    }
+    let (shape, values) = out.shape_and_buffer_if_unique()?;
+    let mut buffer = std::mem::take(values);
+    buffer.clear();
+    *values = with_op(
+        op,
+        NewKernel {
+            a,
+            b,
+            shape,
+            out: buffer,
+        },
+    );
+    Some(())
+}
+
+/// `op(x)` written into `out`'s own buffer, as [`binary_into`]: when nobody else holds it and
+/// it has `x`'s shape; `None`, `out` untouched, otherwise. The values are [`unary`]'s.
+pub fn unary_into(op: UnaryOp, x: &Tensor, out: &mut Tensor) -> Option<()> {
+    if x.shape() != out.shape() {
+        return None;
+    }
+    let (_, values) = out.shape_and_buffer_if_unique()?;
+    values.clear();
+    unary_values(op, x.data(), values);
+    Some(())
 }
 
 #[cfg(test)]
@@ -467,6 +509,44 @@ mod tests {
 
     fn t(shape: &[usize], data: &[f32]) -> Tensor {
         Tensor::from_vec(shape.to_vec(), data.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn a_result_written_into_a_dead_buffer_has_the_values_of_a_new_one() {
+        let (a, b, scalar) = (
+            t(&[2, 3], &[1., 2., 3., 4., 5., 6.]),
+            t(&[3], &[10., 20., 30.]),
+            Tensor::scalar(2.0),
+        );
+        for (x, y) in [(&a, &b), (&b, &a), (&a, &scalar), (&scalar, &a), (&a, &a)] {
+            for op in BinaryOp::ALL {
+                let expected = binary(x, op, y).unwrap();
+                let mut out = t(&[2, 3], &[0.0; 6]);
+                let address = out.data().as_ptr();
+                assert_eq!(binary_into(x, op, y, &mut out), Some(()));
+                assert!(out.bits_eq(&expected), "{op:?}");
+                assert_eq!(out.data().as_ptr(), address, "written where it lies");
+            }
+        }
+        for op in UnaryOp::ALL {
+            let mut out = t(&[3], &[0.0; 3]);
+            assert_eq!(unary_into(op, &b, &mut out), Some(()));
+            assert!(out.bits_eq(&unary(op, &b).unwrap()), "{op:?}");
+        }
+        // Another shape, a shared buffer, shapes that do not broadcast: nothing written.
+        let mut other_shape = t(&[3], &[0.0; 3]);
+        assert_eq!(binary_into(&a, BinaryOp::Add, &b, &mut other_shape), None);
+        assert_eq!(unary_into(UnaryOp::Neg, &a, &mut other_shape), None);
+        let mut shared = t(&[2, 3], &[0.0; 6]);
+        let holder = shared.clone();
+        assert_eq!(binary_into(&a, BinaryOp::Add, &b, &mut shared), None);
+        assert_eq!(unary_into(UnaryOp::Neg, &a, &mut shared), None);
+        assert_eq!(holder.data(), &[0.0; 6]);
+        let mut out = t(&[2], &[0.0; 2]);
+        assert_eq!(
+            binary_into(&t(&[2], &[1., 2.]), BinaryOp::Add, &b, &mut out),
+            None
+        );
     }
 
     #[test]

@@ -34,7 +34,8 @@ mod storage;
 
 pub use create::{arange, eye, full, ones, zeros};
 pub use elementwise::{
-    binary, binary_inplace, binary_owned, unary, unary_inplace, unary_owned, BinaryOp, UnaryOp,
+    binary, binary_inplace, binary_into, binary_owned, unary, unary_inplace, unary_into,
+    unary_owned, BinaryOp, UnaryOp,
 };
 pub use error::{Result, TensorError};
 pub use format::{format_for_reading, format_scalar};
@@ -184,6 +185,13 @@ impl Tensor {
                 .iter()
                 .zip(other.data.iter())
                 .all(|(a, b)| a.to_bits() == b.to_bits())
+    }
+
+    /// The shape, and the buffer of values to overwrite, when no other tensor shares them (for
+    /// kernels that write a result into a dead value's buffer); `None` when shared.
+    pub(crate) fn shape_and_buffer_if_unique(&mut self) -> Option<(&[usize], &mut Vec<f32>)> {
+        let storage = Arc::get_mut(&mut self.data)?;
+        Some((&self.shape, storage.values_mut()))
     }
 
     /// Whether no other tensor shares this one's data, so that an update in place copies nothing.
