@@ -11,7 +11,8 @@
 //!
 //! Invariant: when both copies are there they hold the same values. Every write replaces the
 //! value (`set`, `set_on_device`, `take`, `clear` drop the other copy), and an in-place update
-//! (`lock_value`) drops the device copy before the host copy can change. Both copies are only
+//! (`lock_value`, `replace_host`, `overwrite_host`) drops the device copy before the host copy
+//! can change. Both copies are only
 //! added by ops that hold access to the variable (a download or an upload under a read, which
 //! no write runs beside).
 
@@ -139,16 +140,16 @@ impl Slot {
 
     /// Runs `write` on the host value where it lies, for an op that overwrites the variable
     /// without reading it and may put its result in the old value's buffer (`write` returns
-    /// `Some` when it did); the device copy is then dropped. `None` when there is no host value
-    /// or `write` wrote nothing.
+    /// `Some` when it did). The device copy, as dead as the host one, is dropped first. `None`
+    /// when there is no host value or `write` wrote nothing.
     pub(crate) fn overwrite_host<T>(
         &self,
         write: impl FnOnce(&mut Tensor) -> Option<T>,
     ) -> Option<T> {
         let mut value = lock(&self.value);
-        let written = write(value.as_mut()?)?;
+        let old = value.as_mut()?;
         *lock(&self.device_value) = None;
-        Some(written)
+        write(old)
     }
 
     /// Runs `read` on the host value where it lies, for an op that reads the variable; `None`,
