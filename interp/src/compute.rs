@@ -9,6 +9,7 @@ use dep_engine as engine;
 
 use crate::evaluate;
 use crate::gpu;
+use crate::input_uses::InputUses;
 use crate::one_operator::OneOperator;
 use crate::plan::Plan;
 use crate::slot::{lock, RngSlot, Slot};
@@ -34,56 +35,6 @@ pub(crate) struct ComputeOp {
     /// The plan as one elementwise operator over the inputs, when it is one: run on the host
     /// without the evaluator (see `one_operator.rs`).
     pub(crate) one_operator: Option<OneOperator>,
-}
-
-/// What running an op needs to know of its inputs, worked out once when the op is made rather
-/// than on every run of it.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct InputUses {
-    /// How many times the plan reads each input.
-    uses: SmallVec<[u32; 8]>,
-    /// Whether each input is an output the op overwrites (not `A op= ...`): its old value is
-    /// dead once read, so it is taken out of its slot and may be updated in place.
-    overwritten: SmallVec<[bool; 8]>,
-    /// Whether the op writes one output that it does not read: its old value is dead, and its
-    /// buffer may take the result.
-    output_unread: bool,
-}
-
-impl InputUses {
-    /// The uses of `inputs` by `plan`, which writes `outputs` (in place when `update`).
-    pub(crate) fn of(
-        plan: &Plan,
-        inputs: &[Arc<Slot>],
-        outputs: &[Arc<Slot>],
-        update: Option<tensor::BinaryOp>,
-    ) -> InputUses {
-        let mut uses: SmallVec<[u32; 8]> = SmallVec::from_elem(0, inputs.len());
-        plan.count_uses(&mut uses);
-        let is_output = |slot: &Arc<Slot>| outputs.iter().any(|output| Arc::ptr_eq(slot, output));
-        InputUses {
-            uses,
-            overwritten: inputs
-                .iter()
-                .map(|slot| update.is_none() && is_output(slot))
-                .collect(),
-            output_unread: match outputs {
-                [output] => inputs.iter().all(|input| !Arc::ptr_eq(input, output)),
-                _ => false,
-            },
-        }
-    }
-
-    /// Whether input `index` is an output the op overwrites (taken out of its slot when read).
-    pub(crate) fn is_overwritten(&self, index: usize) -> bool {
-        self.overwritten[index]
-    }
-
-    /// Whether the op writes one output that it does not read (its old buffer may take the
-    /// result).
-    pub(crate) fn output_unread(&self) -> bool {
-        self.output_unread
-    }
 }
 
 /// A compute op ready to push any number of times: the op, shared by every push, and its
@@ -327,11 +278,11 @@ fn run(
         heap_uses = vec![0u32; inputs.len()];
         &mut heap_uses
     };
-    remaining_uses.copy_from_slice(&input_uses.uses);
+    remaining_uses.copy_from_slice(input_uses.uses());
     // `new`, not `with_capacity`: the latter returns the whole inline buffer by value (a copy
     // of hundreds of bytes on every op); more than ON_STACK inputs spill as pushed.
     let mut values: SmallVec<[Option<tensor::Tensor>; ON_STACK]> = SmallVec::new();
-    for (slot, &overwritten) in inputs.iter().zip(&input_uses.overwritten) {
+    for (slot, &overwritten) in inputs.iter().zip(input_uses.overwritten()) {
         // The old value of a variable this op overwrites is dead once read: take it out of its
         // slot so that the op may update it in place (never for `+=`, which updates the slot).
         values.push(Some(if overwritten {
@@ -367,7 +318,7 @@ fn run(
         // The old value of a variable written but not read is dead: its buffer may take the
         // result (never a value shared with another variable or a reader: those stay).
         let spare = input_uses
-            .output_unread
+            .output_unread()
             .then(|| output.take_dead_buffer())
             .flatten();
         let value = match spare {

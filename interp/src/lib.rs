@@ -26,6 +26,7 @@ mod exec;
 #[cfg(test)]
 mod gpu_tests;
 mod graph;
+mod input_uses;
 mod labels;
 mod one_operator;
 mod plan;

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::compute::InputUses;
+use crate::input_uses::InputUses;
 use crate::plan::Plan;
 use crate::slot::Slot;
 use crate::tensor::{self, BinaryOp, Tensor, UnaryOp};

@@ -9,8 +9,9 @@ use dep_grammar as grammar;
 
 use super::{Compiled, Pushed, Runner};
 use crate::bindings::Binding;
-use crate::compute::{ComputeOp, InputUses, PushableOp};
+use crate::compute::{ComputeOp, PushableOp};
 use crate::graph::RecordedOp;
+use crate::input_uses::InputUses;
 use crate::one_operator::OneOperator;
 use crate::slot::Slot;
 use crate::tensor;
