@@ -432,6 +432,96 @@ print sum(x), sum(y), sum(z)
         }
     }
 
+    /// Two chains of allreduces (one at a higher priority), each link made ready by the
+    /// completion of the one before: the engine starts those on the MPI progress thread
+    /// (`Shared::start_posts`); a receive's completion starts the send that returns its message.
+    const CHAINS: &str = "\
+a = ones(3) * (rank() + 1)
+b = arange(3) + rank()
+for i in 0..12 {
+  a = allreduce(a)
+  with priority = 5 { b = allreduce(b) }
+}
+with rank = 0 { send(a, 1) }
+with rank = 1 { r = recv(0, 3) ; send(r, 0) }
+with rank = 0 { q = recv(1, 3) ; print q }
+print a
+print b
+";
+
+    /// What the serial reference prints for CHAINS on `n` ranks.
+    fn chains_reference(dir: &TestDir, n: usize) -> String {
+        let (sum, offsets) = (n * (n + 1) / 2, n * (n - 1) / 2);
+        alone(
+            dir,
+            &format!(
+                "a = ones(3) * {sum}\nb = arange(3) * {n} + {offsets}\n\
+                 for i in 0..11 {{ a = a * {n} ; b = b * {n} }}\n\
+                 print a\nprint a\nprint b\n"
+            ),
+        )
+    }
+
+    #[test]
+    fn chained_communications_give_the_serial_values_on_every_engine() {
+        let dir = TestDir::new();
+        for (n, engine) in [
+            (2usize, "naive"),
+            (2, "threaded"),
+            (2, "per-device"),
+            (4, "threaded"),
+            (4, "per-device"),
+        ] {
+            let reference = chains_reference(&dir, n);
+            let run = mpirun(&dir, n, CHAINS, &["--engine", engine], &[]).expect_code(0);
+            assert_eq!(
+                run.stdout, reference,
+                "{n} ranks, {engine}\n--- stderr\n{}",
+                run.stderr
+            );
+        }
+    }
+
+    /// A receive that fails (the message is shorter than its shape) on the progress thread,
+    /// whose completion makes ready the allreduce that reads it: refused there, that one ends
+    /// the job at once, on every engine.
+    #[test]
+    fn a_communication_refused_after_a_failed_receive_ends_the_job_in_seconds() {
+        let dir = TestDir::new();
+        let script = "\
+with rank = 0 { send(ones(2), 1) }
+x = ones(3)
+with rank = 1 { x = recv(0, 3) }
+y = allreduce(x)
+print y
+";
+        for engine in ["threaded", "per-device"] {
+            let started = Instant::now();
+            let run = mpirun(
+                &dir,
+                2,
+                script,
+                &["--engine", engine],
+                &[("DEP_COMM_TIMEOUT", "30")],
+            );
+            assert_ne!(run.code, 0, "{engine}: {}", run.stderr);
+            assert!(
+                run.stderr.contains("error (rank 1)")
+                    && run
+                        .stderr
+                        .contains("rank 0 sent 2 values, but shape [3] holds 3"),
+                "{engine}: {}",
+                run.stderr
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{engine}: took {:?}\n{}",
+                started.elapsed(),
+                run.stderr
+            );
+        }
+    }
+
     #[test]
     fn a_communication_skipped_after_a_failure_ends_the_job_in_seconds() {
         let dir = TestDir::new();

@@ -88,7 +88,8 @@ impl OpCompletion {
     /// Finishes the op: `Ok(())` as done, `Err(message)` as failed (its written variables hold
     /// the error, later readers are skipped). Its accesses are released now, and the ops waiting
     /// for them become ready; under the naive and simulated policies they run on this thread,
-    /// before this returns.
+    /// before this returns, and under the others the network ops among them start here (their
+    /// start functions only post), unless an op queued before them runs first.
     pub fn complete(mut self, result: Result<(), String>) {
         if let Some((shared, op)) = self.target.take() {
             end(shared, op, Ending::Completed(result));

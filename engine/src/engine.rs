@@ -29,7 +29,10 @@
 //!
 //! There is no engine-wide lock on the hot path: a push takes one lock per accessed variable and,
 //! under the threaded policies, the ready queue's lock when the op is ready at once. A worker that
-//! finishes an op keeps one of the ops it made ready and runs it next when its queue is empty.
+//! finishes an op keeps one of the ops it made ready and runs it next when its queue is empty. A
+//! thread that completes an asynchronous op starts the network ops it made ready itself, each
+//! when nothing queued in its group runs before it (`start_posts`): their start functions only
+//! post a request, and never block.
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -947,7 +950,45 @@ impl Shared {
         };
         let mut ready = Vec::new();
         self.finish(op, outcome, None, false, &mut ready);
+        self.start_posts(&mut ready);
         self.route(&mut ready, CALLER_WORKER, None);
+    }
+
+    /// Starts here, on the thread that completed an asynchronous op, the network ops that the
+    /// completion made ready (`OpBlock::posts`: asynchronous, their start only posts a request),
+    /// best first, each one only when no op queued in its group runs before it (it would be the
+    /// next out of its queue, so priorities hold); the others stay in `ready`, or go to their
+    /// queue. A chain of communications then goes from the thread that learns one is over
+    /// straight to the next, without waking a worker to start it (two thread hand-overs an op,
+    /// under MPI: from the progress thread to the worker and back). Under the naive and
+    /// simulated policies every ready op runs here anyway (`route`).
+    ///
+    /// Recorded as run by the group's first worker under the per-device policy (its `net` lane,
+    /// where views draw the network's ops), and by the caller's worker under the threaded one.
+    fn start_posts(self: &Arc<Self>, ready: &mut Vec<OpRef>) {
+        if !matches!(self.policy, Policy::Threaded | Policy::PerDevice) {
+            return;
+        }
+        loop {
+            let mut best: Option<usize> = None;
+            for (index, op) in ready.iter().enumerate() {
+                if op.posts && best.is_none_or(|best| runs_before(op, &ready[best])) {
+                    best = Some(index);
+                }
+            }
+            let Some(best) = best else { return };
+            let op = ready.swap_remove(best);
+            let group = self.group_for(op.device);
+            let worker = match self.policy {
+                Policy::PerDevice => group.first_worker(),
+                _ => CALLER_WORKER,
+            };
+            if let Some(op) = group.push_unless_first(op) {
+                // Its start may finish it here (refused, or completed inline): what that makes
+                // ready joins `ready`.
+                self.execute(op, worker, ready);
+            }
+        }
     }
 
     /// An async op's start function panicked after its handle was completed or handed on: the
@@ -1034,7 +1075,7 @@ impl Shared {
         };
         let mut names = lock(&self.worker_names);
         let first_worker = names.len() as u32;
-        let group = Arc::new(Group::new());
+        let group = Arc::new(Group::new(first_worker));
         for index in 0..n_workers {
             names.push(format!("{prefix}{index}"));
             let shared = self.clone();

@@ -1,6 +1,7 @@
 //! Model checks of the engine's real code under every interleaving loom explores: `Engine::push`,
 //! the workers of the threaded policy (`Group::pop_blocking`, `execute`, `release`, `route`),
-//! `wait_var`, `wait_all`, and asynchronous completion from another thread, all compiled with
+//! `wait_var`, `wait_all`, asynchronous completion from another thread, and the network ops a
+//! completion starts on its own thread (`start_posts`, `Group::push_unless_first`), all compiled with
 //! loom's mutexes, condition variables, atomics and threads (see `sync.rs`).
 //!
 //! Run with
@@ -20,7 +21,7 @@
 //! `LOOM_MAX_PREEMPTIONS=3`.
 
 use crate::sync::{Arc, AtomicUsize, Ordering};
-use crate::{Engine, EngineConfig, OpCompletion, OpSpec, Policy, Var};
+use crate::{Device, Engine, EngineConfig, OpCompletion, OpSpec, Policy, Var};
 
 /// An engine of `policy` with one worker.
 fn engine(policy: Policy) -> Engine {
@@ -240,4 +241,59 @@ fn loom_async_op_completed_from_another_thread_sim() {
 #[test]
 fn loom_async_handle_dropped_on_another_thread_fails_the_op() {
     async_completed_elsewhere(Policy::Threaded, true);
+}
+
+/// A network op (asynchronous, on `Device::Net`) that reads what an async op writes, and a write
+/// after it: the completing thread starts the network op itself, or queues it when an op queued
+/// before it runs first, while the worker and the pushing thread go on. Each runs once, the
+/// read between the two writes.
+fn network_op_started_by_the_completer(policy: Policy) {
+    loom::model(move || {
+        let engine = engine(policy);
+        let a = engine.new_var("a");
+        let value = Value::new(3);
+        let (sender, receiver) = loom::sync::mpsc::channel::<OpCompletion>();
+        let completer = {
+            let value = value.clone();
+            loom::thread::spawn(move || {
+                let done = receiver.recv().unwrap();
+                let result = value.access(0, true);
+                done.complete(result);
+            })
+        };
+        engine.push(
+            OpSpec::new_async("a = recv()", move |_, done| sender.send(done).unwrap())
+                .writes(&[a.clone()])
+                .device(Device::Net),
+        );
+        {
+            let value = value.clone();
+            engine.push(
+                OpSpec::new_async("send(a)", move |_, done| {
+                    done.complete(value.access(1, false))
+                })
+                .reads(&[a.clone()])
+                .device(Device::Net),
+            );
+        }
+        push(&engine, &a, &value, 2, true);
+        engine.wait_all();
+        assert!(engine.take_failures().is_empty(), "an op ran twice");
+        assert_eq!(
+            (value.seen(0), value.seen(1), value.seen(2)),
+            (0, 1, 1),
+            "the send read the received value, before the write after it"
+        );
+        completer.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_a_network_op_starts_on_the_thread_that_completes_its_input_threaded() {
+    network_op_started_by_the_completer(Policy::Threaded);
+}
+
+#[test]
+fn loom_a_network_op_starts_on_the_thread_that_completes_its_input_per_device() {
+    network_op_started_by_the_completer(Policy::PerDevice);
 }

@@ -148,6 +148,11 @@ impl OpSpec {
     /// without completing it fails the op too, so a lost handle never hangs a wait. Waits and
     /// dropping the engine wait for the completion: a thread must not wait on the engine while
     /// it holds a handle that only it will complete.
+    ///
+    /// Placed on [`Device::Net`], its `start` must only post the work (hand a request to whoever
+    /// does it) and return, never block: under the threaded and per-device policies, the thread
+    /// whose completion of another op makes it ready starts it there (see
+    /// `Shared::start_posts`), and that thread may be the one that moves the network's bytes.
     pub fn new_async(
         label: impl Into<Arc<str>>,
         start: impl FnOnce(&OpContext, OpCompletion) + Send + 'static,
@@ -419,6 +424,9 @@ pub(crate) struct OpBlock {
     pub(crate) accesses: AccessSet,
     /// Engine bookkeeping (wait, delete) run on the thread that makes it ready, never queued.
     pub(crate) inline: bool,
+    /// An asynchronous op on the network device: its start function only posts a request, so a
+    /// completing thread that makes it ready may start it (`Shared::start_posts`).
+    pub(crate) posts: bool,
     /// Accesses not yet granted, plus one held by `push` until every access is appended.
     pub(crate) wait_count: AtomicUsize,
     state: AtomicU8,
@@ -441,8 +449,10 @@ impl OpBlock {
     ) -> OpBlock {
         let n_accesses = accesses.reads.len() + accesses.writes.len();
         let inline = !matches!(work, Work::Run(_) | Work::Shared(_) | Work::Async(_));
+        let posts = device == Device::Net && matches!(work, Work::Async(_));
         OpBlock {
             inline,
+            posts,
             id,
             label,
             line,

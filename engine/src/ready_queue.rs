@@ -24,6 +24,8 @@ pub(crate) struct Group {
     /// Ops in the heap; read without the lock to decide whether a finishing worker may keep
     /// a successor for itself.
     n_queued: AtomicUsize,
+    /// The engine's worker index of the group's first worker (its lane in views).
+    first_worker: u32,
 }
 
 struct GroupState {
@@ -51,20 +53,24 @@ impl PartialOrd for ReadyOp {
 
 impl Ord for ReadyOp {
     fn cmp(&self, other: &ReadyOp) -> CmpOrdering {
-        self.0
-            .priority
-            .cmp(&other.0.priority)
-            .then_with(|| other.0.id.cmp(&self.0.id))
+        precedence(&self.0, &other.0)
     }
 }
 
-/// Whether `candidate` should run before `current`.
+/// How `a` ranks against `b` among ready ops: greater runs first.
+fn precedence(a: &OpRef, b: &OpRef) -> CmpOrdering {
+    a.priority.cmp(&b.priority).then_with(|| b.id.cmp(&a.id))
+}
+
+/// Whether `candidate` should run before `current`: a higher priority, or an equal one and an
+/// earlier push (the heap's order).
 pub(crate) fn runs_before(candidate: &OpRef, current: &OpRef) -> bool {
-    ReadyOp(candidate.clone()) > ReadyOp(current.clone())
+    precedence(candidate, current).is_gt()
 }
 
 impl Group {
-    pub(crate) fn new() -> Group {
+    /// A group whose workers are numbered from `first_worker` among the engine's.
+    pub(crate) fn new(first_worker: u32) -> Group {
         Group {
             state: Mutex::new(GroupState {
                 heap: BinaryHeap::new(),
@@ -73,16 +79,39 @@ impl Group {
             }),
             condvar: Condvar::new(),
             n_queued: AtomicUsize::new(0),
+            first_worker,
         }
+    }
+
+    /// The engine's worker index of the group's first worker.
+    pub(crate) fn first_worker(&self) -> u32 {
+        self.first_worker
     }
 
     /// Adds a ready op and wakes a sleeping worker if there is one.
     pub(crate) fn push(&self, op: OpRef) {
-        let mut state = lock(&self.state);
+        self.queue(&mut lock(&self.state), op);
+    }
+
+    /// Adds `op` to the heap, whose lock the caller holds, and wakes a sleeping worker.
+    fn queue(&self, state: &mut GroupState, op: OpRef) {
         state.heap.push(ReadyOp(op));
         self.n_queued.fetch_add(1, Ordering::Release);
         if state.n_sleeping > 0 {
             self.condvar.notify_one();
+        }
+    }
+
+    /// Gives `op` back when no queued op runs before it, so that the caller starts it at once
+    /// (it would be the next op out of this queue); otherwise queues it as [`Group::push`] does.
+    pub(crate) fn push_unless_first(&self, op: OpRef) -> Option<OpRef> {
+        let mut state = lock(&self.state);
+        match state.heap.peek() {
+            Some(ReadyOp(first)) if runs_before(first, &op) => {
+                self.queue(&mut state, op);
+                None
+            }
+            _ => Some(op),
         }
     }
 
