@@ -61,7 +61,10 @@ mod tests {
             let after = clock.ns_at(Instant::now());
             assert!(now >= last, "{now} after {last}");
             // The two origins are read one after the other: a few microseconds at most apart.
-            assert!(now + 50_000 >= before && now <= after + 50_000, "{before} {now} {after}");
+            assert!(
+                now + 50_000 >= before && now <= after + 50_000,
+                "{before} {now} {after}"
+            );
             last = now;
         }
         std::thread::sleep(Duration::from_millis(2));

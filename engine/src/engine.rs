@@ -31,9 +31,9 @@
 //! under the threaded policies, the ready queue's lock when the op is ready at once. A worker that
 //! finishes an op keeps one of the ops it made ready and runs it next when its queue is empty.
 
+use crate::clock::Clock;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use crate::clock::Clock;
 
 use crate::accesses::{AccessSet, Accesses};
 use crate::completion::{self, Ending, OpCompletion};

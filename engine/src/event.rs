@@ -383,7 +383,6 @@ impl Strings {
             None => self.number(&Arc::from(text)),
         }
     }
-
 }
 
 /// A device as a number: the CPU 0, copy 1, GPU k 2 + k, the network `NET_CODE`, a link
@@ -519,12 +518,21 @@ impl Shard {
             device_code(push.device) << 32 | u64::from(push.priority as u32),
             (push.reads.len() as u64) << 32 | push.writes.len() as u64,
         ];
-        let vars = push.reads.iter().chain(push.writes).map(|var| var.id().0);
-        let offset = chunk.words(head.into_iter().chain(vars));
+        // Each part appended from a slice or a mapped slice, whose length is known, so that the
+        // room is made once per part (a chained iterator is appended an element at a time).
+        let offset = chunk.words.len() as u64;
+        chunk.words.extend_from_slice(&head);
+        for vars in [push.reads, push.writes] {
+            chunk.words.extend(vars.iter().map(|var| var.id().0));
+        }
         // The bits of the grants, only when there are grants to read back.
         if n_granted > 0 {
-            let bits = (0..n_accesses.div_ceil(64)).map(|word| push.granted.get(word).copied());
-            chunk.words(bits.map(|word| word.unwrap_or(0)));
+            let n_bits = n_accesses.div_ceil(64);
+            let given = &push.granted[..n_bits.min(push.granted.len())];
+            chunk.words.extend_from_slice(given);
+            chunk
+                .words
+                .resize(offset as usize + 3 + n_accesses + n_bits, 0);
         }
         chunk.push(Record {
             seq_kind: seq << 8 | u64::from(KIND_PUSHED),
@@ -644,13 +652,7 @@ impl EventLog {
 
     /// [`EventLog::read_since`], from no record numbered `limit` or more after the first, the
     /// grants handed out or not.
-    fn read_up_to(
-        &self,
-        seq: u64,
-        limit: u64,
-        grants: bool,
-        visit: impl FnMut(&Event),
-    ) -> u64 {
+    fn read_up_to(&self, seq: u64, limit: u64, grants: bool, visit: impl FnMut(&Event)) -> u64 {
         // Another reader at the same time finds no room kept, and makes its own.
         let (mut runs, mut pushed) =
             std::mem::replace(&mut *lock(&self.reader), (Vec::new(), push_room()));
@@ -668,7 +670,9 @@ impl EventLog {
         // Up to the first gap: a number appended to a shard after this read it (or, when a clear
         // ran during this read, forgotten). What follows it waits for the next call.
         let mut visit = visit;
-        let n = merge(&runs, Some(from), grants, &mut pushed, |_, event| visit(event));
+        let n = merge(&runs, Some(from), grants, &mut pushed, |_, event| {
+            visit(event)
+        });
         let next = from + n as u64;
         *lock(&self.reader) = (runs, pushed);
         next

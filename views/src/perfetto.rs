@@ -499,7 +499,11 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
         let tid = u64::from(slice.worker);
         let track = self.track(tid);
         self.begin_slice(CATEGORY_OP, slice.op.0, slice.line);
-        if self.device.as_ref().is_none_or(|(device, _)| *device != slice.device) {
+        if self
+            .device
+            .as_ref()
+            .is_none_or(|(device, _)| *device != slice.device)
+        {
             self.device = Some((slice.device, slice.device.to_string()));
         }
         let device = self.device.as_ref().map_or("", |(_, name)| name.as_str());

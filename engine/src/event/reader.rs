@@ -132,7 +132,10 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn new(run: &'a Run) -> Cursor<'a> {
-        let seq = run.records.first().map_or(0, |record| record.seq().max(run.from));
+        let seq = run
+            .records
+            .first()
+            .map_or(0, |record| record.seq().max(run.from));
         Cursor {
             run,
             record: 0,
