@@ -84,18 +84,28 @@ pub struct JsonTrace<W: Write, S: Read + Write + Seek> {
     /// `depEvents` elements written but not yet handed to the spool.
     pending_dep: JsonLine,
     workers: Vec<String>,
+    /// Text kept from element to element, to write again.
+    again: Box<Again>,
+    error: Option<io::Error>,
+}
+
+/// What a [`JsonTrace`] keeps to write again without working it out again.
+#[derive(Default)]
+struct Again {
     /// The last time and op id written in `depEvents`: an op's push, grants and readiness share
     /// both, its start and finish its id.
-    last_numbers: (LastNumber, LastNumber),
+    numbers: (LastNumber, LastNumber),
     /// The last time written at each end of a flow (an op's two dependencies end at its start).
     flow_times: [LastNumber; 2],
     /// The last labels written as a slice's name, escaped, in a slot chosen by their `Arc`'s
     /// address (a loop's statements name their slices with the same few labels).
-    labels: [(Option<Arc<str>>, Vec<u8>); N_LABELS],
-    error: Option<io::Error>,
+    labels: [EscapedLabel; N_LABELS],
 }
 
-/// How many escaped labels [`JsonTrace::labels`] holds.
+/// A label (the `Arc` it came in) and its text, quoted and escaped.
+type EscapedLabel = (Option<Arc<str>>, Vec<u8>);
+
+/// How many escaped labels [`Again::labels`] holds.
 const N_LABELS: usize = 16;
 
 /// How many op states there are.
@@ -122,9 +132,7 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
             pending: JsonLine::default(),
             pending_dep: JsonLine::default(),
             workers: Vec::new(),
-            last_numbers: Default::default(),
-            flow_times: Default::default(),
-            labels: Default::default(),
+            again: Box::default(),
             error: None,
         };
         trace.attempt(|trace| {
@@ -197,7 +205,7 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
         flow_middle(&mut middle, name, category);
         flow_pair(
             (&mut self.pending, &mut self.n_trace_events, &mut self.out),
-            &mut self.flow_times,
+            &mut self.again.flow_times,
             id,
             middle.bytes(),
             from,
@@ -217,11 +225,11 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
         Ok(number)
     }
 
-    /// A slice's name, `label` quoted and escaped, and the slot of [`JsonTrace::labels`] to
+    /// A slice's name, `label` quoted and escaped, and the slot of [`Again::labels`] to
     /// give its room back to.
     fn escaped_label(&mut self, label: &Arc<str>) -> (usize, Vec<u8>) {
         let slot = (Arc::as_ptr(label) as *const u8 as usize >> 4) % N_LABELS;
-        let (kept, escaped) = &mut self.labels[slot];
+        let (kept, escaped) = &mut self.again.labels[slot];
         if !kept.as_ref().is_some_and(|kept| Arc::ptr_eq(kept, label)) {
             escaped.clear();
             serde_json::to_writer(&mut *escaped, &**label).expect("a string always serializes");
@@ -281,9 +289,9 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
     /// Writes one event of the log, after declaring the strings it names (a declaration is an
     /// element of its own).
     fn dep_event(&mut self, event: &Event) -> io::Result<()> {
-        let mut last = std::mem::take(&mut self.last_numbers);
+        let mut last = std::mem::take(&mut self.again.numbers);
         let result = self.dep_event_after(event, &mut last);
-        self.last_numbers = last;
+        self.again.numbers = last;
         result
     }
 
@@ -441,7 +449,7 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
                 }
                 line.raw("}}");
             });
-            trace.labels[slot].1 = name;
+            trace.again.labels[slot].1 = name;
             written
         });
     }
@@ -466,7 +474,7 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
                     &mut trace.n_trace_events,
                     &mut trace.out,
                 ),
-                &mut trace.flow_times,
+                &mut trace.again.flow_times,
                 itoa::Buffer::new().format(flow.id),
                 middle,
                 (u64::from(flow.from.0), flow.from.1),
