@@ -228,6 +228,15 @@ impl views::fold::TraceOut for Traces {
     }
 }
 
+impl Traces {
+    /// Whether a trace keeps every event of the log (a JSON trace's `depEvents`), grants too.
+    fn wants_events(&self) -> bool {
+        self.0
+            .iter()
+            .any(|(_, trace)| matches!(trace, TraceFile::Json(_)))
+    }
+}
+
 impl TraceFile {
     fn out(&mut self) -> &mut dyn views::fold::TraceOut {
         match self {
@@ -313,10 +322,11 @@ impl Recorder {
                 let mut next = log.first_seq();
                 let mut worker_names = None;
                 let mut fed: Vec<engine::Event> = Vec::new();
+                // The fold passes grants over; only the live panel, the kept events and a JSON
+                // trace's event log show them.
+                let grants = live.is_some() || events.is_some() || open.wants_events();
                 loop {
-                    let mut n_new = 0;
-                    let after = log.read_since(next, |event| {
-                        n_new += 1;
+                    let mut visit = |event: &engine::Event| {
                         fold.push(event, &mut open);
                         if live.is_some() {
                             fed.push(event.clone());
@@ -324,14 +334,21 @@ impl Recorder {
                         if let Some(kept) = &mut events {
                             kept.push(event.clone());
                         }
-                    });
+                    };
+                    let after = if grants {
+                        log.read_since(next, &mut visit)
+                    } else {
+                        log.read_since_without_grants(next, &mut visit)
+                    };
                     log.forget_before(after);
                     if let Some(live) = &live {
                         // Locked once a batch, and not while the log is read.
                         feed(&mut lock(live), fed.drain(..));
                     }
+                    // Events were read (perhaps only grants, passed over).
+                    let read_some = after != next;
                     next = after;
-                    if n_new > 0 {
+                    if read_some {
                         continue;
                     }
                     // Everything up to the stop is read once a look after it finds nothing.

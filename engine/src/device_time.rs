@@ -12,6 +12,7 @@
 use std::cell::RefCell;
 use std::time::Instant;
 
+use crate::clock::Clock;
 use crate::sync::Arc;
 use crate::{Event, EventKind, EventSink, OpId};
 
@@ -21,7 +22,7 @@ use crate::{Event, EventKind, EventSink, OpId};
 pub struct DeviceClock {
     op: OpId,
     sink: Arc<dyn EventSink>,
-    engine_start: Instant,
+    clock: Clock,
 }
 
 impl std::fmt::Debug for DeviceClock {
@@ -50,19 +51,13 @@ impl DeviceClock {
     /// Reports that the op's work on `lane` (a device stream, such as `gpu0:s1`) ran from
     /// `start` to `end` (host instants; before the engine started counts as its start).
     pub fn report(&self, lane: &str, start: Instant, end: Instant) {
-        let ns = |instant: Instant| {
-            instant
-                .saturating_duration_since(self.engine_start)
-                .as_nanos()
-        };
-        let now = Instant::now();
         self.sink.event(Event {
-            time_ns: ns(now) as u64,
+            time_ns: self.clock.now_ns(),
             kind: EventKind::DeviceSpan {
                 op: self.op,
                 lane: Arc::from(lane),
-                start_ns: ns(start) as u64,
-                end_ns: ns(end.max(start)) as u64,
+                start_ns: self.clock.ns_at(start),
+                end_ns: self.clock.ns_at(end.max(start)),
             },
         });
     }
@@ -72,13 +67,13 @@ impl DeviceClock {
     pub(crate) fn run_as<T>(
         op: OpId,
         sink: &Arc<dyn EventSink>,
-        engine_start: Instant,
+        clock: Clock,
         body: impl FnOnce() -> T,
     ) -> T {
         let clock = DeviceClock {
             op,
             sink: sink.clone(),
-            engine_start,
+            clock,
         };
         // Ops nest when one runs another's successors (an async op completed inside an op).
         let outer = CURRENT.with(|current| current.borrow_mut().replace(clock));

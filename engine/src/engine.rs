@@ -34,9 +34,9 @@
 //! when nothing queued in its group runs before it (`start_posts`): their start functions only
 //! post a request, and never block.
 
+use crate::clock::Clock;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::Instant;
 
 use crate::accesses::{AccessSet, Accesses};
 use crate::completion::{self, Ending, OpCompletion};
@@ -156,7 +156,7 @@ pub(crate) struct Shared {
     sim: Option<SimFeed>,
     threads: usize,
     gpu_streams: usize,
-    start: Instant,
+    clock: Clock,
     sink: Option<Arc<dyn EventSink>>,
     next_op: AtomicU64,
     next_var: AtomicU64,
@@ -202,7 +202,7 @@ impl Engine {
             policy: config.policy,
             threads: config.threads.max(1),
             gpu_streams: config.gpu_streams.max(1),
-            start: Instant::now(),
+            clock: Clock::start(),
             sim: (config.policy == Policy::Sim).then(|| {
                 SimFeed::new(Simulator::new(config.threads, config.gpu_streams), FIRST_OP)
             }),
@@ -480,7 +480,7 @@ impl Shared {
     fn now_ns(&self) -> u64 {
         match &self.sim {
             Some(sim) => sim.with(|sim| sim.now_ns()),
-            None => self.start.elapsed().as_nanos() as u64,
+            None => self.clock.now_ns(),
         }
     }
 
@@ -1000,7 +1000,7 @@ impl Shared {
     /// Runs `body` as `op`'s execution, with its device clock current when observed.
     fn clocked<T>(&self, op: &OpBlock, body: impl FnOnce() -> T) -> T {
         match &self.sink {
-            Some(sink) if self.sim.is_none() => DeviceClock::run_as(op.id, sink, self.start, body),
+            Some(sink) if self.sim.is_none() => DeviceClock::run_as(op.id, sink, self.clock, body),
             _ => body(),
         }
     }

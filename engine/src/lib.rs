@@ -45,6 +45,7 @@
 #![deny(missing_docs)]
 
 mod accesses;
+mod clock;
 mod completion;
 mod config;
 mod device;

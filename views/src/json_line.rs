@@ -51,6 +51,30 @@ impl JsonLine {
         self
     }
 
+    /// A number that the element before may have written through `last` too (an op's id, its
+    /// time): its digits are then copied, not worked out again.
+    #[inline]
+    pub(crate) fn int_again(&mut self, value: u64, last: &mut LastNumber) -> &mut Self {
+        if last.value != Some(value) {
+            let mut buffer = itoa::Buffer::new();
+            let digits = buffer.format(value).as_bytes();
+            last.digits[..digits.len()].copy_from_slice(digits);
+            last.len = digits.len();
+            last.value = Some(value);
+        }
+        self.again(last)
+    }
+
+    /// The text `last` keeps: all its room copied at once (a copy whose length is known when
+    /// compiled is a few stores, where one of a few bytes is a call), then cut to the text.
+    #[inline]
+    fn again(&mut self, last: &LastNumber) -> &mut Self {
+        let len = self.0.len();
+        self.0.extend_from_slice(&last.digits);
+        self.0.truncate(len + last.len);
+        self
+    }
+
     /// Nanoseconds written as microseconds, exactly: `1234567` as `1234.567`, `47000` as
     /// `47.0`.
     #[inline]
@@ -71,6 +95,22 @@ impl JsonLine {
         self
     }
 
+    /// [`JsonLine::micros`] of a time that an element before may have written through `last`
+    /// too (an op's start: the end of its dependencies' flows, then its slice).
+    #[inline]
+    pub(crate) fn micros_again(&mut self, ns: u64, last: &mut LastNumber) -> &mut Self {
+        if last.value != Some(ns) {
+            let start = self.0.len();
+            self.micros(ns);
+            let text = &self.0[start..];
+            last.digits[..text.len()].copy_from_slice(text);
+            last.len = text.len();
+            last.value = Some(ns);
+            return self;
+        }
+        self.again(last)
+    }
+
     /// A string, quoted and escaped.
     #[inline]
     pub(crate) fn string(&mut self, text: &str) -> &mut Self {
@@ -79,9 +119,34 @@ impl JsonLine {
     }
 }
 
+/// The last number written through [`JsonLine::int_again`] (or time through
+/// [`JsonLine::micros_again`]), and its text.
+#[derive(Default)]
+pub(crate) struct LastNumber {
+    value: Option<u64>,
+    len: usize,
+    /// Room for the digits of any `u64`, and of its microseconds (a point and three more).
+    digits: [u8; 24],
+}
+
 #[cfg(test)]
 mod tests {
-    use super::JsonLine;
+    use super::{JsonLine, LastNumber};
+
+    #[test]
+    fn a_number_written_again_reads_the_same() {
+        let (mut line, mut last) = (JsonLine::default(), LastNumber::default());
+        for value in [0, 7, 7, u64::MAX, u64::MAX, 10, 100, 100] {
+            line.clear().raw("[").int_again(value, &mut last).raw("]");
+            assert_eq!(line.bytes(), format!("[{value}]").as_bytes());
+        }
+        let (mut again, mut last) = (JsonLine::default(), LastNumber::default());
+        for ns in [0, 47_000, 47_000, u64::MAX, u64::MAX, 1_234_560, 999, 999] {
+            line.clear().micros(ns);
+            again.clear().micros_again(ns, &mut last);
+            assert_eq!(again.bytes(), line.bytes(), "{ns}");
+        }
+    }
 
     #[test]
     fn micros_are_exact_and_always_have_a_fraction() {

@@ -15,11 +15,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use rustc_hash::{FxHashMap, FxHashSet};
-use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::sync::Arc;
 
-use dep_engine::Event;
+use dep_engine::{Device, Event};
 use prost::Message;
 use smallvec::SmallVec;
 
@@ -210,8 +209,9 @@ pub struct PerfettoTrace<W: Write> {
     part: Vec<u8>,
     /// A message inside that: an array's element, an interned name.
     item: Vec<u8>,
-    /// A device's name, written out.
-    text: String,
+    /// The last slice's device and its name, written out (most slices run on the device of
+    /// the slice before).
+    device: Option<(Device, String)>,
     error: Option<io::Error>,
 }
 
@@ -298,7 +298,7 @@ impl<W: Write> PerfettoTrace<W> {
             event: Vec::new(),
             part: Vec::new(),
             item: Vec::new(),
-            text: String::new(),
+            device: None,
             error: None,
         };
         let interned = |names: &[&str]| -> Vec<Interned> {
@@ -499,8 +499,14 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
         let tid = u64::from(slice.worker);
         let track = self.track(tid);
         self.begin_slice(CATEGORY_OP, slice.op.0, slice.line);
-        self.text.clear();
-        write!(self.text, "{}", slice.device).expect("a String grows as needed");
+        if self
+            .device
+            .as_ref()
+            .is_none_or(|(device, _)| *device != slice.device)
+        {
+            self.device = Some((slice.device, slice.device.to_string()));
+        }
+        let device = self.device.as_ref().map_or("", |(_, name)| name.as_str());
         let (event, part, item) = (&mut self.event, &mut self.part, &mut self.item);
         names_annotation(event, part, item, 2, slice.reads);
         names_annotation(event, part, item, 3, slice.writes);
@@ -508,7 +514,7 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
             wire::bytes(part, field::STRING_VALUE, slice.state.name().as_bytes());
         });
         annotation(event, part, 5, |part| {
-            wire::bytes(part, field::STRING_VALUE, self.text.as_bytes());
+            wire::bytes(part, field::STRING_VALUE, device.as_bytes());
         });
         annotation(event, part, 6, |part| {
             wire::int(part, field::INT_VALUE, i64::from(slice.priority));

@@ -33,7 +33,7 @@ use serde_json::{json, Map, Value};
 
 use crate::error::{Error, ErrorKind};
 use crate::fold::{DeviceSlice, Flow, OpSlice, RunFold, TraceLane, TraceOut};
-use crate::json_line::JsonLine;
+use crate::json_line::{JsonLine, LastNumber};
 use crate::replay::{Hazard, Replay};
 
 /// The version of the `depEvents` layout this module writes.
@@ -84,8 +84,29 @@ pub struct JsonTrace<W: Write, S: Read + Write + Seek> {
     /// `depEvents` elements written but not yet handed to the spool.
     pending_dep: JsonLine,
     workers: Vec<String>,
+    /// Text kept from element to element, to write again.
+    again: Box<Again>,
     error: Option<io::Error>,
 }
+
+/// What a [`JsonTrace`] keeps to write again without working it out again.
+#[derive(Default)]
+struct Again {
+    /// The last time and op id written in `depEvents`: an op's push, grants and readiness share
+    /// both, its start and finish its id.
+    numbers: (LastNumber, LastNumber),
+    /// The last time written at each end of a flow (an op's two dependencies end at its start).
+    flow_times: [LastNumber; 2],
+    /// The last labels written as a slice's name, escaped, in a slot chosen by their `Arc`'s
+    /// address (a loop's statements name their slices with the same few labels).
+    labels: [EscapedLabel; N_LABELS],
+}
+
+/// A label (the `Arc` it came in) and its text, quoted and escaped.
+type EscapedLabel = (Option<Arc<str>>, Vec<u8>);
+
+/// How many escaped labels [`Again::labels`] holds.
+const N_LABELS: usize = 16;
 
 /// How many op states there are.
 const N_STATES: usize = 7;
@@ -111,6 +132,7 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
             pending: JsonLine::default(),
             pending_dep: JsonLine::default(),
             workers: Vec::new(),
+            again: Box::default(),
             error: None,
         };
         trace.attempt(|trace| {
@@ -183,6 +205,7 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
         flow_middle(&mut middle, name, category);
         flow_pair(
             (&mut self.pending, &mut self.n_trace_events, &mut self.out),
+            &mut self.again.flow_times,
             id,
             middle.bytes(),
             from,
@@ -200,6 +223,19 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
         self.strings_by_address
             .insert(address, (text.clone(), number));
         Ok(number)
+    }
+
+    /// A slice's name, `label` quoted and escaped, and the slot of [`Again::labels`] to
+    /// give its room back to.
+    fn escaped_label(&mut self, label: &Arc<str>) -> (usize, Vec<u8>) {
+        let slot = (Arc::as_ptr(label) as *const u8 as usize >> 4) % N_LABELS;
+        let (kept, escaped) = &mut self.again.labels[slot];
+        if !kept.as_ref().is_some_and(|kept| Arc::ptr_eq(kept, label)) {
+            escaped.clear();
+            serde_json::to_writer(&mut *escaped, &**label).expect("a string always serializes");
+            *kept = Some(label.clone());
+        }
+        (slot, std::mem::take(escaped))
     }
 
     /// The number of a device's name.
@@ -253,14 +289,26 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
     /// Writes one event of the log, after declaring the strings it names (a declaration is an
     /// element of its own).
     fn dep_event(&mut self, event: &Event) -> io::Result<()> {
+        let mut last = std::mem::take(&mut self.again.numbers);
+        let result = self.dep_event_after(event, &mut last);
+        self.again.numbers = last;
+        result
+    }
+
+    /// [`JsonTrace::dep_event`], with the last time and op id written.
+    fn dep_event_after(
+        &mut self,
+        event: &Event,
+        (last_time, last_op): &mut (LastNumber, LastNumber),
+    ) -> io::Result<()> {
         let time = event.time_ns;
-        let op_event = |line: &mut JsonLine, kind: &str, op: OpId| {
+        let mut op_event = |line: &mut JsonLine, kind: &str, op: OpId| {
             line.raw("[")
-                .int(time)
+                .int_again(time, last_time)
                 .raw(",\"")
                 .raw(kind)
                 .raw("\",")
-                .int(op.0);
+                .int_again(op.0, last_op);
         };
         match &event.kind {
             EventKind::Pushed {
@@ -370,9 +418,10 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
                 }
                 line.raw("]");
             };
-            trace.trace_line(|line| {
+            let (slot, name) = trace.escaped_label(slice.label);
+            let written = trace.trace_line(|line| {
                 line.raw("{\"ph\":\"X\",\"name\":")
-                    .string(slice.label)
+                    .bytes_raw(&name)
                     .raw(",\"cat\":\"op\",\"pid\":")
                     .int(PID)
                     .raw(",\"tid\":")
@@ -399,7 +448,9 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
                     line.raw(",\"message\":").string(message);
                 }
                 line.raw("}}");
-            })
+            });
+            trace.again.labels[slot].1 = name;
+            written
         });
     }
 
@@ -423,6 +474,7 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
                     &mut trace.n_trace_events,
                     &mut trace.out,
                 ),
+                &mut trace.again.flow_times,
                 itoa::Buffer::new().format(flow.id),
                 middle,
                 (u64::from(flow.from.0), flow.from.1),
@@ -502,6 +554,7 @@ fn element(
 /// [`element`]s.
 fn flow_pair(
     (pending, n_elements, out): (&mut JsonLine, &mut usize, &mut impl Write),
+    times: &mut [LastNumber; 2],
     id: &str,
     middle: &[u8],
     from: (u64, u64),
@@ -511,14 +564,14 @@ fn flow_pair(
         ("{\"ph\":\"s\",\"id\":", from),
         ("{\"ph\":\"f\",\"id\":", to),
     ];
-    for (start, (tid, time)) in phases {
+    for ((start, (tid, time)), last) in phases.into_iter().zip(times) {
         element(pending, n_elements, out, |line| {
             line.raw(start)
                 .raw(id)
                 .bytes_raw(middle)
                 .int(tid)
                 .raw(",\"ts\":")
-                .micros(time)
+                .micros_again(time, last)
                 .raw("}");
         })?;
     }

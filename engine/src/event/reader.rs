@@ -1,0 +1,376 @@
+//! The reading side of the [`EventLog`](super::EventLog): each shard's records copied out under
+//! its lock as they are (32 bytes each, with the words they point to), then merged in number
+//! order and decoded one event at a time, after the locks are let go.
+//!
+//! A reader never holds a batch of decoded events: each event is decoded when its turn comes
+//! into room the reader keeps (a push into one [`Event`] whose vectors and label are reused, so
+//! a loop's pushes allocate nothing and touch no reference count), lent to the visitor, and
+//! overwritten by the next.
+
+use super::{
+    device_of, is_set, Chunk, Record, Shard, KIND_DEVICE_SPAN, KIND_FINISHED, KIND_GRANTED,
+    KIND_PUSHED, KIND_READY, KIND_STARTED, KIND_VAR_CREATED, KIND_VAR_DELETED, STATES,
+};
+use crate::sync::Arc;
+use crate::{Event, EventKind, OpId, VarId};
+
+/// One shard's records for a reader, copied as they are: kept from one read to the next, so a
+/// long run's reader allocates nothing per read.
+#[derive(Default)]
+pub(super) struct Run {
+    records: Vec<Record>,
+    /// The words the records point to (a push's accesses, a device span's times), copied
+    /// chunk by chunk.
+    words: Vec<u64>,
+    /// For each chunk copied: the index of its first record in `records`, and what to add
+    /// (wrapping) to a record's offset into its chunk's words to find them in `words`.
+    segments: Vec<(usize, u64)>,
+    /// The shard's strings (which only grow), copied as they appear.
+    strings: Vec<Arc<str>>,
+    /// The first number to hand out (it may fall inside the first record: a push's grants).
+    from: u64,
+}
+
+impl Shard {
+    /// Copies the records holding the events numbered `from` and on into `out` (emptied
+    /// first), found by binary searches; from no record numbered `until` or later (a push's
+    /// record numbered below it gives all its events).
+    pub(super) fn since_into(&self, from: u64, until: u64, out: &mut Run) {
+        out.records.clear();
+        out.words.clear();
+        out.segments.clear();
+        out.from = from;
+        let known = out.strings.len();
+        if let Some(new) = self.strings.texts.get(known..) {
+            out.strings.extend(new.iter().cloned());
+        }
+        // The chunks before the first that ends at or after `from` hold only earlier numbers.
+        let first_chunk = self
+            .chunks
+            .partition_point(|chunk| chunk.last_seq().is_some_and(|seq| seq < from));
+        for chunk in &self.chunks[first_chunk..] {
+            let skip = chunk
+                .records
+                .partition_point(|record| record.last_seq() < from);
+            let records = &chunk.records[skip..];
+            let n = records.partition_point(|record| record.seq() < until);
+            out.copy(chunk, &records[..n]);
+            if n < records.len() {
+                return;
+            }
+        }
+    }
+}
+
+impl Run {
+    /// Appends `records` of `chunk`, with the words they point to.
+    fn copy(&mut self, chunk: &Chunk, records: &[Record]) {
+        if records.is_empty() {
+            return;
+        }
+        let first = records.iter().find_map(Record::word_offset);
+        let last = records
+            .iter()
+            .rev()
+            .find_map(|record| Some(record.word_offset()? + record.n_words(&chunk.words)));
+        let base = match (first, last) {
+            (Some(first), Some(end)) => {
+                let base = (self.words.len() as u64).wrapping_sub(first);
+                self.words
+                    .extend_from_slice(&chunk.words[first as usize..end as usize]);
+                base
+            }
+            _ => 0,
+        };
+        self.segments.push((self.records.len(), base));
+        self.records.extend_from_slice(records);
+    }
+
+    /// Whether it holds no event.
+    fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+}
+
+impl Record {
+    /// Where its words start in its chunk, for a kind that has words.
+    fn word_offset(&self) -> Option<u64> {
+        match self.kind() {
+            KIND_PUSHED => Some(self.payload & 0xffff_ffff),
+            KIND_DEVICE_SPAN => Some(self.payload),
+            _ => None,
+        }
+    }
+
+    /// How many words it has, read from `words` (its chunk's, or a run's) at its offset.
+    fn n_words(&self, words: &[u64]) -> u64 {
+        match self.kind() {
+            KIND_PUSHED => {
+                let offset = (self.payload & 0xffff_ffff) as usize;
+                let counts = words[offset + 2];
+                let n_accesses = (counts >> 32) + (counts & 0xffff_ffff);
+                // The grants' bits follow the accesses when some were granted at once.
+                let n_bits = match self.grants() {
+                    (0, _) => 0,
+                    _ => n_accesses.div_ceil(64),
+                };
+                3 + n_accesses + n_bits
+            }
+            KIND_DEVICE_SPAN => 3,
+            _ => 0,
+        }
+    }
+}
+
+/// Where a merge is in one run: the next event's record, its chunk, and its number.
+struct Cursor<'a> {
+    run: &'a Run,
+    record: usize,
+    segment: usize,
+    seq: u64,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(run: &'a Run) -> Cursor<'a> {
+        let seq = run
+            .records
+            .first()
+            .map_or(0, |record| record.seq().max(run.from));
+        Cursor {
+            run,
+            record: 0,
+            segment: 0,
+            seq,
+        }
+    }
+
+    /// The number of its next event, if any.
+    fn head(&self) -> Option<u64> {
+        (self.record < self.run.records.len()).then_some(self.seq)
+    }
+
+    /// Moves to the next event.
+    fn advance(&mut self) {
+        let records = &self.run.records;
+        if self.seq < records[self.record].last_seq() {
+            self.seq += 1;
+            return;
+        }
+        self.record += 1;
+        if let Some(record) = records.get(self.record) {
+            self.seq = record.seq();
+            let segments = &self.run.segments;
+            while segments
+                .get(self.segment + 1)
+                .is_some_and(|(start, _)| *start <= self.record)
+            {
+                self.segment += 1;
+            }
+        }
+    }
+
+    /// Whether its next event is a grant: an access granted, at a push or at a release.
+    fn at_grant(&self) -> bool {
+        let record = &self.run.records[self.record];
+        match record.kind() {
+            KIND_GRANTED => true,
+            KIND_PUSHED => {
+                let k = self.seq - record.seq();
+                k > 0 && k <= record.grants().0
+            }
+            _ => false,
+        }
+    }
+
+    /// Decodes its next event and lends it to `visit`; `pushed` is the room a push is decoded
+    /// into.
+    fn visit(&self, pushed: &mut Event, visit: &mut impl FnMut(u64, &Event)) {
+        let run = self.run;
+        let record = &run.records[self.record];
+        let base = run.segments[self.segment].1;
+        let word = |offset: u64| run.words[offset.wrapping_add(base) as usize];
+        let (time_ns, op) = (record.time_ns, OpId(record.subject));
+        let kind = match record.kind() {
+            KIND_PUSHED => {
+                let offset = record.payload & 0xffff_ffff;
+                let counts = word(offset + 2);
+                let (n_reads, n_writes) = (counts >> 32, counts & 0xffff_ffff);
+                let vars_at = offset.wrapping_add(base) as usize + 3;
+                let vars = &run.words[vars_at..][..(n_reads + n_writes) as usize];
+                let k = self.seq - record.seq();
+                if k == 0 {
+                    let (label_line, device_priority) = (word(offset), word(offset + 1));
+                    let label = &run.strings[(label_line >> 32) as usize];
+                    fill_push(pushed, time_ns, op, label, vars.split_at(n_reads as usize));
+                    if let EventKind::Pushed {
+                        line,
+                        device,
+                        priority,
+                        ..
+                    } = &mut pushed.kind
+                    {
+                        *line = label_line as u32;
+                        *device = device_of(device_priority >> 32);
+                        *priority = device_priority as u32 as i32;
+                    }
+                    return visit(self.seq, pushed);
+                }
+                let bits = &run.words[vars_at + vars.len()..][..vars.len().div_ceil(64)];
+                // The k-th event after the push: a grant, in access order, or the readiness.
+                let granted = (0..vars.len()).filter(|index| is_set(bits, *index));
+                match granted.clone().nth(k as usize - 1) {
+                    Some(index) => EventKind::Granted {
+                        op,
+                        var: VarId(vars[index]),
+                    },
+                    None => EventKind::Ready { op },
+                }
+            }
+            KIND_VAR_CREATED => EventKind::VarCreated {
+                var: VarId(record.subject),
+                name: run.strings[record.payload as usize].clone(),
+            },
+            KIND_VAR_DELETED => EventKind::VarDeleted {
+                var: VarId(record.subject),
+            },
+            KIND_GRANTED => EventKind::Granted {
+                op,
+                var: VarId(record.payload),
+            },
+            KIND_READY => EventKind::Ready { op },
+            KIND_STARTED => EventKind::Started {
+                op,
+                worker: record.payload as u32,
+            },
+            KIND_FINISHED => EventKind::Finished {
+                op,
+                state: STATES[(record.payload & 0xff) as usize],
+                message: match record.payload >> 8 {
+                    0 => None,
+                    number => Some(run.strings[number as usize - 1].to_string()),
+                },
+            },
+            _ => EventKind::DeviceSpan {
+                op,
+                lane: run.strings[word(record.payload) as usize].clone(),
+                start_ns: word(record.payload + 1),
+                end_ns: word(record.payload + 2),
+            },
+        };
+        visit(self.seq, &Event { time_ns, kind });
+    }
+}
+
+/// Makes `pushed` the push of `op` at `time_ns` with `label` and its accesses, reusing its
+/// vectors, and its label when it is the same string (no reference count touched).
+fn fill_push(
+    pushed: &mut Event,
+    time_ns: u64,
+    op: OpId,
+    label: &Arc<str>,
+    (read_vars, write_vars): (&[u64], &[u64]),
+) {
+    pushed.time_ns = time_ns;
+    if !matches!(pushed.kind, EventKind::Pushed { .. }) {
+        pushed.kind = EventKind::Pushed {
+            op,
+            label: label.clone(),
+            line: 0,
+            reads: Vec::new(),
+            writes: Vec::new(),
+            device: crate::Device::Cpu,
+            priority: 0,
+        };
+    }
+    if let EventKind::Pushed {
+        op: own_op,
+        label: own_label,
+        reads,
+        writes,
+        ..
+    } = &mut pushed.kind
+    {
+        *own_op = op;
+        if !Arc::ptr_eq(own_label, label) {
+            own_label.clone_from(label);
+        }
+        reads.clear();
+        reads.extend(read_vars.iter().map(|var| VarId(*var)));
+        writes.clear();
+        writes.extend(write_vars.iter().map(|var| VarId(*var)));
+    }
+}
+
+/// The room a reader decodes a push into, kept from one read to the next.
+pub(super) fn push_room() -> Event {
+    Event {
+        time_ns: 0,
+        kind: EventKind::Ready { op: OpId(0) },
+    }
+}
+
+/// Merges runs, each in increasing number order, handing each event with its number to
+/// `visit` in number order: with `Some(from)`, the consecutive numbers from `from` on, up to
+/// the first missing one; with `None`, all of them. Returns how many it handed out. Each event
+/// is decoded when its turn comes (a push into `pushed`), from the run that holds the next
+/// number (most often the same run as the event before); with `grants` false, the grants are
+/// counted and passed over, neither decoded nor handed out.
+pub(super) fn merge(
+    runs: &[Run],
+    from: Option<u64>,
+    grants: bool,
+    pushed: &mut Event,
+    mut visit: impl FnMut(u64, &Event),
+) -> usize {
+    let mut cursors: Vec<Cursor<'_>> = runs
+        .iter()
+        .filter(|run| !run.is_empty())
+        .map(Cursor::new)
+        .collect();
+    if let ([cursor], Some(from)) = (&mut cursors[..], from) {
+        // One run (every event from one thread, as on the naive engine): its events in order
+        // up to the first gap, without looking for the run that holds each number.
+        let mut n = 0;
+        while cursor.head() == Some(from + n as u64) {
+            if grants || !cursor.at_grant() {
+                cursor.visit(pushed, &mut visit);
+            }
+            cursor.advance();
+            n += 1;
+        }
+        return n;
+    }
+    let mut n = 0;
+    let mut current = 0;
+    let mut expected = from;
+    loop {
+        let holds = |cursor: &Cursor<'_>| expected.is_some() && cursor.head() == expected;
+        if !cursors.get(current).is_some_and(holds) {
+            match cursors.iter().position(holds) {
+                Some(found) => current = found,
+                // A gap: the end for a reader, the next number present for a whole copy.
+                None if from.is_some() => break,
+                None => {
+                    let Some((_, found)) = cursors
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(index, cursor)| Some((cursor.head()?, index)))
+                        .min()
+                    else {
+                        break;
+                    };
+                    current = found;
+                }
+            }
+        }
+        let cursor = &mut cursors[current];
+        let seq = cursor.seq;
+        if grants || !cursor.at_grant() {
+            cursor.visit(pushed, &mut visit);
+        }
+        cursor.advance();
+        n += 1;
+        expected = Some(seq + 1);
+    }
+    n
+}
