@@ -1,16 +1,18 @@
 //! Asynchronous ops (`OpSpec::new_async`): completed later, from any thread, through their
 //! `OpCompletion`, on every policy.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use common::engine_with;
 use dep_engine::sim::Cost;
 use dep_engine::{
-    Engine, EngineConfig, Event, EventKind, EventLog, OpBody, OpCompletion, OpContext, OpSpec,
-    OpState, Policy,
+    Engine, Event, EventKind, EventLog, OpBody, OpCompletion, OpContext, OpSpec, OpState, Policy,
 };
 
 /// An op that only takes time: it reports its cost in its context.
@@ -21,15 +23,6 @@ impl OpBody for Costs {
         ctx.report_cost(self.0);
         Ok(())
     }
-}
-
-fn engine_with(policy: Policy, threads: usize, log: Option<Arc<EventLog>>) -> Engine {
-    Engine::new(EngineConfig {
-        policy,
-        threads,
-        gpu_streams: 2,
-        sink: log.map(|log| log as _),
-    })
 }
 
 /// Every policy, the threaded one with one worker and with several.

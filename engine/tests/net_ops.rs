@@ -3,22 +3,14 @@
 //! them ready starts them there, best first, unless an op queued in their group runs before
 //! them (then they wait in the queue, as any ready op does).
 
+mod common;
+
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
-use dep_engine::{
-    Device, Engine, EngineConfig, EventKind, EventLog, OpCompletion, OpSpec, Policy, Var,
-};
-
-fn engine_with(policy: Policy, threads: usize, log: Option<Arc<EventLog>>) -> Engine {
-    Engine::new(EngineConfig {
-        policy,
-        threads,
-        gpu_streams: 1,
-        sink: log.map(|log| log as _),
-    })
-}
+use common::engine_with;
+use dep_engine::{Device, Engine, EventKind, EventLog, OpCompletion, OpSpec, Policy, Var};
 
 /// The policies with workers, each with one and with several CPU workers.
 const POLICIES: [(&str, Policy, usize); 4] = [
