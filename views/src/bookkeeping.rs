@@ -19,10 +19,16 @@ use crate::frame::{is_internal_name, is_internal_op};
 pub(crate) struct Bookkeeping {
     ops: FxHashSet<OpId>,
     vars: FxHashSet<VarId>,
-    /// The last label found visible, held so that its address stays its own: a loop pushes the
-    /// same label again and again, and the log hands out the one `Arc` it keeps.
-    visible_label: Option<Arc<str>>,
+    /// The last labels found visible, held so that their addresses stay their own: a loop
+    /// pushes the same few labels again and again (one per statement of its body), and the log
+    /// hands out the one `Arc` it keeps of each.
+    visible_labels: [Option<Arc<str>>; N_VISIBLE],
+    /// The entry of `visible_labels` the next label found visible takes.
+    next_visible: usize,
 }
+
+/// How many visible labels [`Bookkeeping`] remembers.
+const N_VISIBLE: usize = 4;
 
 /// What [`Bookkeeping::filter`] makes of an event.
 pub(crate) enum Filtered {
@@ -80,17 +86,19 @@ impl Bookkeeping {
 
     /// Whether a push's label is bookkeeping's ([`is_internal_op`]).
     fn is_internal_label(&mut self, label: &Arc<str>) -> bool {
-        if self
-            .visible_label
-            .as_ref()
-            .is_some_and(|visible| Arc::ptr_eq(visible, label))
-        {
+        let known = |visible: &Option<Arc<str>>| {
+            visible
+                .as_ref()
+                .is_some_and(|visible| Arc::ptr_eq(visible, label))
+        };
+        if self.visible_labels.iter().any(known) {
             return false;
         }
         if is_internal_op(label) {
             return true;
         }
-        self.visible_label = Some(label.clone());
+        self.visible_labels[self.next_visible] = Some(label.clone());
+        self.next_visible = (self.next_visible + 1) % N_VISIBLE;
         false
     }
 

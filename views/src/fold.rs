@@ -168,6 +168,61 @@ pub struct RunFold {
     critical: Option<Critical>,
     /// Room for a slice's names of variables read and written, reused from slice to slice.
     slice_names: (Vec<Arc<str>>, Vec<Arc<str>>),
+    /// The ops' labels, each once: live ops and paths name them by number, so that an op
+    /// touches no reference count.
+    labels: Labels,
+}
+
+/// The labels of a fold's ops, each kept once and named by its number: found by the address of
+/// the `Arc` it came in when that is one of the last few seen (a loop's statements, which the
+/// log hands out as one `Arc` each), else by its text.
+#[derive(Default)]
+struct Labels {
+    texts: Vec<Arc<str>>,
+    by_text: HashMap<Arc<str>, u32>,
+    /// The numbers of the labels most recently looked up.
+    recent: [u32; N_RECENT_LABELS],
+    /// The entry of `recent` the next label found by its text takes.
+    next_recent: usize,
+}
+
+/// How many label numbers [`Labels`] remembers as recent.
+const N_RECENT_LABELS: usize = 4;
+
+impl Labels {
+    /// The number of `label`, kept if new.
+    fn number(&mut self, label: &Arc<str>) -> u32 {
+        // An `Arc` kept here is alive, so no other string can have its address.
+        let texts = &self.texts;
+        let same = |number: &&u32| {
+            texts
+                .get(**number as usize)
+                .is_some_and(|text| Arc::ptr_eq(text, label))
+        };
+        if let Some(number) = self.recent.iter().find(same) {
+            return *number;
+        }
+        let number = match self.by_text.get(&**label) {
+            Some(number) => *number,
+            None => {
+                let number = self.texts.len() as u32;
+                self.texts.push(label.clone());
+                self.by_text.insert(label.clone(), number);
+                number
+            }
+        };
+        // Only a label in the very `Arc` kept here is found by its address next time.
+        if Arc::ptr_eq(&self.texts[number as usize], label) {
+            self.recent[self.next_recent] = number;
+            self.next_recent = (self.next_recent + 1) % N_RECENT_LABELS;
+        }
+        number
+    }
+
+    /// The label numbered `number`.
+    fn text(&self, number: u32) -> &Arc<str> {
+        &self.texts[number as usize]
+    }
 }
 
 /// The longest path so far: kept by its last op while that op lives (a path is not copied for
@@ -188,7 +243,8 @@ type Slot = u32;
 struct LiveOp {
     id: OpId,
     position: usize,
-    label: Arc<str>,
+    /// Its label's number in [`RunFold::labels`].
+    label: u32,
     line: u32,
     device: Device,
     priority: i32,
@@ -231,9 +287,9 @@ struct DeviceOp {
     preds: Vec<OpId>,
 }
 
-/// One op of a path: its id, label and line.
-#[derive(Clone, Debug)]
-struct Step(OpId, Arc<str>, u32);
+/// One op of a path: its id, its label's number in [`RunFold::labels`], and its line.
+#[derive(Clone, Copy, Debug)]
+struct Step(OpId, u32, u32);
 
 /// A chain of dependent ops, kept as its length, its run time, its first ops and its last three:
 /// all a summary shows of it.
@@ -256,13 +312,13 @@ impl Path {
             return Path {
                 ns: own_ns,
                 n_ops: 1,
-                head: Arc::from(vec![step.clone()]),
+                head: Arc::from(vec![step]),
                 tail: [None, None, Some(step)],
             };
         };
         let head = if previous.head.len() < HEAD {
             let mut head = previous.head.to_vec();
-            head.push(step.clone());
+            head.push(step);
             Arc::from(head)
         } else {
             previous.head.clone()
@@ -272,15 +328,16 @@ impl Path {
             ns: previous.ns + own_ns,
             n_ops: previous.n_ops + 1,
             head,
-            tail: [second.clone(), third.clone(), Some(step)],
+            tail: [*second, *third, Some(step)],
         }
     }
 
     /// What a summary shows: every op of a path of at most [`HEAD`], else the first three and
     /// the last three. (Internal ops, a temporary's `wait _#1` and `del _#1`, never enter the
     /// fold.)
-    fn shown(&self) -> Vec<(OpId, String)> {
-        let describe = |Step(id, label, line): &Step| (*id, describe_op(label, *line));
+    fn shown(&self, labels: &Labels) -> Vec<(OpId, String)> {
+        let describe =
+            |Step(id, label, line): &Step| (*id, describe_op(labels.text(*label), *line));
         if self.n_ops <= HEAD {
             return self.head.iter().map(describe).collect();
         }
@@ -372,7 +429,7 @@ impl RunFold {
                         let live = self.slot(*slot);
                         let device_op = DeviceOp {
                             position: live.position,
-                            label: live.label.clone(),
+                            label: self.labels.text(live.label).clone(),
                             line: live.line,
                             launch: live.started,
                             span: None,
@@ -487,7 +544,7 @@ impl RunFold {
         let live = LiveOp {
             id: op,
             position,
-            label: label.clone(),
+            label: self.labels.number(label),
             line,
             device,
             priority,
@@ -623,7 +680,7 @@ impl RunFold {
             names(&live.writes, &mut writes);
             out.slice(&OpSlice {
                 op,
-                label: &live.label,
+                label: self.labels.text(live.label),
                 line: live.line,
                 reads: &reads,
                 writes: &writes,
@@ -648,7 +705,7 @@ impl RunFold {
             })
             .max_by_key(|(path, position)| (path.ns, *position))
             .map(|(path, _)| path);
-        let path = Path::extend(before, Step(op, live.label.clone(), live.line), own_ns);
+        let path = Path::extend(before, Step(op, live.label, live.line), own_ns);
         let position = live.position;
         let better = match self.critical() {
             None => true,
@@ -682,22 +739,25 @@ impl RunFold {
 
     /// Frees the op's slot once nothing names it and its path is made.
     fn forget_if_unused(&mut self, slot: Slot) {
-        let Some(live) = &self.slots[slot as usize] else {
+        let entry = &mut self.slots[slot as usize];
+        let Some(live) = entry else {
             return;
         };
         if live.refs > 0 || live.path.is_none() {
             return;
         }
-        if self.ops.get(&live.id) == Some(&slot) {
-            self.ops.remove(&live.id);
+        // One look-up: the id names this slot unless an op pushed again under it took it.
+        if let std::collections::hash_map::Entry::Occupied(named) = self.ops.entry(live.id) {
+            if *named.get() == slot {
+                named.remove();
+            }
         }
-        let live = self.slots[slot as usize]
-            .take()
-            .expect("the slot held the op");
         if matches!(self.critical, Some(Critical::InSlot(critical)) if critical == slot) {
-            let path = live.path.expect("a forgotten op's path is made");
+            let path = live.path.take().expect("a forgotten op's path is made");
             self.critical = Some(Critical::Kept(path, live.position));
         }
+        // Dropped where it lies, not moved out first (a live op is a few hundred bytes).
+        *entry = None;
         self.free.push(slot);
     }
 
@@ -788,7 +848,7 @@ impl RunFold {
         let wall_ns = end_ns - start_ns;
         let total_busy: u64 = busy_ns.iter().map(|(_, busy)| busy).sum();
         let (critical_path_ns, critical_path_ops, critical_path) = match self.critical() {
-            Some((path, _)) => (path.ns, path.n_ops, path.shown()),
+            Some((path, _)) => (path.ns, path.n_ops, path.shown(&self.labels)),
             None => (0, 0, Vec::new()),
         };
         Summary {
