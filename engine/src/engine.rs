@@ -8,7 +8,10 @@
 //!   completion takes one variable lock at a time;
 //! - an op's wait counter (`OpBlock::wait_count`): an atomic, starting at its number of accesses
 //!   plus one that `push` holds until every access is appended, so an op cannot start while it is
-//!   still being pushed; whoever takes it to zero makes the op ready;
+//!   still being pushed; whoever takes it to zero makes the op ready. Observed, a grant at a
+//!   release is sent before its count goes down (after, another thread could make the op ready
+//!   and start it first), except the op's last wait (the count is 1: counts only go down, so
+//!   nobody else can move it), whose grant and the readiness it gives go as one record;
 //! - an op's closure: taken once, by the thread that runs it;
 //! - an asynchronous op's completion: taken once, by the first of its handle's `complete` and
 //!   `drop` (see `completion.rs`); it releases the op's accesses like a synchronous op's end;
@@ -511,6 +514,16 @@ impl Shared {
             (names.len() - 1) as u32
         };
         sim.run_until(before, sink, &mut new_lane, done);
+    }
+
+    /// The sink that op events go to directly: none when unobserved, or when simulated (the
+    /// simulator sends them).
+    #[inline]
+    fn real_sink(&self) -> Option<&Arc<dyn EventSink>> {
+        match self.sim {
+            Some(_) => None,
+            None => self.sink.as_ref(),
+        }
     }
 
     /// Sends an event to the sink, building it only when there is one. Under the simulated
@@ -1047,6 +1060,20 @@ impl Shared {
             return;
         }
         for next in granted.drain(..) {
+            if let Some(sink) = self.real_sink() {
+                // The op's last wait: nothing else counts it down (counts only go down), so
+                // this grant makes it ready, and no other event of it can come between the two.
+                if next.wait_count.load(Ordering::Acquire) == 1 {
+                    sink.granted_ready(self.now_ns(), next.id, var.id());
+                    let made_ready = next.grant_one();
+                    debug_assert!(made_ready, "the last wait was counted down elsewhere");
+                    next.set_state(OpState::Ready);
+                    ready.push(next);
+                    continue;
+                }
+            }
+            // Sent before the count goes down: once it does, another thread may make the op
+            // ready and start it, and its grant must come first.
             self.emit(|| EventKind::Granted {
                 op: next.id,
                 var: var.id(),

@@ -172,6 +172,20 @@ pub trait EventSink: Send + Sync {
             self.event(Event { time_ns, kind });
         }
     }
+
+    /// Takes the grant of `op`'s access to `var` that made it ready, at a release: an
+    /// [`EventKind::Granted`] then an [`EventKind::Ready`], both at `time_ns`, with no event
+    /// between them. By default the two events; a sink may keep them as one record.
+    fn granted_ready(&self, time_ns: u64, op: OpId, var: VarId) {
+        self.event(Event {
+            time_ns,
+            kind: EventKind::Granted { op, var },
+        });
+        self.event(Event {
+            time_ns,
+            kind: EventKind::Ready { op },
+        });
+    }
 }
 
 /// An [`EventSink`] that keeps every event in memory, in the order they arrived.
@@ -243,8 +257,8 @@ struct Record {
     subject: u64,
     /// By kind: a string number (a variable's name), an offset into the chunk's words (a device
     /// span; a push, with how many of its accesses were granted at once in bits 32-62 and
-    /// whether that made it ready in bit 63), a variable (a grant), a worker, or a state and
-    /// message (a finish).
+    /// whether that made it ready in bit 63), a variable (a grant, with whether it made its op
+    /// ready in bit 63: `GRANT_READY`), a worker, or a state and message (a finish).
     payload: u64,
 }
 
@@ -258,6 +272,12 @@ impl Record {
         (self.seq_kind & 0xff) as u8
     }
 
+    /// For a grant: whether it made its op ready (the record then stands for its
+    /// [`EventKind::Ready`] too).
+    fn grant_readies(&self) -> bool {
+        self.kind() == KIND_GRANTED && self.payload & GRANT_READY != 0
+    }
+
     /// For a push: how many accesses were granted at once, and whether it was then ready.
     fn grants(&self) -> (u64, bool) {
         if self.kind() != KIND_PUSHED {
@@ -268,6 +288,9 @@ impl Record {
 
     /// How many events it stands for: each takes one sequence number, from [`Record::seq`] on.
     fn n_events(&self) -> u64 {
+        if self.kind() == KIND_GRANTED {
+            return 1 + u64::from(self.grant_readies());
+        }
         let (n_granted, ready) = self.grants();
         1 + n_granted + u64::from(ready)
     }
@@ -280,6 +303,10 @@ impl Record {
 
 /// The bits of a push record's payload that count its grants (bits 32-62).
 const GRANTS_MASK: u64 = (1 << 31) - 1;
+
+/// The bit of a grant record's payload (above its variable) that says the grant made its op
+/// ready.
+const GRANT_READY: u64 = 1 << 63;
 
 const KIND_VAR_CREATED: u8 = 0;
 const KIND_VAR_DELETED: u8 = 1;
@@ -760,6 +787,20 @@ impl EventSink for EventLog {
         let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
         shard.push_op(seq, time_ns, push);
     }
+
+    fn granted_ready(&self, time_ns: u64, op: OpId, var: VarId) {
+        let shard = SHARD.with(|shard| *shard);
+        let mut shard = lock(&self.shards[shard]);
+        // Two numbers, the grant's and the readiness's, taken at once.
+        let seq = self.next_seq.fetch_add(2, Ordering::Relaxed);
+        let chunk = shard.open_chunk();
+        chunk.push(Record {
+            seq_kind: seq << 8 | u64::from(KIND_GRANTED),
+            time_ns,
+            subject: op.0,
+            payload: var.0 | GRANT_READY,
+        });
+    }
 }
 
 #[cfg(test)]
@@ -995,6 +1036,39 @@ mod tests {
         assert_eq!(expected.len(), 7);
         assert_eq!(log.events(), expected);
         assert_eq!(log.events_since(3).0, expected[3..]);
+    }
+
+    #[test]
+    fn a_grant_that_makes_its_op_ready_reads_back_as_both_events() {
+        let log = EventLog::new();
+        log.event(numbered(0, 0));
+        log.granted_ready(40, OpId(7), VarId(3));
+        log.event(numbered(0, 2));
+        let grant = Event {
+            time_ns: 40,
+            kind: EventKind::Granted {
+                op: OpId(7),
+                var: VarId(3),
+            },
+        };
+        let ready = Event {
+            time_ns: 40,
+            kind: EventKind::Ready { op: OpId(7) },
+        };
+        let all = vec![numbered(0, 0), grant, ready.clone(), numbered(0, 2)];
+        assert_eq!(log.events(), all);
+        assert_eq!((log.len(), log.next_seq()), (4, 4));
+        // Read from inside the record: the readiness alone.
+        for from in 0..=4 {
+            assert_eq!(log.events_since(from), (all[from as usize..].to_vec(), 4));
+        }
+        // Without grants: the readiness is kept, the grant passed over but counted.
+        let mut seen = Vec::new();
+        let next = log.read_since_without_grants(0, |event| seen.push(event.clone()));
+        assert_eq!(
+            (seen, next),
+            (vec![numbered(0, 0), ready, numbered(0, 2)], 4)
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //!   writes at once lose an increment, a read run before the write it follows (or after the
 //!   write it precedes) sees the wrong count;
 //! - every op runs exactly once, and `wait_var` returns only after the writes it waits for.
+//! - observed, an op's events come in order, a grant at a release racing the op's push too.
 //!
 //! The models are small: one worker, at most two pushing threads (or a pusher and a completing
 //! thread), four ops. The whole set runs in about 30 s on two cores with
@@ -296,4 +297,54 @@ fn loom_a_network_op_starts_on_the_thread_that_completes_its_input_threaded() {
 #[test]
 fn loom_a_network_op_starts_on_the_thread_that_completes_its_input_per_device() {
     network_op_started_by_the_completer(Policy::PerDevice);
+}
+
+/// An observed op whose read is granted at a release, on the worker, while another thread is
+/// still pushing it: its events still come in order (its push, a grant per access, its
+/// readiness after the last grant, its start, its finish), whether the last grant is the push's
+/// or the release's (which then sends the grant and the readiness as one record).
+#[test]
+fn loom_an_observed_op_granted_at_a_release_tells_its_story_in_order() {
+    use crate::{EventKind, EventLog, OpId};
+    loom::model(|| {
+        let log = Arc::new(EventLog::new());
+        let engine = Arc::new(Engine::new(EngineConfig {
+            policy: Policy::Threaded,
+            threads: 1,
+            gpu_streams: 1,
+            sink: Some(log.clone()),
+        }));
+        let (a, b) = (engine.new_var("a"), engine.new_var("b"));
+        let value = Value::new(2);
+        push(&engine, &a, &value, 0, true);
+        let other = {
+            let (engine, a, b) = (engine.clone(), a.clone(), b.clone());
+            loom::thread::spawn(move || {
+                engine.push(OpSpec::new("op1", || Ok(())).reads(&[a]).writes(&[b]));
+            })
+        };
+        other.join().unwrap();
+        engine.wait_all();
+        // Per op: (grants, ready, started, finished), in log order.
+        let mut stories = [(0, false, false, false); 2];
+        for event in log.events() {
+            let story = |op: &OpId| (op.0 as usize).checked_sub(1);
+            match &event.kind {
+                EventKind::Granted { op, .. } => {
+                    let story = &mut stories[story(op).unwrap()];
+                    assert!(!story.1, "{op} granted after it was ready");
+                    story.0 += 1;
+                }
+                EventKind::Ready { op } => stories[story(op).unwrap()].1 = true,
+                EventKind::Started { op, .. } => {
+                    let story = &mut stories[story(op).unwrap()];
+                    assert!(story.1, "{op} started before it was ready");
+                    story.2 = true;
+                }
+                EventKind::Finished { op, .. } => stories[story(op).unwrap()].3 = true,
+                _ => {}
+            }
+        }
+        assert_eq!(stories, [(1, true, true, true), (2, true, true, true)]);
+    });
 }

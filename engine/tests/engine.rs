@@ -657,6 +657,81 @@ fn events_tell_the_whole_story_in_order() {
     );
 }
 
+/// Under threads, an op's grants at a release (the one that makes it ready kept with its
+/// readiness as one record) still tell its story in order: its push, a grant per access, its
+/// readiness after the last grant, its start, its finish.
+#[test]
+fn grants_at_releases_on_many_threads_tell_each_op_story_in_order() {
+    let log = Arc::new(EventLog::new());
+    let engine = Engine::new(EngineConfig {
+        policy: Policy::Threaded,
+        threads: 4,
+        sink: Some(log.clone()),
+        ..EngineConfig::default()
+    });
+    let vars: Vec<Var> = (0..4)
+        .map(|index| engine.new_var(format!("v{index}")))
+        .collect();
+    let mut n_accesses = std::collections::HashMap::new();
+    for index in 0..3_000usize {
+        let reads = [vars[index % 4].clone(), vars[(index + 1) % 4].clone()];
+        let writes = [vars[(index + 2) % 4].clone()];
+        let op = engine.push(
+            OpSpec::new("v = f(v, v)", || Ok(()))
+                .reads(&reads)
+                .writes(&writes),
+        );
+        n_accesses.insert(op, 3);
+    }
+    engine.wait_all();
+    #[derive(Default)]
+    struct Story {
+        pushed: bool,
+        grants: usize,
+        ready: bool,
+        started: bool,
+        finished: bool,
+    }
+    let mut stories: std::collections::HashMap<dep_engine::OpId, Story> = Default::default();
+    for event in log.events() {
+        let (op, story) = match &event.kind {
+            EventKind::Pushed { op, .. }
+            | EventKind::Granted { op, .. }
+            | EventKind::Ready { op }
+            | EventKind::Started { op, .. }
+            | EventKind::Finished { op, .. } => (*op, stories.entry(*op).or_default()),
+            _ => continue,
+        };
+        match &event.kind {
+            EventKind::Pushed { .. } => story.pushed = true,
+            EventKind::Granted { .. } => {
+                assert!(story.pushed && !story.ready, "{op} granted out of order");
+                story.grants += 1;
+            }
+            EventKind::Ready { .. } => {
+                assert_eq!(
+                    story.grants, n_accesses[&op],
+                    "{op} ready before its grants"
+                );
+                story.ready = true;
+            }
+            EventKind::Started { .. } => {
+                assert!(story.ready && !story.started, "{op} started before ready");
+                story.started = true;
+            }
+            _ => {
+                assert!(
+                    story.started && !story.finished,
+                    "{op} finished before started"
+                );
+                story.finished = true;
+            }
+        }
+    }
+    assert_eq!(stories.len(), 3_000);
+    assert!(stories.values().all(|story| story.finished));
+}
+
 #[test]
 fn device_time_is_reported_after_the_op_from_another_thread() {
     let log = Arc::new(EventLog::new());

@@ -8,8 +8,9 @@
 //! overwritten by the next.
 
 use super::{
-    device_of, is_set, Chunk, Record, Shard, KIND_DEVICE_SPAN, KIND_FINISHED, KIND_GRANTED,
-    KIND_PUSHED, KIND_READY, KIND_STARTED, KIND_VAR_CREATED, KIND_VAR_DELETED, STATES,
+    device_of, is_set, Chunk, Record, Shard, GRANT_READY, KIND_DEVICE_SPAN, KIND_FINISHED,
+    KIND_GRANTED, KIND_PUSHED, KIND_READY, KIND_STARTED, KIND_VAR_CREATED, KIND_VAR_DELETED,
+    STATES,
 };
 use crate::sync::Arc;
 use crate::{Event, EventKind, OpId, VarId};
@@ -173,7 +174,7 @@ impl<'a> Cursor<'a> {
     fn at_grant(&self) -> bool {
         let record = &self.run.records[self.record];
         match record.kind() {
-            KIND_GRANTED => true,
+            KIND_GRANTED => self.seq == record.seq(),
             KIND_PUSHED => {
                 let k = self.seq - record.seq();
                 k > 0 && k <= record.grants().0
@@ -233,10 +234,12 @@ impl<'a> Cursor<'a> {
             KIND_VAR_DELETED => EventKind::VarDeleted {
                 var: VarId(record.subject),
             },
-            KIND_GRANTED => EventKind::Granted {
+            // A grant, or the readiness it caused (its record's second event).
+            KIND_GRANTED if self.seq == record.seq() => EventKind::Granted {
                 op,
-                var: VarId(record.payload),
+                var: VarId(record.payload & !GRANT_READY),
             },
+            KIND_GRANTED => EventKind::Ready { op },
             KIND_READY => EventKind::Ready { op },
             KIND_STARTED => EventKind::Started {
                 op,
