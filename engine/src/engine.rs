@@ -334,6 +334,7 @@ impl Engine {
     pub fn push_shared(&self, op: SharedOp<'_>) -> OpId {
         if let Some(mut guards) = self.shared.lock_if_grantable(op.accesses) {
             let id = self.shared.run_granted(
+                self.shared.number_ops(1),
                 op.label,
                 op.line,
                 op.accesses,
@@ -619,6 +620,12 @@ impl Shared {
         id
     }
 
+    /// Numbers `n` ops pushed together and counts them unfinished; returns the first one's id.
+    fn number_ops(&self, n: usize) -> OpId {
+        self.n_unfinished.fetch_add(n, Ordering::AcqRel);
+        OpId(self.next_op.fetch_add(n as u64, Ordering::Relaxed))
+    }
+
     /// A pushed op's numbered block, counted unfinished.
     fn new_op(
         &self,
@@ -629,8 +636,7 @@ impl Shared {
         accesses: AccessSet,
         work: Work,
     ) -> OpRef {
-        let id = OpId(self.next_op.fetch_add(1, Ordering::Relaxed));
-        self.n_unfinished.fetch_add(1, Ordering::AcqRel);
+        let id = self.number_ops(1);
         OpRef::new(OpBlock::new(
             id, label, line, device, priority, accesses, work,
         ))
@@ -717,6 +723,7 @@ impl Shared {
         };
         let mut guards = guards;
         let id = self.run_granted(
+            self.number_ops(1),
             label,
             line,
             accesses,
@@ -787,11 +794,13 @@ impl Shared {
         if !grantable {
             return None;
         }
+        let first = self.number_ops(batch.ops.len());
         let mut last = None;
-        for (op, indices) in batch.ops.iter().zip(&batch.var_indices) {
+        for ((op, indices), id) in batch.ops.iter().zip(&batch.var_indices).zip(first.0..) {
             let accesses = &op.accesses;
             let mut states = states_in(&mut guards, accesses, indices);
             last = Some(self.run_granted(
+                OpId(id),
                 &op.label,
                 op.line,
                 accesses,
@@ -805,19 +814,18 @@ impl Shared {
     }
 
     /// Runs an op whose variables' states `states` holds, locked, by access index (see
-    /// [`Self::run_unqueued`]), as a push and its whole run: numbered, refused when cancelled or
-    /// reading an error, its failure reported and its writes counted. The caller unlocks the
-    /// variables, then counts the op finished.
+    /// [`Self::run_unqueued`]), as a push and its whole run: refused when cancelled or reading an
+    /// error, its failure reported and its writes counted. The caller numbers it first (`id`,
+    /// from [`Self::number_ops`]), unlocks the variables after, then counts the op finished.
     fn run_granted(
         &self,
+        id: OpId,
         label: &Arc<str>,
         line: u32,
         accesses: &Accesses,
         states: &mut [Option<&mut VarState>],
         run: impl FnOnce() -> Result<(), String>,
     ) -> OpId {
-        let id = OpId(self.next_op.fetch_add(1, Ordering::Relaxed));
-        self.n_unfinished.fetch_add(1, Ordering::AcqRel);
         let n_reads = accesses.reads.len();
         let guards = &mut states[..accesses.len()];
         let outcome = if id.0 < self.cancel_below.load(Ordering::Acquire) {
