@@ -42,6 +42,7 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::accesses::{AccessSet, Accesses};
+use crate::batch::OpBatch;
 use crate::completion::{self, Ending, OpCompletion};
 use crate::config::{EngineConfig, Policy};
 use crate::device_time::DeviceClock;
@@ -148,6 +149,49 @@ const FAST_ACCESSES: usize = 4;
 
 /// The locks the naive fast path holds while its op runs, by access index.
 type FastGuards<'a> = [Option<MutexGuard<'a, VarState>>; FAST_ACCESSES];
+
+/// The most variables a batch run by the naive fast path locks at once (a replayed block of a
+/// few statements): their locks stay on the stack.
+const BATCH_VARS: usize = 16;
+
+/// The locks a batch's push holds: its variables', taken in id order.
+type BatchGuards<'a> = [Option<MutexGuard<'a, VarState>>; BATCH_VARS];
+
+/// Locks every variable of `batch` (at most [`BATCH_VARS`]), in id order.
+fn lock_batch(batch: &OpBatch) -> BatchGuards<'_> {
+    let mut guards: BatchGuards<'_> = Default::default();
+    for (guard, var) in guards.iter_mut().zip(&batch.vars) {
+        *guard = Some(lock(&var.0.state));
+    }
+    guards
+}
+
+/// The states of one batch op's variables, by access index, out of the batch's locks
+/// (`indices`: where each access of its lock order is among the batch's variables).
+fn states_in<'g>(
+    guards: &'g mut BatchGuards<'_>,
+    accesses: &Accesses,
+    indices: &[usize],
+) -> [Option<&'g mut VarState>; FAST_ACCESSES] {
+    let mut states: [Option<&mut VarState>; FAST_ACCESSES] = Default::default();
+    // Both in id order: each access's variable is further on among the batch's than the last.
+    let mut rest = &mut guards[..];
+    let mut start = 0;
+    for (&access, &var) in accesses.lock_order.iter().zip(indices) {
+        let (state, tail) = std::mem::take(&mut rest)[var - start..]
+            .split_first_mut()
+            .expect("the batch locks every access's variable");
+        states[access] = state.as_deref_mut();
+        rest = tail;
+        start = var + 1;
+    }
+    states
+}
+
+/// The variables' states behind the fast path's locks, by access index.
+fn states_of<'g>(guards: &'g mut FastGuards<'_>) -> [Option<&'g mut VarState>; FAST_ACCESSES] {
+    guards.each_mut().map(|guard| guard.as_deref_mut())
+}
 
 /// The most worker groups an engine can have: the CPU, the copy workers, the GPUs and the network.
 const N_GROUP_SLOTS: usize = 3 + crate::device::MAX_GPUS as usize;
@@ -291,12 +335,18 @@ impl Engine {
     /// does, cloning the op's parts only when it must wait in the queues (the naive engine runs
     /// an unobserved op that waits for nothing at once, and then needs no copy of them).
     pub fn push_shared(&self, op: SharedOp<'_>) -> OpId {
-        if let Some(guards) = self.shared.lock_if_grantable(op.accesses) {
-            return self
-                .shared
-                .run_granted(op.label, op.line, op.accesses, guards, || {
-                    op.body.run(&self.shared.op_context())
-                });
+        if let Some(mut guards) = self.shared.lock_if_grantable(op.accesses) {
+            let id = self.shared.run_granted(
+                self.shared.number_ops(1),
+                op.label,
+                op.line,
+                op.accesses,
+                &mut states_of(&mut guards),
+                || op.body.run(&self.shared.op_context()),
+            );
+            drop(guards);
+            self.shared.count_finished(1);
+            return id;
         }
         self.shared.push_block(
             op.label.clone(),
@@ -306,6 +356,28 @@ impl Engine {
             op.accesses.clone(),
             Work::Shared(op.body.clone()),
         )
+    }
+
+    /// Pushes a batch's ops in order, as [`Engine::push_shared`] of each one after the other
+    /// would, with no push from another thread between them; returns the last op's id (`None`
+    /// for an empty batch). Its variables are locked once for the whole batch: under the naive
+    /// policy, unobserved, when its ops would all run at once, they run here under those locks;
+    /// under the threaded and per-device policies every op's accesses are appended under them.
+    pub fn push_batch(&self, batch: &OpBatch) -> Option<OpId> {
+        if let Some(last) = self
+            .shared
+            .run_batch_unqueued(batch, || self.shared.op_context())
+        {
+            return Some(last);
+        }
+        if let Some(last) = self.shared.push_batch_queued(batch) {
+            return Some(last);
+        }
+        batch
+            .ops
+            .iter()
+            .map(|op| self.push_shared(op.as_shared()))
+            .last()
     }
 
     /// Waits until every op pushed so far that writes `var` has finished (asynchronous ones
@@ -554,13 +626,40 @@ impl Shared {
             Ok(id) => return id,
             Err(work) => work,
         };
-        let id = OpId(self.next_op.fetch_add(1, Ordering::Relaxed));
-        self.n_unfinished.fetch_add(1, Ordering::AcqRel);
-        let op = OpRef::new(OpBlock::new(
-            id, label, line, device, priority, accesses, work,
-        ));
-        let n_accesses = op.accesses.reads.len() + op.accesses.writes.len();
+        let op = self.new_op(label, line, device, priority, accesses, work);
         let n_granted = 1 + self.append_accesses(&op); // 1: the count `push` holds
+        let id = op.id;
+        self.dispatch_pushed(op, n_granted);
+        id
+    }
+
+    /// Numbers `n` ops pushed together and counts them unfinished; returns the first one's id.
+    fn number_ops(&self, n: usize) -> OpId {
+        self.n_unfinished.fetch_add(n, Ordering::AcqRel);
+        OpId(self.next_op.fetch_add(n as u64, Ordering::Relaxed))
+    }
+
+    /// A pushed op's numbered block, counted unfinished.
+    fn new_op(
+        &self,
+        label: Arc<str>,
+        line: u32,
+        device: Device,
+        priority: i32,
+        accesses: AccessSet,
+        work: Work,
+    ) -> OpRef {
+        let id = self.number_ops(1);
+        OpRef::new(OpBlock::new(
+            id, label, line, device, priority, accesses, work,
+        ))
+    }
+
+    /// Ends the push of `op`, whose accesses are in their queues, `n_granted` of its wait count
+    /// given back (those granted at once and the push's own): runs or queues it when it is
+    /// ready. Called once its variables are unlocked.
+    fn dispatch_pushed(self: &Arc<Self>, op: OpRef, n_granted: usize) {
+        let n_accesses = op.accesses.len();
         if op.wait_count.fetch_sub(n_granted, Ordering::AcqRel) == n_granted {
             // Ready at once: the push's record said so (`EventSink::pushed`).
             let op = if n_granted == n_accesses + 1 {
@@ -577,7 +676,41 @@ impl Shared {
                 self.group_for(op.device).push(op);
             }
         }
-        id
+    }
+
+    /// Pushes a whole batch into the queues, as [`Self::push_block`] pushes one op, under the
+    /// threaded and per-device policies: every variable locked once, in id order, while every
+    /// op's accesses are appended (in batch order, each op's push recorded as alone); then each
+    /// ready op is run or queued. Returns the last op's id, or `None` when the batch must be
+    /// pushed op by op (another policy, or too many variables).
+    fn push_batch_queued(self: &Arc<Self>, batch: &OpBatch) -> Option<OpId> {
+        if !matches!(self.policy, Policy::Threaded | Policy::PerDevice)
+            || batch.vars.len() > BATCH_VARS
+            || batch.ops.iter().any(|op| op.accesses.len() > FAST_ACCESSES)
+        {
+            return None;
+        }
+        let mut guards = lock_batch(batch);
+        let mut pushed = Vec::with_capacity(batch.ops.len());
+        for (op, indices) in batch.ops.iter().zip(&batch.var_indices) {
+            let block = self.new_op(
+                op.label.clone(),
+                op.line,
+                op.device,
+                op.priority,
+                op.accesses.clone(),
+                Work::Shared(op.body.clone()),
+            );
+            let mut states = states_in(&mut guards, &op.accesses, indices);
+            let n_granted = 1 + self.append_locked(&block, &mut states[..op.accesses.len()]);
+            pushed.push((block, n_granted));
+        }
+        drop(guards);
+        let last = pushed.last().map(|(op, _)| op.id);
+        for (op, n_granted) in pushed {
+            self.dispatch_pushed(op, n_granted);
+        }
+        last
     }
 
     /// The naive engine's fast path: an unobserved synchronous op whose accesses would all be
@@ -601,15 +734,24 @@ impl Shared {
         let Some(guards) = self.lock_if_grantable(accesses) else {
             return Err(work);
         };
-        Ok(
-            self.run_granted(label, line, accesses, guards, || match work {
+        let mut guards = guards;
+        let id = self.run_granted(
+            self.number_ops(1),
+            label,
+            line,
+            accesses,
+            &mut states_of(&mut guards),
+            || match work {
                 Work::Shared(body) => body.run(&self.op_context()),
                 Work::Run(exec) => exec(),
                 Work::Async(_) | Work::Wait(_) | Work::Delete(_) => {
                     Err("the engine ran bookkeeping as a plain op".to_string())
                 }
-            }),
-        )
+            },
+        );
+        drop(guards);
+        self.count_finished(1);
+        Ok(id)
     }
 
     /// The locks of `accesses`' variables, taken in id order, when the fast path may run the op
@@ -630,21 +772,75 @@ impl Shared {
         Some(guards)
     }
 
-    /// Runs an op whose variables `guards` holds locked (see [`Self::run_unqueued`]) as a push
-    /// and its whole run: numbered, refused when cancelled or reading an error, its failure
-    /// reported and its writes counted, then unlocked.
+    /// Runs a whole batch here and now, as [`Self::run_unqueued`] runs one op, when every op of
+    /// it would be granted at once (the naive policy, no sink, a handful of variables and
+    /// accesses per op): every variable locked once, in id order, for the whole batch. The ops
+    /// run in order, each numbered, refused, reported and counted as alone; their variables'
+    /// queues do not change meanwhile (these ops never enter them), so whether each would be
+    /// granted is known before the first runs. Returns the last op's id, or `None` when the
+    /// batch must be pushed op by op.
+    fn run_batch_unqueued(&self, batch: &OpBatch, context: impl Fn() -> OpContext) -> Option<OpId> {
+        if self.policy != Policy::Naive
+            || self.sink.is_some()
+            || batch.vars.len() > BATCH_VARS
+            || batch.ops.iter().any(|op| op.accesses.len() > FAST_ACCESSES)
+        {
+            return None;
+        }
+        let mut guards = lock_batch(batch);
+        let grantable = batch
+            .ops
+            .iter()
+            .zip(&batch.var_indices)
+            .all(|(op, indices)| {
+                let accesses = &op.accesses;
+                accesses
+                    .lock_order
+                    .iter()
+                    .zip(indices.iter())
+                    .all(|(&access, &var)| {
+                        guards[var].as_ref().is_some_and(|state| {
+                            state.queue.would_grant(access >= accesses.reads.len())
+                        })
+                    })
+            });
+        if !grantable {
+            return None;
+        }
+        let first = self.number_ops(batch.ops.len());
+        let mut last = None;
+        for ((op, indices), id) in batch.ops.iter().zip(&batch.var_indices).zip(first.0..) {
+            let accesses = &op.accesses;
+            let mut states = states_in(&mut guards, accesses, indices);
+            last = Some(self.run_granted(
+                OpId(id),
+                &op.label,
+                op.line,
+                accesses,
+                &mut states[..accesses.len()],
+                || op.body.run(&context()),
+            ));
+        }
+        drop(guards);
+        self.count_finished(batch.ops.len());
+        last
+    }
+
+    /// Runs an op whose variables' states `states` holds, locked, by access index (see
+    /// [`Self::run_unqueued`]), as a push and its whole run: refused when cancelled or reading an
+    /// error, its failure reported and its writes counted. The caller numbers it first (`id`,
+    /// from [`Self::number_ops`]), unlocks the variables after, then counts the op finished.
     fn run_granted(
         &self,
+        id: OpId,
         label: &Arc<str>,
         line: u32,
         accesses: &Accesses,
-        mut guards: FastGuards<'_>,
+        states: &mut [Option<&mut VarState>],
         run: impl FnOnce() -> Result<(), String>,
     ) -> OpId {
-        let id = OpId(self.next_op.fetch_add(1, Ordering::Relaxed));
-        self.n_unfinished.fetch_add(1, Ordering::AcqRel);
         let n_reads = accesses.reads.len();
-        let guards = &mut guards[..accesses.len()];
+        let guards = &mut states[..accesses.len()];
         let outcome = if id.0 < self.cancel_below.load(Ordering::Acquire) {
             cancelled(label, line)
         } else if let Some(error) = guards[..n_reads + accesses.n_read_writes]
@@ -671,8 +867,6 @@ impl Shared {
                     .store(error.is_some(), Ordering::Release);
             }
         }
-        guards.iter_mut().for_each(|guard| *guard = None);
-        self.count_finished();
         id
     }
 
@@ -688,26 +882,32 @@ impl Shared {
         /// Ops with up to this many accesses (nearly all) keep their locks on the stack.
         const ON_STACK: usize = 4;
         let n_accesses = op.accesses.len();
+        let accesses = &op.accesses;
         if n_accesses <= ON_STACK {
             let mut guards: [Option<MutexGuard<'_, VarState>>; ON_STACK] = Default::default();
-            self.append_locked(op, &mut guards[..n_accesses])
+            for &index in &accesses.lock_order {
+                guards[index] = Some(lock(&accesses.var_at(index).0.state));
+            }
+            let mut states = guards.each_mut().map(|guard| guard.as_deref_mut());
+            self.append_locked(op, &mut states[..n_accesses])
         } else {
             let mut guards = Vec::new();
             guards.resize_with(n_accesses, || None);
-            self.append_locked(op, &mut guards)
+            for &index in &accesses.lock_order {
+                guards[index] = Some(lock(&accesses.var_at(index).0.state));
+            }
+            let mut states: Vec<_> = guards
+                .iter_mut()
+                .map(|guard| guard.as_deref_mut())
+                .collect();
+            self.append_locked(op, &mut states)
         }
     }
 
-    /// [`Self::append_accesses`] with room for a guard per access.
-    fn append_locked<'a>(
-        &self,
-        op: &'a OpRef,
-        guards: &mut [Option<MutexGuard<'a, VarState>>],
-    ) -> usize {
+    /// [`Self::append_accesses`] once the caller holds every variable's lock: `guards` holds
+    /// their states by access index.
+    fn append_locked(&self, op: &OpRef, guards: &mut [Option<&mut VarState>]) -> usize {
         let accesses = &op.accesses;
-        for &index in &accesses.lock_order {
-            guards[index] = Some(lock(&accesses.var_at(index).0.state));
-        }
         let n_reads = accesses.reads.len();
         let mut n_granted = 0;
         // Which accesses were granted, as bits (only when observed, to send with the push).
@@ -888,15 +1088,15 @@ impl Shared {
                 self.emit_structural(|| EventKind::VarDeleted { var: var.id() });
             }
         }
-        self.count_finished();
+        self.count_finished(1);
     }
 
-    /// Counts an op finished, waking `wait_all` when it was the last.
-    fn count_finished(&self) {
+    /// Counts `n` ops finished, waking `wait_all` when they were the last.
+    fn count_finished(&self, n: usize) {
         // The fence pairs with `wait_all`'s: either it sees zero unfinished ops, or this sees it
         // waiting. (SeqCst accesses alone do not order a store before a later load of another
         // variable in loom's model, which finds the lost wake-up; the fences do.)
-        if self.n_unfinished.fetch_sub(1, Ordering::SeqCst) == 1 {
+        if self.n_unfinished.fetch_sub(n, Ordering::SeqCst) == n {
             fence(Ordering::SeqCst);
             if self.n_idle_waiters.load(Ordering::SeqCst) > 0 {
                 let _idle = lock(&self.idle_lock);

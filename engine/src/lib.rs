@@ -45,6 +45,7 @@
 #![deny(missing_docs)]
 
 mod accesses;
+mod batch;
 mod clock;
 mod completion;
 mod config;
@@ -65,6 +66,7 @@ mod var_queue;
 
 pub use crate::{
     accesses::AccessSet,
+    batch::{BatchOp, OpBatch},
     completion::OpCompletion,
     config::{parse_threads, EngineConfig, Policy},
     device::{Device, MAX_GPUS},

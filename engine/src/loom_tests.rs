@@ -1,7 +1,8 @@
 //! Model checks of the engine's real code under every interleaving loom explores: `Engine::push`,
 //! the workers of the threaded policy (`Group::pop_blocking`, `execute`, `release`, `route`),
 //! `wait_var`, `wait_all`, asynchronous completion from another thread, and the network ops a
-//! completion starts on its own thread (`start_posts`, `Group::push_unless_first`), all compiled with
+//! completion starts on its own thread (`start_posts`, `Group::push_unless_first`), a batch's
+//! push (`Engine::push_batch`) racing another thread's push, all compiled with
 //! loom's mutexes, condition variables, atomics and threads (see `sync.rs`).
 //!
 //! Run with
@@ -22,7 +23,10 @@
 //! `LOOM_MAX_PREEMPTIONS=3`.
 
 use crate::sync::{Arc, AtomicUsize, Ordering};
-use crate::{Device, Engine, EngineConfig, OpCompletion, OpSpec, Policy, Var};
+use crate::{
+    AccessSet, BatchOp, Device, Engine, EngineConfig, OpBatch, OpBody, OpCompletion, OpContext,
+    OpSpec, Policy, Var,
+};
 
 /// An engine of `policy` with one worker.
 fn engine(policy: Policy) -> Engine {
@@ -105,6 +109,61 @@ fn loom_two_threads_push_reads_and_writes_to_one_variable() {
         assert!(r1 > w0, "R1 ran after W0, pushed before it");
         assert!(r2 <= w3, "R2 ran before W3, pushed after it");
         assert_eq!(value.count.load(Ordering::Relaxed), 2);
+    });
+}
+
+/// A batch op's body: a closure.
+struct Body<F>(F);
+
+impl<F: Fn() -> Result<(), String> + Send + Sync + 'static> OpBody for Body<F> {
+    fn run(&self, _ctx: &OpContext) -> Result<(), String> {
+        (self.0)()
+    }
+}
+
+#[test]
+fn loom_a_batch_is_pushed_whole_while_another_thread_pushes() {
+    loom::model(|| {
+        let engine = Arc::new(engine(Policy::Threaded));
+        let (a, b) = (engine.new_var("a"), engine.new_var("b"));
+        let (value_a, value_b) = (Value::new(3), Value::new(3));
+        // The batch: op 0 writes a, op 1 reads a and writes b. Another thread pushes op 2, a
+        // write of a, at the same time: it lands before the batch or after it, never between.
+        let other = {
+            let (engine, a, value_a) = (engine.clone(), a.clone(), value_a.clone());
+            loom::thread::spawn(move || push(&engine, &a, &value_a, 2, true))
+        };
+        let write_a = value_a.clone();
+        let (read_a, write_b) = (value_a.clone(), value_b.clone());
+        let batch = OpBatch::new(vec![
+            BatchOp {
+                label: "op0".into(),
+                line: 1,
+                device: Device::Cpu,
+                priority: 0,
+                body: Arc::new(Body(move || write_a.access(0, true))),
+                accesses: AccessSet::new(Vec::new(), vec![a.clone()]),
+            },
+            BatchOp {
+                label: "op1".into(),
+                line: 2,
+                device: Device::Cpu,
+                priority: 0,
+                body: Arc::new(Body(move || {
+                    read_a.access(1, false)?;
+                    write_b.access(1, true)
+                })),
+                accesses: AccessSet::new(vec![a.clone()], vec![b.clone()]),
+            },
+        ]);
+        engine.push_batch(&batch);
+        other.join().unwrap();
+        engine.wait_all();
+        assert!(engine.take_failures().is_empty(), "an op ran twice");
+        let (w0, r1, w2) = (value_a.seen(0), value_a.seen(1), value_a.seen(2));
+        assert_eq!(r1, w0 + 1, "op 1 read op 0's write, no other write between");
+        assert_eq!((w0.min(w2), w0.max(w2)), (0, 1), "the two writes ran alone");
+        assert_eq!(value_b.seen(1), 0);
     });
 }
 

@@ -6,7 +6,9 @@
 //! paid once per segment, at the price of the parallelism among its ops). Releases of the
 //! graph's own buffers are segments of their own, or steps of the bulk after the op that last
 //! reads the buffer. Everything a push needs is computed here once: the label, the union of the
-//! accesses, the steps; a replay only clones them.
+//! accesses, the steps; a replay only clones them. The segments between two communications are
+//! pushed together, as one engine batch (`engine::Engine::push_batch`): still one engine op each,
+//! with the per-push work the engine can share done once per batch.
 //!
 //! A bulk is one engine op: when one of its statements fails, the rest of the bulk does not
 //! run, and every variable the bulk writes holds the error (MXNet's bulk segments do the same).
@@ -25,24 +27,14 @@ use crate::compute::ComputeOp;
 use crate::slot::Slot;
 use crate::tensor::{BufferPool, Tensor};
 
-/// One engine op of a replay.
+/// What a replay pushes, in order.
 pub(crate) enum Segment {
-    /// Recorded computations and releases.
-    Steps(StepsSegment),
+    /// Consecutive segments of recorded computations and releases, each one engine op, pushed
+    /// together (see `engine::Engine::push_batch`): prepared once, pushed on every run for a
+    /// few reference counts.
+    Batch(engine::OpBatch),
     /// A recorded communication: never bulked, posted afresh (numbered) on every run.
     Comm(CommOp),
-}
-
-/// Recorded computations and releases as one engine op, pushed again on every run for a few
-/// reference counts: its accesses are normalized once and its body is shared by every push.
-pub(crate) struct StepsSegment {
-    label: Arc<str>,
-    line: u32,
-    device: engine::Device,
-    priority: i32,
-    accesses: engine::AccessSet,
-    /// A [`SegmentBody`].
-    body: Arc<dyn engine::OpBody>,
 }
 
 /// What a segment runs: its steps, with where allocations come from (`pool`), where releases
@@ -126,6 +118,8 @@ pub(crate) struct SegmentBuilder {
     bulk: usize,
     context: SegmentContext,
     segments: Vec<Segment>,
+    /// The engine ops of the batch being built (since the last communication).
+    batch: Vec<engine::BatchOp>,
     open: Vec<Step>,
     open_device: engine::Device,
 }
@@ -138,6 +132,7 @@ impl SegmentBuilder {
             bulk: bulk.max(1),
             context,
             segments: Vec::new(),
+            batch: Vec::new(),
             open: Vec::new(),
             open_device: engine::Device::Cpu,
         }
@@ -158,6 +153,7 @@ impl SegmentBuilder {
     /// Adds a recorded communication: a segment of its own, closing the open bulk.
     pub(crate) fn comm(&mut self, op: &CommOp) {
         self.close();
+        self.end_batch();
         self.segments.push(Segment::Comm(op.clone()));
     }
 
@@ -195,7 +191,17 @@ impl SegmentBuilder {
     /// The segments, in push order.
     pub(crate) fn finish(mut self) -> Vec<Segment> {
         self.close();
+        self.end_batch();
         self.segments
+    }
+
+    /// Ends the batch being built: its ops become one segment.
+    fn end_batch(&mut self) {
+        if !self.batch.is_empty() {
+            let ops = std::mem::take(&mut self.batch);
+            self.segments
+                .push(Segment::Batch(engine::OpBatch::new(ops)));
+        }
     }
 
     fn close(&mut self) {
@@ -243,7 +249,7 @@ impl SegmentBuilder {
             sizes,
             failed,
         } = self.context.clone();
-        self.segments.push(Segment::Steps(StepsSegment {
+        self.batch.push(engine::BatchOp {
             label: label.clone(),
             line,
             device: self.open_device,
@@ -256,7 +262,7 @@ impl SegmentBuilder {
                 sizes,
                 failed,
             }),
-        }));
+        });
     }
 }
 
@@ -275,19 +281,12 @@ fn bulk_label(labels: &[&Arc<str>]) -> String {
 }
 
 impl Segment {
-    /// Pushes the engine op that runs this segment once (a recorded computation by reference,
-    /// see `engine::Engine::push_shared`); a communication takes its numbers from `counters`.
+    /// Pushes this segment's engine ops once (recorded computations by reference, see
+    /// `engine::Engine::push_batch`); a communication takes its numbers from `counters`.
     pub(crate) fn push(&self, engine: &engine::Engine, counters: &mut CommCounters) {
         match self {
-            Segment::Steps(steps) => {
-                engine.push_shared(engine::SharedOp {
-                    label: &steps.label,
-                    line: steps.line,
-                    device: steps.device,
-                    priority: steps.priority,
-                    body: &steps.body,
-                    accesses: &steps.accesses,
-                });
+            Segment::Batch(batch) => {
+                engine.push_batch(batch);
             }
             Segment::Comm(op) => {
                 engine.push(op.clone().numbered(counters).into_spec());
