@@ -128,6 +128,11 @@ impl RunArgs {
         })
     }
 
+    /// Whether the user chose the CPU workers' count (`--threads`, or `DEP_THREADS`).
+    pub(crate) fn threads_chosen(&self) -> bool {
+        self.threads.is_some() || std::env::var_os("DEP_THREADS").is_some()
+    }
+
     /// Whether any view flag asks for the engine's events.
     pub(crate) fn wants_views(&self) -> bool {
         !self.trace.is_empty()

@@ -11,7 +11,7 @@ use dep_interp::Session;
 use dep_views as views;
 use views::ranks::RankRun;
 
-use crate::ranks::Ranks;
+use crate::ranks::{CoreShare, Ranks};
 use crate::views::{write_file, ViewPlan};
 
 /// The merged views a job of several ranks asked for, which rank 0 writes.
@@ -20,14 +20,21 @@ pub(crate) struct RankViews {
     timeline: Option<PathBuf>,
     arrows: bool,
     simulated: bool,
+    /// This machine's cores shared out as CPU workers among its ranks, said under the summary.
+    core_share: Option<CoreShare>,
 }
 
 impl RankViews {
     /// For a job of several ranks with views: takes the trace and the timeline out of `plan`
     /// (they are written merged, by rank 0), and leaves rank 0's plan the rest (its summary, its
     /// DOT and replay files); the other ranks keep no plan: they only record. `None` for a
-    /// process alone, or without views.
-    pub(crate) fn take(plan: &mut Option<ViewPlan>, ranks: &Ranks) -> Option<RankViews> {
+    /// process alone, or without views. `core_share`: the workers this rank was given, if its
+    /// machine's cores were shared out among its ranks.
+    pub(crate) fn take(
+        plan: &mut Option<ViewPlan>,
+        ranks: &Ranks,
+        core_share: Option<CoreShare>,
+    ) -> Option<RankViews> {
         if ranks.size() <= 1 {
             return None;
         }
@@ -41,11 +48,13 @@ impl RankViews {
             timeline,
             arrows,
             simulated: matches!(ranks, Ranks::Simulated(_)),
+            core_share,
         })
     }
 
     /// Writes the merged trace and timeline and prints each rank's figures (to stderr, under
-    /// rank 0's summary). `runs` are every rank's, in rank order. Returns whether every file was
+    /// rank 0's summary, with the line of [`CoreShare::note`] when the ranks on this machine
+    /// shared its cores out as workers). `runs` are every rank's, in rank order. Returns whether every file was
     /// written (a failure is printed).
     pub(crate) fn write(&self, mut runs: Vec<RankRun>) -> bool {
         // `offset_ns` holds when each rank's clock started ([`recorded`]): made relative to
@@ -84,6 +93,9 @@ impl RankViews {
             .map(|run| views::ranks::RankFigures::of(run.rank, &run.replay()))
             .collect();
         eprint!("{}", views::ranks::summary_text(&figures));
+        if let Some(share) = &self.core_share {
+            eprint!("{}", share.note());
+        }
         ok
     }
 }

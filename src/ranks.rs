@@ -85,6 +85,41 @@ impl Ranks {
         }
     }
 
+    /// How many ranks of the job run on this machine, this one included (1 alone, and for
+    /// simulated ranks, which run on the virtual clock).
+    pub(crate) fn local_size(&self) -> usize {
+        match self {
+            Ranks::Alone | Ranks::Simulated(_) => 1,
+            #[cfg(feature = "mpi")]
+            Ranks::Mpi(mpi) => mpi.local_size(),
+        }
+    }
+
+    /// Gives this rank its share of the machine's cores as CPU workers when several ranks run
+    /// on it and the user chose no worker count (`threads_chosen`: `--threads` or
+    /// `DEP_THREADS`): see [`CoreShare`]. Returns the share when it changed `config`'s count.
+    pub(crate) fn share_cores(
+        &self,
+        config: &mut dep_interp::SessionConfig,
+        threads_chosen: bool,
+    ) -> Option<CoreShare> {
+        if threads_chosen
+            || !matches!(
+                config.policy,
+                engine::Policy::Threaded | engine::Policy::PerDevice
+            )
+        {
+            return None;
+        }
+        let usable = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+        let share = CoreShare::of(machine_cores().unwrap_or(usable), self.local_size(), usable);
+        if share.workers == config.threads {
+            return None;
+        }
+        config.threads = share.workers;
+        Some(share)
+    }
+
     /// This process's rank.
     pub(crate) fn rank(&self) -> usize {
         self.communicator().map_or(0, |comm| comm.rank())
@@ -131,6 +166,70 @@ impl Ranks {
     pub(crate) fn label_error(&self, rendered: &str) -> String {
         label_rank_error(rendered, self.rank(), self.size())
     }
+}
+
+/// Each rank's share of its machine's cores, as CPU workers: ranks that share a machine would
+/// otherwise each start a worker per core, and on a machine with fewer cores than their busy
+/// threads (each rank also runs its interpreter and its MPI progress thread) the kernel spends
+/// its time switching between them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CoreShare {
+    /// CPU workers per rank: the cores over the ranks on this machine, at least 1.
+    pub(crate) workers: usize,
+    /// The ranks on this machine.
+    pub(crate) local_ranks: usize,
+    /// The machine's cores.
+    pub(crate) cores: usize,
+}
+
+impl CoreShare {
+    /// The share of each of `local_ranks` ranks on `cores` cores, for a rank that may run on
+    /// `usable` of them (fewer when mpirun bound it to some).
+    pub(crate) fn of(cores: usize, local_ranks: usize, usable: usize) -> CoreShare {
+        CoreShare {
+            workers: (cores / local_ranks.max(1)).min(usable).max(1),
+            local_ranks,
+            cores,
+        }
+    }
+
+    /// The line under the summary's ranks that says so.
+    pub(crate) fn note(&self) -> String {
+        let plural = |n: usize, word: &str| {
+            if n == 1 {
+                format!("{n} {word}")
+            } else {
+                format!("{n} {word}s")
+            }
+        };
+        format!(
+            "    {} per rank: {} share this machine's {} (--threads or DEP_THREADS chooses)\n",
+            plural(self.workers, "CPU worker"),
+            plural(self.local_ranks, "rank"),
+            plural(self.cores, "core"),
+        )
+    }
+}
+
+/// The machine's cores, all of them (a process may be bound to fewer): Linux's list of online
+/// CPUs; `None` where there is none.
+fn machine_cores() -> Option<usize> {
+    count_cpus(&std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?)
+}
+
+/// How many CPUs a Linux CPU list names (`0-3,8-11`, `0`).
+fn count_cpus(list: &str) -> Option<usize> {
+    let mut count = 0;
+    for part in list.trim().split(',') {
+        count += match part.split_once('-') {
+            Some((first, last)) => {
+                let (first, last) = (first.parse::<usize>().ok()?, last.parse::<usize>().ok()?);
+                last.checked_sub(first)? + 1
+            }
+            None => part.parse::<usize>().map(|_| 1).ok()?,
+        };
+    }
+    (count > 0).then_some(count)
 }
 
 /// An error report as rank `rank` of `size` writes it: `error (rank 2): ...` when there are
@@ -226,6 +325,29 @@ mod tests {
         assert_eq!(
             written(1, 2, true, &["a\nb", "c\n", "d\n"]),
             "[r1] a\n[r1] bc\n[r1] d\n"
+        );
+    }
+
+    #[test]
+    fn a_cpu_list_counts_its_ranges_and_single_cpus() {
+        assert_eq!(count_cpus("0-1\n"), Some(2));
+        assert_eq!(count_cpus("0"), Some(1));
+        assert_eq!(count_cpus("0-3,8-11,14"), Some(9));
+        assert_eq!(count_cpus(""), None);
+        assert_eq!(count_cpus("3-1"), None);
+    }
+
+    #[test]
+    fn ranks_sharing_a_machine_split_its_cores_into_workers() {
+        assert_eq!(CoreShare::of(16, 4, 16).workers, 4);
+        assert_eq!(CoreShare::of(2, 2, 2).workers, 1);
+        assert_eq!(CoreShare::of(2, 4, 2).workers, 1, "at least one worker");
+        assert_eq!(CoreShare::of(6, 4, 6).workers, 1);
+        assert_eq!(CoreShare::of(8, 1, 8).workers, 8);
+        assert_eq!(CoreShare::of(16, 2, 4).workers, 4, "bound to 4 cores");
+        assert_eq!(
+            CoreShare::of(2, 4, 2).note(),
+            "    1 CPU worker per rank: 4 ranks share this machine's 2 cores (--threads or DEP_THREADS chooses)\n"
         );
     }
 }

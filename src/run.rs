@@ -34,10 +34,11 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
 
 /// Runs the script as this process's rank; returns the exit code.
 fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
-    let config = match args.session_config() {
+    let mut config = match args.session_config() {
         Ok(config) => config,
         Err(message) => return usage_code(&message),
     };
+    let core_share = ranks.share_cores(&mut config, args.threads_chosen());
     let (path, source) = match read_script(&args.file) {
         Ok(read) => read,
         Err(code) => return code,
@@ -53,7 +54,7 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
         _ => None,
     };
     let mut view_plan = ViewPlan::from_args(args);
-    let rank_views = RankViews::take(&mut view_plan, ranks);
+    let rank_views = RankViews::take(&mut view_plan, ranks, core_share);
     let (code, own_run) = run_source_as_rank(
         args,
         ranks,

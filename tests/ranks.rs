@@ -300,6 +300,7 @@ print sum(x), sum(y), sum(z)
             .arg(&path)
             .args(args)
             .env_remove("DEP_ENGINE")
+            .env_remove("DEP_THREADS")
             .env("NO_COLOR", "1")
             // Containers often forbid the cross-memory attach of Open MPI's shared-memory path.
             .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
@@ -597,6 +598,51 @@ print x
             "took {:?}",
             started.elapsed()
         );
+    }
+
+    /// The `busy:` line of rank 0's summary in `stderr`: one entry per worker of its engine.
+    fn busy_line(stderr: &str) -> &str {
+        stderr
+            .lines()
+            .find(|line| line.trim_start().starts_with("busy:"))
+            .unwrap_or_else(|| panic!("no busy line: {stderr}"))
+    }
+
+    #[test]
+    fn ranks_on_one_machine_share_its_cores_as_workers_and_the_summary_says_so() {
+        // Every rank may run on every core (mpirun binds 2 ranks to a core each otherwise).
+        let unbound = [("OMPI_MCA_hwloc_base_binding_policy", "none")];
+        let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
+        let script = "x = allreduce(ones(2))\nprint x\n";
+        for n in [2usize, 4] {
+            let dir = TestDir::new();
+            let workers = (cores / n).max(1);
+            let run = mpirun(&dir, n, script, &["--summary"], &unbound).expect_code(0);
+            let busy = busy_line(&run.stderr);
+            assert!(
+                busy.contains(&format!("cpu:{} ", workers - 1))
+                    && !busy.contains(&format!("cpu:{workers} ")),
+                "{n} ranks on {cores} cores: {workers} workers each\n{}",
+                run.stderr
+            );
+            let note = format!(
+                "    {workers} CPU worker{} per rank: {n} ranks share this machine's {cores} core{} (--threads or DEP_THREADS chooses)\n",
+                plural(workers),
+                plural(cores)
+            );
+            assert_eq!(
+                run.stderr.contains(&note),
+                workers != cores,
+                "{n} ranks: {note}\n{}",
+                run.stderr
+            );
+            // A count the user chose is kept, and needs no note.
+            let chosen = [unbound[0], ("DEP_THREADS", "3")];
+            let run = mpirun(&dir, n, script, &["--summary"], &chosen).expect_code(0);
+            assert!(busy_line(&run.stderr).contains("cpu:2 "), "{}", run.stderr);
+            assert!(!run.stderr.contains("per rank:"), "{}", run.stderr);
+        }
     }
 }
 

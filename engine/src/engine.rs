@@ -33,9 +33,10 @@
 //! There is no engine-wide lock on the hot path: a push takes one lock per accessed variable and,
 //! under the threaded policies, the ready queue's lock when the op is ready at once. A worker that
 //! finishes an op keeps one of the ops it made ready and runs it next when its queue is empty. A
-//! thread that completes an asynchronous op starts the network ops it made ready itself, each
-//! when nothing queued in its group runs before it (`start_posts`): their start functions only
-//! post a request, and never block.
+//! thread that makes network ops ready (completing an asynchronous op, finishing an op on a
+//! worker, or pushing one ready at once) starts them itself, each when nothing queued in its
+//! group runs before it (`start_posts`): their start functions only post a request, and never
+//! block.
 
 use crate::clock::Clock;
 use std::collections::BTreeMap;
@@ -672,6 +673,12 @@ impl Shared {
                 let mut ready = Vec::new();
                 self.execute(op, CALLER_WORKER, &mut ready);
                 self.route(&mut ready, CALLER_WORKER, None);
+            } else if op.posts {
+                // A network op ready at once starts here, as a completion's does: its start
+                // only posts a request, and waking a worker for it costs more than that.
+                let mut ready = vec![op];
+                self.start_posts(&mut ready, CALLER_WORKER);
+                self.route(&mut ready, CALLER_WORKER, None);
             } else {
                 self.group_for(op.device).push(op);
             }
@@ -1163,22 +1170,24 @@ impl Shared {
         };
         let mut ready = Vec::new();
         self.finish(op, outcome, None, false, &mut ready);
-        self.start_posts(&mut ready);
+        self.start_posts(&mut ready, CALLER_WORKER);
         self.route(&mut ready, CALLER_WORKER, None);
     }
 
-    /// Starts here, on the thread that completed an asynchronous op, the network ops that the
-    /// completion made ready (`OpBlock::posts`: asynchronous, their start only posts a request),
-    /// best first, each one only when no op queued in its group runs before it (it would be the
-    /// next out of its queue, so priorities hold); the others stay in `ready`, or go to their
-    /// queue. A chain of communications then goes from the thread that learns one is over
-    /// straight to the next, without waking a worker to start it (two thread hand-overs an op,
-    /// under MPI: from the progress thread to the worker and back). Under the naive and
-    /// simulated policies every ready op runs here anyway (`route`).
+    /// Starts here, on the thread that made them ready (one that completed an asynchronous op,
+    /// a worker that finished an op, or the pushing thread for an op ready at once), the
+    /// network ops in `ready` (`OpBlock::posts`: asynchronous, their start only posts a
+    /// request), best first, each one only when no op queued in its group runs before it (it
+    /// would be the next out of its queue, so priorities hold); the others stay in `ready`, or
+    /// go to their queue. A chain of communications then goes from the thread that learns one
+    /// is over straight to the next, without waking a worker to start it (two thread hand-overs
+    /// an op, under MPI: from the progress thread to the worker and back; on cores shared by
+    /// several ranks, a woken worker also spins on a core another rank's thread needs). Under
+    /// the naive and simulated policies every ready op runs here anyway (`route`).
     ///
     /// Recorded as run by the group's first worker under the per-device policy (its `net` lane,
-    /// where views draw the network's ops), and by the caller's worker under the threaded one.
-    fn start_posts(self: &Arc<Self>, ready: &mut Vec<OpRef>) {
+    /// where views draw the network's ops), and by `worker` (the caller's) under the threaded one.
+    fn start_posts(self: &Arc<Self>, ready: &mut Vec<OpRef>, worker: u32) {
         if !matches!(self.policy, Policy::Threaded | Policy::PerDevice) {
             return;
         }
@@ -1194,7 +1203,7 @@ impl Shared {
             let group = self.group_for(op.device);
             let worker = match self.policy {
                 Policy::PerDevice => group.first_worker(),
-                _ => CALLER_WORKER,
+                _ => worker,
             };
             if let Some(op) = group.push_unless_first(op) {
                 // Its start may finish it here (refused, or completed inline): what that makes
@@ -1332,6 +1341,7 @@ impl Shared {
                 },
             };
             self.execute(op, worker, &mut ready);
+            self.start_posts(&mut ready, worker);
             next = self.route(&mut ready, worker, Some(group));
         }
     }

@@ -1,9 +1,10 @@
 //! Model checks of the engine's real code under every interleaving loom explores: `Engine::push`,
 //! the workers of the threaded policy (`Group::pop_blocking`, `execute`, `release`, `route`),
-//! `wait_var`, `wait_all`, asynchronous completion from another thread, and the network ops a
-//! completion starts on its own thread (`start_posts`, `Group::push_unless_first`), a batch's
-//! push (`Engine::push_batch`) racing another thread's push, all compiled with
-//! loom's mutexes, condition variables, atomics and threads (see `sync.rs`).
+//! `wait_var`, `wait_all`, asynchronous completion from another thread, the network ops the
+//! thread that makes them ready starts itself (a completing thread, a worker, the pushing thread:
+//! `start_posts`, `Group::push_unless_first`), and a batch's push (`Engine::push_batch`) racing
+//! another thread's push, all compiled with loom's mutexes, condition variables, atomics and
+//! threads (see `sync.rs`).
 //!
 //! Run with
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom cargo test -p dep-engine --release --lib loom`.
@@ -406,4 +407,48 @@ fn loom_an_observed_op_granted_at_a_release_tells_its_story_in_order() {
         }
         assert_eq!(stories, [(1, true, true, true), (2, true, true, true)]);
     });
+}
+
+/// A network op that a worker's op makes ready (that worker starts it), completed by another
+/// thread, and a write after it: each runs once, the read between the two writes.
+fn network_op_started_by_a_worker(policy: Policy) {
+    loom::model(move || {
+        let engine = engine(policy);
+        let a = engine.new_var("a");
+        let value = Value::new(3);
+        let (sender, receiver) = loom::sync::mpsc::channel::<OpCompletion>();
+        let completer = {
+            let value = value.clone();
+            loom::thread::spawn(move || {
+                let done = receiver.recv().unwrap();
+                let result = value.access(1, false);
+                done.complete(result);
+            })
+        };
+        push(&engine, &a, &value, 0, true);
+        engine.push(
+            OpSpec::new_async("send(a)", move |_, done| sender.send(done).unwrap())
+                .reads(&[a.clone()])
+                .device(Device::Net),
+        );
+        push(&engine, &a, &value, 2, true);
+        engine.wait_all();
+        assert!(engine.take_failures().is_empty(), "an op ran twice");
+        assert_eq!(
+            (value.seen(0), value.seen(1), value.seen(2)),
+            (0, 1, 1),
+            "the send read the first write's value, before the write after it"
+        );
+        completer.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_a_network_op_starts_on_the_worker_that_makes_it_ready_threaded() {
+    network_op_started_by_a_worker(Policy::Threaded);
+}
+
+#[test]
+fn loom_a_network_op_starts_on_the_worker_that_makes_it_ready_per_device() {
+    network_op_started_by_a_worker(Policy::PerDevice);
 }

@@ -1,7 +1,8 @@
 //! Network ops (asynchronous ops on `Device::Net`, whose start only posts a request): under the
-//! threaded and per-device policies, the thread whose completion of an asynchronous op makes
-//! them ready starts them there, best first, unless an op queued in their group runs before
-//! them (then they wait in the queue, as any ready op does).
+//! threaded and per-device policies, the thread that makes them ready (completing an
+//! asynchronous op, finishing an op on a worker, or pushing one ready at once) starts them
+//! there, best first, unless an op queued in their group runs before them (then they wait in
+//! the queue, as any ready op does).
 
 mod common;
 
@@ -61,6 +62,23 @@ fn push_noted(
     );
 }
 
+/// Pushes a synchronous op named `name` on `device` that notes where it started: ready at once,
+/// it waits in its group's queue for a worker (only network ops start where they become ready).
+fn push_noted_sync(engine: &Engine, starts: &Starts, name: &str, device: Device, priority: i32) {
+    let (starts, noted) = (starts.clone(), name.to_string());
+    engine.push(
+        OpSpec::new(name, move || {
+            starts
+                .lock()
+                .unwrap()
+                .push((noted, std::thread::current().id()));
+            Ok(())
+        })
+        .device(device)
+        .priority(priority),
+    );
+}
+
 /// The names of the ops that started, in order, and whether each started on `thread`.
 fn started(starts: &Starts, thread: ThreadId) -> Vec<(String, bool)> {
     starts
@@ -90,6 +108,62 @@ fn a_network_op_made_ready_by_a_completion_starts_on_the_completing_thread() {
             noted,
             [("cpu".to_string(), false), ("net".to_string(), true)],
             "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_network_op_ready_when_pushed_starts_on_the_pushing_thread() {
+    for (name, policy, threads) in POLICIES {
+        let engine = engine_with(policy, threads, None);
+        let starts = Starts::default();
+        push_noted(&engine, &starts, "net", Device::Net, 0, &[]);
+        // Only asynchronous ops on the network: a CPU one goes to a worker.
+        push_noted(&engine, &starts, "cpu", Device::Cpu, 0, &[]);
+        engine.wait_all();
+        let mut noted = started(&starts, std::thread::current().id());
+        noted.sort();
+        assert_eq!(
+            noted,
+            [("cpu".to_string(), false), ("net".to_string(), true)],
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_network_op_made_ready_by_a_worker_starts_on_that_worker() {
+    for (name, policy, threads) in POLICIES {
+        let engine = engine_with(policy, threads, None);
+        let a = engine.new_var("a");
+        let starts = Starts::default();
+        let (gate, gate_in) = mpsc::channel::<()>();
+        let noted = starts.clone();
+        engine.push(
+            OpSpec::new("a = compute()", move || {
+                let _ = gate_in.recv();
+                noted
+                    .lock()
+                    .unwrap()
+                    .push(("compute".to_string(), std::thread::current().id()));
+                Ok(())
+            })
+            .writes(&[a.clone()]),
+        );
+        push_noted(&engine, &starts, "net", Device::Net, 0, &[a.clone()]);
+        drop(gate);
+        engine.wait_all();
+        let noted = starts.lock().unwrap().clone();
+        assert_eq!(noted.len(), 2, "{name}: {noted:?}");
+        assert_eq!(noted[1].0, "net", "{name}");
+        assert_ne!(
+            noted[0].1,
+            std::thread::current().id(),
+            "{name}: on a worker"
+        );
+        assert_eq!(
+            noted[1].1, noted[0].1,
+            "{name}: on the worker that made it ready"
         );
     }
 }
@@ -150,7 +224,11 @@ fn a_network_op_waits_in_its_queue_behind_a_queued_op_that_runs_before_it() {
             let gate = block_the_network_worker(&engine, policy);
             let starts = Starts::default();
             // Ready at once, queued behind the blocked worker.
-            push_noted(&engine, &starts, "queued", Device::Net, 9, &[]);
+            let device = match policy {
+                Policy::PerDevice => Device::Net,
+                _ => Device::Cpu,
+            };
+            push_noted_sync(&engine, &starts, "queued", device, 9);
             push_noted(&engine, &starts, "later", Device::Net, later_priority, &[a]);
             handle.complete(Ok(()));
             let before_the_gate = started(&starts, std::thread::current().id());

@@ -67,6 +67,8 @@ enum Command {
 pub(crate) struct MpiRanks {
     rank: usize,
     size: usize,
+    /// How many ranks of the job run on this machine (this one included).
+    local_size: usize,
     commands: Mutex<mpsc::Sender<Command>>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -80,12 +82,13 @@ impl MpiRanks {
             .name("dep-mpi".into())
             .spawn(move || progress(ready_tx, inbox))
             .map_err(|error| format!("cannot start the MPI thread: {error}"))?;
-        let (rank, size) = ready_rx
+        let (rank, size, local_size) = ready_rx
             .recv()
             .map_err(|_| "MPI did not start".to_string())??;
         Ok(Arc::new(MpiRanks {
             rank,
             size,
+            local_size,
             commands: Mutex::new(commands),
             thread: Mutex::new(Some(thread)),
         }))
@@ -97,6 +100,12 @@ impl MpiRanks {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .send(command)
             .is_ok()
+    }
+
+    /// How many ranks of the job run on this machine, this one included (MPI's shared-memory
+    /// group: `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`).
+    pub(crate) fn local_size(&self) -> usize {
+        self.local_size
     }
 
     /// Finalizes MPI (after every communication is over) and waits for the progress thread.
@@ -162,7 +171,10 @@ impl Communicator for MpiRanks {
 
 /// The progress thread: initializes MPI, serves requests epoch after epoch, and finalizes or
 /// aborts MPI.
-fn progress(ready: mpsc::Sender<Result<(usize, usize), String>>, inbox: mpsc::Receiver<Command>) {
+fn progress(
+    ready: mpsc::Sender<Result<(usize, usize, usize), String>>,
+    inbox: mpsc::Receiver<Command>,
+) {
     let Some((universe, _)) = mpi::initialize_with_threading(Threading::Funneled) else {
         let _ = ready.send(Err("MPI was already initialized".to_string()));
         return;
@@ -172,7 +184,7 @@ fn progress(ready: mpsc::Sender<Result<(usize, usize), String>>, inbox: mpsc::Re
     let views = world.duplicate();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
     let local_ranks = world.split_shared(world.rank()).size() as usize;
-    let _ = ready.send(Ok((rank, size)));
+    let _ = ready.send(Ok((rank, size, local_ranks)));
     let mut state = Progress {
         pool: Pool::default(),
         deferred: Vec::new(),
