@@ -374,11 +374,11 @@ impl Engine {
         if let Some(last) = self.shared.push_batch_queued(batch) {
             return Some(last);
         }
-        batch
-            .ops
-            .iter()
-            .map(|op| self.push_shared(op.as_shared()))
-            .last()
+        let mut last = None;
+        for op in &batch.ops {
+            last = Some(self.push_shared(op.as_shared()));
+        }
+        last
     }
 
     /// Waits until every op pushed so far that writes `var` has finished (asynchronous ones
