@@ -38,6 +38,10 @@ pub(crate) struct ViewPlan {
     /// Keep every event and hand them back from [`ViewPlan::finish`] (a rank of a job
     /// of several, see `rank_views`).
     keep_events: bool,
+    /// Fold the summary from the events put in virtual-time order at the end, not as they
+    /// arrived (a simulated rank: see `dep_views::ranks::order_simulated`), so that two runs
+    /// print the same summary.
+    summary_in_virtual_order: bool,
 }
 
 impl ViewPlan {
@@ -51,13 +55,19 @@ impl ViewPlan {
             replay: args.replay.clone(),
             watch: args.watch,
             keep_events: false,
+            summary_in_virtual_order: false,
         })
     }
 
     /// Takes out the views that a job of several ranks writes merged (the traces, the timeline
-    /// and its arrows flag), and keeps every event for them.
-    pub(crate) fn take_merged_views(&mut self) -> (Vec<PathBuf>, Option<PathBuf>, bool) {
+    /// and its arrows flag), and keeps every event for them. The ranks of a `simulated` job
+    /// also fold their summary from their events in virtual-time order.
+    pub(crate) fn take_merged_views(
+        &mut self,
+        simulated: bool,
+    ) -> (Vec<PathBuf>, Option<PathBuf>, bool) {
         self.keep_events = true;
+        self.summary_in_virtual_order = simulated;
         (
             std::mem::take(&mut self.traces),
             self.timeline.take(),
@@ -137,6 +147,12 @@ impl ViewPlan {
                 eprintln!("dep: --trace: cannot write {}: {error}", path.display());
                 ok = false;
             }
+        }
+        if let (Some(events), true) = (&recorded.events, self.summary_in_virtual_order) {
+            let mut events = events.clone();
+            views::ranks::order_simulated(&mut events);
+            recorded.summary =
+                views::Summary::of(&views::Replay::new(events, session.worker_names()));
         }
         let drawn = self.timeline.is_some() || self.dot.is_some() || self.replay.is_some();
         if let Some(events) = recorded.events.take().filter(|_| drawn) {
