@@ -40,7 +40,7 @@ impl RankViews {
         }
         let own = plan.as_mut()?;
         let simulated = matches!(ranks, Ranks::Simulated(_));
-        let (traces, timeline, arrows) = own.take_merged_views(simulated);
+        let (traces, timeline, arrows) = own.take_merged_views(simulated.then_some(ranks.size()));
         if ranks.rank() != 0 {
             *plan = None;
         }

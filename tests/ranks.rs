@@ -754,18 +754,29 @@ fn simulated_ranks_print_the_same_summary_every_run() {
     )
     .expect("the sample");
     // Every line but the memory one, which measures this process's real allocations (those
-    // of every simulated rank's thread).
+    // of every simulated rank's thread), and says so.
     let summary = |stderr: &str| -> String {
         stderr
             .lines()
             .skip_while(|line| !line.starts_with("summary:"))
-            .filter(|line| !line.trim_start().starts_with("memory:"))
+            .filter(|line| {
+                !line
+                    .trim_start()
+                    .starts_with("memory (the 2 simulated ranks")
+            })
             .collect::<Vec<_>>()
             .join("\n")
     };
     let first = simulated(&dir, 2, &script, &["--summary"]).expect_code(0);
     let expected = summary(&first.stderr);
     assert!(expected.contains("critical path"), "{}", first.stderr);
+    assert!(
+        first
+            .stderr
+            .contains("memory (the 2 simulated ranks together): cpu peak"),
+        "{}",
+        first.stderr
+    );
     // It differed in about one run of five.
     for _ in 0..20 {
         let again = simulated(&dir, 2, &script, &["--summary"]).expect_code(0);
