@@ -18,12 +18,13 @@ use rustc_hash::FxHashMap;
 use std::io::{self, Write};
 use std::sync::Arc;
 
-use dep_engine::{Device, Event, OpState};
+use dep_engine::{Device, Event};
 use prost::Message;
 use smallvec::SmallVec;
 
 use crate::error::{Error, ErrorKind};
 use crate::fold::{DeviceSlice, Flow, OpSlice, TraceLane, TraceOut};
+use crate::kept_arguments::{KeptArguments, PerLabel};
 use crate::replay::Hazard;
 use crate::trace::DEVICE_TID;
 
@@ -199,10 +200,8 @@ const ARGUMENTS: [&str; 8] = [
 pub struct PerfettoTrace<W: Write> {
     out: W,
     names: FxHashMap<Arc<str>, u64>,
-    /// Where each op label's [`LabelCache`] is in `label_caches`, by the label's address.
-    labels: FxHashMap<usize, usize>,
-    /// What was written for each op label last.
-    label_caches: Vec<LabelCache>,
+    /// Each op label's interned id and last arguments.
+    labels: PerLabel<LabelCache>,
     /// Each flow name's interned id, by its variable's address and its hazard (the variable's
     /// name kept, so that the address stays its own).
     flow_names: FxHashMap<(usize, Hazard), (Arc<str>, u64)>,
@@ -227,44 +226,10 @@ pub struct PerfettoTrace<W: Write> {
     error: Option<io::Error>,
 }
 
-/// What the slices of one label wrote last: the label's interned id, and the encoded
-/// arguments after `op` and `line` (reads, writes, state, device, priority) with what they were
-/// encoded from. Most ops of a statement have the same ones, so they are copied, not encoded
-/// again; the bytes are the same either way.
+/// What the slices of one label keep: the label's interned id and their last arguments.
 struct LabelCache {
-    /// The label itself, held so that its address names it (is not reused) while cached.
-    _label: Arc<str>,
     iid: u64,
-    arguments: Option<EncodedArguments>,
-}
-
-/// A slice's arguments from `reads` to `priority`, encoded, and what they were encoded from
-/// (the names by address: the fold hands out one `Arc` per variable).
-struct EncodedArguments {
-    reads: SmallVec<[Arc<str>; 4]>,
-    writes: SmallVec<[Arc<str>; 4]>,
-    state: OpState,
-    device: Device,
-    priority: i32,
-    bytes: Vec<u8>,
-}
-
-impl EncodedArguments {
-    /// Whether these are `slice`'s arguments.
-    fn are_those_of(&self, slice: &OpSlice<'_>) -> bool {
-        let same = |kept: &[Arc<str>], names: &[Arc<str>]| {
-            kept.len() == names.len()
-                && kept
-                    .iter()
-                    .zip(names)
-                    .all(|(kept, name)| Arc::ptr_eq(kept, name))
-        };
-        self.state == slice.state
-            && self.device == slice.device
-            && self.priority == slice.priority
-            && same(&self.reads, slice.reads)
-            && same(&self.writes, slice.writes)
-    }
+    arguments: Option<KeptArguments>,
 }
 
 struct PendingFlow {
@@ -343,8 +308,7 @@ impl<W: Write> PerfettoTrace<W> {
         let mut trace = PerfettoTrace {
             out,
             names: FxHashMap::default(),
-            labels: FxHashMap::default(),
-            label_caches: Vec::new(),
+            labels: PerLabel::default(),
             flow_names: FxHashMap::default(),
             tracks: Vec::new(),
             pending_flows: FxHashMap::default(),
@@ -466,14 +430,7 @@ impl<W: Write> PerfettoTrace<W> {
 
     /// The interned id of event name `name`, and whether it is new (to be declared).
     fn name_iid(&mut self, name: &str) -> (u64, bool) {
-        match self.names.get(name) {
-            Some(iid) => (*iid, false),
-            None => {
-                let iid = self.names.len() as u64 + 1;
-                self.names.insert(Arc::from(name), iid);
-                (iid, true)
-            }
-        }
+        name_iid(&mut self.names, name)
     }
 
     /// Writes the track event in `self.event` as [`PerfettoTrace::event_packet`] does, named by
@@ -575,7 +532,7 @@ impl<W: Write> PerfettoTrace<W> {
     /// Appends `slice`'s arguments from `reads` to `priority` to `self.event`: copied from the
     /// last slice of its label (cache `label`) when they are the same, else encoded (and kept).
     fn slice_arguments(&mut self, slice: &OpSlice<'_>, label: usize) {
-        if let Some(kept) = &self.label_caches[label].arguments {
+        if let Some(kept) = &self.labels.get_mut(label).arguments {
             if kept.are_those_of(slice) {
                 self.event.extend_from_slice(&kept.bytes);
                 return;
@@ -602,32 +559,23 @@ impl<W: Write> PerfettoTrace<W> {
         annotation(event, part, 6, |part| {
             wire::int(part, field::INT_VALUE, i64::from(slice.priority));
         });
-        self.label_caches[label].arguments = Some(EncodedArguments {
-            reads: slice.reads.iter().cloned().collect(),
-            writes: slice.writes.iter().cloned().collect(),
-            state: slice.state,
-            device: slice.device,
-            priority: slice.priority,
-            bytes: self.event[start..].to_vec(),
-        });
+        let bytes = self.event[start..].to_vec();
+        self.labels.get_mut(label).arguments = Some(KeptArguments::of(slice, bytes));
     }
 
-    /// The index of `label`'s cache in `label_caches`, made with the label's interned id on
-    /// its first slice, and whether that id is new (to be declared).
+    /// The index of `label`'s cache in `labels`, made with the label's interned id on its
+    /// first slice, and whether that id is new (to be declared).
     fn label_cache(&mut self, label: &Arc<str>) -> (usize, bool) {
-        let key = Arc::as_ptr(label) as *const u8 as usize;
-        if let Some(index) = self.labels.get(&key) {
-            return (*index, false);
-        }
-        let (iid, new) = self.name_iid(label);
-        let index = self.label_caches.len();
-        self.label_caches.push(LabelCache {
-            _label: label.clone(),
-            iid,
-            arguments: None,
+        let mut new_name = false;
+        let (index, _) = self.labels.entry(label, || {
+            let (iid, new) = name_iid(&mut self.names, label);
+            new_name = new;
+            LabelCache {
+                iid,
+                arguments: None,
+            }
         });
-        self.labels.insert(key, index);
-        (index, new)
+        (index, new_name)
     }
 
     /// Starts a slice's begin event in `self.event`: its category and its `op` and `line`
@@ -648,6 +596,18 @@ impl<W: Write> PerfettoTrace<W> {
     fn write_begin(&mut self, track: u64, time_ns: u64, name: &str) {
         wire::int(&mut self.event, field::TYPE, i64::from(SLICE_BEGIN));
         self.event_packet(time_ns, name, track);
+    }
+}
+
+/// The interned id of event name `name` in `names`, and whether it is new (to be declared).
+fn name_iid(names: &mut FxHashMap<Arc<str>, u64>, name: &str) -> (u64, bool) {
+    match names.get(name) {
+        Some(iid) => (*iid, false),
+        None => {
+            let iid = names.len() as u64 + 1;
+            names.insert(Arc::from(name), iid);
+            (iid, true)
+        }
     }
 }
 
@@ -681,7 +641,10 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
             });
         }
         wire::int(&mut self.event, field::TYPE, i64::from(SLICE_BEGIN));
-        let name = (self.label_caches[label].iid, new.then_some(&**slice.label));
+        let name = (
+            self.labels.get_mut(label).iid,
+            new.then_some(&**slice.label),
+        );
         self.event_packet_named(slice.start_ns, name, track);
         let flows = self
             .pending_flows
