@@ -39,7 +39,8 @@ impl RankViews {
             return None;
         }
         let own = plan.as_mut()?;
-        let (traces, timeline, arrows) = own.take_merged_views();
+        let simulated = matches!(ranks, Ranks::Simulated(_));
+        let (traces, timeline, arrows) = own.take_merged_views(simulated.then_some(ranks.size()));
         if ranks.rank() != 0 {
             *plan = None;
         }
@@ -47,7 +48,7 @@ impl RankViews {
             traces,
             timeline,
             arrows,
-            simulated: matches!(ranks, Ranks::Simulated(_)),
+            simulated,
             core_share,
         })
     }

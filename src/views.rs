@@ -38,6 +38,11 @@ pub(crate) struct ViewPlan {
     /// Keep every event and hand them back from [`ViewPlan::finish`] (a rank of a job
     /// of several, see `rank_views`).
     keep_events: bool,
+    /// For rank 0 of a job of this many simulated ranks (threads of this process): fold the
+    /// summary from the events put in virtual-time order at the end, not as they arrived (see
+    /// `dep_views::ranks::order_simulated`), so that two runs print the same summary; and say
+    /// that the memory line counts every rank's tensors, which this process shares.
+    simulated_ranks: Option<usize>,
 }
 
 impl ViewPlan {
@@ -51,13 +56,20 @@ impl ViewPlan {
             replay: args.replay.clone(),
             watch: args.watch,
             keep_events: false,
+            simulated_ranks: None,
         })
     }
 
     /// Takes out the views that a job of several ranks writes merged (the traces, the timeline
-    /// and its arrows flag), and keeps every event for them.
-    pub(crate) fn take_merged_views(&mut self) -> (Vec<PathBuf>, Option<PathBuf>, bool) {
+    /// and its arrows flag), and keeps every event for them. In a job of `simulated_ranks`
+    /// (simulated ranks, in this process), the summary is folded from the events in
+    /// virtual-time order and its memory line said to count every rank.
+    pub(crate) fn take_merged_views(
+        &mut self,
+        simulated_ranks: Option<usize>,
+    ) -> (Vec<PathBuf>, Option<PathBuf>, bool) {
         self.keep_events = true;
+        self.simulated_ranks = simulated_ranks;
         (
             std::mem::take(&mut self.traces),
             self.timeline.take(),
@@ -138,6 +150,12 @@ impl ViewPlan {
                 ok = false;
             }
         }
+        if let (Some(events), Some(_)) = (&recorded.events, self.simulated_ranks) {
+            let mut events = events.clone();
+            views::ranks::order_simulated(&mut events);
+            recorded.summary =
+                views::Summary::of(&views::Replay::new(events, session.worker_names()));
+        }
         let drawn = self.timeline.is_some() || self.dot.is_some() || self.replay.is_some();
         if let Some(events) = recorded.events.take().filter(|_| drawn) {
             let replay = views::Replay::new(events, session.worker_names());
@@ -163,7 +181,10 @@ impl ViewPlan {
         // come from the GPU layer when the run used one.
         let memory = dep_interp::tensor::cpu_memory();
         eprintln!(
-            "  memory: cpu peak {}, {} in use at the end, {} allocations",
+            "  memory{}: cpu peak {}, {} in use at the end, {} allocations",
+            self.simulated_ranks
+                .map(|n| format!(" (the {n} simulated ranks together)"))
+                .unwrap_or_default(),
             dep_interp::tensor::format_bytes(memory.peak_bytes),
             dep_interp::tensor::format_bytes(memory.current_bytes),
             memory.allocations

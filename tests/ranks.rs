@@ -743,6 +743,47 @@ fn simulated_data_parallel_training_prints_the_single_process_losses_and_the_sam
     );
 }
 
+/// The summary of a simulated job is folded from rank 0's events in virtual-time order: folded
+/// as they arrived (their order depends on when the other ranks' threads ran), its critical
+/// path went through 1203, 1205 or 1207 ops from run to run.
+#[test]
+fn simulated_ranks_print_the_same_summary_every_run() {
+    let dir = TestDir::new();
+    let script = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/data_parallel.dep"),
+    )
+    .expect("the sample");
+    // Every line but the memory one, which measures this process's real allocations (those
+    // of every simulated rank's thread), and says so.
+    let summary = |stderr: &str| -> String {
+        stderr
+            .lines()
+            .skip_while(|line| !line.starts_with("summary:"))
+            .filter(|line| {
+                !line
+                    .trim_start()
+                    .starts_with("memory (the 2 simulated ranks")
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let first = simulated(&dir, 2, &script, &["--summary"]).expect_code(0);
+    let expected = summary(&first.stderr);
+    assert!(expected.contains("critical path"), "{}", first.stderr);
+    assert!(
+        first
+            .stderr
+            .contains("memory (the 2 simulated ranks together): cpu peak"),
+        "{}",
+        first.stderr
+    );
+    // It differed in about one run of five.
+    for _ in 0..20 {
+        let again = simulated(&dir, 2, &script, &["--summary"]).expect_code(0);
+        assert_eq!(summary(&again.stderr), expected, "two runs, two summaries");
+    }
+}
+
 #[test]
 fn simulated_reduce_and_allgather_give_the_serial_values() {
     let dir = TestDir::new();

@@ -55,6 +55,7 @@ pub mod fold;
 mod frame;
 pub mod html;
 mod json_line;
+mod kept_arguments;
 pub mod live;
 pub mod perfetto;
 mod places;

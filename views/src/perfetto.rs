@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -24,6 +24,7 @@ use smallvec::SmallVec;
 
 use crate::error::{Error, ErrorKind};
 use crate::fold::{DeviceSlice, Flow, OpSlice, TraceLane, TraceOut};
+use crate::kept_arguments::{KeptArguments, PerLabel};
 use crate::replay::Hazard;
 use crate::trace::DEVICE_TID;
 
@@ -158,6 +159,10 @@ use proto::{
     Interned, InternedData, ProcessDescriptor, ThreadDescriptor, TracePacket, TrackDescriptor,
 };
 
+/// `Trace.packet`'s field number: each packet is one.
+const TRACE_PACKET: u32 = 1;
+/// How many bytes of packets are gathered before they are written out.
+const BUFFER_BYTES: usize = 64 * 1024;
 /// The one sequence every packet is on.
 const SEQUENCE: u32 = 1;
 /// `SEQ_INCREMENTAL_STATE_CLEARED`, `SEQ_NEEDS_INCREMENTAL_STATE`.
@@ -195,14 +200,20 @@ const ARGUMENTS: [&str; 8] = [
 pub struct PerfettoTrace<W: Write> {
     out: W,
     names: FxHashMap<Arc<str>, u64>,
-    tracks: FxHashSet<u64>,
+    /// Each op label's interned id and last arguments.
+    labels: PerLabel<LabelCache>,
+    /// Each flow name's interned id, by its variable's address and its hazard (the variable's
+    /// name kept, so that the address stays its own).
+    flow_names: FxHashMap<(usize, Hazard), (Arc<str>, u64)>,
+    /// The tracks described so far (a few: one per worker and device lane).
+    tracks: Vec<u64>,
     /// Flows whose later op's slice is not written yet, by that op's (worker, start): a flow's
     /// end must follow the slice it binds to.
     pending_flows: FxHashMap<(u32, u64), SmallVec<[PendingFlow; 2]>>,
-    /// A flow's name (`x RAW`), put together for each flow in reused room.
-    flow_name: String,
-    /// A packet's bytes.
+    /// A packet's bytes, for packets encoded by prost.
     packet: Vec<u8>,
+    /// Packets encoded and not yet written to `out` (written by [`BUFFER_BYTES`]).
+    buffer: Vec<u8>,
     /// The `TrackEvent` of the packet being written.
     event: Vec<u8>,
     /// A message inside it: an argument, a legacy event, interned data.
@@ -213,6 +224,12 @@ pub struct PerfettoTrace<W: Write> {
     /// the slice before).
     device: Option<(Device, String)>,
     error: Option<io::Error>,
+}
+
+/// What the slices of one label keep: the label's interned id and their last arguments.
+struct LabelCache {
+    iid: u64,
+    arguments: Option<KeptArguments>,
 }
 
 struct PendingFlow {
@@ -291,10 +308,12 @@ impl<W: Write> PerfettoTrace<W> {
         let mut trace = PerfettoTrace {
             out,
             names: FxHashMap::default(),
-            tracks: FxHashSet::default(),
+            labels: PerLabel::default(),
+            flow_names: FxHashMap::default(),
+            tracks: Vec::new(),
             pending_flows: FxHashMap::default(),
-            flow_name: String::new(),
             packet: Vec::new(),
+            buffer: Vec::with_capacity(BUFFER_BYTES + 4096),
             event: Vec::new(),
             part: Vec::new(),
             item: Vec::new(),
@@ -348,6 +367,7 @@ impl<W: Write> PerfettoTrace<W> {
 
     /// Flushes the trace; returns `out`, or the first write error.
     pub fn finish(mut self) -> io::Result<W> {
+        self.write_buffer();
         if let Some(error) = self.error.take() {
             return Err(error);
         }
@@ -367,25 +387,32 @@ impl<W: Write> PerfettoTrace<W> {
 
     /// Writes the packet in `self.packet`: field 1 of `Trace`, length-delimited.
     fn write_packet(&mut self) {
-        if self.error.is_some() {
-            return;
+        wire::bytes(&mut self.buffer, TRACE_PACKET, &self.packet);
+        self.flush_when_full();
+    }
+
+    /// Writes the output buffer out once it holds [`BUFFER_BYTES`].
+    fn flush_when_full(&mut self) {
+        if self.buffer.len() >= BUFFER_BYTES {
+            self.write_buffer();
         }
-        // Field 1's key (wire type 2), then the length.
-        let mut head = [0x0a; 11];
-        let n = 1 + wire::varint_to(&mut head[1..], self.packet.len() as u64);
-        let written = self
-            .out
-            .write_all(&head[..n])
-            .and_then(|()| self.out.write_all(&self.packet));
-        if let Err(error) = written {
-            self.error = Some(error);
+    }
+
+    /// Writes the output buffer out (nothing after the first write error).
+    fn write_buffer(&mut self) {
+        if self.error.is_none() {
+            if let Err(error) = self.out.write_all(&self.buffer) {
+                self.error = Some(error);
+            }
         }
+        self.buffer.clear();
     }
 
     /// The track of thread `tid`, described on first use.
     fn track(&mut self, tid: u64) -> u64 {
         let uuid = THREAD_UUID + tid;
-        if self.tracks.insert(uuid) {
+        if !self.tracks.contains(&uuid) {
+            self.tracks.push(uuid);
             self.message_packet(TracePacket {
                 track_descriptor: Some(thread_track(tid, None)),
                 ..TracePacket::default()
@@ -397,36 +424,54 @@ impl<W: Write> PerfettoTrace<W> {
     /// Writes the track event in `self.event` (without its name and track, its last fields) at
     /// `time_ns` on `track`, named `name` by an interned id (declared in this packet when new).
     fn event_packet(&mut self, time_ns: u64, name: &str, track: u64) {
-        let (iid, new) = match self.names.get(name) {
-            Some(iid) => (*iid, false),
-            None => {
-                let iid = self.names.len() as u64 + 1;
-                self.names.insert(Arc::from(name), iid);
-                (iid, true)
-            }
-        };
+        let (iid, new) = self.name_iid(name);
+        self.event_packet_named(time_ns, (iid, new.then_some(name)), track);
+    }
+
+    /// The interned id of event name `name`, and whether it is new (to be declared).
+    fn name_iid(&mut self, name: &str) -> (u64, bool) {
+        name_iid(&mut self.names, name)
+    }
+
+    /// Writes the track event in `self.event` as [`PerfettoTrace::event_packet`] does, named by
+    /// interned id `iid`, declared in this packet when `new` holds its text.
+    fn event_packet_named(&mut self, time_ns: u64, (iid, new): (u64, Option<&str>), track: u64) {
         wire::uint(&mut self.event, field::NAME_IID, iid);
         wire::uint(&mut self.event, field::TRACK_UUID, track);
-        self.track_event_packet(time_ns, new.then_some((iid, name)));
+        self.track_event_packet(time_ns, new.map(|name| (iid, name)));
     }
 
     /// Writes the track event in `self.event` at `time_ns`, with an interned name when given.
     fn track_event_packet(&mut self, time_ns: u64, interned: Option<(u64, &str)>) {
-        let packet = &mut self.packet;
-        packet.clear();
-        wire::uint(packet, field::TIMESTAMP, time_ns);
-        wire::uint(packet, field::SEQUENCE_ID, u64::from(SEQUENCE));
-        wire::bytes(packet, field::TRACK_EVENT, &self.event);
+        // The interned name (rare) is encoded first, to know the packet's length; the packet is
+        // then written straight into the output buffer.
+        self.part.clear();
         if let Some((iid, name)) = interned {
             self.item.clear();
             wire::uint(&mut self.item, field::IID, iid);
             wire::bytes(&mut self.item, field::NAME, name.as_bytes());
-            self.part.clear();
             wire::bytes(&mut self.part, field::EVENT_NAMES, &self.item);
-            wire::bytes(packet, field::INTERNED_DATA, &self.part);
         }
-        wire::uint(packet, field::SEQUENCE_FLAGS, u64::from(NEEDS_STATE));
-        self.write_packet();
+        let flags = u64::from(NEEDS_STATE);
+        let length = wire::uint_size(field::TIMESTAMP, time_ns)
+            + wire::uint_size(field::SEQUENCE_ID, u64::from(SEQUENCE))
+            + wire::bytes_size(field::TRACK_EVENT, self.event.len())
+            + if interned.is_some() {
+                wire::bytes_size(field::INTERNED_DATA, self.part.len())
+            } else {
+                0
+            }
+            + wire::uint_size(field::SEQUENCE_FLAGS, flags);
+        let out = &mut self.buffer;
+        wire::length_key(out, TRACE_PACKET, length);
+        wire::uint(out, field::TIMESTAMP, time_ns);
+        wire::uint(out, field::SEQUENCE_ID, u64::from(SEQUENCE));
+        wire::bytes(out, field::TRACK_EVENT, &self.event);
+        if interned.is_some() {
+            wire::bytes(out, field::INTERNED_DATA, &self.part);
+        }
+        wire::uint(out, field::SEQUENCE_FLAGS, flags);
+        self.flush_when_full();
     }
 
     /// A slice's end, unnamed as Perfetto's ends are.
@@ -440,6 +485,20 @@ impl<W: Write> PerfettoTrace<W> {
     /// A flow's two ends: `s` at the earlier op's start, `f` bound to the slice enclosing the
     /// later op's start (which must be written already).
     fn flow_ends(&mut self, id: u64, name: &str, category: u64, from: (u64, u64), to: (u64, u64)) {
+        let iid = self.name_iid(name);
+        self.flow_ends_named(id, (iid.0, iid.1.then_some(name)), category, from, to);
+    }
+
+    /// [`PerfettoTrace::flow_ends`], named by interned id (declared with the first end when it
+    /// holds the name's text).
+    fn flow_ends_named(
+        &mut self,
+        id: u64,
+        (iid, mut new): (u64, Option<&str>),
+        category: u64,
+        from: (u64, u64),
+        to: (u64, u64),
+    ) {
         for (phase, (tid, time_ns)) in [(b's', from), (b'f', to)] {
             let track = self.track(tid);
             let event = &mut self.event;
@@ -453,8 +512,70 @@ impl<W: Write> PerfettoTrace<W> {
                 wire::uint(legacy, field::BIND_TO_ENCLOSING, 1);
             }
             wire::bytes(event, field::LEGACY_EVENT, legacy);
-            self.event_packet(time_ns, name, track);
+            self.event_packet_named(time_ns, (iid, new.take()), track);
         }
+    }
+
+    /// The interned id of the name of a dependency flow on `var` (`x RAW`), and its text when
+    /// it is new.
+    fn flow_name_iid(&mut self, var: &Arc<str>, hazard: Hazard) -> (u64, Option<String>) {
+        let key = (Arc::as_ptr(var) as *const u8 as usize, hazard);
+        if let Some((_, iid)) = self.flow_names.get(&key) {
+            return (*iid, None);
+        }
+        let name = format!("{var} {}", hazard.short_name());
+        let (iid, new) = self.name_iid(&name);
+        self.flow_names.insert(key, (var.clone(), iid));
+        (iid, new.then_some(name))
+    }
+
+    /// Appends `slice`'s arguments from `reads` to `priority` to `self.event`: copied from the
+    /// last slice of its label (cache `label`) when they are the same, else encoded (and kept).
+    fn slice_arguments(&mut self, slice: &OpSlice<'_>, label: usize) {
+        if let Some(kept) = &self.labels.get_mut(label).arguments {
+            if kept.are_those_of(slice) {
+                self.event.extend_from_slice(&kept.bytes);
+                return;
+            }
+        }
+        let start = self.event.len();
+        if self
+            .device
+            .as_ref()
+            .is_none_or(|(device, _)| *device != slice.device)
+        {
+            self.device = Some((slice.device, slice.device.to_string()));
+        }
+        let device = self.device.as_ref().map_or("", |(_, name)| name.as_str());
+        let (event, part, item) = (&mut self.event, &mut self.part, &mut self.item);
+        names_annotation(event, part, item, 2, slice.reads);
+        names_annotation(event, part, item, 3, slice.writes);
+        annotation(event, part, 4, |part| {
+            wire::bytes(part, field::STRING_VALUE, slice.state.name().as_bytes());
+        });
+        annotation(event, part, 5, |part| {
+            wire::bytes(part, field::STRING_VALUE, device.as_bytes());
+        });
+        annotation(event, part, 6, |part| {
+            wire::int(part, field::INT_VALUE, i64::from(slice.priority));
+        });
+        let bytes = self.event[start..].to_vec();
+        self.labels.get_mut(label).arguments = Some(KeptArguments::of(slice, bytes));
+    }
+
+    /// The index of `label`'s cache in `labels`, made with the label's interned id on its
+    /// first slice, and whether that id is new (to be declared).
+    fn label_cache(&mut self, label: &Arc<str>) -> (usize, bool) {
+        let mut new_name = false;
+        let (index, _) = self.labels.entry(label, || {
+            let (iid, new) = name_iid(&mut self.names, label);
+            new_name = new;
+            LabelCache {
+                iid,
+                arguments: None,
+            }
+        });
+        (index, new_name)
     }
 
     /// Starts a slice's begin event in `self.event`: its category and its `op` and `line`
@@ -475,6 +596,18 @@ impl<W: Write> PerfettoTrace<W> {
     fn write_begin(&mut self, track: u64, time_ns: u64, name: &str) {
         wire::int(&mut self.event, field::TYPE, i64::from(SLICE_BEGIN));
         self.event_packet(time_ns, name, track);
+    }
+}
+
+/// The interned id of event name `name` in `names`, and whether it is new (to be declared).
+fn name_iid(names: &mut FxHashMap<Arc<str>, u64>, name: &str) -> (u64, bool) {
+    match names.get(name) {
+        Some(iid) => (*iid, false),
+        None => {
+            let iid = names.len() as u64 + 1;
+            names.insert(Arc::from(name), iid);
+            (iid, true)
+        }
     }
 }
 
@@ -499,50 +632,33 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
         let tid = u64::from(slice.worker);
         let track = self.track(tid);
         self.begin_slice(CATEGORY_OP, slice.op.0, slice.line);
-        if self
-            .device
-            .as_ref()
-            .is_none_or(|(device, _)| *device != slice.device)
-        {
-            self.device = Some((slice.device, slice.device.to_string()));
-        }
-        let device = self.device.as_ref().map_or("", |(_, name)| name.as_str());
-        let (event, part, item) = (&mut self.event, &mut self.part, &mut self.item);
-        names_annotation(event, part, item, 2, slice.reads);
-        names_annotation(event, part, item, 3, slice.writes);
-        annotation(event, part, 4, |part| {
-            wire::bytes(part, field::STRING_VALUE, slice.state.name().as_bytes());
-        });
-        annotation(event, part, 5, |part| {
-            wire::bytes(part, field::STRING_VALUE, device.as_bytes());
-        });
-        annotation(event, part, 6, |part| {
-            wire::int(part, field::INT_VALUE, i64::from(slice.priority));
-        });
+        let (label, new) = self.label_cache(slice.label);
+        self.slice_arguments(slice, label);
         if let Some(message) = slice.message {
+            let (event, part) = (&mut self.event, &mut self.part);
             annotation(event, part, 7, |part| {
                 wire::bytes(part, field::STRING_VALUE, message.as_bytes());
             });
         }
-        self.write_begin(track, slice.start_ns, slice.label);
+        wire::int(&mut self.event, field::TYPE, i64::from(SLICE_BEGIN));
+        let name = (
+            self.labels.get_mut(label).iid,
+            new.then_some(&**slice.label),
+        );
+        self.event_packet_named(slice.start_ns, name, track);
         let flows = self
             .pending_flows
             .remove(&(slice.worker, slice.start_ns))
             .unwrap_or_default();
         for flow in flows {
-            let mut name = std::mem::take(&mut self.flow_name);
-            name.clear();
-            name.push_str(&flow.var);
-            name.push(' ');
-            name.push_str(flow.hazard.short_name());
-            self.flow_ends(
+            let (iid, new) = self.flow_name_iid(&flow.var, flow.hazard);
+            self.flow_ends_named(
                 flow.id,
-                &name,
+                (iid, new.as_deref()),
                 CATEGORY_DEPENDENCY,
                 (u64::from(flow.from.0), flow.from.1),
                 (tid, slice.start_ns),
             );
-            self.flow_name = name;
         }
         self.slice_end(slice.end_ns, track);
     }
@@ -586,7 +702,9 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
                     (DEVICE_TID + n_device_lanes - 1, format!("dev:{name}"))
                 }
             };
-            self.tracks.insert(THREAD_UUID + tid);
+            if !self.tracks.contains(&(THREAD_UUID + tid)) {
+                self.tracks.push(THREAD_UUID + tid);
+            }
             self.message_packet(TracePacket {
                 track_descriptor: Some(thread_track(tid, Some(name))),
                 ..TracePacket::default()

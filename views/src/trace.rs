@@ -34,6 +34,7 @@ use serde_json::{json, Map, Value};
 use crate::error::{Error, ErrorKind};
 use crate::fold::{DeviceSlice, Flow, OpSlice, RunFold, TraceLane, TraceOut};
 use crate::json_line::{JsonLine, LastNumber};
+use crate::kept_arguments::{KeptArguments, PerLabel};
 use crate::replay::{Hazard, Replay};
 
 /// The version of the `depEvents` layout this module writes.
@@ -79,6 +80,8 @@ pub struct JsonTrace<W: Write, S: Read + Write + Seek> {
     /// (`,"name":"x RAW","cat":"dependency","bp":"e","pid":1,"tid":`), by the address of the
     /// variable's name (the entry keeps that `Arc` alive) and the hazard.
     flow_middles: HashMap<(usize, Hazard), (Arc<str>, Vec<u8>)>,
+    /// The last arguments written for each op label (see [`KeptArguments`]).
+    arguments: PerLabel<Option<KeptArguments>>,
     /// Trace events written but not yet handed to `out`, which gets them in large pieces.
     pending: JsonLine,
     /// `depEvents` elements written but not yet handed to the spool.
@@ -129,6 +132,7 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
             devices: HashMap::default(),
             states: [None; N_STATES],
             flow_middles: HashMap::default(),
+            arguments: PerLabel::default(),
             pending: JsonLine::default(),
             pending_dep: JsonLine::default(),
             workers: Vec::new(),
@@ -276,6 +280,38 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
         Ok(number)
     }
 
+    /// A slice's arguments from `reads` to `priority`, as the slice's element writes them:
+    /// `,"reads":["x"],"writes":["y"],"state":"done","device":"cpu","priority":0`.
+    fn encode_arguments(&mut self, slice: &OpSlice<'_>) -> Vec<u8> {
+        let device = &self
+            .devices
+            .entry(slice.device)
+            .or_insert_with(|| (Arc::from(slice.device.to_string()), None))
+            .0;
+        let names = |line: &mut JsonLine, names: &[Arc<str>]| {
+            line.raw("[");
+            for (index, name) in names.iter().enumerate() {
+                if index > 0 {
+                    line.raw(",");
+                }
+                line.string(name);
+            }
+            line.raw("]");
+        };
+        let mut line = JsonLine::default();
+        line.raw(",\"reads\":");
+        names(&mut line, slice.reads);
+        line.raw(",\"writes\":");
+        names(&mut line, slice.writes);
+        line.raw(",\"state\":\"")
+            .raw(slice.state.name())
+            .raw("\",\"device\":\"")
+            .raw(device)
+            .raw("\",\"priority\":")
+            .int(slice.priority);
+        line.bytes().to_vec()
+    }
+
     /// Writes one `depEvents` element, built by `build` after what is pending.
     fn dep_line(&mut self, build: impl FnOnce(&mut JsonLine)) -> io::Result<()> {
         if self.n_dep_events > 0 {
@@ -402,22 +438,15 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
 
     fn slice(&mut self, slice: &OpSlice<'_>) {
         self.attempt(|trace| {
-            let device = &trace
-                .devices
-                .entry(slice.device)
-                .or_insert_with(|| (Arc::from(slice.device.to_string()), None))
-                .0
-                .clone();
-            let names = |line: &mut JsonLine, names: &[Arc<str>]| {
-                line.raw("[");
-                for (index, name) in names.iter().enumerate() {
-                    if index > 0 {
-                        line.raw(",");
-                    }
-                    line.string(name);
-                }
-                line.raw("]");
-            };
+            let (label, _) = trace.arguments.entry(slice.label, || None);
+            let mut arguments = trace.arguments.get_mut(label).take();
+            if !arguments
+                .as_ref()
+                .is_some_and(|kept| kept.are_those_of(slice))
+            {
+                arguments = Some(KeptArguments::of(slice, trace.encode_arguments(slice)));
+            }
+            let kept = arguments.as_ref().expect("made above");
             let (slot, name) = trace.escaped_label(slice.label);
             let written = trace.trace_line(|line| {
                 line.raw("{\"ph\":\"X\",\"name\":")
@@ -434,22 +463,14 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
                     .int(slice.op.0)
                     .raw(",\"line\":")
                     .int(slice.line)
-                    .raw(",\"reads\":");
-                names(line, slice.reads);
-                line.raw(",\"writes\":");
-                names(line, slice.writes);
-                line.raw(",\"state\":\"")
-                    .raw(slice.state.name())
-                    .raw("\",\"device\":\"")
-                    .raw(device)
-                    .raw("\",\"priority\":")
-                    .int(slice.priority);
+                    .bytes_raw(&kept.bytes);
                 if let Some(message) = slice.message {
                     line.raw(",\"message\":").string(message);
                 }
                 line.raw("}}");
             });
             trace.again.labels[slot].1 = name;
+            *trace.arguments.get_mut(label) = arguments;
             written
         });
     }

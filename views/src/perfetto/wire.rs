@@ -4,31 +4,26 @@
 //! fields in field-number order, optional fields only when set, repeated ones unpacked (a test
 //! checks them against prost's encoding).
 
-/// Writes `value` as a base-128 varint at the start of `out` (at least 10 bytes); returns how
-/// many bytes it took.
-#[inline]
-pub(super) fn varint_to(out: &mut [u8], mut value: u64) -> usize {
-    let mut n = 0;
-    while value >= 0x80 {
-        out[n] = value as u8 | 0x80;
-        value >>= 7;
-        n += 1;
-    }
-    out[n] = value as u8;
-    n + 1
-}
-
 /// Wire types.
 const VARINT: u64 = 0;
 const LEN: u64 = 2;
 
-/// Appends two varints (a field's key and its value, or a length), copied at once.
+/// Appends `value` as a varint, byte by byte (cheaper than a copy for the few bytes it takes).
+#[inline]
+fn push_varint(buf: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        buf.push(value as u8 | 0x80);
+        value >>= 7;
+    }
+    buf.push(value as u8);
+}
+
+/// Appends two varints (a field's key and its value, or a length).
 #[inline]
 fn two_varints(buf: &mut Vec<u8>, first: u64, second: u64) {
-    let mut bytes = [0; 20];
-    let n = varint_to(&mut bytes, first);
-    let n = n + varint_to(&mut bytes[n..], second);
-    buf.extend_from_slice(&bytes[..n]);
+    buf.reserve(20);
+    push_varint(buf, first);
+    push_varint(buf, second);
 }
 
 /// Appends a varint field (uint32, uint64, bool; and int32 and int64, whose negative values
@@ -51,6 +46,33 @@ pub(super) fn bytes(buf: &mut Vec<u8>, field: u32, bytes: &[u8]) {
     buf.extend_from_slice(bytes);
 }
 
+/// How many bytes `value` takes as a varint.
+#[inline]
+fn varint_size(value: u64) -> usize {
+    // 7 bits a byte; 0 takes one.
+    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// How many bytes [`uint`] appends (for a field number under 16: a one-byte key).
+#[inline]
+pub(super) fn uint_size(field: u32, value: u64) -> usize {
+    debug_assert!(field < 16);
+    1 + varint_size(value)
+}
+
+/// How many bytes [`bytes`] appends for `length` bytes (a field number under 16).
+#[inline]
+pub(super) fn bytes_size(field: u32, length: usize) -> usize {
+    debug_assert!(field < 16);
+    1 + varint_size(length as u64) + length
+}
+
+/// Appends the key and length of a length-delimited field whose `length` bytes follow.
+#[inline]
+pub(super) fn length_key(buf: &mut Vec<u8>, field: u32, length: usize) {
+    two_varints(buf, u64::from(field) << 3 | LEN, length as u64);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,9 +82,27 @@ mod tests {
         for value in [0, 1, 127, 128, 300, 1 << 35, u64::MAX] {
             let mut theirs = Vec::new();
             prost::encode_length_delimiter(value as usize, &mut theirs).unwrap();
-            let mut array = [0; 10];
-            let n = varint_to(&mut array, value);
-            assert_eq!(array[..n], theirs, "{value}");
+            let mut ours = Vec::new();
+            push_varint(&mut ours, value);
+            assert_eq!(ours, theirs, "{value}");
+            assert_eq!(varint_size(value), ours.len(), "{value}");
+        }
+    }
+
+    #[test]
+    fn sizes_are_what_is_appended() {
+        for value in [0, 1, 127, 128, 300, 1 << 35, u64::MAX] {
+            let mut buf = Vec::new();
+            uint(&mut buf, 13, value);
+            assert_eq!(uint_size(13, value), buf.len(), "{value}");
+        }
+        for length in [0, 1, 127, 128, 20_000] {
+            let mut buf = Vec::new();
+            bytes(&mut buf, 11, &vec![7; length]);
+            assert_eq!(bytes_size(11, length), buf.len(), "{length}");
+            let mut key = Vec::new();
+            length_key(&mut key, 11, length);
+            assert_eq!(key, buf[..buf.len() - length], "{length}");
         }
     }
 }
