@@ -260,9 +260,9 @@ struct LiveOp {
     message: Option<String>,
     /// Its dependencies, held until it finishes.
     preds: SmallVec<[Pred; 2]>,
-    /// The longest path among its dependencies on readers let go as ops, and the push position
-    /// of that path's last op; held until it finishes.
-    done_best: Option<Box<(Path, usize)>>,
+    /// Its dependencies on readers let go as ops (which [`PredFrom::Done`] names by index) and
+    /// the longest path among them; held until it finishes.
+    done: Option<Box<DoneReads>>,
     /// How many history entries and unfinished later ops name it.
     refs: u32,
     /// The longest path ending at it, once it finished.
@@ -281,13 +281,14 @@ struct Pred {
 enum PredFrom {
     /// An op the fold holds, by slot: it lives at least as long as this dependency does.
     Live(Slot),
-    /// A finished reader let go as an op (see [`DoneReads`]).
-    Done(DoneRead),
+    /// A finished reader let go as an op (see [`DoneReads`]), by its index in the later op's
+    /// own [`DoneReads::reads`].
+    Done(u32),
 }
 
 /// What a later write needs of a finished reader let go as an op: its push position (the
 /// order of dependencies) and where and when it started (its flow's start), when it did.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 struct DoneRead {
     position: usize,
     started: Option<(u32, u64)>,
@@ -528,8 +529,18 @@ impl RunFold {
         };
         // Its dependencies, each earlier op once (by its first access here), in push order.
         let mut preds: SmallVec<[Pred; 2]> = SmallVec::new();
+        // Whether a reader let go as an op is among them: it may be there twice, or be an op
+        // also named by slot, which only its position tells.
+        let mut any_done = false;
         let mut add = |from: PredFrom, var: VarId, hazard: Hazard| {
-            if from != PredFrom::Live(own) {
+            let new = match from {
+                PredFrom::Live(slot) => slot != own && !preds.iter().any(|pred| pred.from == from),
+                PredFrom::Done(_) => {
+                    any_done = true;
+                    true
+                }
+            };
+            if new {
                 preds.push(Pred {
                     from,
                     var,
@@ -543,7 +554,8 @@ impl RunFold {
         let mut dropped_refs: SmallVec<[Slot; 8]> = SmallVec::new();
         // Variables with many readers held: their finished ones are let go once it is in place.
         let mut let_go: SmallVec<[VarId; 2]> = SmallVec::new();
-        let mut done_best: Option<(Path, usize)> = None;
+        // Its dependencies on readers let go as ops, from every variable it writes.
+        let mut done = DoneReads::default();
         for var in reads {
             let history = self.histories.entry(*var).or_default();
             if let Some(writer) = history.last_write {
@@ -567,18 +579,23 @@ impl RunFold {
                 add(PredFrom::Live(reader), *var, Hazard::WriteAfterRead);
                 dropped_refs.push(reader);
             }
-            let done = &mut history.done_reads;
-            for read in done.reads.drain(..) {
-                add(PredFrom::Done(read), *var, Hazard::WriteAfterRead);
+            let reads = &mut history.done_reads;
+            for read in reads.reads.drain(..) {
+                add(
+                    PredFrom::Done(done.reads.len() as u32),
+                    *var,
+                    Hazard::WriteAfterRead,
+                );
+                done.reads.push(read);
             }
-            done.n = 0;
-            if let Some((path, position)) = done.best.take() {
+            done.n += std::mem::take(&mut reads.n);
+            if let Some((path, position)) = reads.best.take() {
                 let best = longer(
-                    done_best.as_ref().map(|(path, position)| (path, *position)),
+                    done.best.as_ref().map(|(path, position)| (path, *position)),
                     Some((&path, position)),
                 );
                 if best.is_some_and(|(_, best)| best == position) {
-                    done_best = Some((path, position));
+                    done.best = Some((path, position));
                 }
             }
             dropped_refs.extend(history.last_write.replace(own));
@@ -590,11 +607,13 @@ impl RunFold {
                 PredFrom::Live(slot) => slots[slot as usize]
                     .as_ref()
                     .map_or(0, |from| from.position),
-                PredFrom::Done(read) => read.position,
+                PredFrom::Done(index) => done.reads[index as usize].position,
             };
             // Stable: of an op named twice, its first access is kept.
             preds.sort_by_key(position);
-            preds.dedup_by(|later, earlier| position(later) == position(earlier));
+            if any_done {
+                preds.dedup_by(|later, earlier| position(later) == position(earlier));
+            }
         }
         for pred in &mut preds {
             self.n_edges += 1;
@@ -650,7 +669,7 @@ impl RunFold {
             state: OpState::Waiting,
             message: None,
             preds,
-            done_best: done_best.map(Box::new),
+            done: (done.n > 0).then(|| Box::new(done)),
             refs: own_refs,
             path: None,
         };
@@ -759,9 +778,10 @@ impl RunFold {
         }
         let live = self.slot(slot);
         for pred in &live.preds {
-            let started = match pred.from {
-                PredFrom::Live(from) => self.slot(from).started,
-                PredFrom::Done(read) => read.started,
+            let started = match (pred.from, &live.done) {
+                (PredFrom::Live(from), _) => self.slot(from).started,
+                (PredFrom::Done(index), Some(done)) => done.reads[index as usize].started,
+                (PredFrom::Done(_), None) => None,
             };
             let Some(from) = started else {
                 continue;
@@ -854,8 +874,9 @@ impl RunFold {
             })
             .max_by_key(|(path, position)| (path.ns, *position));
         let done_best = live
-            .done_best
-            .as_deref()
+            .done
+            .as_ref()
+            .and_then(|done| done.best.as_ref())
             .map(|(path, position)| (path, *position));
         let before = longer(before, done_best).map(|(path, _)| path);
         let path = Path::extend(before, Step(op, live.label, live.line), own_ns);
@@ -876,7 +897,7 @@ impl RunFold {
         live.reads = Vec::new();
         live.writes = Vec::new();
         live.message = None;
-        live.done_best = None;
+        live.done = None;
         let preds = std::mem::take(&mut live.preds);
         for pred in preds {
             if let PredFrom::Live(from) = pred.from {

@@ -976,12 +976,13 @@ fn a_write_behind_two_running_reads_names_both() {
     );
 }
 
-/// `b = ones(4)`, then `n` times `c = c + b` (each running while the next starts, on two
-/// workers, for 1 to 7 ns), then `b = b * 2`: `b` is read by every op and written only at the
-/// end. Times and ids are made up, as a log read from a file may have them.
+/// `b = ones(4)` (which writes `e` too), then `n` times `c = c + b` (which reads `e` too; each
+/// running while the next starts, on two workers, for 1 to 7 ns), then `b = b * 2` (which writes
+/// `e` too): `b` and `e` are read by every op and written only at the end. Times and ids are
+/// made up, as a log read from a file may have them.
 fn reads_of_a_var_written_at_the_end(n: u64) -> Vec<dep_engine::Event> {
     use dep_engine::{Device, Event, EventKind, OpId, VarId};
-    let (b, c) = (VarId(1), VarId(2));
+    let (b, c, e) = (VarId(1), VarId(2), VarId(3));
     let mut events = Vec::new();
     let mut now = 0;
     let mut at = |kind: EventKind| {
@@ -995,6 +996,10 @@ fn reads_of_a_var_written_at_the_end(n: u64) -> Vec<dep_engine::Event> {
     at(EventKind::VarCreated {
         var: c,
         name: Arc::from("c"),
+    });
+    at(EventKind::VarCreated {
+        var: e,
+        name: Arc::from("e"),
     });
     let label: Arc<str> = Arc::from("c = c + b");
     let op = |id: u64, label: &Arc<str>, reads: Vec<VarId>, writes: Vec<VarId>| EventKind::Pushed {
@@ -1012,7 +1017,7 @@ fn reads_of_a_var_written_at_the_end(n: u64) -> Vec<dep_engine::Event> {
         message: None,
     };
     let last = n + 1;
-    at(op(0, &Arc::from("b = ones(4)"), vec![], vec![b, c]));
+    at(op(0, &Arc::from("b = ones(4)"), vec![], vec![b, c, e]));
     at(EventKind::Started {
         op: OpId(0),
         worker: 0,
@@ -1020,9 +1025,9 @@ fn reads_of_a_var_written_at_the_end(n: u64) -> Vec<dep_engine::Event> {
     at(finished(0));
     for id in 1..=last {
         if id == last {
-            at(op(id, &Arc::from("b = b * 2"), vec![b], vec![b]));
+            at(op(id, &Arc::from("b = b * 2"), vec![b], vec![b, e]));
         } else {
-            at(op(id, &label, vec![c, b], vec![c]));
+            at(op(id, &label, vec![c, b, e], vec![c]));
         }
         at(EventKind::Ready { op: OpId(id) });
         at(EventKind::Started {
