@@ -579,23 +579,26 @@ impl RunFold {
                 add(PredFrom::Live(reader), *var, Hazard::WriteAfterRead);
                 dropped_refs.push(reader);
             }
-            let reads = &mut history.done_reads;
-            for read in reads.reads.drain(..) {
-                add(
-                    PredFrom::Done(done.reads.len() as u32),
-                    *var,
-                    Hazard::WriteAfterRead,
-                );
-                done.reads.push(read);
-            }
-            done.n += std::mem::take(&mut reads.n);
-            if let Some((path, position)) = reads.best.take() {
-                let best = longer(
-                    done.best.as_ref().map(|(path, position)| (path, *position)),
-                    Some((&path, position)),
-                );
-                if best.is_some_and(|(_, best)| best == position) {
-                    done.best = Some((path, position));
+            // Looked at only when there are some: most variables never have any.
+            if history.done_reads.n > 0 {
+                let reads = &mut history.done_reads;
+                for read in reads.reads.drain(..) {
+                    add(
+                        PredFrom::Done(done.reads.len() as u32),
+                        *var,
+                        Hazard::WriteAfterRead,
+                    );
+                    done.reads.push(read);
+                }
+                done.n += std::mem::take(&mut reads.n);
+                if let Some((path, position)) = reads.best.take() {
+                    let best = longer(
+                        done.best.as_ref().map(|(path, position)| (path, *position)),
+                        Some((&path, position)),
+                    );
+                    if best.is_some_and(|(_, best)| best == position) {
+                        done.best = Some((path, position));
+                    }
                 }
             }
             dropped_refs.extend(history.last_write.replace(own));
@@ -700,6 +703,8 @@ impl RunFold {
         let (slots, device_ops) = (&self.slots, &self.device_ops);
         let done = &mut history.done_reads;
         let mut let_go: Vec<Slot> = Vec::new();
+        // The longest path among them, copied once at the end.
+        let mut best = done.best.as_ref().map(|(path, position)| (path, *position));
         history.reads_since.retain(|slot| {
             let Some(reader) = slots[*slot as usize].as_ref() else {
                 return true;
@@ -717,16 +722,14 @@ impl RunFold {
                     started: reader.started,
                 });
             }
-            let best = longer(
-                done.best.as_ref().map(|(path, position)| (path, *position)),
-                Some((path, reader.position)),
-            );
-            if best.is_some_and(|(_, best)| best == reader.position) {
-                done.best = Some((path.clone(), reader.position));
-            }
+            best = longer(best, Some((path, reader.position)));
             let_go.push(*slot);
             false
         });
+        let kept = done.best.as_ref().map(|(_, position)| *position);
+        if let Some((path, position)) = best.filter(|(_, position)| Some(*position) != kept) {
+            done.best = Some((path.clone(), position));
+        }
         history.let_go_at = 2 * history.reads_since.len();
         for slot in let_go {
             self.unref(slot);
