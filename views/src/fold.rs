@@ -299,8 +299,9 @@ struct History {
     last_write: Option<Slot>,
     /// The readers since the last write that the fold holds as ops.
     reads_since: Vec<Slot>,
-    /// The readers since the last write let go as ops.
-    done_reads: DoneReads,
+    /// The readers since the last write let go as ops; `None` when there are none (most
+    /// variables never have any).
+    done_reads: Option<Box<DoneReads>>,
     /// The length of `reads_since` at which its finished readers are next let go.
     let_go_at: usize,
 }
@@ -555,7 +556,7 @@ impl RunFold {
         // Variables with many readers held: their finished ones are let go once it is in place.
         let mut let_go: SmallVec<[VarId; 2]> = SmallVec::new();
         // Its dependencies on readers let go as ops, from every variable it writes.
-        let mut done = DoneReads::default();
+        let mut done: Option<Box<DoneReads>> = None;
         for var in reads {
             let history = self.histories.entry(*var).or_default();
             if let Some(writer) = history.last_write {
@@ -569,7 +570,7 @@ impl RunFold {
         }
         for var in writes {
             let history = self.histories.entry(*var).or_default();
-            if history.reads_since.is_empty() && history.done_reads.n == 0 {
+            if history.reads_since.is_empty() && history.done_reads.is_none() {
                 if let Some(writer) = history.last_write {
                     add(PredFrom::Live(writer), *var, Hazard::WriteAfterWrite);
                 }
@@ -579,9 +580,8 @@ impl RunFold {
                 add(PredFrom::Live(reader), *var, Hazard::WriteAfterRead);
                 dropped_refs.push(reader);
             }
-            // Looked at only when there are some: most variables never have any.
-            if history.done_reads.n > 0 {
-                let reads = &mut history.done_reads;
+            if let Some(mut reads) = history.done_reads.take() {
+                let done = done.get_or_insert_with(Box::default);
                 for read in reads.reads.drain(..) {
                     add(
                         PredFrom::Done(done.reads.len() as u32),
@@ -590,7 +590,7 @@ impl RunFold {
                     );
                     done.reads.push(read);
                 }
-                done.n += std::mem::take(&mut reads.n);
+                done.n += reads.n;
                 if let Some((path, position)) = reads.best.take() {
                     let best = longer(
                         done.best.as_ref().map(|(path, position)| (path, *position)),
@@ -610,7 +610,9 @@ impl RunFold {
                 PredFrom::Live(slot) => slots[slot as usize]
                     .as_ref()
                     .map_or(0, |from| from.position),
-                PredFrom::Done(index) => done.reads[index as usize].position,
+                PredFrom::Done(index) => done
+                    .as_ref()
+                    .map_or(0, |done| done.reads[index as usize].position),
             };
             // Stable: of an op named twice, its first access is kept.
             preds.sort_by_key(position);
@@ -672,7 +674,7 @@ impl RunFold {
             state: OpState::Waiting,
             message: None,
             preds,
-            done: (done.n > 0).then(|| Box::new(done)),
+            done,
             refs: own_refs,
             path: None,
         };
@@ -701,7 +703,7 @@ impl RunFold {
             return;
         };
         let (slots, device_ops) = (&self.slots, &self.device_ops);
-        let done = &mut history.done_reads;
+        let mut done = history.done_reads.take().unwrap_or_default();
         let mut let_go: Vec<Slot> = Vec::new();
         // The longest path among them, copied once at the end.
         let mut best = done.best.as_ref().map(|(path, position)| (path, *position));
@@ -730,6 +732,7 @@ impl RunFold {
         if let Some((path, position)) = best.filter(|(_, position)| Some(*position) != kept) {
             done.best = Some((path.clone(), position));
         }
+        history.done_reads = (done.n > 0).then_some(done);
         history.let_go_at = 2 * history.reads_since.len();
         for slot in let_go {
             self.unref(slot);
@@ -876,12 +879,11 @@ impl RunFold {
                 Some((from.path.as_ref()?, from.position))
             })
             .max_by_key(|(path, position)| (path.ns, *position));
-        let done_best = live
-            .done
-            .as_ref()
-            .and_then(|done| done.best.as_ref())
-            .map(|(path, position)| (path, *position));
-        let before = longer(before, done_best).map(|(path, _)| path);
+        let before = match live.done.as_ref().and_then(|done| done.best.as_ref()) {
+            Some((path, position)) => longer(before, Some((path, *position))),
+            None => before,
+        }
+        .map(|(path, _)| path);
         let path = Path::extend(before, Step(op, live.label, live.line), own_ns);
         let position = live.position;
         let better = match self.critical() {
