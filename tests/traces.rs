@@ -96,15 +96,10 @@ fn the_trace_of_every_sample_on_every_engine_replays() {
     }
 }
 
-#[test]
-fn a_long_observed_run_completes_under_a_memory_limit() {
+/// `dep run long.dep --summary` of `script` with at most 300 MB of address space.
+fn summary_under_a_memory_limit(script: &str) -> Run {
     let dir = TestDir::new();
-    // 300,002 ops (the `print`'s wait for its temporary and its deletion are not counted):
-    // folding the summary from the whole event log took 620 MB here.
-    dir.write(
-        "long.dep",
-        "x = ones(64)\nfor i in 0..150000 {\n  y = x + 1\n  x = y * 1\n}\nprint sum(x)\n",
-    );
+    dir.write("long.dep", script);
     let command = format!(
         "ulimit -v 300000 && exec '{}' run long.dep --summary",
         crate::util::dep_binary().display()
@@ -117,11 +112,36 @@ fn a_long_observed_run_completes_under_a_memory_limit() {
         .env_remove("DEP_ENGINE")
         .env_remove("DEP_THREADS")
         .stdin(std::process::Stdio::null());
-    let run = Run::of(&mut shell).expect_code(0);
+    Run::of(&mut shell).expect_code(0)
+}
+
+#[test]
+fn a_long_observed_run_completes_under_a_memory_limit() {
+    // 300,002 ops (the `print`'s wait for its temporary and its deletion are not counted):
+    // folding the summary from the whole event log took 620 MB here.
+    let run = summary_under_a_memory_limit(
+        "x = ones(64)\nfor i in 0..150000 {\n  y = x + 1\n  x = y * 1\n}\nprint sum(x)\n",
+    );
     assert_eq!(run.stdout, "9.600064e+06\n");
     assert!(
         run.stderr
             .starts_with("summary: 300002 ops (300002 done), wall "),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_long_loop_reading_a_variable_it_never_writes_completes_under_a_memory_limit() {
+    // Every op reads `b`, which nothing writes: the fold held every op for a later write of
+    // `b` (about 400 bytes each) and ran out of memory here.
+    let run = summary_under_a_memory_limit(
+        "b = ones(4)\nc = ones(4)\nfor i in 0..400000 {\n  c = c + b\n}\nprint sum(c)\n",
+    );
+    assert_eq!(run.stdout, "1.600004e+06\n");
+    assert!(
+        run.stderr
+            .starts_with("summary: 400003 ops (400003 done), wall "),
         "{}",
         run.stderr
     );

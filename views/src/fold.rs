@@ -3,8 +3,11 @@
 //!
 //! A [`Replay`](crate::Replay) keeps every event and every op; this keeps the ops that are
 //! unfinished or that a later op may still depend on (the last writer of each live variable and
-//! the readers since), so a long run folds in memory that does not grow with its length. The
-//! same fold computes [`Summary::of`] for a replay, so the two never disagree.
+//! the readers since), so a long run folds in memory that does not grow with its length. A
+//! variable read again and again and not written (a loop's `c = c + b` reads `b` every time)
+//! would hold every reader: its finished readers are let go as ops once they are many, and kept
+//! only as what a later write needs of them (see [`DoneReads`]). The same fold computes
+//! [`Summary::of`] for a replay, so the two never disagree.
 //!
 //! Dependencies are those of [`Edge`](crate::Edge): a read depends on the last write before it;
 //! a write on every read since the last write or, when there was none, on the last write. Each
@@ -257,6 +260,9 @@ struct LiveOp {
     message: Option<String>,
     /// Its dependencies, held until it finishes.
     preds: SmallVec<[Pred; 2]>,
+    /// Its dependencies on readers let go as ops (which [`PredFrom::Done`] names by index) and
+    /// the longest path among them; held until it finishes.
+    done: Option<Box<DoneReads>>,
     /// How many history entries and unfinished later ops name it.
     refs: u32,
     /// The longest path ending at it, once it finished.
@@ -264,17 +270,69 @@ struct LiveOp {
 }
 
 struct Pred {
-    /// The earlier op's slot: it lives at least as long as this dependency does.
-    from: Slot,
+    from: PredFrom,
     var: VarId,
     hazard: Hazard,
     flow: u64,
 }
 
+/// The earlier op of a dependency.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PredFrom {
+    /// An op the fold holds, by slot: it lives at least as long as this dependency does.
+    Live(Slot),
+    /// A finished reader let go as an op (see [`DoneReads`]), by its index in the later op's
+    /// own [`DoneReads::reads`].
+    Done(u32),
+}
+
+/// What a later write needs of a finished reader let go as an op: its push position (the
+/// order of dependencies) and where and when it started (its flow's start), when it did.
+#[derive(Clone, Copy)]
+struct DoneRead {
+    position: usize,
+    started: Option<(u32, u64)>,
+}
+
 #[derive(Default)]
 struct History {
     last_write: Option<Slot>,
+    /// The readers since the last write that the fold holds as ops.
     reads_since: Vec<Slot>,
+    /// The readers since the last write let go as ops; `None` when there are none (most
+    /// variables never have any).
+    done_reads: Option<Box<DoneReads>>,
+    /// The length of `reads_since` at which its finished readers are next let go.
+    let_go_at: usize,
+}
+
+/// The finished readers of a variable since its last write that the fold let go as ops: each
+/// one's [`DoneRead`] when the trace keeps flows (a later write has one flow from each), and
+/// the longest path among them (the one a later write's path may go through). A variable read
+/// by every op of a loop and never written holds a few words per reader, or none for a summary.
+#[derive(Default)]
+struct DoneReads {
+    /// How many.
+    n: usize,
+    /// Each one, in no order; empty when the trace keeps no flows.
+    reads: Vec<DoneRead>,
+    /// The longest path ending at one of them, and the push position of that one.
+    best: Option<(Path, usize)>,
+}
+
+/// The fewest readers of a variable the fold holds before it lets the finished ones go.
+const LET_GO_AT_LEAST: usize = 32;
+
+/// The longer of two paths, each with its last op's push position: by run time, then the
+/// latest pushed (as a write's path picks among its dependencies).
+fn longer<'a>(
+    a: Option<(&'a Path, usize)>,
+    b: Option<(&'a Path, usize)>,
+) -> Option<(&'a Path, usize)> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if (b.0.ns, b.1) > (a.0.ns, a.1) { b } else { a }),
+        (a, b) => a.or(b),
+    }
 }
 
 struct DeviceOp {
@@ -470,9 +528,20 @@ impl RunFold {
             Some(slot) => *slot,
             None => self.slots.len() as Slot,
         };
+        // Its dependencies, each earlier op once (by its first access here), in push order.
         let mut preds: SmallVec<[Pred; 2]> = SmallVec::new();
-        let mut add = |from: Slot, var: VarId, hazard: Hazard| {
-            if from != own && !preds.iter().any(|pred| pred.from == from) {
+        // Whether a reader let go as an op is among them: it may be there twice, or be an op
+        // also named by slot, which only its position tells.
+        let mut any_done = false;
+        let mut add = |from: PredFrom, var: VarId, hazard: Hazard| {
+            let new = match from {
+                PredFrom::Live(slot) => slot != own && !preds.iter().any(|pred| pred.from == from),
+                PredFrom::Done(_) => {
+                    any_done = true;
+                    true
+                }
+            };
+            if new {
                 preds.push(Pred {
                     from,
                     var,
@@ -484,49 +553,91 @@ impl RunFold {
         // The references to it: one per access, in the histories.
         let mut own_refs = 0;
         let mut dropped_refs: SmallVec<[Slot; 8]> = SmallVec::new();
+        // Variables with many readers held: their finished ones are let go once it is in place.
+        let mut let_go: SmallVec<[VarId; 2]> = SmallVec::new();
+        // Its dependencies on readers let go as ops, from every variable it writes.
+        let mut done: Option<Box<DoneReads>> = None;
         for var in reads {
             let history = self.histories.entry(*var).or_default();
             if let Some(writer) = history.last_write {
-                add(writer, *var, Hazard::ReadAfterWrite);
+                add(PredFrom::Live(writer), *var, Hazard::ReadAfterWrite);
             }
             history.reads_since.push(own);
             own_refs += 1;
+            if history.reads_since.len() >= history.let_go_at.max(LET_GO_AT_LEAST) {
+                let_go.push(*var);
+            }
         }
         for var in writes {
             let history = self.histories.entry(*var).or_default();
-            if history.reads_since.is_empty() {
+            if history.reads_since.is_empty() && history.done_reads.is_none() {
                 if let Some(writer) = history.last_write {
-                    add(writer, *var, Hazard::WriteAfterWrite);
+                    add(PredFrom::Live(writer), *var, Hazard::WriteAfterWrite);
                 }
             }
             // Drained, not taken: the variable's next reads reuse the room.
             for reader in history.reads_since.drain(..) {
-                add(reader, *var, Hazard::WriteAfterRead);
+                add(PredFrom::Live(reader), *var, Hazard::WriteAfterRead);
                 dropped_refs.push(reader);
+            }
+            if let Some(mut reads) = history.done_reads.take() {
+                let done = done.get_or_insert_with(Box::default);
+                for read in reads.reads.drain(..) {
+                    add(
+                        PredFrom::Done(done.reads.len() as u32),
+                        *var,
+                        Hazard::WriteAfterRead,
+                    );
+                    done.reads.push(read);
+                }
+                done.n += reads.n;
+                if let Some((path, position)) = reads.best.take() {
+                    let best = longer(
+                        done.best.as_ref().map(|(path, position)| (path, *position)),
+                        Some((&path, position)),
+                    );
+                    if best.is_some_and(|(_, best)| best == position) {
+                        done.best = Some((path, position));
+                    }
+                }
             }
             dropped_refs.extend(history.last_write.replace(own));
             own_refs += 1;
         }
         if preds.len() > 1 {
             let slots = &self.slots;
-            preds.sort_by_key(|pred| {
-                slots[pred.from as usize]
+            let position = |pred: &Pred| match pred.from {
+                PredFrom::Live(slot) => slots[slot as usize]
                     .as_ref()
-                    .map_or(0, |from| from.position)
-            });
+                    .map_or(0, |from| from.position),
+                PredFrom::Done(index) => done
+                    .as_ref()
+                    .map_or(0, |done| done.reads[index as usize].position),
+            };
+            // Stable: of an op named twice, its first access is kept.
+            preds.sort_by_key(position);
+            if any_done {
+                preds.dedup_by(|later, earlier| position(later) == position(earlier));
+            }
         }
         for pred in &mut preds {
             self.n_edges += 1;
             pred.flow = self.n_edges;
-            // Each dependency holds the op it names.
-            if let Some(from) = &mut self.slots[pred.from as usize] {
-                from.refs += 1;
+            // Each dependency on an op the fold holds holds it.
+            if let PredFrom::Live(slot) = pred.from {
+                if let Some(from) = &mut self.slots[slot as usize] {
+                    from.refs += 1;
+                }
             }
         }
         if device != Device::Cpu {
+            // A reader let go as an op was not a device op (see `let_go_of_done_reads`).
             let device_preds = preds
                 .iter()
-                .map(|pred| self.slot(pred.from).id)
+                .filter_map(|pred| match pred.from {
+                    PredFrom::Live(slot) => Some(self.slot(slot).id),
+                    PredFrom::Done(_) => None,
+                })
                 .filter(|from| self.device_ops.contains_key(from))
                 .collect();
             self.device_ops.insert(
@@ -563,6 +674,7 @@ impl RunFold {
             state: OpState::Waiting,
             message: None,
             preds,
+            done,
             refs: own_refs,
             path: None,
         };
@@ -576,6 +688,61 @@ impl RunFold {
         for slot in dropped_refs {
             self.unref(slot);
         }
+        for var in let_go {
+            self.let_go_of_done_reads(var, keep_accesses);
+        }
+    }
+
+    /// Lets go of the finished readers of `var` since its last write that the fold holds only
+    /// for that write (not device ops, whose kernels may be reported later): each one leaves a
+    /// [`DoneRead`] (when `keep_flows`) and its path if it is the longest. The next time is
+    /// when as many readers again are held, so each reader is looked at a bounded number of
+    /// times on average.
+    fn let_go_of_done_reads(&mut self, var: VarId, keep_flows: bool) {
+        let Some(history) = self.histories.get_mut(&var) else {
+            return;
+        };
+        let (slots, device_ops) = (&self.slots, &self.device_ops);
+        let mut done = history.done_reads.take().unwrap_or_default();
+        let mut let_go: Vec<Slot> = Vec::new();
+        // The longest path among them, copied once at the end.
+        let mut best = done.best.as_ref().map(|(path, position)| (path, *position));
+        history.reads_since.retain(|slot| {
+            let Some(reader) = slots[*slot as usize].as_ref() else {
+                return true;
+            };
+            let Some(path) = &reader.path else {
+                return true;
+            };
+            if device_ops.contains_key(&reader.id) {
+                return true;
+            }
+            done.n += 1;
+            if keep_flows {
+                done.reads.push(DoneRead {
+                    position: reader.position,
+                    started: reader.started,
+                });
+            }
+            best = longer(best, Some((path, reader.position)));
+            let_go.push(*slot);
+            false
+        });
+        let kept = done.best.as_ref().map(|(_, position)| *position);
+        if let Some((path, position)) = best.filter(|(_, position)| Some(*position) != kept) {
+            done.best = Some((path.clone(), position));
+        }
+        history.done_reads = (done.n > 0).then_some(done);
+        history.let_go_at = 2 * history.reads_since.len();
+        for slot in let_go {
+            self.unref(slot);
+        }
+    }
+
+    /// How many ops the fold holds now.
+    #[cfg(test)]
+    pub(crate) fn n_live_ops(&self) -> usize {
+        self.slots.iter().flatten().count()
     }
 
     /// The live op in `slot`.
@@ -617,7 +784,12 @@ impl RunFold {
         }
         let live = self.slot(slot);
         for pred in &live.preds {
-            let Some(from) = self.slot(pred.from).started else {
+            let started = match (pred.from, &live.done) {
+                (PredFrom::Live(from), _) => self.slot(from).started,
+                (PredFrom::Done(index), Some(done)) => done.reads[index as usize].started,
+                (PredFrom::Done(_), None) => None,
+            };
+            let Some(from) = started else {
                 continue;
             };
             let var = self.var_name(pred.var);
@@ -700,11 +872,18 @@ impl RunFold {
             .preds
             .iter()
             .filter_map(|pred| {
-                let from = self.slot(pred.from);
+                let PredFrom::Live(from) = pred.from else {
+                    return None;
+                };
+                let from = self.slot(from);
                 Some((from.path.as_ref()?, from.position))
             })
-            .max_by_key(|(path, position)| (path.ns, *position))
-            .map(|(path, _)| path);
+            .max_by_key(|(path, position)| (path.ns, *position));
+        let before = match live.done.as_ref().and_then(|done| done.best.as_ref()) {
+            Some((path, position)) => longer(before, Some((path, *position))),
+            None => before,
+        }
+        .map(|(path, _)| path);
         let path = Path::extend(before, Step(op, live.label, live.line), own_ns);
         let position = live.position;
         let better = match self.critical() {
@@ -723,9 +902,12 @@ impl RunFold {
         live.reads = Vec::new();
         live.writes = Vec::new();
         live.message = None;
+        live.done = None;
         let preds = std::mem::take(&mut live.preds);
         for pred in preds {
-            self.unref(pred.from);
+            if let PredFrom::Live(from) = pred.from {
+                self.unref(from);
+            }
         }
         self.forget_if_unused(slot);
     }

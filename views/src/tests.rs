@@ -975,3 +975,147 @@ fn a_write_behind_two_running_reads_names_both() {
         Some("D was last written by D = A + 3 (line 5), which did not wait")
     );
 }
+
+/// `b = ones(4)` (which writes `e` too), then `n` times `c = c + b` (which reads `e` too; each
+/// running while the next starts, on two workers, for 1 to 7 ns), then `b = b * 2` (which writes
+/// `e` too): `b` and `e` are read by every op and written only at the end. Times and ids are
+/// made up, as a log read from a file may have them.
+fn reads_of_a_var_written_at_the_end(n: u64) -> Vec<dep_engine::Event> {
+    use dep_engine::{Device, Event, EventKind, OpId, VarId};
+    let (b, c, e) = (VarId(1), VarId(2), VarId(3));
+    let mut events = Vec::new();
+    let mut now = 0;
+    let mut at = |kind: EventKind| {
+        now += 1;
+        events.push(Event { time_ns: now, kind });
+    };
+    at(EventKind::VarCreated {
+        var: b,
+        name: Arc::from("b"),
+    });
+    at(EventKind::VarCreated {
+        var: c,
+        name: Arc::from("c"),
+    });
+    at(EventKind::VarCreated {
+        var: e,
+        name: Arc::from("e"),
+    });
+    let label: Arc<str> = Arc::from("c = c + b");
+    let op = |id: u64, label: &Arc<str>, reads: Vec<VarId>, writes: Vec<VarId>| EventKind::Pushed {
+        op: OpId(id),
+        label: label.clone(),
+        line: if id == 0 { 1 } else { 2 },
+        reads,
+        writes,
+        device: Device::Cpu,
+        priority: 0,
+    };
+    let finished = |id: u64| EventKind::Finished {
+        op: OpId(id),
+        state: OpState::Done,
+        message: None,
+    };
+    let last = n + 1;
+    at(op(0, &Arc::from("b = ones(4)"), vec![], vec![b, c, e]));
+    at(EventKind::Started {
+        op: OpId(0),
+        worker: 0,
+    });
+    at(finished(0));
+    for id in 1..=last {
+        if id == last {
+            at(op(id, &Arc::from("b = b * 2"), vec![b], vec![b, e]));
+        } else {
+            at(op(id, &label, vec![c, b, e], vec![c]));
+        }
+        at(EventKind::Ready { op: OpId(id) });
+        at(EventKind::Started {
+            op: OpId(id),
+            worker: (id % 2) as u32,
+        });
+        for _ in 0..id % 7 {
+            at(EventKind::Granted {
+                op: OpId(id),
+                var: c,
+            });
+        }
+        // The op before ends once this one started: two run at a time.
+        if id > 1 {
+            at(finished(id - 1));
+        }
+    }
+    at(finished(last));
+    events
+}
+
+#[test]
+fn the_fold_keeps_no_op_for_each_finished_read_of_a_var_not_yet_written() {
+    use crate::fold::{DeviceSlice, Flow, NoTrace, OpSlice, RunFold, TraceLane, TraceOut};
+    /// A flow's end: a worker and a time.
+    type End = (u32, u64);
+    /// Keeps each flow: its id, its ends.
+    #[derive(Default)]
+    struct Flows(Vec<(u64, End, End)>);
+    impl TraceOut for Flows {
+        fn event(&mut self, _: &dep_engine::Event) {}
+        fn slice(&mut self, _: &OpSlice<'_>) {}
+        fn flow(&mut self, flow: &Flow<'_>) {
+            self.0.push((flow.id, flow.from, flow.to));
+        }
+        fn device_slice(&mut self, _: &DeviceSlice<'_>) {}
+        fn end(&mut self, _: &[String], _: &[TraceLane]) {}
+    }
+    let n = 3_000;
+    let events = reads_of_a_var_written_at_the_end(n);
+    let replay = Replay::new(events.clone(), vec!["cpu:0".into(), "cpu:1".into()]);
+    let (mut bare, mut traced) = (RunFold::new(), RunFold::new());
+    let mut flows = Flows::default();
+    let mut most_live = (0, 0);
+    for event in &events {
+        bare.push(event, &mut NoTrace);
+        traced.push(event, &mut flows);
+        most_live.0 = most_live.0.max(bare.n_live_ops());
+        most_live.1 = most_live.1.max(traced.n_live_ops());
+    }
+    assert!(
+        most_live.0 < 100 && most_live.1 < 100,
+        "{most_live:?} ops held at once over {n} reads of b"
+    );
+    // Every flow of the whole replay's edges, with its ends, the last write's many among them.
+    let start = |id| {
+        let op = replay.op(id).unwrap();
+        (op.worker.unwrap(), op.started_ns.unwrap())
+    };
+    let expected: Vec<_> = replay
+        .edges()
+        .iter()
+        .enumerate()
+        .map(|(index, edge)| (index as u64 + 1, start(edge.from), start(edge.to)))
+        .collect();
+    let mut got = flows.0;
+    got.sort_unstable();
+    assert_eq!(got.len(), expected.len());
+    assert_eq!(got, expected);
+    assert!(
+        expected.len() as u64 > 2 * n,
+        "each read ends in an edge to b's write"
+    );
+    // The summary: the whole DAG's critical path, with a trace or without.
+    let summary = bare.finish(replay.worker_names(), &mut NoTrace);
+    assert_eq!(
+        summary,
+        traced.finish(replay.worker_names(), &mut Flows::default())
+    );
+    let (n_ops, shown, ns) = shown_critical_path(&replay);
+    assert_eq!(
+        (summary.critical_path_ops, summary.critical_path_ns),
+        (n_ops, ns)
+    );
+    let summary_shown: Vec<String> = summary
+        .critical_path
+        .into_iter()
+        .map(|(_, describe)| describe)
+        .collect();
+    assert_eq!(summary_shown, shown);
+}
