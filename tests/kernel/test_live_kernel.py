@@ -136,9 +136,22 @@ def test_an_interrupt_stops_a_loop_at_its_next_statement(kernel):
     assert reply["content"]["ename"] == "Interrupted"
     printed = stdout_of(kernel.iopub_until_idle(msg_id)).splitlines()
     assert 0 < len(printed) < 500, printed
+    # x keeps its value, unless the interrupt came while the loop's next `x = work(...)` was
+    # pushed and not yet started: that op is cancelled, and x holds a `cancelled` error until
+    # written again (a rare race, on a loaded machine).
+    n_cancelled = int(re.search(r"(\d+) ops that had not started", reply["content"]["evalue"]).group(1))
     reply, messages = kernel.execute("print sum(x) > 0")
+    if n_cancelled == 0:
+        assert reply["content"]["status"] == "ok", reply["content"]
+        assert stdout_of(messages) == "1.0\n"
+    else:
+        assert reply["content"]["status"] in ("ok", "error"), reply["content"]
+        if reply["content"]["status"] == "error":
+            assert "cancelled" in reply["content"]["evalue"], reply["content"]
+    # Either way the kernel lives on, and x can be written again.
+    reply, messages = kernel.execute("x = ones(2)\nprint sum(x)")
     assert reply["content"]["status"] == "ok", reply["content"]
-    assert stdout_of(messages) == "1.0\n"
+    assert stdout_of(messages) == "2.0\n"
 
 
 def test_a_message_with_a_bad_signature_is_dropped_and_the_next_good_one_answered(kernel):
