@@ -9,7 +9,7 @@ use std::time::Instant;
 /// When the engine started, as an `Instant` (to place the instants a device reports) and as
 /// the monotonic clock's nanoseconds (to read the time since cheaply). The two are read one
 /// after the other, so they name the same moment to within the time of one read.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Clock {
     origin: Instant,
     origin_ns: u64,

@@ -7,13 +7,15 @@
 //! [`EventKind::DeviceSpan`].
 //!
 //! Architecture Invariant: there is a clock only when events go to a sink under a real (not
-//! simulated) policy, so an unobserved engine pays one thread-local read per op that asks.
+//! simulated) policy, and only for ops placed on a device other than the CPU (the CPU has no
+//! device work to time), so an unobserved engine pays one thread-local read per op that asks,
+//! and an observed CPU op one.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::time::Instant;
 
 use crate::clock::Clock;
-use crate::sync::Arc;
+use crate::sync::{Arc, Weak};
 use crate::{Event, EventKind, EventSink, OpId};
 
 /// Reports when the current op's device work ran, in the engine's clock. Cheap to clone and
@@ -32,15 +34,28 @@ impl std::fmt::Debug for DeviceClock {
 }
 
 thread_local! {
-    /// The clock of the op running on this thread, while it runs and is observed.
-    static CURRENT: RefCell<Option<DeviceClock>> = const { RefCell::new(None) };
+    /// The op running on this thread, while it runs and is observed.
+    static CURRENT_OP: Cell<Option<OpId>> = const { Cell::new(None) };
+    /// The sink and clock of the last observed engine whose op ran on this thread: kept from op
+    /// to op, so that running one costs no reference count, and weak, so that it keeps no
+    /// engine's log alive.
+    static CURRENT_SINK: RefCell<Option<(Weak<dyn EventSink>, Clock)>> = const { RefCell::new(None) };
 }
 
 impl DeviceClock {
     /// The clock of the op running on this thread: `None` outside ops, when nobody observes the
     /// engine, and under the simulated policy (which has its own clock).
     pub fn current() -> Option<DeviceClock> {
-        CURRENT.with(|current| current.borrow().clone())
+        let op = CURRENT_OP.with(Cell::get)?;
+        CURRENT_SINK.with(|current| {
+            let current = current.borrow();
+            let (sink, clock) = current.as_ref()?;
+            Some(DeviceClock {
+                op,
+                sink: sink.upgrade()?,
+                clock: *clock,
+            })
+        })
     }
 
     /// The op whose device work this clock times.
@@ -70,15 +85,34 @@ impl DeviceClock {
         clock: Clock,
         body: impl FnOnce() -> T,
     ) -> T {
-        let clock = DeviceClock {
-            op,
-            sink: sink.clone(),
-            clock,
-        };
-        // Ops nest when one runs another's successors (an async op completed inside an op).
-        let outer = CURRENT.with(|current| current.borrow_mut().replace(clock));
+        // Ops nest when one runs another's successors (an async op completed inside an op), and
+        // an op may push to another engine: the outer op's clock comes back after.
+        let outer_op = CURRENT_OP.with(|current| current.replace(Some(op)));
+        let outer_sink = CURRENT_SINK.with(|current| {
+            let mut current = current.borrow_mut();
+            let same = current.as_ref().is_some_and(|(kept, kept_clock)| {
+                std::ptr::addr_eq(kept.as_ptr(), Arc::as_ptr(sink)) && *kept_clock == clock
+            });
+            (!same).then(|| current.replace((Arc::downgrade(sink), clock)))
+        });
         let result = body();
-        CURRENT.with(|current| *current.borrow_mut() = outer);
+        CURRENT_OP.with(|current| current.set(outer_op));
+        if let (Some(outer_sink), Some(_)) = (outer_sink, outer_op) {
+            CURRENT_SINK.with(|current| *current.borrow_mut() = outer_sink);
+        }
         result
+    }
+
+    /// Runs `body` as the execution of an op with no device work (a CPU op): no clock is current
+    /// while it runs, also when it runs inside another op's run, and none is made for it.
+    pub(crate) fn run_unclocked<T>(body: impl FnOnce() -> T) -> T {
+        match CURRENT_OP.with(Cell::take) {
+            None => body(),
+            Some(outer) => {
+                let result = body();
+                CURRENT_OP.with(|current| current.set(Some(outer)));
+                result
+            }
+        }
     }
 }

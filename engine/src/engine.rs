@@ -15,10 +15,11 @@
 //! - an op's closure: taken once, by the thread that runs it;
 //! - an asynchronous op's completion: taken once, by the first of its handle's `complete` and
 //!   `drop` (see `completion.rs`); it releases the op's accesses like a synchronous op's end;
-//! - the naive policy's fast path (`run_unqueued`): an unobserved synchronous op whose accesses
-//!   would all be granted at once runs on the pushing thread while it holds its variables' locks
-//!   (taken in id order, as an append does), never entering the queues: a push from another
-//!   thread to one of them waits for it, as its queue entries would make that push's op wait;
+//! - the naive policy's fast path (`run_unqueued`): a synchronous op whose accesses would all be
+//!   granted at once runs on the pushing thread while it holds its variables' locks (taken in id
+//!   order, as an append does), never entering the queues: a push from another thread to one of
+//!   them waits for it, as its queue entries would make that push's op wait. Observed, it sends
+//!   the events the queued path would; once a snapshot was taken, observed ops take the queues;
 //! - the count of unfinished ops: an atomic; the idle mutex is touched only when it reaches zero
 //!   while a thread waits for everything, and by that thread.
 //!
@@ -222,6 +223,20 @@ pub(crate) struct Shared {
     worker_names: Mutex<Vec<String>>,
     threads_started: Mutex<Vec<JoinHandle<()>>>,
     failures: Mutex<Vec<Arc<OpError>>>,
+    /// Whether a snapshot was ever taken: from then on an observed naive engine's ops take the
+    /// queued path, where a snapshot sees them running (see [`Shared::lock_if_grantable`]).
+    snapshots_taken: AtomicBool,
+}
+
+/// An op the naive fast path runs (see [`Shared::run_granted`]): its number and what its push
+/// event says of it, all borrowed from its pusher.
+struct GrantedOp<'a> {
+    id: OpId,
+    label: &'a Arc<str>,
+    line: u32,
+    device: Device,
+    priority: i32,
+    accesses: &'a Accesses,
 }
 
 engine_thread_local! {
@@ -267,6 +282,7 @@ impl Engine {
             worker_names: Mutex::new(vec!["main".to_string()]),
             threads_started: Mutex::new(Vec::new()),
             failures: Mutex::new(Vec::new()),
+            snapshots_taken: AtomicBool::new(false),
         });
         if shared.policy == Policy::Threaded {
             shared.group_for(Device::Cpu);
@@ -337,14 +353,19 @@ impl Engine {
     /// an unobserved op that waits for nothing at once, and then needs no copy of them).
     pub fn push_shared(&self, op: SharedOp<'_>) -> OpId {
         if let Some(mut guards) = self.shared.lock_if_grantable(op.accesses) {
-            let id = self.shared.run_granted(
-                self.shared.number_ops(1),
-                op.label,
-                op.line,
-                op.accesses,
-                &mut states_of(&mut guards),
-                || op.body.run(&self.shared.op_context()),
-            );
+            let granted = GrantedOp {
+                id: self.shared.number_ops(1),
+                label: op.label,
+                line: op.line,
+                device: op.device,
+                priority: op.priority,
+                accesses: op.accesses,
+            };
+            let id = self
+                .shared
+                .run_granted(&granted, &mut states_of(&mut guards), || {
+                    op.body.run(&self.shared.op_context())
+                });
             drop(guards);
             self.shared.count_finished(1);
             return id;
@@ -521,6 +542,14 @@ impl Monitor {
         self.shared.n_unfinished.load(Ordering::Acquire)
     }
 
+    /// Says that a live view will take snapshots from now on, before it takes the first: an
+    /// observed naive engine then queues every op, where a snapshot sees it waiting and running,
+    /// instead of running it at once under its variables' locks, where a snapshot would wait for
+    /// it. (The first snapshot says so too, but only once the op it may have waited for ended.)
+    pub fn expect_snapshots(&self) {
+        self.shared.snapshots_taken.store(true, Ordering::Relaxed);
+    }
+
     /// The names of the workers started so far, by worker index.
     pub fn worker_names(&self) -> Vec<String> {
         lock(&self.shared.worker_names).clone()
@@ -614,6 +643,18 @@ impl Shared {
         }
     }
 
+    /// Hands the sink, if any, and the time now to `send`, for the events a sink takes through
+    /// a method of their own. Not under the simulated policy (see [`Shared::emit`]).
+    #[inline]
+    fn emit_to(&self, send: impl FnOnce(&dyn EventSink, u64)) {
+        if self.sim.is_some() {
+            return;
+        }
+        if let Some(sink) = &self.sink {
+            send(&**sink, self.now_ns());
+        }
+    }
+
     fn push_block(
         self: &Arc<Self>,
         label: Arc<str>,
@@ -623,7 +664,7 @@ impl Shared {
         accesses: AccessSet,
         work: Work,
     ) -> OpId {
-        let work = match self.run_unqueued(&label, line, &accesses, work) {
+        let work = match self.run_unqueued(&label, line, device, priority, &accesses, work) {
             Ok(id) => return id,
             Err(work) => work,
         };
@@ -720,18 +761,20 @@ impl Shared {
         last
     }
 
-    /// The naive engine's fast path: an unobserved synchronous op whose accesses would all be
-    /// granted at once (nothing queued on what it writes, no write queued on what it reads) runs
-    /// here and now, under its variables' locks, without entering their queues or getting an op
-    /// block. The queued path would run it on this thread at once too; holding the locks (taken
-    /// in id order, as `append_accesses` does) keeps a push from another thread behind it, as its
-    /// queue entries would. Nothing is observed (no sink), so no event goes missing; a snapshot
-    /// taken meanwhile waits for the op. Gives the work back when the op must take the queued
-    /// path.
+    /// The naive engine's fast path: a synchronous op whose accesses would all be granted at
+    /// once (nothing queued on what it writes, no write queued on what it reads) runs here and
+    /// now, under its variables' locks, without entering their queues or getting an op block.
+    /// The queued path would run it on this thread at once too; holding the locks (taken in id
+    /// order, as `append_accesses` does) keeps a push from another thread behind it, as its
+    /// queue entries would. Observed, it sends the events the queued path would (see
+    /// [`Self::run_granted`]); a snapshot taken meanwhile waits for the op. Gives the work back
+    /// when the op must take the queued path.
     fn run_unqueued(
         self: &Arc<Self>,
         label: &Arc<str>,
         line: u32,
+        device: Device,
+        priority: i32,
         accesses: &AccessSet,
         work: Work,
     ) -> Result<OpId, Work> {
@@ -742,30 +785,33 @@ impl Shared {
             return Err(work);
         };
         let mut guards = guards;
-        let id = self.run_granted(
-            self.number_ops(1),
+        let granted = GrantedOp {
+            id: self.number_ops(1),
             label,
             line,
+            device,
+            priority,
             accesses,
-            &mut states_of(&mut guards),
-            || match work {
-                Work::Shared(body) => body.run(&self.op_context()),
-                Work::Run(exec) => exec(),
-                Work::Async(_) | Work::Wait(_) | Work::Delete(_) => {
-                    Err("the engine ran bookkeeping as a plain op".to_string())
-                }
-            },
-        );
+        };
+        let id = self.run_granted(&granted, &mut states_of(&mut guards), || match work {
+            Work::Shared(body) => body.run(&self.op_context()),
+            Work::Run(exec) => exec(),
+            Work::Async(_) | Work::Wait(_) | Work::Delete(_) => {
+                Err("the engine ran bookkeeping as a plain op".to_string())
+            }
+        });
         drop(guards);
         self.count_finished(1);
         Ok(id)
     }
 
     /// The locks of `accesses`' variables, taken in id order, when the fast path may run the op
-    /// now (see [`Self::run_unqueued`]): the naive policy, no sink, a handful of accesses, each
-    /// grantable at once.
+    /// now (see [`Self::run_unqueued`]): the naive policy, a handful of accesses, each grantable
+    /// at once, and, when observed, no snapshot taken yet. A snapshot cannot see an op that runs
+    /// under its variables' locks (it waits for it), so once a live view asks for snapshots the
+    /// observed ops take the queued path, where snapshots see them waiting and running.
     fn lock_if_grantable<'a>(&self, accesses: &'a Accesses) -> Option<FastGuards<'a>> {
-        if self.policy != Policy::Naive || self.sink.is_some() || accesses.len() > FAST_ACCESSES {
+        if !self.may_run_unqueued() || accesses.len() > FAST_ACCESSES {
             return None;
         }
         let mut guards: FastGuards<'a> = Default::default();
@@ -779,16 +825,22 @@ impl Shared {
         Some(guards)
     }
 
+    /// Whether the naive fast path is open: the naive policy, unobserved or observed by nothing
+    /// that takes snapshots.
+    fn may_run_unqueued(&self) -> bool {
+        self.policy == Policy::Naive
+            && (self.sink.is_none() || !self.snapshots_taken.load(Ordering::Relaxed))
+    }
+
     /// Runs a whole batch here and now, as [`Self::run_unqueued`] runs one op, when every op of
-    /// it would be granted at once (the naive policy, no sink, a handful of variables and
-    /// accesses per op): every variable locked once, in id order, for the whole batch. The ops
+    /// it would be granted at once (the naive policy, no snapshot-taking observer, a handful of
+    /// variables and accesses per op): every variable locked once, in id order, for the whole batch. The ops
     /// run in order, each numbered, refused, reported and counted as alone; their variables'
     /// queues do not change meanwhile (these ops never enter them), so whether each would be
     /// granted is known before the first runs. Returns the last op's id, or `None` when the
     /// batch must be pushed op by op.
     fn run_batch_unqueued(&self, batch: &OpBatch, context: impl Fn() -> OpContext) -> Option<OpId> {
-        if self.policy != Policy::Naive
-            || self.sink.is_some()
+        if !self.may_run_unqueued()
             || batch.vars.len() > BATCH_VARS
             || batch.ops.iter().any(|op| op.accesses.len() > FAST_ACCESSES)
         {
@@ -819,14 +871,19 @@ impl Shared {
         for ((op, indices), id) in batch.ops.iter().zip(&batch.var_indices).zip(first.0..) {
             let accesses = &op.accesses;
             let mut states = states_in(&mut guards, accesses, indices);
-            last = Some(self.run_granted(
-                OpId(id),
-                &op.label,
-                op.line,
+            let granted = GrantedOp {
+                id: OpId(id),
+                label: &op.label,
+                line: op.line,
+                device: op.device,
+                priority: op.priority,
                 accesses,
-                &mut states[..accesses.len()],
-                || op.body.run(&context()),
-            ));
+            };
+            last = Some(
+                self.run_granted(&granted, &mut states[..accesses.len()], || {
+                    op.body.run(&context())
+                }),
+            );
         }
         drop(guards);
         self.count_finished(batch.ops.len());
@@ -835,17 +892,61 @@ impl Shared {
 
     /// Runs an op whose variables' states `states` holds, locked, by access index (see
     /// [`Self::run_unqueued`]), as a push and its whole run: refused when cancelled or reading an
-    /// error, its failure reported and its writes counted. The caller numbers it first (`id`,
-    /// from [`Self::number_ops`]), unlocks the variables after, then counts the op finished.
+    /// error, its failure reported and its writes counted. Observed, it sends what the queued
+    /// path sends for an op granted at once and run on this thread: its push (every access
+    /// granted, ready) and its start on [`CALLER_WORKER`], at one moment (nothing stands between
+    /// them here), then its end, its device clock current while it runs. The caller numbers it
+    /// first (from [`Self::number_ops`]), unlocks the variables after, then counts the op
+    /// finished.
     fn run_granted(
         &self,
-        id: OpId,
-        label: &Arc<str>,
-        line: u32,
-        accesses: &Accesses,
+        op: &GrantedOp<'_>,
         states: &mut [Option<&mut VarState>],
         run: impl FnOnce() -> Result<(), String>,
     ) -> OpId {
+        let Some(sink) = &self.sink else {
+            self.settle_granted(op, states, run);
+            return op.id;
+        };
+        let n_accesses = op.accesses.len();
+        debug_assert!(n_accesses <= FAST_ACCESSES);
+        let push = Push {
+            op: op.id,
+            label: op.label,
+            line: op.line,
+            reads: &op.accesses.reads,
+            writes: &op.accesses.writes,
+            device: op.device,
+            priority: op.priority,
+            granted: &[(1 << n_accesses) - 1],
+            ready: true,
+        };
+        sink.pushed_and_started(self.now_ns(), &push);
+        let outcome = observed_run(op.id, op.device, sink, self.clock, || {
+            self.settle_granted(op, states, run)
+        });
+        let message = outcome.error().map(|error| error.message.as_str());
+        sink.finished(self.now_ns(), op.id, outcome.state(), message);
+        op.id
+    }
+
+    /// Runs the fast path's op unless it is refused (cancelled, or reading an error), reports its
+    /// failure and counts its writes, giving their variables its error or none; returns how it
+    /// ended.
+    #[inline(always)]
+    fn settle_granted(
+        &self,
+        op: &GrantedOp<'_>,
+        states: &mut [Option<&mut VarState>],
+        run: impl FnOnce() -> Result<(), String>,
+    ) -> Outcome {
+        let GrantedOp {
+            id,
+            label,
+            line,
+            accesses,
+            ..
+        } = *op;
         let n_reads = accesses.reads.len();
         let guards = &mut states[..accesses.len()];
         let outcome = if id.0 < self.cancel_below.load(Ordering::Acquire) {
@@ -874,7 +975,7 @@ impl Shared {
                     .store(error.is_some(), Ordering::Release);
             }
         }
-        id
+        outcome
     }
 
     /// Appends the op's accesses to its variables' queues, reads then writes; returns how many
@@ -1011,7 +1112,7 @@ impl Shared {
     fn execute(self: &Arc<Self>, op: OpRef, worker: u32, ready: &mut Vec<OpRef>) {
         op.set_worker(worker);
         op.set_state(OpState::Running);
-        self.emit(|| EventKind::Started { op: op.id, worker });
+        self.emit_to(|sink, time_ns| sink.started(time_ns, op.id, worker));
         let work = lock(&op.work).take();
         match work {
             Some(Work::Run(exec)) => {
@@ -1083,10 +1184,9 @@ impl Shared {
                 sim.finished(sink, op.id, sim_outcome(op, &outcome), cost);
             }
         }
-        self.emit(|| EventKind::Finished {
-            op: op.id,
-            state: outcome.state(),
-            message: outcome.error().map(|error| error.message.clone()),
+        self.emit_to(|sink, time_ns| {
+            let message = outcome.error().map(|error| error.message.as_str());
+            sink.finished(time_ns, op.id, outcome.state(), message);
         });
         self.release(op, outcome.error(), ready);
         if deleted {
@@ -1222,7 +1322,9 @@ impl Shared {
     /// Runs `body` as `op`'s execution, with its device clock current when observed.
     fn clocked<T>(&self, op: &OpBlock, body: impl FnOnce() -> T) -> T {
         match &self.sink {
-            Some(sink) if self.sim.is_none() => DeviceClock::run_as(op.id, sink, self.clock, body),
+            Some(sink) if self.sim.is_none() => {
+                observed_run(op.id, op.device, sink, self.clock, body)
+            }
             _ => body(),
         }
     }
@@ -1378,6 +1480,7 @@ impl Shared {
     }
 
     fn snapshot(&self) -> Snapshot {
+        self.snapshots_taken.store(true, Ordering::Relaxed);
         let time_ns = self.now_ns();
         let live: Vec<Arc<VarInner>> = {
             let mut vars = lock(&self.vars);
@@ -1446,6 +1549,22 @@ impl Shared {
     }
 }
 
+/// Runs `body` as the observed execution of op `id`, placed on `device`: with its device clock
+/// current, unless it runs on the CPU, which has no device work to time (see `device_time.rs`).
+#[inline]
+fn observed_run<T>(
+    id: OpId,
+    device: Device,
+    sink: &Arc<dyn EventSink>,
+    clock: Clock,
+    body: impl FnOnce() -> T,
+) -> T {
+    match device {
+        Device::Cpu => DeviceClock::run_unclocked(body),
+        _ => DeviceClock::run_as(id, sink, clock, body),
+    }
+}
+
 /// The first error held by a variable the op reads, also one it writes too (granted accesses:
 /// no other write can change it now).
 fn first_read_error(op: &OpBlock) -> Option<Arc<OpError>> {
@@ -1483,6 +1602,7 @@ fn cancelled(label: &Arc<str>, line: u32) -> Outcome {
 }
 
 /// Runs the op labelled `label`, at `line`: its outcome, a panic caught as a failure.
+#[inline(always)]
 fn run_caught(label: &Arc<str>, line: u32, run: impl FnOnce() -> Result<(), String>) -> Outcome {
     match catch_unwind(AssertUnwindSafe(run)) {
         Ok(Ok(())) => Outcome::Ok,

@@ -3,6 +3,7 @@
 //! Architecture Invariant: with no sink attached, the engine takes no timestamp and builds no
 //! event; the only cost is one branch per would-be event.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -125,6 +126,11 @@ pub struct Push<'a> {
 }
 
 impl Push<'_> {
+    /// How many accesses were granted at once.
+    pub fn n_granted(&self) -> u32 {
+        self.granted.iter().map(|word| word.count_ones()).sum()
+    }
+
     /// The events this push stands for: [`EventKind::Pushed`], a [`EventKind::Granted`] for
     /// each access granted at once (reads, then writes), then [`EventKind::Ready`] when ready.
     pub fn events(&self) -> impl Iterator<Item = EventKind> + '_ {
@@ -171,6 +177,37 @@ pub trait EventSink: Send + Sync {
         for kind in push.events() {
             self.event(Event { time_ns, kind });
         }
+    }
+
+    /// Takes an op's push, every access granted and the op ready, and its start on the thread
+    /// that pushed it ([`crate::CALLER_WORKER`]), both at `time_ns`: an op that runs the moment
+    /// it is pushed. By default [`EventSink::pushed`] then [`EventSink::started`]; a sink may
+    /// keep them as one record.
+    fn pushed_and_started(&self, time_ns: u64, push: &Push<'_>) {
+        self.pushed(time_ns, push);
+        self.started(time_ns, push.op, crate::CALLER_WORKER);
+    }
+
+    /// Takes op `op`'s start on worker `worker` at `time_ns`: by default an
+    /// [`EventKind::Started`]; a sink may keep it without building the event.
+    fn started(&self, time_ns: u64, op: OpId, worker: u32) {
+        self.event(Event {
+            time_ns,
+            kind: EventKind::Started { op, worker },
+        });
+    }
+
+    /// Takes op `op`'s end in `state` at `time_ns`, with its error message: by default an
+    /// [`EventKind::Finished`]; a sink may keep it without building the event.
+    fn finished(&self, time_ns: u64, op: OpId, state: OpState, message: Option<&str>) {
+        self.event(Event {
+            time_ns,
+            kind: EventKind::Finished {
+                op,
+                state,
+                message: message.map(str::to_owned),
+            },
+        });
     }
 
     /// Takes the grant of `op`'s access to `var` that made it ready, at a release: an
@@ -244,6 +281,10 @@ const READ_BATCH: u64 = 4096;
 
 /// Events per chunk of a shard.
 const CHUNK: usize = 4096;
+/// The most accesses of a push laid out on the stack before it is appended (see
+/// `Shard::push_op`).
+const SMALL_PUSH: usize = 4;
+
 /// Words a chunk makes room for at first: enough for pushes of a few accesses each.
 const CHUNK_WORDS: usize = 4 * CHUNK;
 
@@ -256,8 +297,9 @@ struct Record {
     /// The op, or the variable of a creation or deletion.
     subject: u64,
     /// By kind: a string number (a variable's name), an offset into the chunk's words (a device
-    /// span; a push, with how many of its accesses were granted at once in bits 32-62 and
-    /// whether that made it ready in bit 63), a variable (a grant, with whether it made its op
+    /// span; a push, with how many of its accesses were granted at once in bits 32-61, whether
+    /// it then started at once on the pushing thread in bit 62, `STARTED_AT_ONCE`, and whether
+    /// that made it ready in bit 63), a variable (a grant, with whether it made its op
     /// ready in bit 63: `GRANT_READY`), a worker, or a state and message (a finish).
     payload: u64,
 }
@@ -286,13 +328,19 @@ impl Record {
         ((self.payload >> 32) & GRANTS_MASK, self.payload >> 63 == 1)
     }
 
+    /// For a push: whether it stands for the op's start too, at the same moment, on the pushing
+    /// thread ([`crate::CALLER_WORKER`]): its last event.
+    fn starts_at_once(&self) -> bool {
+        self.kind() == KIND_PUSHED && self.payload & STARTED_AT_ONCE != 0
+    }
+
     /// How many events it stands for: each takes one sequence number, from [`Record::seq`] on.
     fn n_events(&self) -> u64 {
         if self.kind() == KIND_GRANTED {
             return 1 + u64::from(self.grant_readies());
         }
         let (n_granted, ready) = self.grants();
-        1 + n_granted + u64::from(ready)
+        1 + n_granted + u64::from(ready) + u64::from(self.starts_at_once())
     }
 
     /// The sequence number of its last event.
@@ -301,8 +349,12 @@ impl Record {
     }
 }
 
-/// The bits of a push record's payload that count its grants (bits 32-62).
-const GRANTS_MASK: u64 = (1 << 31) - 1;
+/// The bits of a push record's payload that count its grants (bits 32-61).
+const GRANTS_MASK: u64 = (1 << 30) - 1;
+
+/// The bit of a push record's payload that says the op started at once, on the pushing thread:
+/// the record stands for its [`EventKind::Started`] too.
+const STARTED_AT_ONCE: u64 = 1 << 62;
 
 /// The bit of a grant record's payload (above its variable) that says the grant made its op
 /// ready.
@@ -450,8 +502,12 @@ impl Chunk {
         self.records.last().map(Record::last_seq)
     }
 
-    fn push(&mut self, record: Record) {
-        self.n_events += record.n_events() as usize;
+    /// Appends `record`, which stands for `n_events` events (its [`Record::n_events`], known
+    /// to the caller without decoding it again).
+    #[inline]
+    fn push(&mut self, record: Record, n_events: u64) {
+        debug_assert_eq!(n_events, record.n_events());
+        self.n_events += n_events as usize;
         self.records.push(record);
     }
 
@@ -513,15 +569,19 @@ impl Shard {
                 )
             }
         };
-        chunk.push(Record {
-            seq_kind: seq << 8 | u64::from(kind),
-            time_ns: event.time_ns,
-            subject,
-            payload,
-        });
+        chunk.push(
+            Record {
+                seq_kind: seq << 8 | u64::from(kind),
+                time_ns: event.time_ns,
+                subject,
+                payload,
+            },
+            1,
+        );
     }
 
     /// The chunk to append to: the last, or a new one when it is full.
+    #[inline]
     fn open_chunk(&mut self) -> &mut Chunk {
         if self
             .chunks
@@ -534,39 +594,70 @@ impl Shard {
     }
 
     /// Keeps a push, its grants and its readiness as one record, numbered from `seq` on (one
-    /// number per event it stands for).
-    fn push_op(&mut self, seq: u64, time_ns: u64, push: &Push<'_>) {
+    /// number per event it stands for); `n_granted` is [`Push::n_granted`], `started`
+    /// [`STARTED_AT_ONCE`] when it stands for the op's start too, else 0.
+    fn push_op(&mut self, seq: u64, time_ns: u64, push: &Push<'_>, n_granted: u32, started: u64) {
         let label = u64::from(self.strings.number(push.label));
         let chunk = self.open_chunk();
         let n_accesses = push.reads.len() + push.writes.len();
-        let n_granted: u32 = push.granted.iter().map(|word| word.count_ones()).sum();
         let head = [
             label << 32 | u64::from(push.line),
             device_code(push.device) << 32 | u64::from(push.priority as u32),
             (push.reads.len() as u64) << 32 | push.writes.len() as u64,
         ];
-        // Each part appended from a slice or a mapped slice, whose length is known, so that the
-        // room is made once per part (a chained iterator is appended an element at a time).
+        let n_events = 1 + u64::from(n_granted) + u64::from(push.ready) + u64::from(started != 0);
         let offset = chunk.words.len() as u64;
-        chunk.words.extend_from_slice(&head);
-        for vars in [push.reads, push.writes] {
-            chunk.words.extend(vars.iter().map(|var| var.id().0));
-        }
-        // The bits of the grants, only when there are grants to read back.
-        if n_granted > 0 {
-            let n_bits = n_accesses.div_ceil(64);
-            let given = &push.granted[..n_bits.min(push.granted.len())];
-            chunk.words.extend_from_slice(given);
+        let n_bits = if n_granted > 0 {
+            n_accesses.div_ceil(64)
+        } else {
+            0
+        };
+        if n_accesses <= SMALL_PUSH && n_bits <= 1 {
+            // A push of a few accesses (nearly all) is laid out on the stack and appended at
+            // once: one check for room, one copy.
+            let mut words = [0; 4 + SMALL_PUSH];
+            words[..3].copy_from_slice(&head);
+            for (word, var) in words[3..]
+                .iter_mut()
+                .zip(push.reads.iter().chain(push.writes))
+            {
+                *word = var.id().0;
+            }
+            if n_bits == 1 {
+                words[3 + n_accesses] = push.granted[0];
+            }
             chunk
                 .words
-                .resize(offset as usize + 3 + n_accesses + n_bits, 0);
+                .extend_from_slice(&words[..3 + n_accesses + n_bits]);
+        } else {
+            // Each part appended from a slice or a mapped slice, whose length is known, so that
+            // the room is made once per part (a chained iterator is appended an element at a
+            // time).
+            chunk.words.extend_from_slice(&head);
+            for vars in [push.reads, push.writes] {
+                chunk.words.extend(vars.iter().map(|var| var.id().0));
+            }
+            // The bits of the grants, only when there are grants to read back.
+            if n_bits > 0 {
+                let given = &push.granted[..n_bits.min(push.granted.len())];
+                chunk.words.extend_from_slice(given);
+                chunk
+                    .words
+                    .resize(offset as usize + 3 + n_accesses + n_bits, 0);
+            }
         }
-        chunk.push(Record {
-            seq_kind: seq << 8 | u64::from(KIND_PUSHED),
-            time_ns,
-            subject: push.op.0,
-            payload: offset | u64::from(n_granted) << 32 | u64::from(push.ready) << 63,
-        });
+        chunk.push(
+            Record {
+                seq_kind: seq << 8 | u64::from(KIND_PUSHED),
+                time_ns,
+                subject: push.op.0,
+                payload: offset
+                    | u64::from(n_granted) << 32
+                    | started
+                    | u64::from(push.ready) << 63,
+            },
+            n_events,
+        );
     }
 
     /// The number of events it holds.
@@ -602,11 +693,23 @@ impl Shard {
 }
 
 thread_local! {
-    /// This thread's shard, assigned round-robin on its first event.
-    static SHARD: usize = {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % N_SHARDS
-    };
+    /// This thread's shard, assigned round-robin on its first event (`N_SHARDS` until then):
+    /// a plain cell, which costs no check of a lazy initializer on every event.
+    static SHARD: Cell<usize> = const { Cell::new(N_SHARDS) };
+}
+
+/// This thread's shard (see [`SHARD`]).
+#[inline]
+fn this_shard() -> usize {
+    SHARD.with(|shard| match shard.get() {
+        N_SHARDS => {
+            static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let assigned = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % N_SHARDS;
+            shard.set(assigned);
+            assigned
+        }
+        assigned => assigned,
+    })
 }
 
 impl Default for EventLog {
@@ -771,7 +874,7 @@ impl EventLog {
 
 impl EventSink for EventLog {
     fn event(&self, event: Event) {
-        let shard = SHARD.with(|shard| *shard);
+        let shard = this_shard();
         let mut shard = lock(&self.shards[shard]);
         // Numbered under the shard's lock, so each shard is in increasing order (several threads
         // may share one), and a clear, which holds every shard, falls between two numbers.
@@ -780,26 +883,72 @@ impl EventSink for EventLog {
     }
 
     fn pushed(&self, time_ns: u64, push: &Push<'_>) {
-        let n_granted: u32 = push.granted.iter().map(|word| word.count_ones()).sum();
+        let n_granted = push.n_granted();
         let n_events = 1 + u64::from(n_granted) + u64::from(push.ready);
-        let shard = SHARD.with(|shard| *shard);
+        let shard = this_shard();
         let mut shard = lock(&self.shards[shard]);
         let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
-        shard.push_op(seq, time_ns, push);
+        shard.push_op(seq, time_ns, push, n_granted, 0);
+    }
+
+    fn pushed_and_started(&self, time_ns: u64, push: &Push<'_>) {
+        let n_granted = push.n_granted();
+        // The push, its grants, its readiness and its start.
+        let n_events = 2 + u64::from(n_granted) + u64::from(push.ready);
+        let shard = this_shard();
+        let mut shard = lock(&self.shards[shard]);
+        let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
+        shard.push_op(seq, time_ns, push, n_granted, STARTED_AT_ONCE);
+    }
+
+    fn started(&self, time_ns: u64, op: OpId, worker: u32) {
+        let shard = this_shard();
+        let mut shard = lock(&self.shards[shard]);
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        shard.open_chunk().push(
+            Record {
+                seq_kind: seq << 8 | u64::from(KIND_STARTED),
+                time_ns,
+                subject: op.0,
+                payload: u64::from(worker),
+            },
+            1,
+        );
+    }
+
+    fn finished(&self, time_ns: u64, op: OpId, state: OpState, message: Option<&str>) {
+        let shard = this_shard();
+        let mut shard = lock(&self.shards[shard]);
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let message = message.map_or(0, |message| {
+            u64::from(shard.strings.number_of_text(message)) + 1
+        });
+        shard.open_chunk().push(
+            Record {
+                seq_kind: seq << 8 | u64::from(KIND_FINISHED),
+                time_ns,
+                subject: op.0,
+                payload: state as u64 | message << 8,
+            },
+            1,
+        );
     }
 
     fn granted_ready(&self, time_ns: u64, op: OpId, var: VarId) {
-        let shard = SHARD.with(|shard| *shard);
+        let shard = this_shard();
         let mut shard = lock(&self.shards[shard]);
         // Two numbers, the grant's and the readiness's, taken at once.
         let seq = self.next_seq.fetch_add(2, Ordering::Relaxed);
         let chunk = shard.open_chunk();
-        chunk.push(Record {
-            seq_kind: seq << 8 | u64::from(KIND_GRANTED),
-            time_ns,
-            subject: op.0,
-            payload: var.0 | GRANT_READY,
-        });
+        chunk.push(
+            Record {
+                seq_kind: seq << 8 | u64::from(KIND_GRANTED),
+                time_ns,
+                subject: op.0,
+                payload: var.0 | GRANT_READY,
+            },
+            2,
+        );
     }
 }
 
@@ -925,6 +1074,34 @@ mod tests {
         assert_eq!(log.events(), every_kind());
     }
 
+    /// A start and an end taken through their own methods read back as the events the default
+    /// methods send: every state, with and without a message.
+    #[test]
+    fn starts_and_ends_kept_without_an_event_read_back_as_their_events() {
+        let log = EventLog::new();
+        let default = Keep(Mutex::new(Vec::new()));
+        for (index, state) in STATES.into_iter().enumerate() {
+            let op = OpId(index as u64 + 40);
+            let message = (index % 2 == 1).then(|| format!("error {index} \u{3b4}"));
+            for sink in [&log as &dyn EventSink, &default] {
+                sink.started(10 * index as u64, op, index as u32);
+                sink.finished(10 * index as u64 + 5, op, state, message.as_deref());
+            }
+        }
+        let sent = std::mem::take(&mut *lock(&default.0));
+        assert_eq!(sent.len(), 2 * STATES.len());
+        assert_eq!(log.events(), sent);
+    }
+
+    /// A sink that keeps the events as the trait's default methods send them.
+    struct Keep(Mutex<Vec<Event>>);
+
+    impl EventSink for Keep {
+        fn event(&self, event: Event) {
+            lock(&self.0).push(event);
+        }
+    }
+
     #[test]
     fn a_label_pushed_again_and_again_is_kept_once() {
         let mut shard = Shard::default();
@@ -961,7 +1138,14 @@ mod tests {
 
     /// A push of `n_vars` variables (the first half read, the rest written), the accesses at
     /// the indices `granted` granted at once, sent to a log and to a sink that keeps the events.
-    fn push_both_ways(n_vars: usize, granted: &[usize], ready: bool) -> (EventLog, Vec<Event>) {
+    /// An op's push (and, `at_once`, its start with it) kept by the log and sent as events by
+    /// the trait's default methods, between two other events: the log, and the events sent.
+    fn push_both_ways(
+        n_vars: usize,
+        granted: &[usize],
+        ready: bool,
+        at_once: bool,
+    ) -> (EventLog, Vec<Event>) {
         let engine = crate::Engine::new(crate::EngineConfig::default());
         let vars: Vec<Var> = (0..n_vars)
             .map(|index| engine.new_var(format!("v{index}")))
@@ -983,18 +1167,16 @@ mod tests {
             granted: &bits,
             ready,
         };
-        struct Keep(Mutex<Vec<Event>>);
-        impl EventSink for Keep {
-            fn event(&self, event: Event) {
-                lock(&self.0).push(event);
-            }
-        }
         let keep = Keep(Mutex::new(Vec::new()));
         let log = EventLog::new();
         log.event(numbered(0, 0));
         keep.event(numbered(0, 0));
         for sink in [&log as &dyn EventSink, &keep] {
-            sink.pushed(77, &push);
+            if at_once {
+                sink.pushed_and_started(77, &push);
+            } else {
+                sink.pushed(77, &push);
+            }
             sink.event(numbered(0, 9));
         }
         let kept = std::mem::take(&mut *lock(&keep.0));
@@ -1003,7 +1185,7 @@ mod tests {
 
     #[test]
     fn a_push_kept_as_one_record_reads_back_as_its_events() {
-        let (log, expected) = push_both_ways(4, &[0, 1, 3], false);
+        let (log, expected) = push_both_ways(4, &[0, 1, 3], false, false);
         let kinds: Vec<String> = expected
             .iter()
             .map(|event| {
@@ -1028,14 +1210,66 @@ mod tests {
                 "from {from}"
             );
         }
-        let (log, expected) = push_both_ways(2, &[0, 1], true);
+        let (log, expected) = push_both_ways(2, &[0, 1], true, false);
         assert!(matches!(expected[4].kind, EventKind::Ready { op: OpId(5) }));
         assert_eq!(log.events(), expected);
         // More accesses than one word of bits holds.
-        let (log, expected) = push_both_ways(150, &[0, 63, 64, 149], false);
+        let (log, expected) = push_both_ways(150, &[0, 63, 64, 149], false, false);
         assert_eq!(expected.len(), 7);
         assert_eq!(log.events(), expected);
         assert_eq!(log.events_since(3).0, expected[3..]);
+    }
+
+    #[test]
+    fn a_push_and_its_start_kept_as_one_record_read_back_as_their_events() {
+        let (log, expected) = push_both_ways(3, &[0, 1, 2], true, true);
+        let kinds: Vec<&str> = expected
+            .iter()
+            .map(|event| match event.kind {
+                EventKind::Pushed { .. } => "Pushed",
+                EventKind::Granted { .. } => "Granted",
+                EventKind::Ready { .. } => "Ready",
+                EventKind::Started { .. } => "Started",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            ["Started", "Pushed", "Granted", "Granted", "Granted", "Ready", "Started", "Started"]
+        );
+        assert_eq!(
+            expected[6],
+            Event {
+                time_ns: 77,
+                kind: EventKind::Started {
+                    op: OpId(5),
+                    worker: crate::CALLER_WORKER
+                }
+            }
+        );
+        assert_eq!(log.events(), expected);
+        assert_eq!((log.len(), log.next_seq()), (8, 8));
+        // Read from inside the record: only the events from that number on.
+        for from in 0..=8 {
+            assert_eq!(
+                log.events_since(from),
+                (expected[from as usize..].to_vec(), 8),
+                "from {from}"
+            );
+        }
+        // Without grants: the push, its readiness and its start, the grants counted.
+        let mut seen = Vec::new();
+        let next = log.read_since_without_grants(0, |event| seen.push(event.clone()));
+        let without_grants: Vec<Event> = expected
+            .iter()
+            .filter(|event| !matches!(event.kind, EventKind::Granted { .. }))
+            .cloned()
+            .collect();
+        assert_eq!((seen, next), (without_grants, 8));
+        // Nothing granted at once: the push then its start (the record's words hold no bits).
+        let (log, expected) = push_both_ways(2, &[], false, true);
+        assert_eq!(expected.len(), 4);
+        assert_eq!(log.events(), expected);
     }
 
     #[test]
@@ -1073,7 +1307,7 @@ mod tests {
 
     #[test]
     fn a_reader_without_grants_gets_every_other_event_and_the_same_numbers() {
-        let (log, expected) = push_both_ways(4, &[0, 1, 3], true);
+        let (log, expected) = push_both_ways(4, &[0, 1, 3], true, false);
         // A grant at a release, as another thread (another shard) sends it.
         let grant = Event {
             time_ns: 90,
@@ -1082,7 +1316,7 @@ mod tests {
                 var: VarId(2),
             },
         };
-        let shard = (SHARD.with(|shard| *shard) + 1) % N_SHARDS;
+        let shard = (this_shard() + 1) % N_SHARDS;
         let seq = log.next_seq.fetch_add(1, Ordering::Relaxed);
         lock(&log.shards[shard]).push(seq, grant.clone());
         log.event(numbered(0, 10));
@@ -1226,7 +1460,7 @@ mod tests {
         let (events, next) = log.events_since(0);
         assert_eq!((numbers(&events), next), (vec![0], 1));
         assert_eq!(log.events_since(next), (Vec::new(), 1));
-        lock(&log.shards[(SHARD.with(|shard| *shard) + 1) % N_SHARDS]).push(late, numbered(0, 1));
+        lock(&log.shards[(this_shard() + 1) % N_SHARDS]).push(late, numbered(0, 1));
         let (events, next) = log.events_since(next);
         assert_eq!((numbers(&events), next), (vec![1, 2], 3));
     }

@@ -657,6 +657,154 @@ fn events_tell_the_whole_story_in_order() {
     );
 }
 
+/// A naive program, observed, whose ops each wait for nothing: writes, reads, a device op, a
+/// failure, a skip, a shared op and a wait. Returns the events with their times set to 0.
+fn observed_naive_story(take_a_snapshot_first: bool) -> Vec<dep_engine::Event> {
+    let log = Arc::new(EventLog::new());
+    let engine = Engine::new(EngineConfig {
+        policy: Policy::Naive,
+        sink: Some(log.clone()),
+        ..EngineConfig::default()
+    });
+    if take_a_snapshot_first {
+        engine.snapshot();
+    }
+    let (a, b, c, d) = (
+        engine.new_var("A"),
+        engine.new_var("B"),
+        engine.new_var("C"),
+        engine.new_var("D"),
+    );
+    let clocks = Arc::new(Mutex::new(Vec::new()));
+    let seen = clocks.clone();
+    engine.push(
+        OpSpec::new("A = 1", move || {
+            seen.lock()
+                .unwrap()
+                .push(DeviceClock::current().map(|c| c.op()));
+            Ok(())
+        })
+        .writes(&[a.clone()])
+        .line(1),
+    );
+    let seen = clocks.clone();
+    engine.push(
+        OpSpec::new("B = A on gpu", move || {
+            seen.lock()
+                .unwrap()
+                .push(DeviceClock::current().map(|c| c.op()));
+            Ok(())
+        })
+        .reads(&[a.clone()])
+        .writes(&[b.clone()])
+        .device(Device::Gpu(0))
+        .priority(3)
+        .line(2),
+    );
+    engine.push(OpSpec::new("C = bad", || Err("no".to_string())).writes(&[c.clone()]));
+    engine.push(
+        OpSpec::new("D = C", || Ok(()))
+            .reads(&[c.clone()])
+            .writes(&[d.clone()]),
+    );
+    let body: Arc<dyn OpBody> = Arc::new(AddOne(Arc::new(AtomicUsize::new(0)), false));
+    let accesses = AccessSet::new(vec![a.clone(), b.clone()], vec![a.clone()]);
+    let label: Arc<str> = Arc::from("A = A + B");
+    engine.push_shared(SharedOp {
+        label: &label,
+        line: 5,
+        device: Device::Cpu,
+        priority: 0,
+        body: &body,
+        accesses: &accesses,
+    });
+    assert!(engine.wait_var(&d).is_err());
+    // The CPU op has no device clock; the GPU op has its own.
+    assert_eq!(
+        *clocks.lock().unwrap(),
+        [None, Some(dep_engine::OpId(2))],
+        "snapshot first: {take_a_snapshot_first}"
+    );
+    drop(engine);
+    log.events()
+        .into_iter()
+        .map(|event| dep_engine::Event {
+            time_ns: 0,
+            ..event
+        })
+        .collect()
+}
+
+/// The naive engine runs an observed op that waits for nothing at once, without queueing it,
+/// until a snapshot is taken: either way the log tells the same story, event for event.
+#[test]
+fn an_observed_naive_op_run_at_once_tells_the_story_a_queued_one_tells() {
+    let at_once = observed_naive_story(false);
+    let queued = observed_naive_story(true);
+    assert!(at_once.len() > 20, "{at_once:?}");
+    assert_eq!(at_once, queued);
+}
+
+/// Once a snapshot was taken, or a live view said it will take some, an observed naive op runs
+/// queued, where a snapshot sees it running (run at once, under its variables' locks, a snapshot
+/// would wait for it).
+#[test]
+fn after_a_snapshot_an_observed_naive_op_is_seen_running() {
+    an_observed_naive_op_is_seen_running(|engine| assert!(engine.snapshot().ops.is_empty()));
+}
+
+#[test]
+fn once_a_live_view_expects_snapshots_an_observed_naive_op_is_seen_running() {
+    an_observed_naive_op_is_seen_running(|engine| engine.monitor().expect_snapshots());
+}
+
+/// Pushes a long op from another thread to an observed naive engine once `before` ran on it, and
+/// checks that a snapshot taken meanwhile sees the op running.
+fn an_observed_naive_op_is_seen_running(before: impl FnOnce(&Engine)) {
+    let log = Arc::new(EventLog::new());
+    let engine = Arc::new(Engine::new(EngineConfig {
+        policy: Policy::Naive,
+        sink: Some(log.clone()),
+        ..EngineConfig::default()
+    }));
+    before(&engine);
+    let x = engine.new_var("X");
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let pusher = {
+        let (engine, x) = (engine.clone(), x.clone());
+        std::thread::spawn(move || {
+            engine.push(
+                OpSpec::new("X = slow()", move || {
+                    wait.recv().unwrap();
+                    Ok(())
+                })
+                .writes(&[x]),
+            );
+        })
+    };
+    // Watched from a thread of its own: a snapshot that waited for the op would wait forever,
+    // and the test fails after a while instead.
+    let (saw, seen) = std::sync::mpsc::channel();
+    let monitor = engine.monitor();
+    std::thread::spawn(move || loop {
+        let running = monitor
+            .snapshot()
+            .ops
+            .iter()
+            .any(|op| &*op.label == "X = slow()" && op.state == OpState::Running);
+        if running {
+            let _ = saw.send(());
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    });
+    let result = seen.recv_timeout(Duration::from_secs(10));
+    release.send(()).unwrap();
+    assert!(result.is_ok(), "the op was never seen running");
+    pusher.join().unwrap();
+    assert!(engine.wait_var(&x).is_ok());
+}
+
 /// Under threads, an op's grants at a release (the one that makes it ready kept with its
 /// readiness as one record) still tell its story in order: its push, a grant per access, its
 /// readiness after the last grant, its start, its finish.

@@ -168,6 +168,8 @@ impl LiveFold {
     /// A fold of nothing yet, which reads `source`'s log from its start and keeps every event
     /// for the timeline under the view: a notebook cell's display.
     pub fn new(source: &LiveSource) -> LiveFold {
+        // A live view takes snapshots: every op of the engine must be visible to them.
+        source.monitor.expect_snapshots();
         LiveFold {
             replay: views::Replay::new(Vec::new(), source.monitor.worker_names()),
             next_seq: 0,

@@ -216,15 +216,24 @@ impl<'a> Cursor<'a> {
                     }
                     return visit(self.seq, pushed);
                 }
-                let bits = &run.words[vars_at + vars.len()..][..vars.len().div_ceil(64)];
-                // The k-th event after the push: a grant, in access order, or the readiness.
-                let granted = (0..vars.len()).filter(|index| is_set(bits, *index));
-                match granted.clone().nth(k as usize - 1) {
-                    Some(index) => EventKind::Granted {
+                // The k-th event after the push: a grant, in access order, the readiness, or
+                // the start at once (the last). The grants' bits follow the accesses only when
+                // some were granted.
+                if k <= record.grants().0 {
+                    let bits = &run.words[vars_at + vars.len()..][..vars.len().div_ceil(64)];
+                    let mut granted = (0..vars.len()).filter(|index| is_set(bits, *index));
+                    let index = granted.nth(k as usize - 1).expect("the k-th grant's bit");
+                    EventKind::Granted {
                         op,
                         var: VarId(vars[index]),
-                    },
-                    None => EventKind::Ready { op },
+                    }
+                } else if record.starts_at_once() && self.seq == record.last_seq() {
+                    EventKind::Started {
+                        op,
+                        worker: crate::CALLER_WORKER,
+                    }
+                } else {
+                    EventKind::Ready { op }
                 }
             }
             KIND_VAR_CREATED => EventKind::VarCreated {
