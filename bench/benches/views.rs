@@ -36,8 +36,10 @@ impl Observer {
     }
 }
 
-/// The `--watch` panel's work, minus the terminal: every 100 ms, render the live frame.
+/// The `--watch` panel's work, minus the terminal: every 100 ms, render the live frame. Like the
+/// panel (its `LiveFold`), it says at once that it will take snapshots.
 fn start_renderer(monitor: Monitor) -> (mpsc::Sender<()>, JoinHandle<usize>) {
+    monitor.expect_snapshots();
     let (stop, stopped) = mpsc::channel::<()>();
     let thread = std::thread::spawn(move || {
         let style = views::TextStyle::plain(120);

@@ -904,10 +904,25 @@ impl Shared {
         states: &mut [Option<&mut VarState>],
         run: impl FnOnce() -> Result<(), String>,
     ) -> OpId {
-        let Some(sink) = &self.sink else {
-            self.settle_granted(op, states, run);
-            return op.id;
-        };
+        match &self.sink {
+            None => {
+                self.settle_granted(op, states, run);
+            }
+            Some(sink) => self.run_granted_observed(sink, op, states, run),
+        }
+        op.id
+    }
+
+    /// [`Self::run_granted`] with its events sent to `sink`. Kept out of line, so that the
+    /// unobserved path stays as small as it was.
+    #[inline(never)]
+    fn run_granted_observed(
+        &self,
+        sink: &Arc<dyn EventSink>,
+        op: &GrantedOp<'_>,
+        states: &mut [Option<&mut VarState>],
+        run: impl FnOnce() -> Result<(), String>,
+    ) {
         let n_accesses = op.accesses.len();
         debug_assert!(n_accesses <= FAST_ACCESSES);
         let push = Push {
@@ -927,7 +942,6 @@ impl Shared {
         });
         let message = outcome.error().map(|error| error.message.as_str());
         sink.finished(self.now_ns(), op.id, outcome.state(), message);
-        op.id
     }
 
     /// Runs the fast path's op unless it is refused (cancelled, or reading an error), reports its
