@@ -738,6 +738,9 @@ impl Shared {
         {
             return None;
         }
+        // Observed, every op of the batch is pushed at the moment before its variables are
+        // locked: the clock is read once, and not while they are held.
+        let time_ns = self.real_sink().map(|_| self.now_ns());
         let mut guards = lock_batch(batch);
         let mut pushed = Vec::with_capacity(batch.ops.len());
         for (op, indices) in batch.ops.iter().zip(&batch.var_indices) {
@@ -750,7 +753,8 @@ impl Shared {
                 Work::Shared(op.body.clone()),
             );
             let mut states = states_in(&mut guards, &op.accesses, indices);
-            let n_granted = 1 + self.append_locked(&block, &mut states[..op.accesses.len()]);
+            let n_granted =
+                1 + self.append_locked(&block, &mut states[..op.accesses.len()], time_ns);
             pushed.push((block, n_granted));
         }
         drop(guards);
@@ -1003,6 +1007,9 @@ impl Shared {
     fn append_accesses(&self, op: &OpRef) -> usize {
         /// Ops with up to this many accesses (nearly all) keep their locks on the stack.
         const ON_STACK: usize = 4;
+        // Observed, the push's time, read before the variables are locked so that the clock
+        // does not lengthen the time they are held (a release on a worker waits for them).
+        let time_ns = self.real_sink().map(|_| self.now_ns());
         let n_accesses = op.accesses.len();
         let accesses = &op.accesses;
         if n_accesses <= ON_STACK {
@@ -1011,7 +1018,7 @@ impl Shared {
                 guards[index] = Some(lock(&accesses.var_at(index).0.state));
             }
             let mut states = guards.each_mut().map(|guard| guard.as_deref_mut());
-            self.append_locked(op, &mut states[..n_accesses])
+            self.append_locked(op, &mut states[..n_accesses], time_ns)
         } else {
             let mut guards = Vec::new();
             guards.resize_with(n_accesses, || None);
@@ -1022,18 +1029,24 @@ impl Shared {
                 .iter_mut()
                 .map(|guard| guard.as_deref_mut())
                 .collect();
-            self.append_locked(op, &mut states)
+            self.append_locked(op, &mut states, time_ns)
         }
     }
 
     /// [`Self::append_accesses`] once the caller holds every variable's lock: `guards` holds
-    /// their states by access index.
-    fn append_locked(&self, op: &OpRef, guards: &mut [Option<&mut VarState>]) -> usize {
+    /// their states by access index; `time_ns` is the push's time when observed (see
+    /// [`Self::real_sink`]).
+    fn append_locked(
+        &self,
+        op: &OpRef,
+        guards: &mut [Option<&mut VarState>],
+        time_ns: Option<u64>,
+    ) -> usize {
         let accesses = &op.accesses;
         let n_reads = accesses.reads.len();
         let mut n_granted = 0;
         // Which accesses were granted, as bits (only when observed, to send with the push).
-        let observed = self.sink.is_some() && self.sim.is_none();
+        let observed = time_ns.is_some();
         let mut granted_bits = [0u64; 1];
         let mut more_bits = Vec::new();
         let bits: &mut [u64] = match guards.len() {
@@ -1059,9 +1072,9 @@ impl Shared {
             }
         }
         // Sent while every variable is still locked: no grant of a later release comes first.
-        if let (Some(sink), true) = (&self.sink, observed) {
+        if let (Some(sink), Some(time_ns)) = (&self.sink, time_ns) {
             sink.pushed(
-                self.now_ns(),
+                time_ns,
                 &Push {
                     op: op.id,
                     label: &op.label,
@@ -1198,11 +1211,15 @@ impl Shared {
                 sim.finished(sink, op.id, sim_outcome(op, &outcome), cost);
             }
         }
-        self.emit_to(|sink, time_ns| {
+        // Observed, the end's time is also that of the grants its release gives: they follow it
+        // at once, on this thread, and one reading of the clock serves them all.
+        let time_ns = self.real_sink().map(|sink| {
+            let time_ns = self.now_ns();
             let message = outcome.error().map(|error| error.message.as_str());
             sink.finished(time_ns, op.id, outcome.state(), message);
+            time_ns
         });
-        self.release(op, outcome.error(), ready);
+        self.release(op, outcome.error(), time_ns, ready);
         if deleted {
             for var in &op.accesses.writes {
                 lock(&self.vars).remove(&var.id());
@@ -1359,12 +1376,19 @@ impl Shared {
         self.clocked(op, || run_caught(&op.label, op.line, exec))
     }
 
-    /// Ends the op's accesses, in the order they were taken, and counts down the ops they unblock.
-    fn release(&self, op: &OpRef, error: Option<&Arc<OpError>>, ready: &mut Vec<OpRef>) {
+    /// Ends the op's accesses, in the order they were taken, and counts down the ops they unblock;
+    /// observed, the grants are sent at `time_ns`, the op's end.
+    fn release(
+        &self,
+        op: &OpRef,
+        error: Option<&Arc<OpError>>,
+        time_ns: Option<u64>,
+        ready: &mut Vec<OpRef>,
+    ) {
         let mut granted = Vec::new();
         for var in &op.accesses.reads {
             lock(&var.0.state).queue.complete_read(op, &mut granted);
-            self.grant_all(var, &mut granted, ready);
+            self.grant_all(var, &mut granted, time_ns, ready);
         }
         for var in &op.accesses.writes {
             {
@@ -1376,35 +1400,55 @@ impl Shared {
                 }
                 state.queue.complete_write(&mut granted);
             }
-            self.grant_all(var, &mut granted, ready);
+            self.grant_all(var, &mut granted, time_ns, ready);
         }
     }
 
-    fn grant_all(&self, var: &Var, granted: &mut Vec<OpRef>, ready: &mut Vec<OpRef>) {
+    /// Grants `var` to the ops in `granted`, collecting those it makes ready; observed (`time_ns`,
+    /// the releasing op's end), each grant is sent at that time.
+    fn grant_all(
+        &self,
+        var: &Var,
+        granted: &mut Vec<OpRef>,
+        time_ns: Option<u64>,
+        ready: &mut Vec<OpRef>,
+    ) {
         if granted.is_empty() {
             return;
         }
+        let sink = self.real_sink().zip(time_ns);
         for next in granted.drain(..) {
-            if let Some(sink) = self.real_sink() {
-                // The op's last wait: nothing else counts it down (counts only go down), so
-                // this grant makes it ready, and no other event of it can come between the two.
-                if next.wait_count.load(Ordering::Acquire) == 1 {
-                    sink.granted_ready(self.now_ns(), next.id, var.id());
-                    let made_ready = next.grant_one();
-                    debug_assert!(made_ready, "the last wait was counted down elsewhere");
+            let Some((sink, time_ns)) = sink else {
+                if next.grant_one() {
                     next.set_state(OpState::Ready);
                     ready.push(next);
-                    continue;
                 }
+                continue;
+            };
+            // The op's last wait: nothing else counts it down (counts only go down), so this
+            // grant makes it ready, and no other event of it can come between the two.
+            if next.wait_count.load(Ordering::Acquire) == 1 {
+                sink.granted_ready(time_ns, next.id, var.id());
+                let made_ready = next.grant_one();
+                debug_assert!(made_ready, "the last wait was counted down elsewhere");
+                next.set_state(OpState::Ready);
+                ready.push(next);
+                continue;
             }
             // Sent before the count goes down: once it does, another thread may make the op
             // ready and start it, and its grant must come first.
-            self.emit(|| EventKind::Granted {
-                op: next.id,
-                var: var.id(),
+            let (op, var) = (next.id, var.id());
+            sink.event(Event {
+                time_ns,
+                kind: EventKind::Granted { op, var },
             });
             if next.grant_one() {
-                ready.push(self.make_ready(next));
+                next.set_state(OpState::Ready);
+                sink.event(Event {
+                    time_ns,
+                    kind: EventKind::Ready { op },
+                });
+                ready.push(next);
             }
         }
     }
