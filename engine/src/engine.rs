@@ -1437,16 +1437,12 @@ impl Shared {
             }
             // Sent before the count goes down: once it does, another thread may make the op
             // ready and start it, and its grant must come first.
-            let (op, var) = (next.id, var.id());
-            sink.event(Event {
-                time_ns,
-                kind: EventKind::Granted { op, var },
-            });
+            sink.granted(time_ns, next.id, var.id());
             if next.grant_one() {
                 next.set_state(OpState::Ready);
                 sink.event(Event {
                     time_ns,
-                    kind: EventKind::Ready { op },
+                    kind: EventKind::Ready { op: next.id },
                 });
                 ready.push(next);
             }

@@ -210,6 +210,15 @@ pub trait EventSink: Send + Sync {
         });
     }
 
+    /// Takes the grant of `op`'s access to `var` at a release, one that did not make it ready:
+    /// by default an [`EventKind::Granted`]; a sink may keep it without building the event.
+    fn granted(&self, time_ns: u64, op: OpId, var: VarId) {
+        self.event(Event {
+            time_ns,
+            kind: EventKind::Granted { op, var },
+        });
+    }
+
     /// Takes the grant of `op`'s access to `var` that made it ready, at a release: an
     /// [`EventKind::Granted`] then an [`EventKind::Ready`], both at `time_ns`, with no event
     /// between them. By default the two events; a sink may keep them as one record.
@@ -934,6 +943,21 @@ impl EventSink for EventLog {
         );
     }
 
+    fn granted(&self, time_ns: u64, op: OpId, var: VarId) {
+        let shard = this_shard();
+        let mut shard = lock(&self.shards[shard]);
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        shard.open_chunk().push(
+            Record {
+                seq_kind: seq << 8 | u64::from(KIND_GRANTED),
+                time_ns,
+                subject: op.0,
+                payload: var.0,
+            },
+            1,
+        );
+    }
+
     fn granted_ready(&self, time_ns: u64, op: OpId, var: VarId) {
         let shard = this_shard();
         let mut shard = lock(&self.shards[shard]);
@@ -1074,8 +1098,8 @@ mod tests {
         assert_eq!(log.events(), every_kind());
     }
 
-    /// A start and an end taken through their own methods read back as the events the default
-    /// methods send: every state, with and without a message.
+    /// A grant, a start and an end taken through their own methods read back as the events the
+    /// default methods send: every state, with and without a message.
     #[test]
     fn starts_and_ends_kept_without_an_event_read_back_as_their_events() {
         let log = EventLog::new();
@@ -1084,12 +1108,13 @@ mod tests {
             let op = OpId(index as u64 + 40);
             let message = (index % 2 == 1).then(|| format!("error {index} \u{3b4}"));
             for sink in [&log as &dyn EventSink, &default] {
+                sink.granted(10 * index as u64, op, VarId(index as u64 + 3));
                 sink.started(10 * index as u64, op, index as u32);
                 sink.finished(10 * index as u64 + 5, op, state, message.as_deref());
             }
         }
         let sent = std::mem::take(&mut *lock(&default.0));
-        assert_eq!(sent.len(), 2 * STATES.len());
+        assert_eq!(sent.len(), 3 * STATES.len());
         assert_eq!(log.events(), sent);
     }
 
