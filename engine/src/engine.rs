@@ -363,7 +363,7 @@ impl Engine {
             };
             let id = self
                 .shared
-                .run_granted(&granted, &mut states_of(&mut guards), || {
+                .run_granted(granted, &mut states_of(&mut guards), || {
                     op.body.run(&self.shared.op_context())
                 });
             drop(guards);
@@ -797,7 +797,7 @@ impl Shared {
             priority,
             accesses,
         };
-        let id = self.run_granted(&granted, &mut states_of(&mut guards), || match work {
+        let id = self.run_granted(granted, &mut states_of(&mut guards), || match work {
             Work::Shared(body) => body.run(&self.op_context()),
             Work::Run(exec) => exec(),
             Work::Async(_) | Work::Wait(_) | Work::Delete(_) => {
@@ -884,7 +884,7 @@ impl Shared {
                 accesses,
             };
             last = Some(
-                self.run_granted(&granted, &mut states[..accesses.len()], || {
+                self.run_granted(granted, &mut states[..accesses.len()], || {
                     op.body.run(&context())
                 }),
             );
@@ -904,17 +904,18 @@ impl Shared {
     /// finished.
     fn run_granted(
         &self,
-        op: &GrantedOp<'_>,
+        op: GrantedOp<'_>,
         states: &mut [Option<&mut VarState>],
         run: impl FnOnce() -> Result<(), String>,
     ) -> OpId {
+        let id = op.id;
         match &self.sink {
             None => {
-                self.settle_granted(op, states, run);
+                self.settle_granted(&op, states, run);
             }
             Some(sink) => self.run_granted_observed(sink, op, states, run),
         }
-        op.id
+        id
     }
 
     /// [`Self::run_granted`] with its events sent to `sink`. Kept out of line, so that the
@@ -923,7 +924,7 @@ impl Shared {
     fn run_granted_observed(
         &self,
         sink: &Arc<dyn EventSink>,
-        op: &GrantedOp<'_>,
+        op: GrantedOp<'_>,
         states: &mut [Option<&mut VarState>],
         run: impl FnOnce() -> Result<(), String>,
     ) {
@@ -942,7 +943,7 @@ impl Shared {
         };
         sink.pushed_and_started(self.now_ns(), &push);
         let outcome = observed_run(op.id, op.device, sink, self.clock, || {
-            self.settle_granted(op, states, run)
+            self.settle_granted(&op, states, run)
         });
         let message = outcome.error().map(|error| error.message.as_str());
         sink.finished(self.now_ns(), op.id, outcome.state(), message);
