@@ -881,6 +881,33 @@ impl EventLog {
     }
 }
 
+impl EventLog {
+    /// Keeps one record of kind `kind` that stands for `n_events` events, numbered from the next
+    /// number on, in this thread's shard; `payload` makes its payload, given the shard's strings
+    /// to keep a string in.
+    #[inline]
+    fn keep(
+        &self,
+        kind: u8,
+        n_events: u64,
+        time_ns: u64,
+        subject: u64,
+        payload: impl FnOnce(&mut Strings) -> u64,
+    ) {
+        let mut shard = lock(&self.shards[this_shard()]);
+        // Numbered under the shard's lock, so each shard is in increasing order.
+        let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
+        let payload = payload(&mut shard.strings);
+        let record = Record {
+            seq_kind: seq << 8 | u64::from(kind),
+            time_ns,
+            subject,
+            payload,
+        };
+        shard.open_chunk().push(record, n_events);
+    }
+}
+
 impl EventSink for EventLog {
     fn event(&self, event: Event) {
         let shard = this_shard();
@@ -911,68 +938,24 @@ impl EventSink for EventLog {
     }
 
     fn started(&self, time_ns: u64, op: OpId, worker: u32) {
-        let shard = this_shard();
-        let mut shard = lock(&self.shards[shard]);
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        shard.open_chunk().push(
-            Record {
-                seq_kind: seq << 8 | u64::from(KIND_STARTED),
-                time_ns,
-                subject: op.0,
-                payload: u64::from(worker),
-            },
-            1,
-        );
+        self.keep(KIND_STARTED, 1, time_ns, op.0, |_| u64::from(worker));
     }
 
     fn finished(&self, time_ns: u64, op: OpId, state: OpState, message: Option<&str>) {
-        let shard = this_shard();
-        let mut shard = lock(&self.shards[shard]);
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        let message = message.map_or(0, |message| {
-            u64::from(shard.strings.number_of_text(message)) + 1
+        self.keep(KIND_FINISHED, 1, time_ns, op.0, |strings| {
+            let message =
+                message.map_or(0, |message| u64::from(strings.number_of_text(message)) + 1);
+            state as u64 | message << 8
         });
-        shard.open_chunk().push(
-            Record {
-                seq_kind: seq << 8 | u64::from(KIND_FINISHED),
-                time_ns,
-                subject: op.0,
-                payload: state as u64 | message << 8,
-            },
-            1,
-        );
     }
 
     fn granted(&self, time_ns: u64, op: OpId, var: VarId) {
-        let shard = this_shard();
-        let mut shard = lock(&self.shards[shard]);
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        shard.open_chunk().push(
-            Record {
-                seq_kind: seq << 8 | u64::from(KIND_GRANTED),
-                time_ns,
-                subject: op.0,
-                payload: var.0,
-            },
-            1,
-        );
+        self.keep(KIND_GRANTED, 1, time_ns, op.0, |_| var.0);
     }
 
     fn granted_ready(&self, time_ns: u64, op: OpId, var: VarId) {
-        let shard = this_shard();
-        let mut shard = lock(&self.shards[shard]);
         // Two numbers, the grant's and the readiness's, taken at once.
-        let seq = self.next_seq.fetch_add(2, Ordering::Relaxed);
-        let chunk = shard.open_chunk();
-        chunk.push(
-            Record {
-                seq_kind: seq << 8 | u64::from(KIND_GRANTED),
-                time_ns,
-                subject: op.0,
-                payload: var.0 | GRANT_READY,
-            },
-            2,
-        );
+        self.keep(KIND_GRANTED, 2, time_ns, op.0, |_| var.0 | GRANT_READY);
     }
 }
 

@@ -675,31 +675,25 @@ fn observed_naive_story(take_a_snapshot_first: bool) -> Vec<dep_engine::Event> {
         engine.new_var("C"),
         engine.new_var("D"),
     );
+    // An op that notes whose device clock it has, if any.
     let clocks = Arc::new(Mutex::new(Vec::new()));
-    let seen = clocks.clone();
-    engine.push(
-        OpSpec::new("A = 1", move || {
+    let noting_its_clock = |label: &'static str| {
+        let seen = clocks.clone();
+        OpSpec::new(label, move || {
             seen.lock()
                 .unwrap()
                 .push(DeviceClock::current().map(|c| c.op()));
             Ok(())
         })
-        .writes(&[a.clone()])
-        .line(1),
-    );
-    let seen = clocks.clone();
+    };
+    engine.push(noting_its_clock("A = 1").writes(&[a.clone()]).line(1));
     engine.push(
-        OpSpec::new("B = A on gpu", move || {
-            seen.lock()
-                .unwrap()
-                .push(DeviceClock::current().map(|c| c.op()));
-            Ok(())
-        })
-        .reads(&[a.clone()])
-        .writes(&[b.clone()])
-        .device(Device::Gpu(0))
-        .priority(3)
-        .line(2),
+        noting_its_clock("B = A on gpu")
+            .reads(&[a.clone()])
+            .writes(&[b.clone()])
+            .device(Device::Gpu(0))
+            .priority(3)
+            .line(2),
     );
     engine.push(OpSpec::new("C = bad", || Err("no".to_string())).writes(&[c.clone()]));
     engine.push(
