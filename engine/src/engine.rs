@@ -643,18 +643,6 @@ impl Shared {
         }
     }
 
-    /// Hands the sink, if any, and the time now to `send`, for the events a sink takes through
-    /// a method of their own. Not under the simulated policy (see [`Shared::emit`]).
-    #[inline]
-    fn emit_to(&self, send: impl FnOnce(&dyn EventSink, u64)) {
-        if self.sim.is_some() {
-            return;
-        }
-        if let Some(sink) = &self.sink {
-            send(&**sink, self.now_ns());
-        }
-    }
-
     fn push_block(
         self: &Arc<Self>,
         label: Arc<str>,
@@ -838,11 +826,11 @@ impl Shared {
 
     /// Runs a whole batch here and now, as [`Self::run_unqueued`] runs one op, when every op of
     /// it would be granted at once (the naive policy, no snapshot-taking observer, a handful of
-    /// variables and accesses per op): every variable locked once, in id order, for the whole batch. The ops
-    /// run in order, each numbered, refused, reported and counted as alone; their variables'
-    /// queues do not change meanwhile (these ops never enter them), so whether each would be
-    /// granted is known before the first runs. Returns the last op's id, or `None` when the
-    /// batch must be pushed op by op.
+    /// variables and accesses per op): every variable locked once, in id order, for the whole
+    /// batch. The ops run in order, each numbered, refused, reported and counted as alone; their
+    /// variables' queues do not change meanwhile (these ops never enter them), so whether each
+    /// would be granted is known before the first runs. Returns the last op's id, or `None` when
+    /// the batch must be pushed op by op.
     fn run_batch_unqueued(&self, batch: &OpBatch, context: impl Fn() -> OpContext) -> Option<OpId> {
         if !self.may_run_unqueued()
             || batch.vars.len() > BATCH_VARS
@@ -1140,7 +1128,9 @@ impl Shared {
     fn execute(self: &Arc<Self>, op: OpRef, worker: u32, ready: &mut Vec<OpRef>) {
         op.set_worker(worker);
         op.set_state(OpState::Running);
-        self.emit_to(|sink, time_ns| sink.started(time_ns, op.id, worker));
+        if let Some(sink) = self.real_sink() {
+            sink.started(self.now_ns(), op.id, worker);
+        }
         let work = lock(&op.work).take();
         match work {
             Some(Work::Run(exec)) => {
@@ -1440,12 +1430,7 @@ impl Shared {
             // ready and start it, and its grant must come first.
             sink.granted(time_ns, next.id, var.id());
             if next.grant_one() {
-                next.set_state(OpState::Ready);
-                sink.event(Event {
-                    time_ns,
-                    kind: EventKind::Ready { op: next.id },
-                });
-                ready.push(next);
+                ready.push(self.make_ready(next));
             }
         }
     }
