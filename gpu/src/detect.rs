@@ -71,20 +71,9 @@ pub fn placement_error(device_index: u16, availability: &GpuAvailability) -> Opt
 }
 
 /// The file names under which a CUDA library may be installed, in the order cudarc tries them
-/// (cudarc's `get_lib_name_candidates` for Linux and Windows, CUDA 12).
+/// (CUDA 13's and CUDA 12's names among them), so that a probe opens the very file cudarc will.
 pub(crate) fn library_candidates(name: &str) -> Vec<String> {
-    use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
-    let mut names = vec![
-        format!("{DLL_PREFIX}{name}{DLL_SUFFIX}"),
-        format!("{DLL_PREFIX}{name}64{DLL_SUFFIX}"),
-        format!("{DLL_PREFIX}{name}64_12{DLL_SUFFIX}"),
-        format!("{DLL_PREFIX}{name}64_120_0{DLL_SUFFIX}"),
-        format!("{DLL_PREFIX}{name}{DLL_SUFFIX}.12"),
-        format!("{DLL_PREFIX}{name}{DLL_SUFFIX}.11"),
-        format!("{DLL_PREFIX}{name}{DLL_SUFFIX}.1"),
-    ];
-    names.dedup();
-    names
+    cudarc::get_lib_name_candidates(name)
 }
 
 /// Opens the first loadable candidate of library `name` and checks that it exports `symbols`.
@@ -98,11 +87,9 @@ pub(crate) fn probe_library(name: &str, symbols: &[&str]) -> Result<(), String> 
             continue;
         };
         for symbol in symbols {
-            let mut with_nul = symbol.as_bytes().to_vec();
-            with_nul.push(0);
             // SAFETY: the symbol is only looked up, never called or dereferenced, so its type
             // (a unit pointer here) does not matter.
-            let found = unsafe { library.get::<*const ()>(&with_nul) }.is_ok();
+            let found = unsafe { library.get::<*const ()>(*symbol) }.is_ok();
             if !found {
                 return Err(format!(
                     "{candidate} lacks {symbol} (the installed CUDA is too old)"
@@ -114,12 +101,23 @@ pub(crate) fn probe_library(name: &str, symbols: &[&str]) -> Result<(), String> 
     Err(format!("lib{name} not found"))
 }
 
+/// Driver functions that must be present, the newest first: cudarc binds CUDA 13's API and loads
+/// each function when first called, so a driver older than CUDA 12.8 (without
+/// `cuEventElapsedTime_v2`, which GPU op timing calls) is reported here as too old instead of
+/// failing in the middle of a run.
+const DRIVER_SYMBOLS: &[&str] = &[
+    "cuEventElapsedTime_v2",
+    "cuInit",
+    "cuDeviceGetCount",
+    "cuMemFreeAsync",
+];
+
 fn detect_uncached() -> GpuAvailability {
     let unavailable = |reason: String| GpuAvailability::Unavailable { reason };
     if std::env::var_os(DISABLE_ENV).is_some_and(|value| !value.is_empty() && value != "0") {
         return unavailable(format!("disabled by {DISABLE_ENV}"));
     }
-    if let Err(reason) = probe_library("cuda", &["cuInit", "cuDeviceGetCount", "cuMemFreeAsync"]) {
+    if let Err(reason) = probe_library("cuda", DRIVER_SYMBOLS) {
         return unavailable(reason);
     }
     // cudarc panics if a symbol it binds is missing; the probe above makes that unlikely, and
@@ -184,6 +182,13 @@ mod tests {
     fn missing_libraries_are_reported_not_panicked() {
         let reason = probe_library("dep_no_such_library_for_tests", &["x"]).unwrap_err();
         assert_eq!(reason, "libdep_no_such_library_for_tests not found");
+        let candidates = library_candidates("nvrtc");
+        for name in ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"] {
+            assert!(
+                candidates.contains(&name.to_string()) || cfg!(windows),
+                "{name}"
+            );
+        }
         assert!(library_candidates("cuda").contains(&"libcuda.so.1".to_string()) || cfg!(windows));
     }
 

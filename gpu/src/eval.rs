@@ -273,4 +273,8 @@ impl Backend for GpuBackend<'_, '_, '_> {
                 .collect(),
         }
     }
+
+    fn take_time(&mut self, duration: std::time::Duration) -> Result<(), TensorError> {
+        self.exec.spin(duration)
+    }
 }

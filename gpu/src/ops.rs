@@ -94,6 +94,21 @@ impl Exec<'_> {
         Ok(out)
     }
 
+    /// `work(ms)`: keeps the op's stream busy for `duration` with one thread that watches the
+    /// GPU's global timer, so later kernels of the stream (and the op's end event) come after it.
+    pub(crate) fn spin(&self, duration: std::time::Duration) -> Result<(), TensorError> {
+        let ns = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        if ns > 0 {
+            let one_thread = LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (1, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            launch!(self, "spin", one_thread, ns)?;
+        }
+        Ok(())
+    }
+
     /// `arange(n)`.
     pub(crate) fn arange(&self, n: usize) -> Result<GpuTensor, TensorError> {
         let out = self.alloc(vec![n])?;

@@ -42,7 +42,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -58,6 +58,40 @@ use dep_engine::lock;
 
 /// The environment variable that turns on the sync-every-op mode (`DEP_GPU_SYNC=1`).
 pub const SYNC_ENV: &str = "DEP_GPU_SYNC";
+
+/// The sync mode a script chose per device (`device gpu0 = sim(sync=1)` on a real engine), over
+/// the configuration's: [`AS_CONFIGURED`], [`SYNC_OFF`] or [`SYNC_ON`], by device index.
+static SYNC_CHOSEN: [AtomicU8; MAX_CHOSEN_DEVICES] =
+    [const { AtomicU8::new(AS_CONFIGURED) }; MAX_CHOSEN_DEVICES];
+/// How many devices a script can choose the sync mode of (`gpu0` .. `gpu63`).
+const MAX_CHOSEN_DEVICES: usize = 64;
+const AS_CONFIGURED: u8 = 0;
+const SYNC_OFF: u8 = 1;
+const SYNC_ON: u8 = 2;
+
+/// Chooses whether GPU ops of device `gpu{index}` (of every device with `None`) synchronize
+/// their stream at their end (the pre-RFC mode, [`SYNC_ENV`] for one device), from the next op
+/// on. For a script's `device gpu0 = sim(sync=1)`, which a real engine honours this way; the
+/// caller waits for the ops already pushed first, so that none runs in the mode it was not
+/// pushed in. An error for an index beyond the 64 this can set.
+pub fn choose_sync_every_op(index: Option<u16>, on: bool) -> Result<(), TensorError> {
+    let mode = if on { SYNC_ON } else { SYNC_OFF };
+    match index {
+        None => SYNC_CHOSEN
+            .iter()
+            .for_each(|slot| slot.store(mode, Ordering::Relaxed)),
+        Some(index) => SYNC_CHOSEN
+            .get(usize::from(index))
+            .ok_or_else(|| {
+                terr!(
+                    "the sync mode can be chosen for gpu0 to gpu{}",
+                    MAX_CHOSEN_DEVICES - 1
+                )
+            })?
+            .store(mode, Ordering::Relaxed),
+    }
+    Ok(())
+}
 
 /// How the GPU runtime is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -222,7 +256,7 @@ fn ptx() -> Result<&'static cudarc::nvrtc::Ptx, TensorError> {
         probe_library("nvrtc", &["nvrtcCreateProgram", "nvrtcGetPTX"]).map_err(|reason| {
             terr!(
                 "cannot compile GPU kernels: {reason}; install CUDA's NVRTC \
-                 (e.g. `pip install nvidia-cuda-nvrtc-cu12`) and add its lib directory to LD_LIBRARY_PATH"
+                 (e.g. `pip install nvidia-cuda-nvrtc`, or `nvidia-cuda-nvrtc-cu12` for CUDA 12) and add its lib directory to LD_LIBRARY_PATH"
             )
         })?;
         let compiled = std::panic::catch_unwind(|| {
@@ -249,8 +283,8 @@ fn ptx() -> Result<&'static cudarc::nvrtc::Ptx, TensorError> {
 /// module and what was loaded (`sm_90 CUBIN`, `PTX`).
 ///
 /// A CUBIN comes first: PTX carries the ISA version of the NVRTC that made it, and a driver older
-/// than that NVRTC refuses it (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`), while machine code from any
-/// CUDA 12 toolkit loads on any CUDA 12 driver (minor version compatibility); it also spares the
+/// than that NVRTC refuses it (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`), while machine code from a
+/// CUDA toolkit loads on any driver of its major version or later; it also spares the
 /// JIT at every start.
 fn load_kernels(ctx: &Arc<CudaContext>) -> Result<(Arc<CudaModule>, String), TensorError> {
     let from_cubin = compute_capability(ctx).and_then(|cc| {
@@ -513,6 +547,19 @@ impl GpuDevice {
     /// The device's index (`gpu{index}`).
     pub fn index(&self) -> u16 {
         self.index
+    }
+
+    /// Whether its ops synchronize their stream at their end: as a script chose
+    /// ([`choose_sync_every_op`]), else as configured ([`SYNC_ENV`]).
+    pub fn syncs_every_op(&self) -> bool {
+        let chosen = SYNC_CHOSEN
+            .get(usize::from(self.index))
+            .map_or(AS_CONFIGURED, |slot| slot.load(Ordering::Relaxed));
+        match chosen {
+            SYNC_ON => true,
+            SYNC_OFF => false,
+            _ => self.sync_every_op,
+        }
     }
 
     /// The device's name as the driver reports it, e.g. `NVIDIA H100 80GB HBM3`.
@@ -1136,7 +1183,7 @@ impl OpScope {
             }),
             _ => None,
         };
-        if device.sync_every_op {
+        if device.syncs_every_op() {
             stream.synchronize().map_err(driver_error)?;
         }
         Ok(span)

@@ -63,10 +63,11 @@ pub(crate) fn reduce_kernel(op: ReduceOp, kind: &str) -> String {
 }
 
 /// Kernels that exist once, not per operator.
-pub(crate) const FIXED_KERNELS: [&str; 9] = [
+pub(crate) const FIXED_KERNELS: [&str; 10] = [
     "fill",
     "arange",
     "eye",
+    "spin",
     "strided_copy",
     "softmax_lanes",
     "onehot",
@@ -110,6 +111,12 @@ struct Acc { float v; u64 i; };
 extern "C" __global__ void fill(float* y, float value, u64 n) { GRID_STRIDE(i, n) y[i] = value; }
 extern "C" __global__ void arange(float* y, u64 n) { GRID_STRIDE(i, n) y[i] = (float)i; }
 extern "C" __global__ void eye(float* y, u64 n) { GRID_STRIDE(i, n * n) y[i] = (i / n == i % n) ? 1.0f : 0.0f; }
+// work(ms) on a GPU: one thread keeps the stream busy for ns nanoseconds of the GPU's global timer.
+extern "C" __global__ void spin(u64 ns) {
+  u64 start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
+}
 
 extern "C" __global__ void strided_copy(const float* x, float* y, Strided p) {
     GRID_STRIDE(i, p.n) {

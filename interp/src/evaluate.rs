@@ -339,9 +339,10 @@ fn call<B: Backend>(
                     TensorError::new("work takes a time in milliseconds from 0 to 3600000")
                 })?;
             take_time(
+                backend,
                 cx,
                 std::time::Duration::from_secs_f64(f64::from(milliseconds) / 1000.0),
-            );
+            )?;
             // The value passes through, where it lives.
             match args.args.len() {
                 0 => backend.constant(Tensor::scalar(0.0))?,
@@ -373,15 +374,21 @@ pub(crate) fn call_on_host(
     call(builtin, args, &mut backend, &OpContext::standalone())
 }
 
-/// `work(ms)`'s time: spent on the host, or, on the virtual clock, reported rather than spent.
-fn take_time(cx: &OpContext, duration: std::time::Duration) {
+/// `work(ms)`'s time: spent where the op runs (the host thread, or the GPU stream), or, on the
+/// virtual clock, reported rather than spent.
+fn take_time<B: Backend>(
+    backend: &mut B,
+    cx: &OpContext,
+    duration: std::time::Duration,
+) -> Result<(), TensorError> {
     if cx.is_simulated() {
         cx.report_cost(dep_engine::sim::Cost {
             fixed_ns: duration.as_nanos() as u64,
             ..Default::default()
         });
+        Ok(())
     } else {
-        std::thread::sleep(duration);
+        backend.take_time(duration)
     }
 }
 

@@ -111,6 +111,34 @@ fn check(device: &Arc<GpuDevice>, what: &str, plan: &Plan, inputs: &[Tensor], to
     }
 }
 
+/// `a @ b` on the GPU against the CPU, element by element within the float32 bound of a sum of
+/// `k` products summed in any order: `2 k u` times the sum of the terms' magnitudes (`|a| @ |b|`),
+/// with `u` the unit roundoff. Relative to the result itself no tolerance holds: an element that
+/// cancels to near zero keeps the absolute error of its large terms.
+fn check_matmul(device: &Arc<GpuDevice>, what: &str, a: &Tensor, b: &Tensor) {
+    let plan = Plan::Matmul(input(0), input(1));
+    let inputs = [a.clone(), b.clone()];
+    let want = cpu_eval(&plan, &inputs).unwrap().remove(0);
+    let got = gpu_eval(device, &plan, &inputs).unwrap().remove(0);
+    let magnitude = |x: &Tensor| tensor::unary(UnaryOp::Abs, x).unwrap();
+    let terms = tensor::matmul(&magnitude(a), &magnitude(b)).unwrap();
+    let k = a.shape()[a.shape().len() - 1] as f32;
+    let bound = 2.0 * k * f32::EPSILON / 2.0;
+    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    for (index, ((&g, &w), &t)) in got
+        .data()
+        .iter()
+        .zip(want.data())
+        .zip(terms.data())
+        .enumerate()
+    {
+        assert!(
+            (g - w).abs() <= bound * t,
+            "{what}: element {index}: gpu {g} vs cpu {w}, terms of magnitude {t}"
+        );
+    }
+}
+
 fn randn(shape: &[usize], seed: u64) -> Tensor {
     tensor::randn(shape, &mut tensor::seeded_rng(seed)).unwrap()
 }
@@ -241,20 +269,8 @@ fn every_builtin_matches_the_cpu() {
         ],
     );
     check(device, "index", &index, std::slice::from_ref(&small), 0.0);
-    check(
-        device,
-        "matmul",
-        &Plan::Matmul(input(0), input(1)),
-        &[x.clone(), randn(&[300, 50], seed)],
-        1e-4,
-    );
-    check(
-        device,
-        "matvec",
-        &Plan::Matmul(input(0), input(1)),
-        &[x.clone(), y.clone()],
-        1e-4,
-    );
+    check_matmul(device, "matmul", &x, &randn(&[300, 50], seed));
+    check_matmul(device, "matvec", &x, &y);
     check(
         device,
         "matmul error",

@@ -436,3 +436,66 @@ fn a_copy_lands_where_to_says_even_from_where_it_already_is() {
     assert_eq!(device_of("g").as_deref(), Some("gpu0"));
     assert_eq!(device_of("z").as_deref(), Some("gpu0"));
 }
+
+/// For each GPU op of an observed per-device run of `source`: its host `Finished` time and its
+/// kernels' end on the device, in the log's nanoseconds.
+fn gpu_op_ends(source: &str) -> Vec<(u64, u64)> {
+    let mut session = dep_interp::Session::new(dep_interp::SessionConfig {
+        policy: dep_engine::Policy::PerDevice,
+        threads: 2,
+        observe: true,
+        ..dep_interp::SessionConfig::default()
+    });
+    let mut out = Vec::new();
+    session.run_source("sync.dep", source, &mut out).unwrap();
+    session.finish().unwrap();
+    let mut finished = std::collections::HashMap::new();
+    let mut kernels_end = std::collections::HashMap::new();
+    for event in session.event_log().unwrap().events() {
+        match event.kind {
+            dep_engine::EventKind::Finished { op, .. } => {
+                finished.insert(op, event.time_ns);
+            }
+            dep_engine::EventKind::DeviceSpan { op, end_ns, .. } => {
+                kernels_end.insert(op, end_ns);
+            }
+            _ => {}
+        }
+    }
+    kernels_end
+        .into_iter()
+        .map(|(op, end)| (finished[&op], end))
+        .collect()
+}
+
+#[test]
+fn work_keeps_the_gpu_busy_and_a_scripts_sync_choice_decides_when_the_op_ends() {
+    let Some((_gpu, _)) = gpu0() else { return };
+    // `work(20)` on gpu0 is a 20 ms kernel: without sync its op ends once it is enqueued, long
+    // before the kernel ends; with `sync=1` (chosen by the script on a real engine) the op ends
+    // only after its kernel.
+    let script = |sync: u8| {
+        format!("device gpu0 = sim(sync={sync})\nwith gpu0 {{\n  x = work(20, ones(4))\n}}\nprint sum(x)\n")
+    };
+    const MARGIN_NS: u64 = 5_000_000;
+    let unsynced = gpu_op_ends(&script(0));
+    let spinning: Vec<_> = unsynced
+        .iter()
+        .filter(|(finished, end)| finished + MARGIN_NS < *end)
+        .collect();
+    assert_eq!(
+        spinning.len(),
+        1,
+        "one op ended 5 ms or more before its kernel: {unsynced:?}"
+    );
+    let synced = gpu_op_ends(&script(1));
+    assert!(!synced.is_empty());
+    for (finished, end) in &synced {
+        // Spans are placed on the host clock to within a few microseconds.
+        assert!(
+            finished + 50_000 >= *end,
+            "with sync=1 an op ended before its kernel: {synced:?}"
+        );
+    }
+    dep_interp::gpu::choose_sync_every_op(None, false).unwrap();
+}

@@ -62,6 +62,10 @@ pub trait Backend {
     fn concat(&mut self, a: Self::Value, b: Self::Value, axis: i64) -> Result<Self::Value>;
     /// `parts` equal parts of `x` along `axis`.
     fn split(&mut self, x: Self::Value, parts: usize, axis: i64) -> Result<Vec<Self::Value>>;
+
+    /// Spends `duration` where the op runs (`work(ms)`): the CPU backend sleeps its thread, a
+    /// GPU backend keeps the op's stream busy for that long, so the time is the device's.
+    fn take_time(&mut self, duration: std::time::Duration) -> Result<()>;
 }
 
 /// The CPU backend: values are host tensors, computed by this crate's kernels.
@@ -197,6 +201,11 @@ impl Backend for HostBackend<'_> {
 
     fn split(&mut self, x: Tensor, parts: usize, axis: i64) -> Result<Vec<Tensor>> {
         super::split(&x, parts, axis)
+    }
+
+    fn take_time(&mut self, duration: std::time::Duration) -> Result<()> {
+        std::thread::sleep(duration);
+        Ok(())
     }
 }
 

@@ -131,7 +131,8 @@ impl Runner<'_> {
     /// `device gpu1 = sim(tflops=100, gbps=2000, latency_us=5, launch_us=5, sync=1)`: the
     /// simulated model of a device
     /// (or of every GPU with `gpu`, of links with `pcie` / `nvlink`, of the copy lane with
-    /// `copy`). Fields not given keep their defaults; real engines ignore the models.
+    /// `copy`). Fields not given keep their defaults; real engines ignore the models, except
+    /// a GPU's `sync`, which they honour.
     pub(super) fn exec_device(
         &mut self,
         name: &grammar::Name,
@@ -151,6 +152,7 @@ impl Runner<'_> {
         let Some(mut model) = engine::sim::default_model(&name.text) else {
             return Err(self.error(name.span, format!("`{}` is not a device to simulate (expected cpu, gpu, gpu0, ..., copy, pcie, nvlink or net)", name.text), "this name"));
         };
+        let mut sync_chosen = None;
         for arg in args {
             let value = self.host_number(&arg.value)?;
             if !(value.is_finite() && value >= 0.0) {
@@ -166,7 +168,10 @@ impl Runner<'_> {
                 "gbps" => model.bytes_per_s = value * 1e9,
                 "latency_us" => model.latency_ns = (value * 1e3).round() as u64,
                 "launch_us" => model.launch_ns = (value * 1e3).round() as u64,
-                "sync" => model.sync = value != 0.0,
+                "sync" => {
+                    model.sync = value != 0.0;
+                    sync_chosen = Some(model.sync);
+                }
                 "streams" | "lanes" if value >= 1.0 && value.fract() == 0.0 => {
                     model.lanes = value as usize
                 }
@@ -176,7 +181,31 @@ impl Runner<'_> {
             }
         }
         self.scope.engine.set_sim_device(&name.text, model);
-        Ok(())
+        match sync_chosen {
+            Some(on) if self.scope.engine.policy() != engine::Policy::Sim => {
+                self.choose_real_gpu_sync(name, on)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// On a real engine, `sync=` of a GPU's model is the one field honoured: the GPU's ops
+    /// synchronize their stream at their end (the pre-RFC mode) or not, from the next op on,
+    /// once the ops already pushed have ended. Nothing to do without a GPU.
+    fn choose_real_gpu_sync(&mut self, name: &grammar::Name, on: bool) -> Result<(), RunError> {
+        let index = match name.text.as_str() {
+            "gpu" => None,
+            text => match text.strip_prefix("gpu").and_then(|n| n.parse::<u16>().ok()) {
+                Some(index) => Some(index),
+                None => return Ok(()),
+            },
+        };
+        if crate::gpu::detect().n_devices() == 0 {
+            return Ok(());
+        }
+        self.wait_all(name.span)?;
+        crate::gpu::choose_sync_every_op(index, on)
+            .map_err(|error| self.error(name.span, error.to_string(), "this device"))
     }
 
     /// `priority auto { ... }`: records the block, ranks its ops by HEFT's upward rank (the
