@@ -51,9 +51,9 @@ for i in 0..{n} {{
 }}
 wait
 t3 = clock()
-print "chain", (t1 - t0) * 1000000 / {n}
-print "readback", (t2 - t1) * 1000000 / {n}
-print "spin10", (t3 - t2) * 1000000 / {n}
+print "chain", (t1 - t0) * 1000 / {n}
+print "readback", (t2 - t1) * 1000 / {n}
+print "spin10", (t3 - t2) * 1000 / {n}
 print "check", v
 """
 

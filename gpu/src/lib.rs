@@ -56,8 +56,8 @@ pub use eval::{run_op, GpuBackend, GpuValue};
 pub use philox::{reference_normal, reference_uniform, Draw, GpuRng};
 pub use runtime::take_deferred_errors;
 pub use runtime::{
-    choose_sync_every_op, copy_to_device, download, upload, DeviceBuffer, GpuConfig, GpuDevice,
-    GpuOpContext, GpuRuntime, GpuTensor, KernelSpan, SYNC_ENV,
+    choose_sync_every_op, copy_to_device, download, synchronize_opened, upload, DeviceBuffer,
+    GpuConfig, GpuDevice, GpuOpContext, GpuRuntime, GpuTensor, KernelSpan, SYNC_ENV,
 };
 pub use timing::flush_kernel_times;
 

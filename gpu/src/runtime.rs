@@ -150,6 +150,23 @@ pub fn take_deferred_errors() -> Vec<String> {
         .collect()
 }
 
+/// Waits until everything enqueued on the GPUs opened so far (kernels, copies, frees) has run:
+/// a GPU op completes when its kernels are enqueued, so `wait` also needs this to mean "done".
+/// The first failure names its device. Never initialises CUDA nor opens a device.
+pub fn synchronize_opened() -> Result<(), TensorError> {
+    let Some(Ok(runtime)) = RUNTIME.get() else {
+        return Ok(());
+    };
+    for device in runtime.devices.iter().filter_map(|device| device.get()) {
+        if let Ok(device) = device {
+            device
+                .synchronize()
+                .map_err(|error| terr!("gpu{}: {error}", device.index))?;
+        }
+    }
+    Ok(())
+}
+
 impl GpuRuntime {
     /// The runtime, created on the first call with that call's `config` (later calls get the
     /// same runtime whatever config they pass). An error when there is no GPU, with the reason.

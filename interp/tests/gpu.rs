@@ -499,3 +499,19 @@ fn work_keeps_the_gpu_busy_and_a_scripts_sync_choice_decides_when_the_op_ends() 
     }
     dep_interp::gpu::choose_sync_every_op(None, false).unwrap();
 }
+
+#[test]
+fn wait_waits_for_the_gpus_kernels_not_only_their_enqueue() {
+    let Some((_gpu, _)) = gpu0() else { return };
+    // A GPU op ends once its kernels are enqueued; `wait` must still mean that they have run,
+    // or a script's `clock()` after it times the enqueue (a 30 ms kernel measured as ~0 ms).
+    let output = run_script(
+        "t0 = clock()\nwith gpu0 {\n  x = work(30, ones(4))\n}\nwait\nt1 = clock()\nprint t1 - t0\n",
+        dep_engine::Policy::PerDevice,
+    );
+    let waited_ms = numbers(&output)[0];
+    assert!(
+        waited_ms >= 25.0,
+        "wait returned {waited_ms} ms after a 30 ms kernel was pushed"
+    );
+}

@@ -49,19 +49,19 @@ impl Runner<'_> {
         )
     }
 
-    /// Waits for every pushed op, unless the user gives up (see `Session::set_abandon_check`);
-    /// `span` is what waits.
+    /// Waits for every pushed op, unless the user gives up (see `Session::set_abandon_check`),
+    /// then for the GPUs' kernels (a GPU op ends when they are enqueued, not run); `span` is
+    /// what waits.
     pub(super) fn wait_all(&self, span: Span) -> Result<(), RunError> {
         match self.scope.abandon_check {
             Some(give_up) if !self.scope.engine.wait_all_or(give_up) => {
-                Err(self.abandoned_wait(span))
+                return Err(self.abandoned_wait(span))
             }
-            Some(_) => Ok(()),
-            None => {
-                self.scope.engine.wait_all();
-                Ok(())
-            }
+            Some(_) => {}
+            None => self.scope.engine.wait_all(),
         }
+        crate::gpu::synchronize_opened()
+            .map_err(|error| self.error(span, error.to_string(), "waiting for this"))
     }
 
     /// The value of `slot` once its writes are done; an error names `span`, the expression
