@@ -157,12 +157,11 @@ pub fn synchronize_opened() -> Result<(), TensorError> {
     let Some(Ok(runtime)) = RUNTIME.get() else {
         return Ok(());
     };
-    for device in runtime.devices.iter().filter_map(|device| device.get()) {
-        if let Ok(device) = device {
-            device
-                .synchronize()
-                .map_err(|error| terr!("gpu{}: {error}", device.index))?;
-        }
+    let opened = runtime.devices.iter().filter_map(|device| device.get());
+    for device in opened.flatten() {
+        device
+            .synchronize()
+            .map_err(|error| terr!("gpu{}: {error}", device.index))?;
     }
     Ok(())
 }
