@@ -124,6 +124,7 @@ impl RunArgs {
             policy,
             threads,
             observe: self.wants_views(),
+            summary_only: self.wants_summary_only(),
             ..SessionConfig::default()
         })
     }
@@ -131,6 +132,19 @@ impl RunArgs {
     /// Whether the user chose the CPU workers' count (`--threads`, or `DEP_THREADS`).
     pub(crate) fn threads_chosen(&self) -> bool {
         self.threads.is_some() || std::env::var_os("DEP_THREADS").is_some()
+    }
+
+    /// Whether the run's one view is its summary (`--summary` and no other view flag, one
+    /// process): its event log then keeps only what a summary reads.
+    pub(crate) fn wants_summary_only(&self) -> bool {
+        self.summary
+            && self.trace.is_empty()
+            && self.timeline.is_none()
+            && self.dot.is_none()
+            && self.replay.is_none()
+            && !self.watch
+            && self.ranks.is_none()
+            && crate::ranks::launched_size().is_none()
     }
 
     /// Whether any view flag asks for the engine's events.
@@ -152,4 +166,32 @@ pub(crate) struct ReplayArgs {
     /// Print only the state after the last event, then the run's summary, instead of stepping
     #[arg(long)]
     pub(crate) end: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(args: &[&str]) -> RunArgs {
+        let cli = Cli::try_parse_from(["dep", "run", "x.dep"].iter().chain(args)).unwrap();
+        match cli.command {
+            Some(Command::Run(args)) => args,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_a_summary_alone_gets_the_lean_log() {
+        assert!(run_args(&["--summary"]).wants_summary_only());
+        for other_view in [
+            &["--summary", "--trace", "t.json"][..],
+            &["--summary", "--timeline", "t.svg"],
+            &["--summary", "--watch"],
+            &["--summary", "--engine", "sim", "--ranks", "2"],
+            &["--trace", "t.pftrace"],
+            &[],
+        ] {
+            assert!(!run_args(other_view).wants_summary_only(), "{other_view:?}");
+        }
+    }
 }

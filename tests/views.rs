@@ -301,3 +301,36 @@ fn summary_alone_prints_the_summary_and_writes_nothing() {
         "only the script"
     );
 }
+
+#[test]
+fn a_summary_alone_says_what_the_summary_of_the_whole_log_says() {
+    // `--summary` alone records a lean log (no grants after a push, see
+    // `EventLog::for_summary`); with a trace too, the whole log. Under the simulator both runs
+    // have the same times to the nanosecond, so the two summaries must be the same text.
+    let dir = TestDir::new();
+    for sample in [
+        "intro",
+        "mlp",
+        "gpipe",
+        "priorities",
+        "gpu_sync",
+        "mutation",
+        "mlp_graph",
+    ] {
+        let script = crate::util::repo_root().join(format!("samples/{sample}.dep"));
+        let summary = |extra: &[&str]| {
+            Run::of(
+                dir.dep()
+                    .arg("run")
+                    .arg(&script)
+                    .args(["--engine", "sim", "--summary"])
+                    .args(extra),
+            )
+            .expect_code(0)
+            .stderr
+        };
+        let alone = summary(&[]);
+        assert!(alone.starts_with("summary: "), "{sample}: {alone}");
+        assert_eq!(alone, summary(&["--trace", "t.json"]), "{sample}");
+    }
+}

@@ -257,6 +257,9 @@ pub struct EventLog {
     /// The room [`EventLog::read_since`] copies each shard's records into, and the room it
     /// decodes a push into, kept between calls.
     reader: Mutex<(Vec<Run>, Event)>,
+    /// Whether the grants that come after a push (a release's) are kept: not in a log made
+    /// [`EventLog::for_summary`].
+    keeps_later_grants: bool,
 }
 
 const N_SHARDS: usize = 8;
@@ -729,6 +732,7 @@ impl Default for EventLog {
             first_seq: AtomicU64::new(0),
             streamed: AtomicBool::new(false),
             reader: Mutex::new((Vec::new(), push_room())),
+            keeps_later_grants: true,
         }
     }
 }
@@ -737,6 +741,19 @@ impl EventLog {
     /// An empty log.
     pub fn new() -> EventLog {
         EventLog::default()
+    }
+
+    /// An empty log for a run whose one view is its summary: it drops the grants that come
+    /// after an op's push, and the readiness they bring ([`EventSink::granted`],
+    /// [`EventSink::granted_ready`]), which a summary (folded from pushes, starts, ends and
+    /// device spans) never reads; about a third of a dependent op's events. Any other view (a
+    /// trace, a timeline, a replay, a live panel) shows when each access was granted: give it
+    /// [`EventLog::new`].
+    pub fn for_summary() -> EventLog {
+        EventLog {
+            keeps_later_grants: false,
+            ..EventLog::default()
+        }
     }
 
     /// A copy of the events so far, in arrival order.
@@ -910,6 +927,13 @@ impl EventLog {
 
 impl EventSink for EventLog {
     fn event(&self, event: Event) {
+        let later_grant = matches!(
+            event.kind,
+            EventKind::Granted { .. } | EventKind::Ready { .. }
+        );
+        if later_grant && !self.keeps_later_grants {
+            return;
+        }
         let shard = this_shard();
         let mut shard = lock(&self.shards[shard]);
         // Numbered under the shard's lock, so each shard is in increasing order (several threads
@@ -950,12 +974,16 @@ impl EventSink for EventLog {
     }
 
     fn granted(&self, time_ns: u64, op: OpId, var: VarId) {
-        self.keep(KIND_GRANTED, 1, time_ns, op.0, |_| var.0);
+        if self.keeps_later_grants {
+            self.keep(KIND_GRANTED, 1, time_ns, op.0, |_| var.0);
+        }
     }
 
     fn granted_ready(&self, time_ns: u64, op: OpId, var: VarId) {
-        // Two numbers, the grant's and the readiness's, taken at once.
-        self.keep(KIND_GRANTED, 2, time_ns, op.0, |_| var.0 | GRANT_READY);
+        if self.keeps_later_grants {
+            // Two numbers, the grant's and the readiness's, taken at once.
+            self.keep(KIND_GRANTED, 2, time_ns, op.0, |_| var.0 | GRANT_READY);
+        }
     }
 }
 
@@ -1099,6 +1127,42 @@ mod tests {
         let sent = std::mem::take(&mut *lock(&default.0));
         assert_eq!(sent.len(), 3 * STATES.len());
         assert_eq!(log.events(), sent);
+    }
+
+    #[test]
+    fn a_log_for_a_summary_drops_the_later_grants_and_keeps_the_rest() {
+        let full = EventLog::new();
+        let lean = EventLog::for_summary();
+        let (op, var) = (OpId(7), VarId(3));
+        for log in [&full, &lean] {
+            log.granted(1, op, var);
+            log.granted_ready(2, op, var);
+            log.event(Event {
+                time_ns: 3,
+                kind: EventKind::Granted { op, var },
+            });
+            log.event(Event {
+                time_ns: 3,
+                kind: EventKind::Ready { op },
+            });
+            log.started(4, op, 0);
+            log.finished(5, op, OpState::Done, None);
+        }
+        let kinds = |log: &EventLog| -> Vec<u8> {
+            log.events()
+                .iter()
+                .map(|event| match event.kind {
+                    EventKind::Granted { .. } => b'g',
+                    EventKind::Ready { .. } => b'r',
+                    EventKind::Started { .. } => b's',
+                    EventKind::Finished { .. } => b'f',
+                    _ => b'?',
+                })
+                .collect()
+        };
+        assert_eq!(kinds(&full), b"ggrgrsf");
+        assert_eq!(kinds(&lean), b"sf");
+        assert_eq!(lean.events(), full.events()[5..]);
     }
 
     /// A sink that keeps the events as the trait's default methods send them.

@@ -423,6 +423,7 @@ mod tests {
             threads: 2,
             observe: true,
             show_expression_values: true,
+            ..SessionConfig::default()
         })
     }
 

@@ -26,6 +26,9 @@ pub struct SessionConfig {
     pub threads: usize,
     /// Keep an event log of everything the engine does, for views and traces.
     pub observe: bool,
+    /// With `observe`, the one view is the run's summary: the log drops what only the other
+    /// views read ([`engine::EventLog::for_summary`]).
+    pub summary_only: bool,
     /// Show the value of an expression statement (`X + 1` alone), as a REPL or notebook does.
     pub show_expression_values: bool,
 }
@@ -37,6 +40,7 @@ impl Default for SessionConfig {
             policy: engine_config.policy,
             threads: engine_config.threads,
             observe: false,
+            summary_only: false,
             show_expression_values: false,
         }
     }
@@ -94,7 +98,7 @@ pub type InterruptCheck = Box<dyn Fn() -> bool + Send>;
 impl Session {
     /// A new, empty session with its own engine.
     pub fn new(config: SessionConfig) -> Session {
-        let log = config.observe.then(|| Arc::new(engine::EventLog::new()));
+        let log = new_log(&config);
         let engine = new_engine(&config, log.clone());
         let rng = Arc::new(RngSlot {
             var: engine.new_var("rng"),
@@ -478,10 +482,7 @@ impl Session {
         self.engine.wait_all();
         self.config.policy = policy;
         self.config.threads = threads;
-        let log = self
-            .config
-            .observe
-            .then(|| Arc::new(engine::EventLog::new()));
+        let log = new_log(&self.config);
         let new_engine = new_engine(&self.config, log.clone());
         for binding in self.globals.values_mut() {
             if let Binding::Tensor(slot) = binding {
@@ -539,6 +540,16 @@ impl Session {
             None => self.comm = comm,
         }
     }
+}
+
+/// The event log `config` asks for, if any.
+fn new_log(config: &SessionConfig) -> Option<Arc<engine::EventLog>> {
+    config.observe.then(|| {
+        Arc::new(match config.summary_only {
+            true => engine::EventLog::for_summary(),
+            false => engine::EventLog::new(),
+        })
+    })
 }
 
 fn new_engine(config: &SessionConfig, log: Option<Arc<engine::EventLog>>) -> engine::Engine {

@@ -119,6 +119,7 @@ fn run(cells: &[String], settings: Settings) -> Vec<Report> {
         threads: 2,
         observe: settings.observe,
         show_expression_values: true,
+        ..SessionConfig::default()
     });
     let steps = Arc::new(AtomicUsize::new(0));
     let budget = settings.budget;

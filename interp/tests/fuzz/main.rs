@@ -310,6 +310,7 @@ fn the_generator_writes_programs_that_parse_and_mostly_run() {
             threads: 1,
             observe: false,
             show_expression_values: false,
+            ..dep_interp::SessionConfig::default()
         });
         let ran = session.run_source(check::PATH, &text, &mut Vec::new());
         let _ = session.finish();
