@@ -124,7 +124,7 @@ impl RunArgs {
             policy,
             threads,
             observe: self.wants_views(),
-            summary_only: self.wants_summary_only(),
+            lean_log: self.wants_lean_log(),
             ..SessionConfig::default()
         })
     }
@@ -134,11 +134,15 @@ impl RunArgs {
         self.threads.is_some() || std::env::var_os("DEP_THREADS").is_some()
     }
 
-    /// Whether the run's one view is its summary (`--summary` and no other view flag, one
-    /// process): its event log then keeps only what a summary reads.
-    pub(crate) fn wants_summary_only(&self) -> bool {
-        self.summary
-            && self.trace.is_empty()
+    /// Whether no view of the run reads the grants that come after a push: its views are the
+    /// summary and Perfetto traces (neither reads them), in one process. Its event log then
+    /// drops them.
+    pub(crate) fn wants_lean_log(&self) -> bool {
+        self.wants_views()
+            && self
+                .trace
+                .iter()
+                .all(|path| crate::views::is_perfetto(path))
             && self.timeline.is_none()
             && self.dot.is_none()
             && self.replay.is_none()
@@ -181,17 +185,31 @@ mod tests {
     }
 
     #[test]
-    fn only_a_summary_alone_gets_the_lean_log() {
-        assert!(run_args(&["--summary"]).wants_summary_only());
+    fn only_the_summary_and_perfetto_traces_get_the_lean_log() {
+        for lean in [
+            &["--summary"][..],
+            &["--trace", "t.pftrace"],
+            &[
+                "--summary",
+                "--trace",
+                "a.pftrace",
+                "--trace",
+                "b.perfetto-trace",
+            ],
+        ] {
+            assert!(run_args(lean).wants_lean_log(), "{lean:?}");
+        }
         for other_view in [
             &["--summary", "--trace", "t.json"][..],
+            &["--trace", "t.pftrace", "--trace", "t.json"],
             &["--summary", "--timeline", "t.svg"],
+            &["--summary", "--dot", "g.dot"],
+            &["--summary", "--replay", "r.html"],
             &["--summary", "--watch"],
             &["--summary", "--engine", "sim", "--ranks", "2"],
-            &["--trace", "t.pftrace"],
             &[],
         ] {
-            assert!(!run_args(other_view).wants_summary_only(), "{other_view:?}");
+            assert!(!run_args(other_view).wants_lean_log(), "{other_view:?}");
         }
     }
 }

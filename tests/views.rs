@@ -303,10 +303,11 @@ fn summary_alone_prints_the_summary_and_writes_nothing() {
 }
 
 #[test]
-fn a_summary_alone_says_what_the_summary_of_the_whole_log_says() {
-    // `--summary` alone records a lean log (no grants after a push, see
-    // `EventLog::for_summary`); with a trace too, the whole log. Under the simulator both runs
-    // have the same times to the nanosecond, so the two summaries must be the same text.
+fn a_summary_and_a_perfetto_trace_from_the_lean_log_are_those_of_the_whole_log() {
+    // `--summary` and Perfetto traces alone record a lean log (no grants after a push, see
+    // `EventLog::without_later_grants`); with a JSON trace beside them, the whole log. Under
+    // the simulator both runs have the same times to the nanosecond, so the summaries must be
+    // the same text and the Perfetto traces the same bytes.
     let dir = TestDir::new();
     for sample in [
         "intro",
@@ -318,19 +319,28 @@ fn a_summary_alone_says_what_the_summary_of_the_whole_log_says() {
         "mlp_graph",
     ] {
         let script = crate::util::repo_root().join(format!("samples/{sample}.dep"));
-        let summary = |extra: &[&str]| {
-            Run::of(
+        let run = |extra: &[&str]| {
+            let run = Run::of(
                 dir.dep()
                     .arg("run")
                     .arg(&script)
-                    .args(["--engine", "sim", "--summary"])
+                    .args(["--engine", "sim", "--summary", "--trace", "t.pftrace"])
                     .args(extra),
             )
-            .expect_code(0)
-            .stderr
+            .expect_code(0);
+            let trace = std::fs::read(dir.path().join("t.pftrace")).unwrap();
+            (run.stderr, trace)
         };
-        let alone = summary(&[]);
-        assert!(alone.starts_with("summary: "), "{sample}: {alone}");
-        assert_eq!(alone, summary(&["--trace", "t.json"]), "{sample}");
+        let (lean_summary, lean_trace) = run(&[]);
+        assert!(
+            lean_summary.starts_with("summary: "),
+            "{sample}: {lean_summary}"
+        );
+        let (whole_summary, whole_trace) = run(&["--trace", "t.json"]);
+        assert_eq!(lean_summary, whole_summary, "{sample}");
+        assert!(
+            lean_trace == whole_trace,
+            "{sample}: the Perfetto traces differ"
+        );
     }
 }

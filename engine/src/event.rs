@@ -257,8 +257,8 @@ pub struct EventLog {
     /// The room [`EventLog::read_since`] copies each shard's records into, and the room it
     /// decodes a push into, kept between calls.
     reader: Mutex<(Vec<Run>, Event)>,
-    /// Whether the grants that come after a push (a release's) are kept: not in a log made
-    /// [`EventLog::for_summary`].
+    /// Whether the grants that come after a push (a release's) are kept: not in a log made by
+    /// [`EventLog::without_later_grants`].
     keeps_later_grants: bool,
 }
 
@@ -743,13 +743,13 @@ impl EventLog {
         EventLog::default()
     }
 
-    /// An empty log for a run whose one view is its summary: it drops the grants that come
-    /// after an op's push, and the readiness they bring ([`EventSink::granted`],
-    /// [`EventSink::granted_ready`]), which a summary (folded from pushes, starts, ends and
-    /// device spans) never reads; about a third of a dependent op's events. Any other view (a
-    /// trace, a timeline, a replay, a live panel) shows when each access was granted: give it
-    /// [`EventLog::new`].
-    pub fn for_summary() -> EventLog {
+    /// An empty log that drops the grants that come after an op's push, and the readiness they
+    /// bring ([`EventSink::granted`], [`EventSink::granted_ready`]): for a run whose views never
+    /// read them (its summary, folded from pushes, starts, ends and device spans, and Perfetto
+    /// traces, which hold slices and arrows), two of a dependent op's five records. The other
+    /// views (a JSON trace, which `dep replay` steps through, a timeline, a replay, a live
+    /// panel) show when each access was granted: give them [`EventLog::new`].
+    pub fn without_later_grants() -> EventLog {
         EventLog {
             keeps_later_grants: false,
             ..EventLog::default()
@@ -1132,7 +1132,7 @@ mod tests {
     #[test]
     fn a_log_for_a_summary_drops_the_later_grants_and_keeps_the_rest() {
         let full = EventLog::new();
-        let lean = EventLog::for_summary();
+        let lean = EventLog::without_later_grants();
         let (op, var) = (OpId(7), VarId(3));
         for log in [&full, &lean] {
             log.granted(1, op, var);

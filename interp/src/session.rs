@@ -26,9 +26,9 @@ pub struct SessionConfig {
     pub threads: usize,
     /// Keep an event log of everything the engine does, for views and traces.
     pub observe: bool,
-    /// With `observe`, the one view is the run's summary: the log drops what only the other
-    /// views read ([`engine::EventLog::for_summary`]).
-    pub summary_only: bool,
+    /// With `observe`, no view reads the grants that come after a push (the summary and
+    /// Perfetto traces): the log drops them ([`engine::EventLog::without_later_grants`]).
+    pub lean_log: bool,
     /// Show the value of an expression statement (`X + 1` alone), as a REPL or notebook does.
     pub show_expression_values: bool,
 }
@@ -40,7 +40,7 @@ impl Default for SessionConfig {
             policy: engine_config.policy,
             threads: engine_config.threads,
             observe: false,
-            summary_only: false,
+            lean_log: false,
             show_expression_values: false,
         }
     }
@@ -545,8 +545,8 @@ impl Session {
 /// The event log `config` asks for, if any.
 fn new_log(config: &SessionConfig) -> Option<Arc<engine::EventLog>> {
     config.observe.then(|| {
-        Arc::new(match config.summary_only {
-            true => engine::EventLog::for_summary(),
+        Arc::new(match config.lean_log {
+            true => engine::EventLog::without_later_grants(),
             false => engine::EventLog::new(),
         })
     })

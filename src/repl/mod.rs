@@ -88,7 +88,7 @@ fn session_config() -> Result<SessionConfig, String> {
         policy: engine_config.policy,
         threads: engine_config.threads,
         observe: true,
-        summary_only: false,
+        lean_log: false,
         show_expression_values: true,
     })
 }
