@@ -1,5 +1,6 @@
 """PyTorch's side of the GPU benchmarks of issue 7, in the CSV format of dep-gpu-bench:
-matmul 8192x8192 f32 and a chain of 10,000 dependent tiny ops in eager mode. Run by
+matmul 8192x8192 f32, a chain of 10,000 dependent tiny ops in eager mode, and a tiny op whose
+result is read on the host each time. Run by
 scripts/gpu-check when torch with CUDA is installed."""
 import time
 
@@ -45,6 +46,17 @@ def main():
         z = z + 1
     z.cpu()
     report("torch_chain_10000_tiny_us_per_op", (time.perf_counter() - start) * 1e6 / n_ops, "us")
+
+    n_ops = 2_000
+    start = time.perf_counter()
+    for _ in range(n_ops):
+        z = z + 1
+        assert z[0].item() > 0
+    report("torch_roundtrip_tiny_us_per_op", (time.perf_counter() - start) * 1e6 / n_ops, "us")
+    start = time.perf_counter()
+    for _ in range(n_ops):
+        z.cpu()
+    report("torch_download_idle_tiny_us", (time.perf_counter() - start) * 1e6 / n_ops, "us")
 
 
 if __name__ == "__main__":

@@ -6,11 +6,13 @@
 //! - `chain`: 10,000 dependent tiny ops (`x = x + 1` on 4 values), µs per op from the first
 //!   enqueue to the result on the host; run once plain and once with `DEP_GPU_SYNC=1` (the
 //!   sync mode is per process, so `scripts/gpu-check` runs this binary twice);
+//! - `roundtrip`: 2,000 times a tiny op then its result read on the host (µs each), and the
+//!   read alone of a value already computed;
 //! - `idle`: the GPU's idle time between dependent kernels, from CUDA events around each op.
 //!
 //! Prints one CSV line per figure: `name,value,unit,device,sync`. Without a GPU it prints
 //! `skipped: no GPU (...)` and exits 0. Run: `cargo run --release -p dep-bench --bin
-//! dep-gpu-bench -- [elementwise|matmul|chain|idle]...`.
+//! dep-gpu-bench -- [elementwise|matmul|chain|roundtrip|idle]...`.
 
 use std::time::Instant;
 
@@ -27,7 +29,7 @@ fn main() -> Result<(), TensorError> {
     let sync = runtime.config().sync_every_op;
     let mut selected: Vec<String> = std::env::args().skip(1).collect();
     if selected.is_empty() {
-        selected = ["elementwise", "matmul", "chain", "idle"]
+        selected = ["elementwise", "matmul", "chain", "roundtrip", "idle"]
             .map(String::from)
             .to_vec();
     }
@@ -122,6 +124,32 @@ fn main() -> Result<(), TensorError> {
                     "us",
                 );
             }
+            "roundtrip" => {
+                let n_ops = 2_000;
+                let mut x = gpu::full(&[4], 0.0, &mut ctx)?;
+                device.synchronize()?;
+                let started = Instant::now();
+                for _ in 0..n_ops {
+                    x = gpu::binary_scalar(&x, BinaryOp::Add, 1.0, &mut ctx)?;
+                    assert!(gpu::download(&x)?.data()[0] > 0.0);
+                }
+                let roundtrip = started.elapsed();
+                let started = Instant::now();
+                for _ in 0..n_ops {
+                    drop(gpu::download(&x)?);
+                }
+                let download = started.elapsed();
+                report(
+                    "roundtrip_tiny_us_per_op",
+                    roundtrip.as_secs_f64() * 1e6 / n_ops as f64,
+                    "us",
+                );
+                report(
+                    "download_idle_tiny_us",
+                    download.as_secs_f64() * 1e6 / n_ops as f64,
+                    "us",
+                );
+            }
             "idle" => {
                 let n_ops = 2_000;
                 let mut timed = GpuOpContext::new(device, 1)?.with_timing();
@@ -151,7 +179,9 @@ fn main() -> Result<(), TensorError> {
                 report("kernel_time_us", busy * 1e3 / n_ops as f64, "us");
                 drop(x);
             }
-            other => eprintln!("unknown benchmark `{other}` (elementwise, matmul, chain, idle)"),
+            other => eprintln!(
+                "unknown benchmark `{other}` (elementwise, matmul, chain, roundtrip, idle)"
+            ),
         }
     }
     if let Some(error) = device.take_deferred_error() {
