@@ -324,12 +324,31 @@ impl Session {
         }
     }
 
-    /// Waits for every pushed op (and for the kernel times of GPU ops, when observed, so that
-    /// views drawn next show them), then reports the ops that failed and were not reported yet.
+    /// Waits for every pushed op and the GPUs' kernels (and for the kernel times of GPU ops,
+    /// when observed, so that views drawn next show them), then reports the ops that failed and
+    /// were not reported yet.
     pub fn finish(&mut self) -> Result<(), RunError> {
         self.engine.wait_all();
+        // A GPU op ends when its kernels are enqueued: the run ends once they have run, and a
+        // fault of theirs is reported with the rest.
+        let kernels = crate::gpu::synchronize_opened();
         self.wait_for_kernel_times();
-        self.take_failures()
+        let failures = self.take_failures();
+        let Err(message) = kernels.map_err(|error| error.to_string()) else {
+            return failures;
+        };
+        let report = crate::error::Report {
+            rendered: format!("error: {message}\n"),
+            message,
+            line: 0,
+        };
+        match failures {
+            Ok(()) => Err(RunError::runtime(report)),
+            Err(mut error) => {
+                error.reports.push(report);
+                Err(error)
+            }
+        }
     }
 
     /// When the engine is observed: waits (10 s at most) until the kernel times of the GPU ops

@@ -515,3 +515,20 @@ fn wait_waits_for_the_gpus_kernels_not_only_their_enqueue() {
         "wait returned {waited_ms} ms after a 30 ms kernel was pushed"
     );
 }
+
+#[test]
+fn a_run_ends_when_its_gpu_kernels_have_run() {
+    let Some((_gpu, _)) = gpu0() else { return };
+    // Nothing reads x: the op ends at its enqueue, and only the session's finish waits for the
+    // 30 ms kernel (a run that ended before it would lose its faults and misstate its wall time).
+    let started = std::time::Instant::now();
+    run_script(
+        "with gpu0 {\n  x = work(30, ones(4))\n}\n",
+        dep_engine::Policy::PerDevice,
+    );
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= std::time::Duration::from_millis(25),
+        "the run ended {elapsed:?} after pushing a 30 ms kernel"
+    );
+}
