@@ -1,5 +1,5 @@
 //! Tests of the kernels' compilation (with NVRTC, which needs no GPU) and of the CUBIN file the
-//! driver loads. Each test prints `skipped: ...` and returns when this machine lacks what it
+//! driver loads, and of what needs no GPU at all. Each GPU test prints `skipped: ...` and returns when this machine lacks what it
 //! needs; `scripts/gpu-check` runs them on a GPU machine. The GPU tests of plan evaluation are
 //! dep-interp's (`src/gpu_tests.rs`).
 
@@ -54,4 +54,12 @@ fn a_cubin_file_is_new_and_named_for_the_process() {
         assert_eq!(std::fs::read(path).unwrap(), image);
         std::fs::remove_file(path).unwrap();
     }
+}
+
+/// A script may choose the sync mode of gpu0 to gpu63; beyond, an error says so (no GPU needed:
+/// nothing is changed).
+#[test]
+fn the_sync_mode_is_chosen_only_for_devices_it_has_room_for() {
+    let error = runtime::choose_sync_every_op(Some(64), true).unwrap_err();
+    assert!(error.to_string().contains("gpu0 to gpu63"), "{error}");
 }
