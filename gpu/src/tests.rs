@@ -2,6 +2,7 @@
 //! driver loads, and of what needs no GPU at all. A test that needs what this machine lacks
 //! prints `skipped: ...` and returns; `scripts/gpu-check` runs them on a GPU machine. The GPU
 //! tests of plan evaluation are dep-interp's (`src/gpu_tests.rs`).
+
 use super::*;
 
 /// NVRTC is a compiler: it needs no GPU, so wherever libnvrtc is installed the kernels are
