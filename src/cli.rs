@@ -96,7 +96,7 @@ pub(crate) struct RunArgs {
     /// Print a summary of the schedule to stderr at the end (implied by every view flag)
     #[arg(long)]
     pub(crate) summary: bool,
-    /// Under mpirun or --ranks: every rank prints, each line prefixed [rN] (by default only rank 0 prints)
+    /// Under mpirun or --ranks: every rank prints, each line prefixed `[rN]` (by default only rank 0 prints)
     #[arg(long)]
     pub(crate) all_ranks: bool,
     /// Run N simulated ranks in this process (with --engine sim); real ranks come from mpirun -n N

@@ -43,7 +43,7 @@ impl ParseOutput {
 /// Parses a whole `.dep` source. Never fails and never panics: statements
 /// with syntax errors are left out of the program and reported in the
 /// diagnostics, at most one per top-level statement. After
-/// [`MAX_DIAGNOSTICS`] errors, parsing stops at the next one, with a last
+/// `MAX_DIAGNOSTICS` errors, parsing stops at the next one, with a last
 /// diagnostic that says so.
 ///
 /// Statements end at a newline or `;` outside brackets; a newline right

@@ -7,10 +7,10 @@
 //! panic, and a tensor too large for memory is an error rather than an abort.
 //!
 //! The operations live in small modules, one job each, and are re-exported
-//! here: creation ([`zeros`], [`rand`], ...), elementwise arithmetic with NumPy
+//! here: creation ([`zeros`], [`rand()`], ...), elementwise arithmetic with NumPy
 //! broadcasting ([`binary`], [`unary`]), reductions ([`reduce`]), linear
 //! algebra ([`matmul`], [`transpose`]), layout ([`reshape`], [`index`],
-//! [`concat`], [`split`]), neural-network helpers ([`softmax`], [`onehot`]),
+//! [`concat()`], [`split`]), neural-network helpers ([`softmax`], [`onehot`]),
 //! `.npy` files ([`save_npy`], [`load_npy`]) and NumPy-like printing (the
 //! [`std::fmt::Display`] impl). [`backend`] names these operations as a trait that
 //! every device implements, the CPU's here.

@@ -2,7 +2,7 @@
 //! fallible allocation.
 //!
 //! Everything that can go wrong with a shape is reported here as a
-//! [`TensorError`], so that the operations built on top never panic and a
+//! [`TensorError`](crate::TensorError), so that the operations built on top never panic and a
 //! tensor too large for memory is an error rather than an abort.
 
 use super::error::{terr, Result};

@@ -6,7 +6,7 @@
 //! the readers since), so a long run folds in memory that does not grow with its length. A
 //! variable read again and again and not written (a loop's `c = c + b` reads `b` every time)
 //! would hold every reader: its finished readers are let go as ops once they are many, and kept
-//! only as what a later write needs of them (see [`DoneReads`]). The same fold computes
+//! only as what a later write needs of them (see `DoneReads`). The same fold computes
 //! [`Summary::of`] for a replay, so the two never disagree.
 //!
 //! Dependencies are those of [`Edge`](crate::Edge): a read depends on the last write before it;

@@ -59,7 +59,7 @@ pub struct FrameOp {
 }
 
 impl FrameOp {
-    /// "statement (line N)", or "statement (cell[2]:3)" once its place is named.
+    /// "statement (line N)", or "statement (cell\[2\]:3)" once its place is named.
     pub fn describe(&self) -> String {
         describe_op_at(&self.label, self.line, self.place.as_deref())
     }

@@ -10,7 +10,7 @@
 //! the REPL's panel: `EventLog::events_since`), or is fed the events by the log's one
 //! streaming reader (`dep run`'s recorder, which forgets what it read, feeds `--watch`'s fold
 //! through [`LiveFold::push`]). What it makes is a [`LiveView`]: one heading (input, engine, ops
-//! by state, time) over a [`Frame`] of the input's queues and ops and, in a notebook, the
+//! by state, time) over a [`Frame`](crate::Frame) of the input's queues and ops and, in a notebook, the
 //! timeline so far, rendered by [`LiveView::html`] (the Jupyter kernel's display) and
 //! [`LiveView::text_with`] (the kernel's text fallback and the terminal's panels, each with its
 //! [`TextLayout`]).

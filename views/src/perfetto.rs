@@ -195,7 +195,7 @@ const ARGUMENTS: [&str; 8] = [
 /// A Perfetto protobuf trace written while the run goes: a [`TraceOut`] for a
 /// [`RunFold`](crate::fold::RunFold). The first write error stops the writing;
 /// [`PerfettoTrace::finish`] returns it. The packets of each op (its slice, its flows) are
-/// encoded by hand ([`wire`]) into buffers kept from packet to packet; the few others (the
+/// encoded by hand (`wire.rs`) into buffers kept from packet to packet; the few others (the
 /// header, the tracks) are prost's messages.
 pub struct PerfettoTrace<W: Write> {
     out: W,
