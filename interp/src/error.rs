@@ -27,6 +27,17 @@ pub struct Report {
     pub line: u32,
 }
 
+impl Report {
+    /// A problem with no place in the source (a GPU's error that no op could report).
+    pub(crate) fn unplaced(message: String) -> Report {
+        Report {
+            rendered: format!("error: {message}\n"),
+            message,
+            line: 0,
+        }
+    }
+}
+
 /// The errors of one run of source text: all parse errors at once, or the runtime errors seen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunError {

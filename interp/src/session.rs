@@ -333,20 +333,14 @@ impl Session {
         // fault of theirs is reported with the rest.
         let kernels = crate::gpu::synchronize_opened();
         self.wait_for_kernel_times();
-        let failures = self.take_failures();
-        let Err(message) = kernels.map_err(|error| error.to_string()) else {
-            return failures;
-        };
-        let report = crate::error::Report {
-            rendered: format!("error: {message}\n"),
-            message,
-            line: 0,
-        };
-        match failures {
-            Ok(()) => Err(RunError::runtime(report)),
-            Err(mut error) => {
-                error.reports.push(report);
-                Err(error)
+        let unplaced =
+            |error: crate::tensor::TensorError| crate::error::Report::unplaced(error.to_string());
+        match (self.take_failures(), kernels) {
+            (failures, Ok(())) => failures,
+            (Ok(()), Err(error)) => Err(RunError::runtime(unplaced(error))),
+            (Err(mut failures), Err(error)) => {
+                failures.reports.push(unplaced(error));
+                Err(failures)
             }
         }
     }

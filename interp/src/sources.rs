@@ -159,11 +159,7 @@ pub(crate) fn take_failures(
     reports.extend(
         crate::gpu::take_deferred_errors()
             .into_iter()
-            .map(|message| Report {
-                rendered: format!("error: {message}\n"),
-                message,
-                line: 0,
-            }),
+            .map(Report::unplaced),
     );
     reported.clear();
     if reports.is_empty() {
