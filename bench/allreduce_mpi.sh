@@ -6,6 +6,7 @@
 # `Allreduce`, and the nonblocking `Iallreduce(...).Wait()` that dep's progress thread posts
 # (`MPI_Iallreduce`: Open MPI's libnbc, whose algorithms differ from the blocking call's).
 #
+# RANKS="2 4 8" sets the rank counts (default "2 4").
 # RUNS=N runs each N times and prints the least and the median (default 1: one figure). On a
 # shared machine, CHRT="chrt -r 1" runs every rank under the real-time round-robin policy so
 # that other processes' builds do not preempt them (root only; the kernel still keeps 5% of the
@@ -18,6 +19,7 @@ cd "$(dirname "$0")/.."
 dep=${DEP:-target/release/dep}
 python=${PYTHON:-python3}
 runs=${RUNS:-1}
+rank_counts=${RANKS:-2 4}
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 # shellcheck disable=SC2206 # CHRT is a command and its arguments
 mpirun=(${CHRT:-} mpirun --allow-run-as-root --oversubscribe)
@@ -51,7 +53,7 @@ stats() {
 }
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); runs: $runs"
 printf "%-6s %-9s %20s %20s %20s\n" ranks bytes "dep µs" "mpi4py µs" "mpi4py Iallreduce µs"
-for ranks in 2 4; do
+for ranks in $rank_counts; do
   for size in "1 2000" "262144 200" "16777216 10"; do
     set -- $size
     n=$1 k=$2
