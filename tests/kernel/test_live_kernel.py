@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 
 from jupyter_client.kernelspec import KernelSpecManager
@@ -410,3 +411,15 @@ def test_engine_sim_with_ranks_runs_each_cell_on_every_rank(kernel):
     reply, messages = kernel.execute("%engine threaded 2\nprint ranks()")
     assert reply["content"]["status"] == "ok", reply["content"]
     assert stdout_of(messages).endswith("one rank again, rank 0's variables kept\n1.0\n"), stdout_of(messages)
+
+
+def test_the_kernel_gpu_check_passes_with_the_cpu_in_place_of_the_gpu():
+    """scripts/kernel-gpu-check.py runs only on GPU machines (through scripts/gpu-check); its
+    cells run here on the CPU, so that the script cannot rot between GPU sessions."""
+    dep = KernelSpecManager().get_kernel_spec("dep").argv[0]
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                          "kernel-gpu-check.py")
+    result = subprocess.run([sys.executable, script, dep, "cpu"], capture_output=True, text=True,
+                            timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "every kernel GPU check passed" in result.stdout, result.stdout
