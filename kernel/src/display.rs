@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use dep_engine::lock;
 use dep_views::live::{LiveFold, LiveSource};
 use jupyter_protocol as jp;
 
@@ -159,12 +160,4 @@ fn display_data(data: jp::Media, display_id: &str) -> jp::DisplayData {
             display_id: Some(display_id.to_string()),
         }),
     }
-}
-
-/// Locks `mutex`, also after a panic elsewhere: the display only draws, so a half-drawn state
-/// is still worth drawing from.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
