@@ -10,12 +10,15 @@
 # with fewer cores than ranks and threads, single runs vary by several times (a rank whose MPI
 # progress thread is descheduled stalls every rank's collectives): compare medians.
 #
+# RANKS="2 4 8" sets the rank counts (default "2 4").
+#
 # MPI needs dep built with MPI (DEP=target/release/dep after `cargo build --release --features
 # mpi`); without mpirun on PATH only the simulated rows are printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dep=${DEP:-target/release/dep}
 runs=${RUNS:-5}
+rank_counts=${RANKS:-2 4}
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -43,7 +46,7 @@ median_training_ms() {
 }
 
 mpi=(mpirun --allow-run-as-root --oversubscribe -n)
-for ranks in 2 4; do
+for ranks in $rank_counts; do
   for variant in overlapped waited; do
     printf "%-4s %-10s sim:    %s\n" "$ranks" "$variant" \
       "$(figures "$dep" run "$work/$variant.dep" --engine sim --ranks "$ranks")"
