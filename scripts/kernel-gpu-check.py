@@ -6,15 +6,16 @@ scripts/gpu-check runs it when the Python it uses has jupyter_client, on a machi
 DEVICE is gpu0 by default; `cpu` runs the same cells without a GPU, to check the script itself)
 
 It installs the kernelspec of DEP_BINARY into a temporary prefix, starts the kernel and runs
-cells that use gpu0: a matmul whose sum is known (the live display ends with every op done), a
-bad matmul on the GPU (an error naming both shapes; the kernel goes on), the first result read
-again (variables kept), a long GPU cell interrupted (the kernel answers within seconds, keeps
-the variables it had and says that the interrupted writes were cancelled), and the display's
-lanes naming the GPU's streams. Prints one line per check and
+cells that use gpu0: a matmul whose sum is known (the live display ends with every op done),
+the same under `%engine per-device` (the display names the GPU's worker), a bad matmul on the
+GPU (an error naming both shapes; the kernel goes on), the first result read again (variables
+kept), and a long GPU cell interrupted (the kernel answers within seconds, keeps the variables
+it had and says that the interrupted writes were cancelled). Prints one line per check and
 exits 1 if any failed.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -121,6 +122,7 @@ def main():
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+        shutil.rmtree(prefix, ignore_errors=True)
     if failures:
         print(f"{len(failures)} kernel GPU check(s) failed")
         return 1
