@@ -186,3 +186,28 @@ fn one_ctrl_c_in_a_batch_run_stops_a_blocked_print_at_its_place_and_the_run_fini
         "{stderr}"
     );
 }
+
+#[test]
+fn a_whole_number_float32_cannot_hold_is_an_error_at_its_place_not_its_neighbour() {
+    let dir = TestDir::new();
+    // ones(20000001) used to make 20000000 elements: float32 rounds 20000001 to its neighbour.
+    dir.write("big.dep", "x = ones(16777216)\ny = ones(20000001)\n");
+    let run = Run::of(dir.dep().args(["run", "big.dep"])).expect_code(1);
+    assert!(
+        run.stderr.contains(
+            "20000001 is not a float32 number: tensors hold float32, whose whole numbers are \
+             exact up to 16777216; the nearest is 20000000"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("--> big.dep:2:10"), "{}", run.stderr);
+    // Numbers float32 only approximates are rounded, as any float32 computation rounds them:
+    // fractions, and whole numbers too large to be anything but approximate.
+    dir.write(
+        "fine.dep",
+        "print 16777216 + 0\nprint 123456789.5 * 1\nprint 1.5e30 * 2\n",
+    );
+    let run = Run::of(dir.dep().args(["run", "fine.dep"])).expect_code(0);
+    assert_eq!(run.stdout, "1.6777216e+07\n1.2345679e+08\n3e+30\n");
+}

@@ -14,6 +14,10 @@ use crate::plan::{Plan, PlanIndex};
 use crate::slot::Slot;
 use crate::tensor::{self, Tensor};
 
+/// 2^53, past which every float64 is a whole number: whole numbers up to it are checked for
+/// exactness in float32, larger ones (`1e30`) are plainly approximate.
+const MAX_EXACT_F64_INTEGER: f64 = 9_007_199_254_740_992.0;
+
 impl Runner<'_> {
     pub(super) fn compile(&mut self, expr: &grammar::Expr) -> Result<Compiled, RunError> {
         self.compiled_pure = true;
@@ -27,6 +31,28 @@ impl Runner<'_> {
         })
     }
 
+    /// `value`, a number written in the source or a loop counter, as the float32 a tensor holds:
+    /// an error at `expr` for a whole number that float32 cannot hold exactly (past 16777216,
+    /// 2^24), which would otherwise become its neighbour unseen (`ones(20000001)` making 20000000
+    /// elements). Other numbers are rounded, as any float32 computation rounds them.
+    fn float32(&self, value: f64, expr: &grammar::Expr) -> Result<f32, RunError> {
+        let single = value as f32;
+        let whole_and_changed = value.fract() == 0.0
+            && value.abs() <= MAX_EXACT_F64_INTEGER
+            && f64::from(single) != value;
+        if whole_and_changed {
+            return Err(self.error(
+                expr.span,
+                format!(
+                    "{value} is not a float32 number: tensors hold float32, whose whole numbers are \
+                     exact up to 16777216; the nearest is {single}"
+                ),
+                "not exact in float32",
+            ));
+        }
+        Ok(single)
+    }
+
     pub(super) fn compile_into(
         &mut self,
         expr: &grammar::Expr,
@@ -34,13 +60,13 @@ impl Runner<'_> {
         temporaries: &mut Vec<Arc<Slot>>,
     ) -> Result<Plan, RunError> {
         Ok(match &expr.kind {
-            ExprKind::Number(value) => Plan::Const(Tensor::scalar(*value as f32)),
+            ExprKind::Number(value) => Plan::Const(Tensor::scalar(self.float32(*value, expr)?)),
             ExprKind::Str(text) => Plan::Str(text.clone()),
             ExprKind::Name(name) => match self.lookup(&name.text) {
                 Some((Binding::Tensor(slot), _)) => Plan::Input(input_index(inputs, slot)),
                 Some((Binding::Counter(counter), _)) => {
                     self.compiled_pure = false;
-                    Plan::Const(Tensor::scalar(counter.get() as f32))
+                    Plan::Const(Tensor::scalar(self.float32(counter.get() as f64, expr)?))
                 }
                 Some((Binding::Slots(_), _)) => return Err(self.slots_misuse(name)),
                 None if self.scope.functions.contains_key(&name.text)

@@ -50,6 +50,10 @@ fn seed() -> RngSeed {
 fn config() -> Config {
     Config {
         cases: cases(),
+        // About one mutated program in ten is passed over (a number made too large to run in
+        // the budget): proptest's default of 1,024 passed-over cases would end a long run
+        // (`DEP_FUZZ_CASES=100000`) after some 10,000 programs.
+        max_global_rejects: cases(),
         rng_seed: seed(),
         failure_persistence: None,
         max_shrink_time: 120_000,
