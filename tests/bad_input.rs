@@ -202,6 +202,19 @@ fn a_whole_number_float32_cannot_hold_is_an_error_at_its_place_not_its_neighbour
         run.stderr
     );
     assert!(run.stderr.contains("--> big.dep:2:10"), "{}", run.stderr);
+    // A loop counter that becomes a tensor constant is held to the same rule, at its name.
+    dir.write("counter.dep", "for i in 16777215..16777219 { z = i + 0 }\n");
+    let run = Run::of(dir.dep().args(["run", "counter.dep"])).expect_code(1);
+    assert!(
+        run.stderr.contains("16777217 is not a float32 number"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("--> counter.dep:1:35"),
+        "{}",
+        run.stderr
+    );
     // Numbers float32 only approximates are rounded, as any float32 computation rounds them:
     // fractions, and whole numbers too large to be anything but approximate.
     dir.write(
