@@ -4,6 +4,7 @@
 //! place of their own, and maps them to exit codes: 0 ok, 1 runtime error, 2 usage or parse error.
 
 mod cli;
+mod fresh_file;
 mod kernel_cmd;
 #[cfg(feature = "mpi")]
 mod mpi_ranks;

@@ -283,7 +283,7 @@ pub(crate) fn is_perfetto(path: &Path) -> bool {
 
 /// Opens the trace file (and the JSON's spool), in the format its name says.
 fn open_trace(path: &Path) -> std::io::Result<TraceFile> {
-    let out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let out = std::io::BufWriter::new(crate::fresh_file::create(path)?);
     if is_perfetto(path) {
         return Ok(TraceFile::Perfetto(views::perfetto::PerfettoTrace::new(
             out,
@@ -418,7 +418,7 @@ fn feed(fold: &mut LiveFold, events: impl IntoIterator<Item = engine::Event>) {
 
 /// Writes a view's file for `flag`; says why not on stderr, and whether it was written.
 pub(crate) fn write_file(path: &Path, flag: &str, contents: impl AsRef<[u8]>) -> bool {
-    match std::fs::write(path, contents) {
+    match crate::fresh_file::write(path, contents.as_ref()) {
         Ok(()) => true,
         Err(error) => {
             eprintln!("dep: {flag}: cannot write {}: {error}", path.display());

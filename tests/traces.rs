@@ -195,3 +195,56 @@ fn a_trace_of_several_ranks_is_written_in_the_format_its_name_says() {
         );
     }
 }
+
+/// A trace written over an earlier one is a new file (the old one is not truncated in place,
+/// which costs a long trace's rerun the freeing of its pages and a flush at close): it holds
+/// the new run alone, keeps the old file's permissions, and a file with another name (a hard
+/// link) is written through instead, so that both names see the new trace.
+#[cfg(unix)]
+#[test]
+fn a_trace_over_an_earlier_one_replaces_it() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = TestDir::new();
+    dir.write(
+        "long.dep",
+        "x = ones(4)\nfor i in 0..50 { x = x + 1 }\nprint x[0]\n",
+    );
+    dir.write("short.dep", "y = ones(4)\nprint y[0]\n");
+    let trace = dir.path().join("t.json");
+    let linked = dir.path().join("linked.json");
+    Run::of(dir.dep().args(["run", "long.dep", "--trace", "t.json"])).expect_code(0);
+    std::fs::set_permissions(&trace, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let first = std::fs::metadata(&trace).unwrap();
+    Run::of(dir.dep().args(["run", "short.dep", "--trace", "t.json"])).expect_code(0);
+    let second = std::fs::metadata(&trace).unwrap();
+    assert_ne!(first.ino(), second.ino(), "a new file");
+    assert_eq!(second.mode() & 0o777, 0o640, "the old file's permissions");
+    let read = |path: &std::path::Path| {
+        perfetto::read_json(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let n_slices = |script: &str| {
+        Run::of(dir.dep().args(["run", script, "--trace", "fresh.json"])).expect_code(0);
+        read(&dir.path().join("fresh.json")).slices.len()
+    };
+    let (n_short, n_long) = (n_slices("short.dep"), n_slices("long.dep"));
+    assert!(n_long > n_short, "{n_long} {n_short}");
+    assert_eq!(
+        read(&trace).slices.len(),
+        n_short,
+        "the short run's ops alone"
+    );
+    Run::of(dir.dep().args(["replay", "t.json", "--end"])).expect_code(0);
+
+    std::fs::hard_link(&trace, &linked).unwrap();
+    Run::of(dir.dep().args(["run", "long.dep", "--trace", "t.json"])).expect_code(0);
+    assert_eq!(
+        std::fs::metadata(&trace).unwrap().ino(),
+        std::fs::metadata(&linked).unwrap().ino(),
+        "a file with two names is written through"
+    );
+    assert_eq!(
+        read(&linked).slices.len(),
+        n_long,
+        "the other name sees the new trace"
+    );
+}

@@ -40,6 +40,7 @@
 //! block.
 
 use crate::clock::Clock;
+use crossbeam_utils::CachePadded;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -207,10 +208,10 @@ pub(crate) struct Shared {
     gpu_streams: usize,
     clock: Clock,
     sink: Option<Arc<dyn EventSink>>,
-    next_op: AtomicU64,
+    next_op: CachePadded<AtomicU64>,
     next_var: AtomicU64,
     /// Ops pushed and not yet finished.
-    n_unfinished: AtomicUsize,
+    n_unfinished: CachePadded<AtomicUsize>,
     idle_lock: Mutex<()>,
     idle_condvar: Condvar,
     /// Threads in `wait_all`; a finishing op takes the idle lock only when there are some.
@@ -270,9 +271,9 @@ impl Engine {
                 SimFeed::new(Simulator::new(config.threads, config.gpu_streams), FIRST_OP)
             }),
             sink: config.sink,
-            next_op: AtomicU64::new(FIRST_OP),
+            next_op: CachePadded::new(AtomicU64::new(FIRST_OP)),
             next_var: AtomicU64::new(1),
-            n_unfinished: AtomicUsize::new(0),
+            n_unfinished: CachePadded::new(AtomicUsize::new(0)),
             idle_lock: Mutex::new(()),
             idle_condvar: Condvar::new(),
             n_idle_waiters: AtomicUsize::new(0),
