@@ -390,7 +390,14 @@ impl Reference<'_> {
                             self.wait(temporary)?
                         }
                     };
-                    parts.push(value.to_string());
+                    // A number in a sentence reads as a student expects (`0.333`); a value
+                    // printed alone, or a tensor, shows every digit.
+                    parts.push(match value.to_scalar() {
+                        Some(number) if items.len() > 1 && value.ndim() == 0 => {
+                            tensor::format_for_reading(number)
+                        }
+                        _ => value.to_string(),
+                    });
                 }
                 out.push_str(&parts.join(" "));
                 out.push('\n');
