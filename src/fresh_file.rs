@@ -40,8 +40,10 @@ fn replace(path: &Path) -> Option<File> {
     if !metadata.file_type().is_file() || !has_one_name(&metadata) {
         return None;
     }
-    // Held open, the old file outlives its name; its pages are freed when this closes.
-    let old = File::open(path).ok()?;
+    // Held open, the old file outlives its name; its pages are freed when this closes. Opened
+    // for writing, as truncating it would be: a file this user may not write is left to
+    // `File::create`, which refuses it as before (its directory may allow the unlink).
+    let old = File::options().write(true).open(path).ok()?;
     fs::remove_file(path).ok()?;
     let new = File::options()
         .write(true)
