@@ -20,6 +20,12 @@ impl AccessSet {
         AccessSet(Arc::new(Accesses::normalized(reads, writes)))
     }
 
+    /// Whether `self` and `other` are the same set (one allocation), as a statement's pushes
+    /// share it.
+    pub(crate) fn same_as(&self, other: &AccessSet) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// The variables only read, each once.
     pub fn reads(&self) -> &[Var] {
         &self.0.reads

@@ -46,13 +46,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::accesses::{AccessSet, Accesses};
 use crate::batch::OpBatch;
+use crate::block_pool::BlockPool;
 use crate::completion::{self, Ending, OpCompletion};
 use crate::config::{EngineConfig, Policy};
 use crate::device_time::DeviceClock;
 use crate::event::{Event, EventKind, EventSink, Push};
 use crate::op::{
-    AsyncOpFn, OpBlock, OpBody, OpContext, OpError, OpId, OpRef, OpSpec, OpState, Outcome, Signal,
-    Work,
+    AsyncOpFn, OpBlock, OpBody, OpContext, OpError, OpHeader, OpId, OpRef, OpSpec, OpState,
+    Outcome, Signal, Work,
 };
 use crate::ready_queue::{runs_before, Group};
 use crate::sim::{self as simulation, Cost, SimDevice, Simulator};
@@ -212,6 +213,8 @@ pub(crate) struct Shared {
     next_var: AtomicU64,
     /// Ops pushed and not yet finished.
     n_unfinished: CachePadded<AtomicUsize>,
+    /// Finished op blocks on their way back to the threads that push.
+    blocks: BlockPool,
     idle_lock: Mutex<()>,
     idle_condvar: Condvar,
     /// Threads in `wait_all`; a finishing op takes the idle lock only when there are some.
@@ -274,6 +277,7 @@ impl Engine {
             next_op: CachePadded::new(AtomicU64::new(FIRST_OP)),
             next_var: AtomicU64::new(1),
             n_unfinished: CachePadded::new(AtomicUsize::new(0)),
+            blocks: BlockPool::new(),
             idle_lock: Mutex::new(()),
             idle_condvar: Condvar::new(),
             n_idle_waiters: AtomicUsize::new(0),
@@ -340,11 +344,11 @@ impl Engine {
     pub fn push(&self, mut spec: OpSpec) -> OpId {
         let accesses = spec.take_accesses();
         self.shared.push_block(
-            spec.label,
+            &spec.label,
             spec.line,
             spec.device,
             spec.priority,
-            accesses,
+            &accesses,
             spec.work,
         )
     }
@@ -372,11 +376,11 @@ impl Engine {
             return id;
         }
         self.shared.push_block(
-            op.label.clone(),
+            op.label,
             op.line,
             op.device,
             op.priority,
-            op.accesses.clone(),
+            op.accesses,
             Work::Shared(op.body.clone()),
         )
     }
@@ -412,11 +416,11 @@ impl Engine {
         let signal = Arc::new(Signal::default());
         let label: Arc<str> = format!("wait {}", var.name()).into();
         let wait = self.shared.push_block(
-            label,
+            &label,
             0,
             Device::Cpu,
             0,
-            AccessSet::new(vec![var.clone()], Vec::new()),
+            &AccessSet::new(vec![var.clone()], Vec::new()),
             Work::Wait(signal.clone()),
         );
         let result = signal.wait();
@@ -437,11 +441,11 @@ impl Engine {
         let signal = Arc::new(Signal::default());
         let label: Arc<str> = format!("wait {}", var.name()).into();
         let wait = self.shared.push_block(
-            label,
+            &label,
             0,
             Device::Cpu,
             0,
-            AccessSet::new(vec![var.clone()], Vec::new()),
+            &AccessSet::new(vec![var.clone()], Vec::new()),
             Work::Wait(signal.clone()),
         );
         let result = signal.wait_or(give_up)?;
@@ -483,11 +487,11 @@ impl Engine {
     pub fn delete_var(&self, var: Var, free: impl FnOnce() + Send + 'static) -> OpId {
         let label: Arc<str> = format!("del {}", var.name()).into();
         self.shared.push_block(
-            label,
+            &label,
             0,
             Device::Cpu,
             0,
-            AccessSet::new(Vec::new(), vec![var]),
+            &AccessSet::new(Vec::new(), vec![var]),
             Work::Delete(Box::new(free)),
         )
     }
@@ -646,14 +650,14 @@ impl Shared {
 
     fn push_block(
         self: &Arc<Self>,
-        label: Arc<str>,
+        label: &Arc<str>,
         line: u32,
         device: Device,
         priority: i32,
-        accesses: AccessSet,
+        accesses: &AccessSet,
         work: Work,
     ) -> OpId {
-        let work = match self.run_unqueued(&label, line, device, priority, &accesses, work) {
+        let work = match self.run_unqueued(label, line, device, priority, accesses, work) {
             Ok(id) => return id,
             Err(work) => work,
         };
@@ -673,17 +677,22 @@ impl Shared {
     /// A pushed op's numbered block, counted unfinished.
     fn new_op(
         &self,
-        label: Arc<str>,
+        label: &Arc<str>,
         line: u32,
         device: Device,
         priority: i32,
-        accesses: AccessSet,
+        accesses: &AccessSet,
         work: Work,
     ) -> OpRef {
-        let id = self.number_ops(1);
-        OpRef::new(OpBlock::new(
-            id, label, line, device, priority, accesses, work,
-        ))
+        let header = OpHeader {
+            id: self.number_ops(1),
+            label,
+            line,
+            device,
+            priority,
+            accesses,
+        };
+        OpRef::new(&self.blocks, header, work)
     }
 
     /// Ends the push of `op`, whose accesses are in their queues, `n_granted` of its wait count
@@ -734,11 +743,11 @@ impl Shared {
         let mut pushed = Vec::with_capacity(batch.ops.len());
         for (op, indices) in batch.ops.iter().zip(&batch.var_indices) {
             let block = self.new_op(
-                op.label.clone(),
+                &op.label,
                 op.line,
                 op.device,
                 op.priority,
-                op.accesses.clone(),
+                &op.accesses,
                 Work::Shared(op.body.clone()),
             );
             let mut states = states_in(&mut guards, &op.accesses, indices);
@@ -1165,7 +1174,7 @@ impl Shared {
             }
             None => debug_assert!(false, "an op ran twice"),
         }
-        op.recycle();
+        op.recycle(&self.blocks);
     }
 
     /// The context of the op about to run on this thread, inside `clocked` (whose clock it

@@ -46,6 +46,7 @@
 
 mod accesses;
 mod batch;
+mod block_pool;
 mod clock;
 mod completion;
 mod config;

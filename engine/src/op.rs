@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::block_pool::BlockPool;
 use crate::sync::{Arc, AtomicU32, AtomicU8, AtomicUsize, Condvar, Mutex, Ordering};
 use crate::{AccessSet, Device, OpCompletion, Var};
 
@@ -436,34 +437,58 @@ pub(crate) struct OpBlock {
     pub(crate) work: Mutex<Option<Work>>,
 }
 
+/// What a new op's block says of it besides its work, borrowed from its pusher.
+pub(crate) struct OpHeader<'a> {
+    pub(crate) id: OpId,
+    pub(crate) label: &'a Arc<str>,
+    pub(crate) line: u32,
+    pub(crate) device: Device,
+    pub(crate) priority: i32,
+    pub(crate) accesses: &'a AccessSet,
+}
+
 impl OpBlock {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        id: OpId,
-        label: Arc<str>,
-        line: u32,
-        device: Device,
-        priority: i32,
-        accesses: AccessSet,
-        work: Work,
-    ) -> OpBlock {
-        let n_accesses = accesses.reads.len() + accesses.writes.len();
-        let inline = !matches!(work, Work::Run(_) | Work::Shared(_) | Work::Async(_));
-        let posts = device == Device::Net && matches!(work, Work::Async(_));
+    /// A new op's block, waiting.
+    pub(crate) fn new(header: OpHeader<'_>, work: Work) -> OpBlock {
+        let n_accesses = header.accesses.reads.len() + header.accesses.writes.len();
         OpBlock {
-            inline,
-            posts,
-            id,
-            label,
-            line,
-            device,
-            priority,
-            accesses,
+            inline: is_inline(&work),
+            posts: posts(header.device, &work),
+            id: header.id,
+            label: header.label.clone(),
+            line: header.line,
+            device: header.device,
+            priority: header.priority,
+            accesses: header.accesses.clone(),
             wait_count: AtomicUsize::new(n_accesses + 1),
             state: AtomicU8::new(OpState::Waiting as u8),
             worker: AtomicU32::new(u32::MAX),
             work: Mutex::new(Some(work)),
         }
+    }
+
+    /// Makes a finished block, which nobody else holds, the block of a new op, as
+    /// [`OpBlock::new`] would. A label and access set it already holds (the same statement's)
+    /// are kept as they are: their reference counts are not touched.
+    pub(crate) fn refill(&mut self, header: OpHeader<'_>, work: Work) {
+        if !Arc::ptr_eq(&self.label, header.label) {
+            self.label = header.label.clone();
+        }
+        if !self.accesses.same_as(header.accesses) {
+            self.accesses = header.accesses.clone();
+        }
+        let n_accesses = self.accesses.reads.len() + self.accesses.writes.len();
+        self.inline = is_inline(&work);
+        self.posts = posts(header.device, &work);
+        self.id = header.id;
+        self.line = header.line;
+        self.device = header.device;
+        self.priority = header.priority;
+        // Nobody else holds the block: these stores race with nothing.
+        self.wait_count.store(n_accesses + 1, Ordering::Relaxed);
+        self.state.store(OpState::Waiting as u8, Ordering::Relaxed);
+        self.worker.store(u32::MAX, Ordering::Relaxed);
+        *crate::sync::lock(&self.work) = Some(work);
     }
 
     pub(crate) fn state(&self) -> OpState {
@@ -489,47 +514,38 @@ impl OpBlock {
     }
 }
 
+/// Whether an op doing `work` is engine bookkeeping, run on the thread that makes it ready.
+fn is_inline(work: &Work) -> bool {
+    !matches!(work, Work::Run(_) | Work::Shared(_) | Work::Async(_))
+}
+
+/// Whether an op doing `work` on `device` only posts a network request when it starts.
+fn posts(device: Device, work: &Work) -> bool {
+    device == Device::Net && matches!(work, Work::Async(_))
+}
+
 /// A shared handle to an op block, equal by identity (the variable queues hold these).
 #[derive(Clone)]
 pub(crate) struct OpRef(pub(crate) Arc<OpBlock>);
 
-/// The most finished op blocks a thread keeps for its next pushes.
-const MAX_SPARE_BLOCKS: usize = 16;
-
-crate::sync::engine_thread_local! {
-    /// Finished op blocks nobody else holds, reused by this thread's next pushes (MXNet's
-    /// `ObjectPool`): an op allocated and freed per push takes the allocator's slow path (the
-    /// freed block waits on a list the fast path does not look at). A spare block keeps its
-    /// old label and access set until it is reused.
-    static SPARE_BLOCKS: std::cell::RefCell<Vec<Arc<OpBlock>>> = std::cell::RefCell::new(Vec::new());
-}
-
 impl OpRef {
-    /// A handle to `block`, in a spare block of this thread when there is one.
-    pub(crate) fn new(block: OpBlock) -> OpRef {
-        let spare = SPARE_BLOCKS.with(|spare| spare.borrow_mut().pop());
-        match spare {
-            Some(mut spare) => match Arc::get_mut(&mut spare) {
-                Some(old) => {
-                    *old = block;
-                    OpRef(spare)
-                }
-                None => OpRef(Arc::new(block)),
-            },
-            None => OpRef(Arc::new(block)),
+    /// A handle to a new op's block: a finished one from `pool` when there is one (see
+    /// [`OpBlock::refill`]), else a new one.
+    pub(crate) fn new(pool: &BlockPool, header: OpHeader<'_>, work: Work) -> OpRef {
+        if let Some(mut spare) = pool.take() {
+            if let Some(old) = Arc::get_mut(&mut spare) {
+                old.refill(header, work);
+                return OpRef(spare);
+            }
         }
+        OpRef(Arc::new(OpBlock::new(header, work)))
     }
 
-    /// Drops a handle to a finished op, keeping its block for this thread's next push when this
+    /// Drops a handle to a finished op, keeping its block in `pool` for a later push when this
     /// was the last handle.
-    pub(crate) fn recycle(mut self) {
+    pub(crate) fn recycle(mut self, pool: &BlockPool) {
         if Arc::get_mut(&mut self.0).is_some() {
-            SPARE_BLOCKS.with(|spare| {
-                let mut spare = spare.borrow_mut();
-                if spare.len() < MAX_SPARE_BLOCKS {
-                    spare.push(self.0);
-                }
-            });
+            pool.give_back(self.0);
         }
     }
 }
