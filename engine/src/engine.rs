@@ -87,7 +87,10 @@ pub(crate) struct VarInner {
     name: Arc<str>,
     state: Mutex<VarState>,
     /// Mirrors `state.error.is_some()`, so that running an op checks its reads without locking.
-    has_error: AtomicBool,
+    /// On a cache line of its own, written only when the variable's error changes: beside the
+    /// queue, which the pushing thread and the workers write at every op, each check would
+    /// read a line that another core holds, then fetch it again to write it.
+    has_error: CachePadded<AtomicBool>,
 }
 
 struct VarState {
@@ -243,6 +246,28 @@ struct GrantedOp<'a> {
     accesses: &'a Accesses,
 }
 
+/// The most ops a worker finishes before it counts them (see [`UNCOUNTED`]).
+const MAX_UNCOUNTED: usize = 64;
+
+/// A worker's ops finished and not yet counted (see [`UNCOUNTED`]).
+#[derive(Clone, Copy)]
+struct Uncounted {
+    /// The address of the worker's engine: ops of another engine finished on this thread (an
+    /// asynchronous op completed inside another engine's op) are counted at once.
+    engine: usize,
+    n: usize,
+}
+
+engine_thread_local! {
+    /// On a worker, the ops of its engine it finished and has not yet taken off the engine's
+    /// count of unfinished ops (`None` on other threads, which count each at once). Every push
+    /// adds to that count and every finish takes from it: counted one by one, its cache line
+    /// would move between the pushing thread and the worker at every op. A worker counts them
+    /// before it looks for more work, so the count reaches zero, and wakes `wait_all`, when the
+    /// last op finishes.
+    static UNCOUNTED: std::cell::Cell<Option<Uncounted>> = std::cell::Cell::new(None);
+}
+
 engine_thread_local! {
     /// This thread's index within its worker group (0 on threads that are not workers).
     static CURRENT_LANE: std::cell::Cell<usize> = std::cell::Cell::new(0);
@@ -332,7 +357,7 @@ impl Engine {
                 version: 0,
                 error: None,
             }),
-            has_error: AtomicBool::new(false),
+            has_error: CachePadded::new(AtomicBool::new(false)),
         });
         lock(&self.shared.vars).insert(id, Arc::downgrade(&inner));
         self.shared
@@ -1227,7 +1252,44 @@ impl Shared {
                 self.emit_structural(|| EventKind::VarDeleted { var: var.id() });
             }
         }
-        self.count_finished(1);
+        self.count_finished_here();
+    }
+
+    /// Counts one op finished on this thread: on a worker, with the others it finished since
+    /// it last counted, [`MAX_UNCOUNTED`] at a time or before it looks for work (see
+    /// [`UNCOUNTED`]); elsewhere at once.
+    fn count_finished_here(&self) {
+        let engine = self.address();
+        let to_count = UNCOUNTED.with(|uncounted| match uncounted.get() {
+            Some(mine) if mine.engine == engine => {
+                let n = mine.n + 1;
+                let keep = if n < MAX_UNCOUNTED { n } else { 0 };
+                uncounted.set(Some(Uncounted { engine, n: keep }));
+                n - keep
+            }
+            _ => 1,
+        });
+        if to_count > 0 {
+            self.count_finished(to_count);
+        }
+    }
+
+    /// Counts the ops this worker finished and has not counted yet.
+    fn count_uncounted(&self) {
+        let engine = self.address();
+        let n = UNCOUNTED.with(|uncounted| {
+            uncounted
+                .replace(Some(Uncounted { engine, n: 0 }))
+                .map_or(0, |mine| mine.n)
+        });
+        if n > 0 {
+            self.count_finished(n);
+        }
+    }
+
+    /// This engine's address, which tells it apart from the other engines of the process.
+    fn address(&self) -> usize {
+        std::ptr::from_ref(self) as usize
     }
 
     /// Counts `n` ops finished, waking `wait_all` when they were the last.
@@ -1484,13 +1546,18 @@ impl Shared {
     fn worker_loop(self: &Arc<Self>, group: &Arc<Group>, worker: u32) {
         let mut ready = Vec::new();
         let mut next = None;
+        let engine = self.address();
+        UNCOUNTED.with(|uncounted| uncounted.set(Some(Uncounted { engine, n: 0 })));
         loop {
             let op = match next.take() {
                 Some(op) => op,
-                None => match group.pop_blocking() {
-                    Some(op) => op,
-                    None => return,
-                },
+                None => {
+                    self.count_uncounted();
+                    match group.pop_blocking() {
+                        Some(op) => op,
+                        None => return,
+                    }
+                }
             };
             self.execute(op, worker, &mut ready);
             self.start_posts(&mut ready, worker);

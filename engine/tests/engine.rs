@@ -1018,3 +1018,60 @@ fn an_op_reading_and_writing_a_variable_is_a_write() {
     assert_eq!(pushed, Some((vec![], vec![a.id()])));
     assert_eq!(a.version(), 1);
 }
+
+/// Workers count the ops they finish in batches (see `UNCOUNTED` in `engine.rs`); the count of
+/// unfinished ops must still reach zero by itself once the last op ends, with nobody in
+/// `wait_all` (the REPL's and the notebook's displays poll it to say that a cell is done).
+#[test]
+fn the_count_of_unfinished_ops_reaches_zero_without_a_wait() {
+    // The naive engine runs each op inside its push: no gate could hold it.
+    for (name, engine) in all_engines()
+        .into_iter()
+        .filter(|(name, _)| name != "naive")
+    {
+        for n_ops in [1, 5, 63, 64, 65, 1000] {
+            if let Err(failure) = count_reaches_zero(&engine, n_ops) {
+                // Dropping an engine whose count is stuck would wait for it forever.
+                std::mem::forget(engine);
+                panic!("{name}, {n_ops} ops: {failure}");
+            }
+        }
+    }
+}
+
+/// Pushes `n_ops` ops on one variable behind a gate, opens it, and waits (10 s at most) for
+/// the count of unfinished ops to reach zero.
+fn count_reaches_zero(engine: &Engine, n_ops: usize) -> Result<(), String> {
+    let var = engine.new_var("x");
+    let gate = Arc::new(Mutex::new(()));
+    let closed = gate.lock().unwrap();
+    let opened = gate.clone();
+    engine.push(
+        OpSpec::new("gate", move || {
+            drop(opened.lock().unwrap());
+            Ok(())
+        })
+        .writes(std::slice::from_ref(&var)),
+    );
+    for _ in 1..n_ops {
+        engine.push(OpSpec::new("op", || Ok(())).writes(std::slice::from_ref(&var)));
+    }
+    if engine.n_unfinished() != n_ops {
+        return Err(format!(
+            "{} counted unfinished behind the gate",
+            engine.n_unfinished()
+        ));
+    }
+    drop(closed);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while engine.n_unfinished() > 0 {
+        if std::time::Instant::now() > deadline {
+            return Err(format!(
+                "{} still counted unfinished after 10 s",
+                engine.n_unfinished()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
