@@ -24,12 +24,15 @@
 //!   while a thread waits for everything, and by that thread.
 //!
 //! Memory per op: an access is an entry in its variable's `VecDeque`, a ring buffer whose slots
-//! are reused from op to op; an op's block is one allocation, served (in the binaries, which use
-//! mimalloc) from the allocating thread's free list. That is the pooling MXNet's `ObjectPool`
-//! does by hand, without the cross-thread hand-back a hand-written pool needs here: blocks are
-//! allocated on the pushing thread and freed on workers. (`perf` of `c = c + b` on 4 elements:
-//! all of a statement's allocations together, block, closure and tensor, take about 6% of its
-//! time.)
+//! are reused from op to op; an op's block is reused once the op has finished (`block_pool.rs`:
+//! blocks finished on workers go back, in batches, to the thread that pushes).
+//!
+//! What both the pushing thread and the workers write at every op costs a cache line moved
+//! between cores each time (on a 16-core machine, most of a threaded op's cost): the op's block
+//! and its variables' states and queues must move; the rest is kept off the path. The counters
+//! of ops pushed and unfinished, the block exchange and a variable's error flag sit on lines of
+//! their own; a worker counts its finished ops in batches (see [`UNCOUNTED`]); a block reused for
+//! the same statement keeps its label and access set.
 //!
 //! There is no engine-wide lock on the hot path: a push takes one lock per accessed variable and,
 //! under the threaded policies, the ready queue's lock when the op is ready at once. A worker that
