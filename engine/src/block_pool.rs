@@ -7,9 +7,9 @@
 //! finishes in a list of its own, a full list goes to its engine's exchange, and a pushing thread
 //! whose list is empty takes the exchange's whole list.
 //!
-//! A block reused for an op of the same statement keeps its label and access set (compared by
-//! address, see [`OpBlock::refill`]): such a push writes no reference count that a worker
-//! reads. On a machine of many cores each such write pulls a cache line from another core (`perf`
+//! A block reused for an op of the same statement keeps its label, access set and shared body
+//! (compared by address, see [`OpBlock::refill`]): such a push writes no reference count that a
+//! worker reads. On a machine of many cores each such write pulls a cache line from another core (`perf`
 //! of `c = c + b` on a 16-core machine: the label's, body's and access set's counts were a tenth
 //! of the pushing thread's time).
 
@@ -81,7 +81,7 @@ impl BlockPool {
 mod tests {
     use super::*;
     use crate::accesses::AccessSet;
-    use crate::op::{OpHeader, OpId, Work};
+    use crate::op::{NewWork, OpHeader, OpId, Work};
     use crate::Device;
 
     fn block(label: &Arc<str>, accesses: &AccessSet) -> Arc<OpBlock> {
@@ -93,7 +93,10 @@ mod tests {
             priority: 0,
             accesses,
         };
-        Arc::new(OpBlock::new(header, Work::Wait(Default::default())))
+        Arc::new(OpBlock::new(
+            header,
+            NewWork::Owned(Work::Wait(Default::default())),
+        ))
     }
 
     #[test]

@@ -32,7 +32,7 @@
 //! and its variables' states and queues must move; the rest is kept off the path. The counters
 //! of ops pushed and unfinished, the block exchange and a variable's error flag sit on lines of
 //! their own; a worker counts its finished ops in batches (see [`UNCOUNTED`]); a block reused for
-//! the same statement keeps its label and access set.
+//! the same statement keeps its label, access set and shared body.
 //!
 //! There is no engine-wide lock on the hot path: a push takes one lock per accessed variable and,
 //! under the threaded policies, the ready queue's lock when the op is ready at once. A worker that
@@ -55,8 +55,8 @@ use crate::config::{EngineConfig, Policy};
 use crate::device_time::DeviceClock;
 use crate::event::{Event, EventKind, EventSink, Push};
 use crate::op::{
-    AsyncOpFn, OpBlock, OpBody, OpContext, OpError, OpHeader, OpId, OpRef, OpSpec, OpState,
-    Outcome, Signal, Work,
+    AsyncOpFn, NewWork, OpBlock, OpBody, OpContext, OpError, OpHeader, OpId, OpRef, OpSpec,
+    OpState, Outcome, Signal, Work,
 };
 use crate::ready_queue::{runs_before, Group};
 use crate::sim::{self as simulation, Cost, SimDevice, Simulator};
@@ -238,17 +238,6 @@ pub(crate) struct Shared {
     snapshots_taken: AtomicBool,
 }
 
-/// An op the naive fast path runs (see [`Shared::run_granted`]): its number and what its push
-/// event says of it, all borrowed from its pusher.
-struct GrantedOp<'a> {
-    id: OpId,
-    label: &'a Arc<str>,
-    line: u32,
-    device: Device,
-    priority: i32,
-    accesses: &'a Accesses,
-}
-
 /// The most ops a worker finishes before it counts them (see [`UNCOUNTED`]).
 const MAX_UNCOUNTED: usize = 64;
 
@@ -386,7 +375,7 @@ impl Engine {
     /// an unobserved op that waits for nothing at once, and then needs no copy of them).
     pub fn push_shared(&self, op: SharedOp<'_>) -> OpId {
         if let Some(mut guards) = self.shared.lock_if_grantable(op.accesses) {
-            let granted = GrantedOp {
+            let granted = OpHeader {
                 id: self.shared.number_ops(1),
                 label: op.label,
                 line: op.line,
@@ -403,14 +392,16 @@ impl Engine {
             self.shared.count_finished(1);
             return id;
         }
-        self.shared.push_block(
+        // The naive fast path was tried above: the op takes the queues.
+        let block = self.shared.new_op(
             op.label,
             op.line,
             op.device,
             op.priority,
             op.accesses,
-            Work::Shared(op.body.clone()),
-        )
+            NewWork::Shared(op.body),
+        );
+        self.shared.push_queued(block)
     }
 
     /// Pushes a batch's ops in order, as [`Engine::push_shared`] of each one after the other
@@ -689,7 +680,20 @@ impl Shared {
             Ok(id) => return id,
             Err(work) => work,
         };
-        let op = self.new_op(label, line, device, priority, accesses, work);
+        let op = self.new_op(
+            label,
+            line,
+            device,
+            priority,
+            accesses,
+            NewWork::Owned(work),
+        );
+        self.push_queued(op)
+    }
+
+    /// Pushes a new op's block into its variables' queues, then runs or queues it if it is
+    /// ready; returns its id.
+    fn push_queued(self: &Arc<Self>, op: OpRef) -> OpId {
         let n_granted = 1 + self.append_accesses(&op); // 1: the count `push` holds
         let id = op.id;
         self.dispatch_pushed(op, n_granted);
@@ -710,7 +714,7 @@ impl Shared {
         device: Device,
         priority: i32,
         accesses: &AccessSet,
-        work: Work,
+        work: NewWork<'_>,
     ) -> OpRef {
         let header = OpHeader {
             id: self.number_ops(1),
@@ -776,7 +780,7 @@ impl Shared {
                 op.device,
                 op.priority,
                 &op.accesses,
-                Work::Shared(op.body.clone()),
+                NewWork::Shared(&op.body),
             );
             let mut states = states_in(&mut guards, &op.accesses, indices);
             let n_granted =
@@ -815,7 +819,7 @@ impl Shared {
             return Err(work);
         };
         let mut guards = guards;
-        let granted = GrantedOp {
+        let granted = OpHeader {
             id: self.number_ops(1),
             label,
             line,
@@ -826,7 +830,7 @@ impl Shared {
         let id = self.run_granted(granted, &mut states_of(&mut guards), || match work {
             Work::Shared(body) => body.run(&self.op_context()),
             Work::Run(exec) => exec(),
-            Work::Async(_) | Work::Wait(_) | Work::Delete(_) => {
+            Work::Async(_) | Work::Wait(_) | Work::Delete(_) | Work::Ran(_) => {
                 Err("the engine ran bookkeeping as a plain op".to_string())
             }
         });
@@ -901,7 +905,7 @@ impl Shared {
         for ((op, indices), id) in batch.ops.iter().zip(&batch.var_indices).zip(first.0..) {
             let accesses = &op.accesses;
             let mut states = states_in(&mut guards, accesses, indices);
-            let granted = GrantedOp {
+            let granted = OpHeader {
                 id: OpId(id),
                 label: &op.label,
                 line: op.line,
@@ -930,7 +934,7 @@ impl Shared {
     /// finished.
     fn run_granted(
         &self,
-        op: GrantedOp<'_>,
+        op: OpHeader<'_>,
         states: &mut [Option<&mut VarState>],
         run: impl FnOnce() -> Result<(), String>,
     ) -> OpId {
@@ -950,7 +954,7 @@ impl Shared {
     fn run_granted_observed(
         &self,
         sink: &Arc<dyn EventSink>,
-        op: GrantedOp<'_>,
+        op: OpHeader<'_>,
         states: &mut [Option<&mut VarState>],
         run: impl FnOnce() -> Result<(), String>,
     ) {
@@ -981,11 +985,11 @@ impl Shared {
     #[inline(always)]
     fn settle_granted(
         &self,
-        op: &GrantedOp<'_>,
+        op: &OpHeader<'_>,
         states: &mut [Option<&mut VarState>],
         run: impl FnOnce() -> Result<(), String>,
     ) -> Outcome {
-        let GrantedOp {
+        let OpHeader {
             id,
             label,
             line,
@@ -1185,6 +1189,8 @@ impl Shared {
                     cost = ctx.cost();
                     result
                 });
+                // Kept for the block's next op of the same statement (see `OpBlock::refill`).
+                *lock(&op.work) = Some(Work::Ran(body));
                 let cost = self.sim.as_ref().map(|_| cost);
                 self.finish(&op, outcome, cost, false, ready);
             }
@@ -1200,7 +1206,7 @@ impl Shared {
                 free();
                 self.finish(&op, Outcome::Ok, None, true, ready);
             }
-            None => debug_assert!(false, "an op ran twice"),
+            Some(Work::Ran(_)) | None => debug_assert!(false, "an op ran twice"),
         }
         op.recycle(&self.blocks);
     }

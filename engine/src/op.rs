@@ -411,6 +411,43 @@ pub(crate) enum Work {
     Wait(Arc<Signal>),
     /// `delete_var`: free the variable's storage.
     Delete(Box<dyn FnOnce() + Send + 'static>),
+    /// A shared body that has run, kept in its finished block (see [`OpBlock::refill`]).
+    Ran(std::sync::Arc<dyn OpBody>),
+}
+
+/// A new op's work as its pusher hands it over: owned, or a shared body borrowed from whoever
+/// keeps the op to push again, counted a new reference only when the block does not hold it.
+pub(crate) enum NewWork<'a> {
+    /// Work the block takes as it is.
+    Owned(Work),
+    /// A shared body ([`Work::Shared`]) by reference.
+    Shared(&'a std::sync::Arc<dyn OpBody>),
+}
+
+impl NewWork<'_> {
+    /// The work, owned (a shared body's reference counted).
+    fn into_work(self) -> Work {
+        match self {
+            NewWork::Owned(work) => work,
+            NewWork::Shared(body) => Work::Shared(body.clone()),
+        }
+    }
+
+    /// Whether an op doing this work is engine bookkeeping, run on the thread that makes it
+    /// ready.
+    fn is_inline(&self) -> bool {
+        match self {
+            NewWork::Owned(work) => {
+                !matches!(work, Work::Run(_) | Work::Shared(_) | Work::Async(_))
+            }
+            NewWork::Shared(_) => false,
+        }
+    }
+
+    /// Whether an op doing this work on `device` only posts a network request when it starts.
+    fn posts(&self, device: Device) -> bool {
+        device == Device::Net && matches!(self, NewWork::Owned(Work::Async(_)))
+    }
 }
 
 /// The engine's record of a pushed op, shared by the queues that hold its accesses.
@@ -437,7 +474,9 @@ pub(crate) struct OpBlock {
     pub(crate) work: Mutex<Option<Work>>,
 }
 
-/// What a new op's block says of it besides its work, borrowed from its pusher.
+/// What a new op is besides its work (its number and what its push event says of it), borrowed
+/// from its pusher: the start of its block, or of a run on the naive fast path
+/// (`Shared::run_granted`).
 pub(crate) struct OpHeader<'a> {
     pub(crate) id: OpId,
     pub(crate) label: &'a Arc<str>,
@@ -449,11 +488,11 @@ pub(crate) struct OpHeader<'a> {
 
 impl OpBlock {
     /// A new op's block, waiting.
-    pub(crate) fn new(header: OpHeader<'_>, work: Work) -> OpBlock {
+    pub(crate) fn new(header: OpHeader<'_>, work: NewWork<'_>) -> OpBlock {
         let n_accesses = header.accesses.reads.len() + header.accesses.writes.len();
         OpBlock {
-            inline: is_inline(&work),
-            posts: posts(header.device, &work),
+            inline: work.is_inline(),
+            posts: work.posts(header.device),
             id: header.id,
             label: header.label.clone(),
             line: header.line,
@@ -463,14 +502,17 @@ impl OpBlock {
             wait_count: AtomicUsize::new(n_accesses + 1),
             state: AtomicU8::new(OpState::Waiting as u8),
             worker: AtomicU32::new(u32::MAX),
-            work: Mutex::new(Some(work)),
+            work: Mutex::new(Some(work.into_work())),
         }
     }
 
     /// Makes a finished block, which nobody else holds, the block of a new op, as
-    /// [`OpBlock::new`] would. A label and access set it already holds (the same statement's)
-    /// are kept as they are: their reference counts are not touched.
-    pub(crate) fn refill(&mut self, header: OpHeader<'_>, work: Work) {
+    /// [`OpBlock::new`] would. A label, access set and shared body it already holds (the same
+    /// statement's) are kept as they are: their reference counts are not touched. (A worker
+    /// that ran a shared body leaves it in the block, [`Work::Ran`], rather than dropping its
+    /// reference: dropped there, and counted again by the next push, the count's line would
+    /// move between the two threads at every op.)
+    pub(crate) fn refill(&mut self, header: OpHeader<'_>, work: NewWork<'_>) {
         if !Arc::ptr_eq(&self.label, header.label) {
             self.label = header.label.clone();
         }
@@ -478,8 +520,8 @@ impl OpBlock {
             self.accesses = header.accesses.clone();
         }
         let n_accesses = self.accesses.reads.len() + self.accesses.writes.len();
-        self.inline = is_inline(&work);
-        self.posts = posts(header.device, &work);
+        self.inline = work.is_inline();
+        self.posts = work.posts(header.device);
         self.id = header.id;
         self.line = header.line;
         self.device = header.device;
@@ -488,7 +530,14 @@ impl OpBlock {
         self.wait_count.store(n_accesses + 1, Ordering::Relaxed);
         self.state.store(OpState::Waiting as u8, Ordering::Relaxed);
         self.worker.store(u32::MAX, Ordering::Relaxed);
-        *crate::sync::lock(&self.work) = Some(work);
+        let mut slot = crate::sync::lock(&self.work);
+        let work = match (work, slot.take()) {
+            (NewWork::Shared(body), Some(Work::Ran(ran))) if Arc::ptr_eq(body, &ran) => {
+                Work::Shared(ran)
+            }
+            (work, _) => work.into_work(),
+        };
+        *slot = Some(work);
     }
 
     pub(crate) fn state(&self) -> OpState {
@@ -514,16 +563,6 @@ impl OpBlock {
     }
 }
 
-/// Whether an op doing `work` is engine bookkeeping, run on the thread that makes it ready.
-fn is_inline(work: &Work) -> bool {
-    !matches!(work, Work::Run(_) | Work::Shared(_) | Work::Async(_))
-}
-
-/// Whether an op doing `work` on `device` only posts a network request when it starts.
-fn posts(device: Device, work: &Work) -> bool {
-    device == Device::Net && matches!(work, Work::Async(_))
-}
-
 /// A shared handle to an op block, equal by identity (the variable queues hold these).
 #[derive(Clone)]
 pub(crate) struct OpRef(pub(crate) Arc<OpBlock>);
@@ -531,7 +570,7 @@ pub(crate) struct OpRef(pub(crate) Arc<OpBlock>);
 impl OpRef {
     /// A handle to a new op's block: a finished one from `pool` when there is one (see
     /// [`OpBlock::refill`]), else a new one.
-    pub(crate) fn new(pool: &BlockPool, header: OpHeader<'_>, work: Work) -> OpRef {
+    pub(crate) fn new(pool: &BlockPool, header: OpHeader<'_>, work: NewWork<'_>) -> OpRef {
         if let Some(mut spare) = pool.take() {
             if let Some(old) = Arc::get_mut(&mut spare) {
                 old.refill(header, work);
@@ -585,6 +624,56 @@ mod tests {
                 .push((ctx.is_simulated(), ctx.gpu_streams(), ctx.lane()));
             Ok(())
         }
+    }
+
+    /// Does nothing.
+    struct Noop;
+
+    impl OpBody for Noop {
+        fn run(&self, _: &OpContext) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    fn header<'a>(label: &'a Arc<str>, accesses: &'a AccessSet) -> OpHeader<'a> {
+        OpHeader {
+            id: OpId(1),
+            label,
+            line: 1,
+            device: Device::Cpu,
+            priority: 0,
+            accesses,
+        }
+    }
+
+    /// A finished block keeps the body it ran (`Work::Ran`); refilled, it must hold the new
+    /// op's body, to run, and no reference to any other. (That the same statement's body is
+    /// kept without counting a reference shows in the benchmarks, not in the counts.)
+    #[test]
+    fn a_refilled_block_holds_its_new_ops_body_and_no_other() {
+        let label: Arc<str> = "c = c + b".into();
+        let accesses = AccessSet::new(Vec::new(), Vec::new());
+        let body: Arc<dyn OpBody> = Arc::new(Noop);
+        let mut block = OpBlock::new(header(&label, &accesses), NewWork::Shared(&body));
+        // As a worker leaves it once the body has run.
+        let ran = match crate::sync::lock(&block.work).take() {
+            Some(Work::Shared(ran)) => ran,
+            _ => panic!("a shared body's block holds it to run"),
+        };
+        *crate::sync::lock(&block.work) = Some(Work::Ran(ran));
+        let counts = |body: &Arc<dyn OpBody>| (Arc::strong_count(&label), Arc::strong_count(body));
+        let before = counts(&body);
+        block.refill(header(&label, &accesses), NewWork::Shared(&body));
+        assert_eq!(counts(&body), before);
+        assert!(matches!(
+            crate::sync::lock(&block.work).as_ref(),
+            Some(Work::Shared(held)) if Arc::ptr_eq(held, &body)
+        ));
+        // Another statement's body takes its place, and the old one's reference goes.
+        let other: Arc<dyn OpBody> = Arc::new(Noop);
+        block.refill(header(&label, &accesses), NewWork::Shared(&other));
+        assert_eq!(Arc::strong_count(&body), before.1 - 1);
+        assert_eq!(Arc::strong_count(&other), 2);
     }
 
     #[test]
