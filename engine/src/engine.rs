@@ -375,14 +375,9 @@ impl Engine {
     /// an unobserved op that waits for nothing at once, and then needs no copy of them).
     pub fn push_shared(&self, op: SharedOp<'_>) -> OpId {
         if let Some(mut guards) = self.shared.lock_if_grantable(op.accesses) {
-            let granted = OpHeader {
-                id: self.shared.number_ops(1),
-                label: op.label,
-                line: op.line,
-                device: op.device,
-                priority: op.priority,
-                accesses: op.accesses,
-            };
+            let granted =
+                self.shared
+                    .numbered(op.label, op.line, op.device, op.priority, op.accesses);
             let id = self
                 .shared
                 .run_granted(granted, &mut states_of(&mut guards), || {
@@ -716,15 +711,27 @@ impl Shared {
         accesses: &AccessSet,
         work: NewWork<'_>,
     ) -> OpRef {
-        let header = OpHeader {
+        let header = self.numbered(label, line, device, priority, accesses);
+        OpRef::new(&self.blocks, header, work)
+    }
+
+    /// The header of a new op, numbered now and counted unfinished.
+    fn numbered<'a>(
+        &self,
+        label: &'a Arc<str>,
+        line: u32,
+        device: Device,
+        priority: i32,
+        accesses: &'a AccessSet,
+    ) -> OpHeader<'a> {
+        OpHeader {
             id: self.number_ops(1),
             label,
             line,
             device,
             priority,
             accesses,
-        };
-        OpRef::new(&self.blocks, header, work)
+        }
     }
 
     /// Ends the push of `op`, whose accesses are in their queues, `n_granted` of its wait count
@@ -819,14 +826,7 @@ impl Shared {
             return Err(work);
         };
         let mut guards = guards;
-        let granted = OpHeader {
-            id: self.number_ops(1),
-            label,
-            line,
-            device,
-            priority,
-            accesses,
-        };
+        let granted = self.numbered(label, line, device, priority, accesses);
         let id = self.run_granted(granted, &mut states_of(&mut guards), || match work {
             Work::Shared(body) => body.run(&self.op_context()),
             Work::Run(exec) => exec(),
