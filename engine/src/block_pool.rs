@@ -17,7 +17,7 @@ use std::cell::RefCell;
 
 use crossbeam_utils::CachePadded;
 
-use crate::op::OpBlock;
+use crate::op::{NewWork, OpBlock, OpHeader, OpRef};
 use crate::sync::{engine_thread_local, lock, Arc, Mutex};
 
 /// How many finished blocks a thread gathers before it hands them to the exchange.
@@ -46,9 +46,30 @@ impl BlockPool {
         }
     }
 
+    /// A handle to a new op's block: a finished one when there is one (see
+    /// [`OpBlock::refill`]), else a new one.
+    pub(crate) fn new_op(&self, header: OpHeader<'_>, work: NewWork<'_>) -> OpRef {
+        if let Some(mut spare) = self.take() {
+            if let Some(old) = Arc::get_mut(&mut spare) {
+                old.refill(header, work);
+                return OpRef(spare);
+            }
+        }
+        OpRef(Arc::new(OpBlock::new(header, work)))
+    }
+
+    /// Drops a handle to a finished op, keeping its block for a later push when this was the
+    /// last handle.
+    pub(crate) fn recycle(&self, op: OpRef) {
+        let OpRef(mut block) = op;
+        if Arc::get_mut(&mut block).is_some() {
+            self.give_back(block);
+        }
+    }
+
     /// A finished block nobody else holds, for a new op: this thread's, or the exchange's when
     /// this thread has none left; `None` when neither has one.
-    pub(crate) fn take(&self) -> Option<Arc<OpBlock>> {
+    fn take(&self) -> Option<Arc<OpBlock>> {
         SPARE.with(|spare| {
             let mut spare = spare.borrow_mut();
             if spare.is_empty() {
@@ -60,7 +81,7 @@ impl BlockPool {
 
     /// Keeps a finished block nobody else holds for a later push: in this thread's list, handed
     /// with the rest of it to the exchange once the list holds a batch.
-    pub(crate) fn give_back(&self, block: Arc<OpBlock>) {
+    fn give_back(&self, block: Arc<OpBlock>) {
         SPARE.with(|spare| {
             let mut spare = spare.borrow_mut();
             spare.push(block);
@@ -81,7 +102,7 @@ impl BlockPool {
 mod tests {
     use super::*;
     use crate::accesses::AccessSet;
-    use crate::op::{NewWork, OpHeader, OpId, Work};
+    use crate::op::{OpId, Work};
     use crate::Device;
 
     fn block(label: &Arc<str>, accesses: &AccessSet) -> Arc<OpBlock> {

@@ -712,7 +712,7 @@ impl Shared {
         work: NewWork<'_>,
     ) -> OpRef {
         let header = self.numbered(label, line, device, priority, accesses);
-        OpRef::new(&self.blocks, header, work)
+        self.blocks.new_op(header, work)
     }
 
     /// The header of a new op, numbered now and counted unfinished.
@@ -1208,7 +1208,7 @@ impl Shared {
             }
             Some(Work::Ran(_)) | None => debug_assert!(false, "an op ran twice"),
         }
-        op.recycle(&self.blocks);
+        self.blocks.recycle(op);
     }
 
     /// The context of the op about to run on this thread, inside `clocked` (whose clock it

@@ -2,7 +2,6 @@
 
 use std::fmt;
 
-use crate::block_pool::BlockPool;
 use crate::sync::{Arc, AtomicU32, AtomicU8, AtomicUsize, Condvar, Mutex, Ordering};
 use crate::{AccessSet, Device, OpCompletion, Var};
 
@@ -566,28 +565,6 @@ impl OpBlock {
 /// A shared handle to an op block, equal by identity (the variable queues hold these).
 #[derive(Clone)]
 pub(crate) struct OpRef(pub(crate) Arc<OpBlock>);
-
-impl OpRef {
-    /// A handle to a new op's block: a finished one from `pool` when there is one (see
-    /// [`OpBlock::refill`]), else a new one.
-    pub(crate) fn new(pool: &BlockPool, header: OpHeader<'_>, work: NewWork<'_>) -> OpRef {
-        if let Some(mut spare) = pool.take() {
-            if let Some(old) = Arc::get_mut(&mut spare) {
-                old.refill(header, work);
-                return OpRef(spare);
-            }
-        }
-        OpRef(Arc::new(OpBlock::new(header, work)))
-    }
-
-    /// Drops a handle to a finished op, keeping its block in `pool` for a later push when this
-    /// was the last handle.
-    pub(crate) fn recycle(mut self, pool: &BlockPool) {
-        if Arc::get_mut(&mut self.0).is_some() {
-            pool.give_back(self.0);
-        }
-    }
-}
 
 impl PartialEq for OpRef {
     fn eq(&self, other: &OpRef) -> bool {
