@@ -18,6 +18,7 @@ use dep_views as views;
 use engine::lock;
 use views::live::{LiveFold, LiveSource, TextLayout};
 
+use crate::background_file::BackgroundFile;
 use crate::cli::{ReplayArgs, RunArgs};
 
 /// How often the live panel redraws: often enough to follow, rarely enough to cost nothing
@@ -206,8 +207,8 @@ impl ViewPlan {
 /// A trace file being written: Perfetto's protobuf (`.pftrace`, `.perfetto-trace`), or Chrome
 /// JSON with its event log spooled to a temporary file beside it.
 enum TraceFile {
-    Json(views::trace::JsonTrace<std::io::BufWriter<std::fs::File>, std::fs::File>),
-    Perfetto(views::perfetto::PerfettoTrace<std::io::BufWriter<std::fs::File>>),
+    Json(views::trace::JsonTrace<BackgroundFile, BackgroundFile>),
+    Perfetto(views::perfetto::PerfettoTrace<BackgroundFile>),
 }
 
 /// The trace files being written, each with its path: one [`views::fold::TraceOut`] for all.
@@ -281,9 +282,10 @@ pub(crate) fn is_perfetto(path: &Path) -> bool {
     matches!(extension, Some("pftrace" | "perfetto-trace"))
 }
 
-/// Opens the trace file (and the JSON's spool), in the format its name says.
+/// Opens the trace file (and the JSON's spool), in the format its name says; each is written
+/// on a thread of its own.
 fn open_trace(path: &Path) -> std::io::Result<TraceFile> {
-    let out = std::io::BufWriter::new(crate::fresh_file::create(path)?);
+    let out = BackgroundFile::new(crate::fresh_file::create(path)?, "dep-trace-write");
     if is_perfetto(path) {
         return Ok(TraceFile::Perfetto(views::perfetto::PerfettoTrace::new(
             out,
@@ -295,7 +297,7 @@ fn open_trace(path: &Path) -> std::io::Result<TraceFile> {
     };
     Ok(TraceFile::Json(views::trace::JsonTrace::new(
         out,
-        tempfile::tempfile_in(dir)?,
+        BackgroundFile::new(tempfile::tempfile_in(dir)?, "dep-spool-write"),
     )))
 }
 
