@@ -23,7 +23,7 @@ use dep_engine::lock;
 /// How many bytes a buffer gathers before it goes to the writer thread.
 const BUFFER_BYTES: usize = 1 << 20;
 /// How many full buffers may wait for the writer thread before a write waits for it.
-const IN_FLIGHT: usize = 4;
+const IN_FLIGHT: usize = 3;
 
 /// A file whose writes go to a thread of its own (see the module's documentation). The first
 /// error the thread meets is returned by the next call that can return one (a write, a flush,
@@ -156,6 +156,11 @@ impl Write for BackgroundFile {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
         match &mut self.state {
             State::Writing(writer) => {
+                // Handed over before it would grow past its room (a grown buffer would go
+                // round at twice the size).
+                if writer.buffer.len() + bytes.len() > BUFFER_BYTES && !writer.buffer.is_empty() {
+                    writer.hand_over()?;
+                }
                 writer.buffer.extend_from_slice(bytes);
                 if writer.buffer.len() >= BUFFER_BYTES {
                     writer.hand_over()?;

@@ -142,7 +142,7 @@ impl RunArgs {
             && self
                 .trace
                 .iter()
-                .all(|path| crate::views::is_perfetto(path))
+                .all(|path| crate::trace_files::is_perfetto(path))
             && self.timeline.is_none()
             && self.dot.is_none()
             && self.replay.is_none()

@@ -14,6 +14,7 @@ mod ranks;
 mod repl;
 mod run;
 mod sim_ranks;
+mod trace_files;
 mod views;
 
 use std::process::ExitCode;

@@ -75,7 +75,7 @@ impl RankViews {
         for path in &self.traces {
             // Chrome JSON gets a process per rank; Perfetto's protobuf the merged run, each
             // rank's lanes named `r1 cpu:0`, ... (both with the arrows between ranks)
-            ok &= if crate::views::is_perfetto(path) {
+            ok &= if crate::trace_files::is_perfetto(path) {
                 write_file(path, "--trace", views::ranks::perfetto_trace(&runs))
             } else {
                 write_file(path, "--trace", views::ranks::chrome_trace(&runs))

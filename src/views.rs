@@ -18,8 +18,8 @@ use dep_views as views;
 use engine::lock;
 use views::live::{LiveFold, LiveSource, TextLayout};
 
-use crate::background_file::BackgroundFile;
 use crate::cli::{ReplayArgs, RunArgs};
+use crate::trace_files::{Traces, READ_PERIOD};
 
 /// How often the live panel redraws: often enough to follow, rarely enough to cost nothing
 /// (issue 4: "throttle redraws to ~10 per second; rendering happens off the workers").
@@ -79,7 +79,7 @@ impl ViewPlan {
     }
 
     /// Starts the live panel of the run of `path` when `--watch` asked for it. Its fold is fed
-    /// by the recorder ([`ViewPlan::start_recording`]), the log's one reader.
+    /// by the recorder ([`ViewPlan::start_recording`]), the log's reader.
     pub(crate) fn start_watch(&self, session: &Session, path: &str) -> Option<Watcher> {
         if !self.watch {
             return None;
@@ -89,26 +89,24 @@ impl ViewPlan {
 
     /// Starts folding the session's event log while the run goes: the summary, the trace
     /// (written as the events arrive), every event when a view needs the whole run, and the
-    /// `--watch` panel's live fold when `watcher` is given: the recorder is the log's one
-    /// reader, and feeds them all from what it reads once. `None` when the session keeps no
-    /// event log.
+    /// `--watch` panel's live fold when `watcher` is given: the recorder is the log's reader,
+    /// and feeds them all from what it reads once (but a JSON trace's event log, transcribed
+    /// by a reader of its own: see `trace_files`). `None` when the session keeps no event log.
     pub(crate) fn start_recording(
         &self,
         session: &Session,
         watcher: Option<&Watcher>,
     ) -> Option<Recorder> {
         let log = session.event_log()?.clone();
-        let traces = self
-            .traces
-            .iter()
-            .map(|path| (path.clone(), open_trace(path)))
-            .collect();
+        let first = log.first_seq();
+        let traces = Traces::open(&self.traces, &log, first);
         let keep_events = self.keep_events
             || self.timeline.is_some()
             || self.dot.is_some()
             || self.replay.is_some();
         Some(Recorder::start(
             log,
+            first,
             traces,
             keep_events,
             watcher.map(|watcher| watcher.fold.clone()),
@@ -204,103 +202,6 @@ impl ViewPlan {
     }
 }
 
-/// A trace file being written: Perfetto's protobuf (`.pftrace`, `.perfetto-trace`), or Chrome
-/// JSON with its event log spooled to a temporary file beside it.
-enum TraceFile {
-    Json(views::trace::JsonTrace<BackgroundFile, BackgroundFile>),
-    Perfetto(views::perfetto::PerfettoTrace<BackgroundFile>),
-}
-
-/// The trace files being written, each with its path: one [`views::fold::TraceOut`] for all.
-struct Traces(Vec<(PathBuf, TraceFile)>);
-
-impl views::fold::TraceOut for Traces {
-    fn event(&mut self, event: &engine::Event) {
-        for (_, trace) in &mut self.0 {
-            trace.out().event(event);
-        }
-    }
-
-    fn slice(&mut self, slice: &views::fold::OpSlice<'_>) {
-        for (_, trace) in &mut self.0 {
-            trace.out().slice(slice);
-        }
-    }
-
-    fn flow(&mut self, flow: &views::fold::Flow<'_>) {
-        for (_, trace) in &mut self.0 {
-            trace.out().flow(flow);
-        }
-    }
-
-    fn device_slice(&mut self, slice: &views::fold::DeviceSlice<'_>) {
-        for (_, trace) in &mut self.0 {
-            trace.out().device_slice(slice);
-        }
-    }
-
-    fn keeps_slices(&self) -> bool {
-        !self.0.is_empty()
-    }
-
-    fn end(&mut self, worker_names: &[String], lanes: &[views::fold::TraceLane]) {
-        for (_, trace) in &mut self.0 {
-            trace.out().end(worker_names, lanes);
-        }
-    }
-}
-
-impl Traces {
-    /// Whether a trace keeps every event of the log (a JSON trace's `depEvents`), grants too.
-    fn wants_events(&self) -> bool {
-        self.0
-            .iter()
-            .any(|(_, trace)| matches!(trace, TraceFile::Json(_)))
-    }
-}
-
-impl TraceFile {
-    fn out(&mut self) -> &mut dyn views::fold::TraceOut {
-        match self {
-            TraceFile::Json(trace) => trace,
-            TraceFile::Perfetto(trace) => trace,
-        }
-    }
-
-    fn finish(self) -> std::io::Result<()> {
-        match self {
-            TraceFile::Json(trace) => trace.finish().map(drop),
-            TraceFile::Perfetto(trace) => trace.finish().map(drop),
-        }
-    }
-}
-
-/// Whether a trace path names Perfetto's protobuf format (`.pftrace`, `.perfetto-trace`); any
-/// other name gets Chrome JSON.
-pub(crate) fn is_perfetto(path: &Path) -> bool {
-    let extension = path.extension().and_then(|ext| ext.to_str());
-    matches!(extension, Some("pftrace" | "perfetto-trace"))
-}
-
-/// Opens the trace file (and the JSON's spool), in the format its name says; each is written
-/// on a thread of its own.
-fn open_trace(path: &Path) -> std::io::Result<TraceFile> {
-    let out = BackgroundFile::new(crate::fresh_file::create(path)?, "dep-trace-write");
-    if is_perfetto(path) {
-        return Ok(TraceFile::Perfetto(views::perfetto::PerfettoTrace::new(
-            out,
-        )));
-    }
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    Ok(TraceFile::Json(views::trace::JsonTrace::new(
-        out,
-        BackgroundFile::new(tempfile::tempfile_in(dir)?, "dep-spool-write"),
-    )))
-}
-
 /// What a [`Recorder`] made of the run.
 struct Recorded {
     summary: views::Summary,
@@ -309,9 +210,6 @@ struct Recorded {
     /// Every event, when a view needs the whole run.
     events: Option<Vec<engine::Event>>,
 }
-
-/// How often the recorder looks for new events when it found none.
-const RECORD_PERIOD: Duration = Duration::from_millis(2);
 
 /// A thread that reads the event log as the run goes and forgets what it read: it folds the
 /// summary, streams the trace, feeds the `--watch` panel's live fold, and keeps the events only
@@ -324,7 +222,8 @@ pub(crate) struct Recorder {
 impl Recorder {
     fn start(
         log: Arc<engine::EventLog>,
-        traces: Vec<(PathBuf, std::io::Result<TraceFile>)>,
+        first: u64,
+        (mut open, failed): (Traces, Vec<(PathBuf, std::io::Error)>),
         keep_events: bool,
         live: Option<Arc<Mutex<LiveFold>>>,
     ) -> Recorder {
@@ -332,22 +231,14 @@ impl Recorder {
         let thread = std::thread::Builder::new()
             .name("dep-record".to_string())
             .spawn(move || {
-                let mut failed: Vec<(PathBuf, std::io::Result<()>)> = Vec::new();
-                let mut open = Traces(Vec::new());
-                for (path, trace) in traces {
-                    match trace {
-                        Ok(trace) => open.0.push((path, trace)),
-                        Err(error) => failed.push((path, Err(error))),
-                    }
-                }
                 let mut fold = views::fold::RunFold::new();
                 let mut events: Option<Vec<engine::Event>> = keep_events.then(Vec::new);
-                let mut next = log.first_seq();
+                let mut next = first;
                 let mut worker_names = None;
                 let mut fed: Vec<engine::Event> = Vec::new();
-                // The fold passes grants over; only the live panel, the kept events and a JSON
-                // trace's event log show them.
-                let grants = live.is_some() || events.is_some() || open.wants_events();
+                // The fold passes grants over; only the live panel and the kept events show them
+                // (a JSON trace's event log has a reader of its own).
+                let grants = live.is_some() || events.is_some();
                 loop {
                     let mut visit = |event: &engine::Event| {
                         fold.push(event, &mut open);
@@ -363,7 +254,8 @@ impl Recorder {
                     } else {
                         log.read_since_without_grants(next, &mut visit)
                     };
-                    log.forget_before(after);
+                    // What a trace's own reader of the log has not read yet is kept for it.
+                    log.forget_before(after.min(open.read_up_to()));
                     if let Some(live) = &live {
                         // Locked once a batch, and not while the log is read.
                         feed(&mut lock(live), fed.drain(..));
@@ -378,7 +270,7 @@ impl Recorder {
                     if worker_names.is_some() && next == log.next_seq() {
                         break;
                     }
-                    match stopped.recv_timeout(RECORD_PERIOD) {
+                    match stopped.recv_timeout(READ_PERIOD) {
                         Ok(names) => worker_names = Some(names),
                         Err(mpsc::RecvTimeoutError::Timeout) => {}
                         Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -387,12 +279,8 @@ impl Recorder {
                     }
                 }
                 let summary = fold.finish(&worker_names.unwrap_or_default(), &mut open);
-                let mut traces: Vec<(PathBuf, std::io::Result<()>)> = open
-                    .0
-                    .into_iter()
-                    .map(|(path, trace)| (path, trace.finish()))
-                    .collect();
-                traces.extend(failed);
+                let mut traces = open.finish();
+                traces.extend(failed.into_iter().map(|(path, error)| (path, Err(error))));
                 Recorded {
                     summary,
                     traces,
@@ -476,8 +364,8 @@ enum WatchEvent {
 
 /// The `--watch` panel: a thread that redraws the live queues and ops in place on stderr at most
 /// ten times a second: the one live view model (`dep_views::live`) rendered as terminal text,
-/// from a [`LiveFold`] that the recorder feeds (the recorder is the event log's one reader, and
-/// forgets what it read) and the session's [`LiveSource`] for snapshots (taken off the
+/// from a [`LiveFold`] that the recorder feeds (the recorder reads the event log, and forgets
+/// what it read) and the session's [`LiveSource`] for snapshots (taken off the
 /// workers, which only pay for the locks a snapshot takes, one variable at a time).
 pub(crate) struct Watcher {
     stop: mpsc::Sender<()>,

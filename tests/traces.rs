@@ -2,7 +2,7 @@
 //! and every engine; the JSON and the Perfetto protobuf of one run show the same slices and
 //! flows; a long observed run stays within a memory limit.
 
-use dep_views::perfetto;
+use dep_views::{perfetto, trace};
 
 use crate::util::{repo_root, Run, TestDir};
 
@@ -60,9 +60,16 @@ fn the_trace_of_every_sample_on_every_engine_replays() {
                 run.code,
                 run.stderr
             );
-            let json =
-                perfetto::read_json(&std::fs::read_to_string(dir.path().join("t.json")).unwrap())
-                    .unwrap();
+            let text = std::fs::read_to_string(dir.path().join("t.json")).unwrap();
+            // The event log, written by a thread of its own while the run went, is the one the
+            // slices were folded from: written again from it, the trace is the same, byte for
+            // byte (none of the interpreter's bookkeeping in it, no event left out at the end).
+            let again = trace::chrome_trace(&trace::read_trace(&text).unwrap());
+            assert!(
+                again == text,
+                "{name} on {engine}: the trace written again from its event log differs"
+            );
+            let json = perfetto::read_json(&text).unwrap();
             let protobuf =
                 perfetto::read(&std::fs::read(dir.path().join("t.pftrace")).unwrap()).unwrap();
             assert_eq!(json, protobuf, "{name} on {engine}: the two formats differ");

@@ -18,7 +18,9 @@
 //!
 //! The trace is written as the events arrive: slices when their op finishes, flows when the
 //! later op starts; `depEvents` go to a spool (a temporary file) appended at the end, so a run
-//! of any length is never held whole. Times are microseconds since the engine started, with
+//! of any length is never held whole, written by a [`DepEventsWriter`] that the trace feeds
+//! ([`JsonTrace::new`]) or that reads the log itself, on a thread of its own
+//! ([`JsonTrace::without_events`]). Times are microseconds since the engine started, with
 //! nanosecond precision.
 
 use std::fmt;
@@ -36,6 +38,10 @@ use crate::fold::{DeviceSlice, Flow, OpSlice, RunFold, TraceLane, TraceOut};
 use crate::json_line::{JsonLine, LastNumber};
 use crate::kept_arguments::{KeptArguments, PerLabel};
 use crate::replay::{Hazard, Replay};
+
+pub mod dep_events_writer;
+
+pub use dep_events_writer::DepEventsWriter;
 
 /// The version of the `depEvents` layout this module writes.
 const DEP_EVENTS_VERSION: u64 = 2;
@@ -64,18 +70,12 @@ pub fn chrome_trace(replay: &Replay) -> String {
 /// returns it.
 pub struct JsonTrace<W: Write, S: Read + Write + Seek> {
     out: W,
-    spool: io::BufWriter<S>,
+    /// The writer of `depEvents`, when this trace writes them as they come ([`JsonTrace::new`]);
+    /// `None` when another writer does ([`JsonTrace::without_events`]).
+    events: Option<DepEventsWriter<S>>,
     n_trace_events: usize,
-    n_dep_events: usize,
-    /// Strings declared in `depEvents` so far, by their number.
-    strings: HashMap<Arc<str>, usize>,
-    /// The numbers of strings met as an `Arc` (a label, pushed again and again), by the
-    /// address of that `Arc`, which the entry keeps alive so no other string can take it.
-    strings_by_address: HashMap<usize, (Arc<str>, usize)>,
-    /// Each device's name (as `Display` writes it), and its string number once declared.
-    devices: HashMap<Device, (Arc<str>, Option<usize>)>,
-    /// Each state's string number once declared.
-    states: [Option<usize>; N_STATES],
+    /// Each device's name, as `Display` writes it.
+    device_names: HashMap<Device, Arc<str>>,
     /// The middle of a dependency's flow elements, from its name to its thread id key
     /// (`,"name":"x RAW","cat":"dependency","bp":"e","pid":1,"tid":`), by the address of the
     /// variable's name (the entry keeps that `Arc` alive) and the hazard.
@@ -84,8 +84,6 @@ pub struct JsonTrace<W: Write, S: Read + Write + Seek> {
     arguments: PerLabel<Option<KeptArguments>>,
     /// Trace events written but not yet handed to `out`, which gets them in large pieces.
     pending: JsonLine,
-    /// `depEvents` elements written but not yet handed to the spool.
-    pending_dep: JsonLine,
     workers: Vec<String>,
     /// Text kept from element to element, to write again.
     again: Box<Again>,
@@ -95,9 +93,6 @@ pub struct JsonTrace<W: Write, S: Read + Write + Seek> {
 /// What a [`JsonTrace`] keeps to write again without working it out again.
 #[derive(Default)]
 struct Again {
-    /// The last time and op id written in `depEvents`: an op's push, grants and readiness share
-    /// both, its start and finish its id.
-    numbers: (LastNumber, LastNumber),
     /// The last time written at each end of a flow (an op's two dependencies end at its start).
     flow_times: [LastNumber; 2],
     /// The last labels written as a slice's name, escaped, in a slot chosen by their `Arc`'s
@@ -120,21 +115,33 @@ const PIECE: usize = 64 * 1024;
 const MAX_FLOW_MIDDLES: usize = 4096;
 
 impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
-    /// A trace that writes to `out`, spooling the event log to `spool`.
+    /// A trace that writes to `out`, spooling the event log it is given
+    /// ([`TraceOut::event`]) to `spool`; [`JsonTrace::finish`] closes it.
     pub fn new(out: W, spool: S) -> JsonTrace<W, S> {
+        JsonTrace::starting(out, Some(DepEventsWriter::new(spool)))
+    }
+
+    /// A trace that writes to `out` and leaves the event log to a [`DepEventsWriter`] of the
+    /// caller's, which reads the same events in the same order (on a thread of its own);
+    /// [`JsonTrace::finish_with`] closes it with that writer's spool.
+    pub fn without_events(out: W) -> JsonTrace<W, S> {
+        JsonTrace::starting(out, None)
+    }
+
+    /// Whether the trace writes the event log it is given ([`JsonTrace::new`]).
+    pub fn writes_events(&self) -> bool {
+        self.events.is_some()
+    }
+
+    fn starting(out: W, events: Option<DepEventsWriter<S>>) -> JsonTrace<W, S> {
         let mut trace = JsonTrace {
             out,
-            spool: io::BufWriter::new(spool),
+            events,
             n_trace_events: 0,
-            n_dep_events: 0,
-            strings: HashMap::default(),
-            strings_by_address: HashMap::default(),
-            devices: HashMap::default(),
-            states: [None; N_STATES],
+            device_names: HashMap::default(),
             flow_middles: HashMap::default(),
             arguments: PerLabel::default(),
             pending: JsonLine::default(),
-            pending_dep: JsonLine::default(),
             workers: Vec::new(),
             again: Box::default(),
             error: None,
@@ -151,20 +158,28 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
     /// Closes the document: the spooled event log goes after the trace events. Returns `out`,
     /// or the first write error.
     pub fn finish(mut self) -> io::Result<W> {
+        let spool = match self.events.take() {
+            Some(events) => events.finish(),
+            None => Err(io::Error::other(
+                "the trace's event log is written apart: close it with `finish_with`",
+            )),
+        };
+        self.finish_with(spool)
+    }
+
+    /// [`JsonTrace::finish`] of a trace [`JsonTrace::without_events`], with what its
+    /// [`DepEventsWriter`] returned.
+    pub fn finish_with(mut self, spool: io::Result<S>) -> io::Result<W> {
         if let Some(error) = self.error.take() {
             return Err(error);
         }
+        let mut spool = spool?;
         self.out.write_all(self.pending.bytes())?;
-        self.spool.write_all(self.pending_dep.bytes())?;
         self.out
             .write_all(b"],\"displayTimeUnit\":\"ns\",\"depEvents\":{\"version\":")?;
         write!(self.out, "{DEP_EVENTS_VERSION},\"workers\":")?;
         serde_json::to_writer(&mut self.out, &self.workers)?;
         self.out.write_all(b",\"events\":[")?;
-        let mut spool = self
-            .spool
-            .into_inner()
-            .map_err(io::IntoInnerError::into_error)?;
         spool.seek(SeekFrom::Start(0))?;
         copy_in_pieces(&mut spool, &mut self.out)?;
         self.out.write_all(b"]}}\n")?;
@@ -217,18 +232,6 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
         )
     }
 
-    /// The number of a string met as an `Arc`: found by its address when met before.
-    fn arc_string(&mut self, text: &Arc<str>) -> io::Result<usize> {
-        let address = Arc::as_ptr(text) as *const u8 as usize;
-        if let Some((_, number)) = self.strings_by_address.get(&address) {
-            return Ok(*number);
-        }
-        let number = self.string(text)?;
-        self.strings_by_address
-            .insert(address, (text.clone(), number));
-        Ok(number)
-    }
-
     /// A slice's name, `label` quoted and escaped, and the slot of [`Again::labels`] to
     /// give its room back to.
     fn escaped_label(&mut self, label: &Arc<str>) -> (usize, Vec<u8>) {
@@ -242,52 +245,13 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
         (slot, std::mem::take(escaped))
     }
 
-    /// The number of a device's name.
-    fn device_string(&mut self, device: Device) -> io::Result<usize> {
-        let (name, number) = self
-            .devices
-            .entry(device)
-            .or_insert_with(|| (Arc::from(device.to_string()), None));
-        if let Some(number) = number {
-            return Ok(*number);
-        }
-        let name = name.clone();
-        let number = self.string(&name)?;
-        self.devices.insert(device, (name, Some(number)));
-        Ok(number)
-    }
-
-    /// The number of a state's name.
-    fn state_string(&mut self, state: OpState) -> io::Result<usize> {
-        if let Some(number) = self.states[state as usize] {
-            return Ok(number);
-        }
-        let number = self.string(state.name())?;
-        self.states[state as usize] = Some(number);
-        Ok(number)
-    }
-
-    /// The number of `text` among the declared strings, declaring it first if new.
-    fn string(&mut self, text: &str) -> io::Result<usize> {
-        if let Some(number) = self.strings.get(text) {
-            return Ok(*number);
-        }
-        let number = self.strings.len();
-        self.strings.insert(Arc::from(text), number);
-        self.dep_line(|line| {
-            line.string(text);
-        })?;
-        Ok(number)
-    }
-
     /// A slice's arguments from `reads` to `priority`, as the slice's element writes them:
     /// `,"reads":["x"],"writes":["y"],"state":"done","device":"cpu","priority":0`.
     fn encode_arguments(&mut self, slice: &OpSlice<'_>) -> Vec<u8> {
-        let device = &self
-            .devices
+        let device = self
+            .device_names
             .entry(slice.device)
-            .or_insert_with(|| (Arc::from(slice.device.to_string()), None))
-            .0;
+            .or_insert_with(|| Arc::from(slice.device.to_string()));
         let names = |line: &mut JsonLine, names: &[Arc<str>]| {
             line.raw("[");
             for (index, name) in names.iter().enumerate() {
@@ -311,129 +275,13 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
             .int(slice.priority);
         line.bytes().to_vec()
     }
-
-    /// Writes one `depEvents` element, built by `build` after what is pending.
-    fn dep_line(&mut self, build: impl FnOnce(&mut JsonLine)) -> io::Result<()> {
-        if self.n_dep_events > 0 {
-            self.pending_dep.raw(",");
-        }
-        self.n_dep_events += 1;
-        build(&mut self.pending_dep);
-        hand_over(&mut self.pending_dep, &mut self.spool)
-    }
-
-    /// Writes one event of the log, after declaring the strings it names (a declaration is an
-    /// element of its own).
-    fn dep_event(&mut self, event: &Event) -> io::Result<()> {
-        let mut last = std::mem::take(&mut self.again.numbers);
-        let result = self.dep_event_after(event, &mut last);
-        self.again.numbers = last;
-        result
-    }
-
-    /// [`JsonTrace::dep_event`], with the last time and op id written.
-    fn dep_event_after(
-        &mut self,
-        event: &Event,
-        (last_time, last_op): &mut (LastNumber, LastNumber),
-    ) -> io::Result<()> {
-        let time = event.time_ns;
-        let mut op_event = |line: &mut JsonLine, kind: &str, op: OpId| {
-            line.raw("[")
-                .int_again(time, last_time)
-                .raw(",\"")
-                .raw(kind)
-                .raw("\",")
-                .int_again(op.0, last_op);
-        };
-        match &event.kind {
-            EventKind::Pushed {
-                op,
-                label,
-                line: source_line,
-                reads,
-                writes,
-                device,
-                priority,
-            } => {
-                let label = self.arc_string(label)?;
-                let device = self.device_string(*device)?;
-                self.dep_line(|line| {
-                    op_event(line, "p", *op);
-                    line.raw(",").int(label).raw(",").int(*source_line).raw(",");
-                    for (index, vars) in [reads, writes].into_iter().enumerate() {
-                        if index > 0 {
-                            line.raw(",");
-                        }
-                        line.raw("[");
-                        for (position, var) in vars.iter().enumerate() {
-                            if position > 0 {
-                                line.raw(",");
-                            }
-                            line.int(var.0);
-                        }
-                        line.raw("]");
-                    }
-                    line.raw(",").int(device).raw(",").int(*priority).raw("]");
-                })
-            }
-            EventKind::Granted { op, var } => self.dep_line(|line| {
-                op_event(line, "g", *op);
-                line.raw(",").int(var.0).raw("]");
-            }),
-            EventKind::Ready { op } => self.dep_line(|line| {
-                op_event(line, "r", *op);
-                line.raw("]");
-            }),
-            EventKind::Started { op, worker } => self.dep_line(|line| {
-                op_event(line, "s", *op);
-                line.raw(",").int(*worker).raw("]");
-            }),
-            EventKind::Finished { op, state, message } => {
-                let state = self.state_string(*state)?;
-                let message = match message {
-                    Some(message) => Some(self.string(message)?),
-                    None => None,
-                };
-                self.dep_line(|line| {
-                    op_event(line, "f", *op);
-                    line.raw(",").int(state);
-                    if let Some(message) = message {
-                        line.raw(",").int(message);
-                    }
-                    line.raw("]");
-                })
-            }
-            EventKind::VarCreated { var, name } => {
-                let name = self.string(name)?;
-                self.dep_line(|line| {
-                    line.raw("[").int(time).raw(",\"v\",").int(var.0);
-                    line.raw(",").int(name).raw("]");
-                })
-            }
-            EventKind::VarDeleted { var } => self.dep_line(|line| {
-                line.raw("[").int(time).raw(",\"x\",").int(var.0).raw("]");
-            }),
-            EventKind::DeviceSpan {
-                op,
-                lane,
-                start_ns,
-                end_ns,
-            } => {
-                let lane = self.string(lane)?;
-                self.dep_line(|line| {
-                    op_event(line, "d", *op);
-                    line.raw(",").int(lane).raw(",").int(*start_ns);
-                    line.raw(",").int(*end_ns).raw("]");
-                })
-            }
-        }
-    }
 }
 
 impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
     fn event(&mut self, event: &Event) {
-        self.attempt(|trace| trace.dep_event(event));
+        if let Some(events) = &mut self.events {
+            events.event(event);
+        }
     }
 
     fn slice(&mut self, slice: &OpSlice<'_>) {

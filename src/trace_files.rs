@@ -1,0 +1,228 @@
+//! The trace files `dep run --trace` writes while the run goes: Perfetto's protobuf
+//! (`.pftrace`, `.perfetto-trace`) or Chrome JSON (any other name), fed slices and arrows by the
+//! recorder's fold ([`Traces`], one [`views::fold::TraceOut`] for all of them).
+//!
+//! The work is spread over threads, so that the recorder, which the end of the run waits for,
+//! does only the folding and the formatting of slices: each file is written by a thread of its
+//! own ([`BackgroundFile`]), and a JSON trace's event log (`depEvents`, about a third of the
+//! recorder's work when it wrote it too) is transcribed by an [`EventsApart`] thread that reads
+//! the log beside the recorder. The log forgets an event only once both have read it
+//! ([`Traces::read_up_to`]), so its memory stays bounded by what the slower one has not read.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use dep_engine as engine;
+use dep_views as views;
+use views::trace::{DepEventsWriter, JsonTrace};
+
+use crate::background_file::BackgroundFile;
+
+/// How long a reader of the log that found nothing new waits before it looks again (a stop
+/// wakes it at once).
+pub(crate) const READ_PERIOD: Duration = Duration::from_millis(2);
+
+/// A trace file being written.
+enum TraceFile {
+    /// Chrome JSON, its event log spooled to a temporary file beside it by a thread of its own.
+    Json {
+        trace: Box<JsonTrace<BackgroundFile, BackgroundFile>>,
+        events: EventsApart,
+    },
+    Perfetto(Box<views::perfetto::PerfettoTrace<BackgroundFile>>),
+}
+
+/// The trace files being written, each with its path.
+pub(crate) struct Traces(Vec<(PathBuf, TraceFile)>);
+
+impl Traces {
+    /// Opens a trace file at each path (in the format its name says), to be fed the events of
+    /// `log` from number `first` on; returns those opened and, apart, each path that could not be
+    /// opened with its error.
+    pub(crate) fn open(
+        paths: &[PathBuf],
+        log: &Arc<engine::EventLog>,
+        first: u64,
+    ) -> (Traces, Vec<(PathBuf, io::Error)>) {
+        let (mut open, mut failed) = (Vec::new(), Vec::new());
+        for path in paths {
+            match open_trace(path, log, first) {
+                Ok(trace) => open.push((path.clone(), trace)),
+                Err(error) => failed.push((path.clone(), error)),
+            }
+        }
+        (Traces(open), failed)
+    }
+
+    /// How far every reader of the log beside the recorder has read: the log may forget the
+    /// events numbered below this (and below what the recorder read); `u64::MAX` when there is
+    /// no such reader.
+    pub(crate) fn read_up_to(&self) -> u64 {
+        self.0
+            .iter()
+            .filter_map(|(_, trace)| match trace {
+                TraceFile::Json { events, .. } => Some(events.read_up_to()),
+                TraceFile::Perfetto(_) => None,
+            })
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Closes every file (waiting for its threads); returns how writing each one went.
+    pub(crate) fn finish(self) -> Vec<(PathBuf, io::Result<()>)> {
+        self.0
+            .into_iter()
+            .map(|(path, trace)| (path, trace.finish()))
+            .collect()
+    }
+}
+
+impl views::fold::TraceOut for Traces {
+    fn event(&mut self, event: &engine::Event) {
+        for (_, trace) in &mut self.0 {
+            trace.out().event(event);
+        }
+    }
+
+    fn slice(&mut self, slice: &views::fold::OpSlice<'_>) {
+        for (_, trace) in &mut self.0 {
+            trace.out().slice(slice);
+        }
+    }
+
+    fn flow(&mut self, flow: &views::fold::Flow<'_>) {
+        for (_, trace) in &mut self.0 {
+            trace.out().flow(flow);
+        }
+    }
+
+    fn device_slice(&mut self, slice: &views::fold::DeviceSlice<'_>) {
+        for (_, trace) in &mut self.0 {
+            trace.out().device_slice(slice);
+        }
+    }
+
+    fn keeps_slices(&self) -> bool {
+        !self.0.is_empty()
+    }
+
+    fn end(&mut self, worker_names: &[String], lanes: &[views::fold::TraceLane]) {
+        for (_, trace) in &mut self.0 {
+            trace.out().end(worker_names, lanes);
+        }
+    }
+}
+
+impl TraceFile {
+    fn out(&mut self) -> &mut dyn views::fold::TraceOut {
+        match self {
+            TraceFile::Json { trace, .. } => trace.as_mut(),
+            TraceFile::Perfetto(trace) => trace.as_mut(),
+        }
+    }
+
+    fn finish(self) -> io::Result<()> {
+        match self {
+            TraceFile::Json { trace, events } => trace.finish_with(events.finish()).map(drop),
+            TraceFile::Perfetto(trace) => trace.finish().map(drop),
+        }
+    }
+}
+
+/// Whether a trace path names Perfetto's protobuf format (`.pftrace`, `.perfetto-trace`); any
+/// other name gets Chrome JSON.
+pub(crate) fn is_perfetto(path: &Path) -> bool {
+    let extension = path.extension().and_then(|ext| ext.to_str());
+    matches!(extension, Some("pftrace" | "perfetto-trace"))
+}
+
+/// Opens the trace file (and the JSON's spool and its event log's thread), in the format its
+/// name says.
+fn open_trace(path: &Path, log: &Arc<engine::EventLog>, first: u64) -> io::Result<TraceFile> {
+    let out = BackgroundFile::new(crate::fresh_file::create(path)?, "dep-trace-write");
+    if is_perfetto(path) {
+        return Ok(TraceFile::Perfetto(Box::new(
+            views::perfetto::PerfettoTrace::new(out),
+        )));
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let spool = BackgroundFile::new(tempfile::tempfile_in(dir)?, "dep-spool-write");
+    Ok(TraceFile::Json {
+        trace: Box::new(JsonTrace::without_events(out)),
+        events: EventsApart::start(Arc::clone(log), first, spool)?,
+    })
+}
+
+/// A thread that transcribes the event log into a JSON trace's `depEvents` spool, reading the
+/// log beside the recorder, in the same order.
+struct EventsApart {
+    /// The number of the first event the thread has not read yet.
+    read_up_to: Arc<AtomicU64>,
+    /// Set once every event is in the log: the thread then reads to the log's end and stops.
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<io::Result<BackgroundFile>>,
+}
+
+impl EventsApart {
+    /// Starts reading `log` from event number `first` into `spool`.
+    fn start(
+        log: Arc<engine::EventLog>,
+        first: u64,
+        spool: BackgroundFile,
+    ) -> io::Result<EventsApart> {
+        let read_up_to = Arc::new(AtomicU64::new(first));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (position, stopped) = (Arc::clone(&read_up_to), Arc::clone(&stop));
+        let thread = std::thread::Builder::new()
+            .name("dep-trace-events".into())
+            .spawn(move || {
+                let mut writer = DepEventsWriter::reading_the_log(spool);
+                let mut next = first;
+                loop {
+                    let after = log.read_since(next, |event| writer.event(event));
+                    position.store(after, Ordering::Release);
+                    if after != next {
+                        next = after;
+                        continue;
+                    }
+                    // The stop comes once every event is in the log: a look after it that
+                    // finds nothing has read them all.
+                    if stopped.load(Ordering::Acquire) {
+                        if next == log.next_seq() {
+                            break;
+                        }
+                        continue;
+                    }
+                    std::thread::park_timeout(READ_PERIOD);
+                }
+                writer.finish()
+            })?;
+        Ok(EventsApart {
+            read_up_to,
+            stop,
+            thread,
+        })
+    }
+
+    /// The number of the first event the thread has not read yet.
+    fn read_up_to(&self) -> u64 {
+        self.read_up_to.load(Ordering::Acquire)
+    }
+
+    /// Once every event is in the log: waits for the thread to read them all, and returns
+    /// its spool.
+    fn finish(self) -> io::Result<BackgroundFile> {
+        self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+        self.thread
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the trace's event log writer panicked")))
+    }
+}
