@@ -3,12 +3,12 @@
 //! The binary owns the final word: it prints errors with a `dep:` prefix where they have no
 //! place of their own, and maps them to exit codes: 0 ok, 1 runtime error, 2 usage or parse error.
 
-mod background_file;
 mod cli;
 mod fresh_file;
 mod kernel_cmd;
 #[cfg(feature = "mpi")]
 mod mpi_ranks;
+mod output_file;
 mod rank_views;
 mod ranks;
 mod repl;

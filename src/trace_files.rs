@@ -2,12 +2,15 @@
 //! (`.pftrace`, `.perfetto-trace`) or Chrome JSON (any other name), fed slices and arrows by the
 //! recorder's fold ([`Traces`], one [`views::fold::TraceOut`] for all of them).
 //!
-//! The work is spread over threads, so that the recorder, which the end of the run waits for,
-//! does only the folding and the formatting of slices: each file is written by a thread of its
-//! own ([`BackgroundFile`]), and a JSON trace's event log (`depEvents`, about a third of the
-//! recorder's work when it wrote it too) is transcribed by an [`EventsApart`] thread that reads
-//! the log beside the recorder. The log forgets an event only once both have read it
-//! ([`Traces::read_up_to`]), so its memory stays bounded by what the slower one has not read.
+//! On a machine with cores to spare ([`TraceThreads`]), the work is spread over threads, so
+//! that the recorder, which the end of the run waits for, does only the folding and the
+//! formatting of slices: each file is written by a thread of its own ([`OutputFile`]), and a
+//! JSON trace's event log (`depEvents`, about a third of the recorder's work when it writes it
+//! too) is transcribed by an [`EventsApart`] thread that reads the log beside the recorder. The
+//! log forgets an event only once both have read it ([`Traces::read_up_to`]), so its memory
+//! stays bounded by what the slower one has not read. On a machine without (two cores: the
+//! interpreter's and a worker's), the threads would only take turns on the same cores, and
+//! copy between them what one thread would keep in its cache: the recorder does it all.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -20,7 +23,56 @@ use dep_engine as engine;
 use dep_views as views;
 use views::trace::{DepEventsWriter, JsonTrace};
 
-use crate::background_file::BackgroundFile;
+use crate::output_file::OutputFile;
+
+/// How a run's trace files spread their work over threads (see the module's documentation):
+/// chosen by the machine's cores, unless `DEP_TRACE_THREADS` says `on` or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TraceThreads {
+    /// A JSON trace's event log transcribed by a thread of its own.
+    events_apart: bool,
+    /// Each file written by a thread of its own.
+    writers_apart: bool,
+}
+
+/// The fewest cores on which trace files spread their work over threads: the interpreter, a
+/// worker and the recorder each keep one busy, and the others need one more.
+const MIN_CORES_FOR_THREADS: usize = 4;
+
+impl TraceThreads {
+    /// The choice for this run: `DEP_TRACE_THREADS` (`on`, `off`), or by this machine's cores.
+    pub(crate) fn for_this_machine() -> TraceThreads {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        TraceThreads::choose(std::env::var("DEP_TRACE_THREADS").ok().as_deref(), cores)
+    }
+
+    /// The choice `setting` (the variable's value, if set) makes on a machine of `cores`.
+    fn choose(setting: Option<&str>, cores: usize) -> TraceThreads {
+        let (events_apart, writers_apart) = match setting {
+            Some("on") => (true, true),
+            Some("off") => (false, false),
+            Some("events") => (true, false),
+            Some("writers") => (false, true),
+            _ => {
+                let spread = cores >= MIN_CORES_FOR_THREADS;
+                (spread, spread)
+            }
+        };
+        TraceThreads {
+            events_apart,
+            writers_apart,
+        }
+    }
+
+    /// `file` as an output written as this choice says, by a thread named `name`.
+    fn output(self, file: std::fs::File, name: &str) -> OutputFile {
+        if self.writers_apart {
+            OutputFile::on_thread(file, name)
+        } else {
+            OutputFile::here(file)
+        }
+    }
+}
 
 /// How long a reader of the log that found nothing new waits before it looks again (a stop
 /// wakes it at once).
@@ -28,12 +80,13 @@ pub(crate) const READ_PERIOD: Duration = Duration::from_millis(2);
 
 /// A trace file being written.
 enum TraceFile {
-    /// Chrome JSON, its event log spooled to a temporary file beside it by a thread of its own.
+    /// Chrome JSON, its event log spooled to a temporary file beside it, by the trace itself
+    /// or by a thread of its own.
     Json {
-        trace: Box<JsonTrace<BackgroundFile, BackgroundFile>>,
-        events: EventsApart,
+        trace: Box<JsonTrace<OutputFile, OutputFile>>,
+        events: Option<EventsApart>,
     },
-    Perfetto(Box<views::perfetto::PerfettoTrace<BackgroundFile>>),
+    Perfetto(Box<views::perfetto::PerfettoTrace<OutputFile>>),
 }
 
 /// The trace files being written, each with its path.
@@ -47,10 +100,11 @@ impl Traces {
         paths: &[PathBuf],
         log: &Arc<engine::EventLog>,
         first: u64,
+        threads: TraceThreads,
     ) -> (Traces, Vec<(PathBuf, io::Error)>) {
         let (mut open, mut failed) = (Vec::new(), Vec::new());
         for path in paths {
-            match open_trace(path, log, first) {
+            match open_trace(path, log, first, threads) {
                 Ok(trace) => open.push((path.clone(), trace)),
                 Err(error) => failed.push((path.clone(), error)),
             }
@@ -65,11 +119,20 @@ impl Traces {
         self.0
             .iter()
             .filter_map(|(_, trace)| match trace {
-                TraceFile::Json { events, .. } => Some(events.read_up_to()),
+                TraceFile::Json { events, .. } => events.as_ref().map(EventsApart::read_up_to),
                 TraceFile::Perfetto(_) => None,
             })
             .min()
             .unwrap_or(u64::MAX)
+    }
+
+    /// Whether a trace writes the event log it is fed (a JSON trace without a reader of its
+    /// own): the recorder must then read the grants too.
+    pub(crate) fn wants_events(&self) -> bool {
+        self.0.iter().any(|(_, trace)| match trace {
+            TraceFile::Json { trace, .. } => trace.writes_events(),
+            TraceFile::Perfetto(_) => false,
+        })
     }
 
     /// Closes every file (waiting for its threads); returns how writing each one went.
@@ -127,7 +190,14 @@ impl TraceFile {
 
     fn finish(self) -> io::Result<()> {
         match self {
-            TraceFile::Json { trace, events } => trace.finish_with(events.finish()).map(drop),
+            TraceFile::Json {
+                trace,
+                events: Some(events),
+            } => trace.finish_with(events.finish()).map(drop),
+            TraceFile::Json {
+                trace,
+                events: None,
+            } => trace.finish().map(drop),
             TraceFile::Perfetto(trace) => trace.finish().map(drop),
         }
     }
@@ -140,10 +210,15 @@ pub(crate) fn is_perfetto(path: &Path) -> bool {
     matches!(extension, Some("pftrace" | "perfetto-trace"))
 }
 
-/// Opens the trace file (and the JSON's spool and its event log's thread), in the format its
-/// name says.
-fn open_trace(path: &Path, log: &Arc<engine::EventLog>, first: u64) -> io::Result<TraceFile> {
-    let out = BackgroundFile::new(crate::fresh_file::create(path)?, "dep-trace-write");
+/// Opens the trace file (and the JSON's spool and the thread that writes its event log, if
+/// any), in the format its name says.
+fn open_trace(
+    path: &Path,
+    log: &Arc<engine::EventLog>,
+    first: u64,
+    threads: TraceThreads,
+) -> io::Result<TraceFile> {
+    let out = threads.output(crate::fresh_file::create(path)?, "dep-trace-write");
     if is_perfetto(path) {
         return Ok(TraceFile::Perfetto(Box::new(
             views::perfetto::PerfettoTrace::new(out),
@@ -153,10 +228,16 @@ fn open_trace(path: &Path, log: &Arc<engine::EventLog>, first: u64) -> io::Resul
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let spool = BackgroundFile::new(tempfile::tempfile_in(dir)?, "dep-spool-write");
+    let spool = threads.output(tempfile::tempfile_in(dir)?, "dep-spool-write");
+    if !threads.events_apart {
+        return Ok(TraceFile::Json {
+            trace: Box::new(JsonTrace::new(out, spool)),
+            events: None,
+        });
+    }
     Ok(TraceFile::Json {
         trace: Box::new(JsonTrace::without_events(out)),
-        events: EventsApart::start(Arc::clone(log), first, spool)?,
+        events: Some(EventsApart::start(Arc::clone(log), first, spool)?),
     })
 }
 
@@ -167,16 +248,12 @@ struct EventsApart {
     read_up_to: Arc<AtomicU64>,
     /// Set once every event is in the log: the thread then reads to the log's end and stops.
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<io::Result<BackgroundFile>>,
+    thread: JoinHandle<io::Result<OutputFile>>,
 }
 
 impl EventsApart {
     /// Starts reading `log` from event number `first` into `spool`.
-    fn start(
-        log: Arc<engine::EventLog>,
-        first: u64,
-        spool: BackgroundFile,
-    ) -> io::Result<EventsApart> {
+    fn start(log: Arc<engine::EventLog>, first: u64, spool: OutputFile) -> io::Result<EventsApart> {
         let read_up_to = Arc::new(AtomicU64::new(first));
         let stop = Arc::new(AtomicBool::new(false));
         let (position, stopped) = (Arc::clone(&read_up_to), Arc::clone(&stop));
@@ -218,11 +295,32 @@ impl EventsApart {
 
     /// Once every event is in the log: waits for the thread to read them all, and returns
     /// its spool.
-    fn finish(self) -> io::Result<BackgroundFile> {
+    fn finish(self) -> io::Result<OutputFile> {
         self.stop.store(true, Ordering::Release);
         self.thread.thread().unpark();
         self.thread
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("the trace's event log writer panicked")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{TraceThreads, MIN_CORES_FOR_THREADS};
+
+    #[test]
+    fn traces_spread_over_threads_only_with_cores_to_spare_or_when_asked() {
+        let spread = |setting, cores| {
+            let threads = TraceThreads::choose(setting, cores);
+            (threads.events_apart, threads.writers_apart)
+        };
+        assert_eq!(spread(None, 2), (false, false));
+        assert_eq!(spread(None, MIN_CORES_FOR_THREADS - 1), (false, false));
+        assert_eq!(spread(None, MIN_CORES_FOR_THREADS), (true, true));
+        assert_eq!(spread(Some("auto"), 16), (true, true));
+        assert_eq!(spread(Some("off"), 16), (false, false));
+        assert_eq!(spread(Some("on"), 2), (true, true));
+        assert_eq!(spread(Some("events"), 2), (true, false));
+        assert_eq!(spread(Some("writers"), 16), (false, true));
     }
 }

@@ -19,7 +19,7 @@ use engine::lock;
 use views::live::{LiveFold, LiveSource, TextLayout};
 
 use crate::cli::{ReplayArgs, RunArgs};
-use crate::trace_files::{Traces, READ_PERIOD};
+use crate::trace_files::{TraceThreads, Traces, READ_PERIOD};
 
 /// How often the live panel redraws: often enough to follow, rarely enough to cost nothing
 /// (issue 4: "throttle redraws to ~10 per second; rendering happens off the workers").
@@ -99,7 +99,7 @@ impl ViewPlan {
     ) -> Option<Recorder> {
         let log = session.event_log()?.clone();
         let first = log.first_seq();
-        let traces = Traces::open(&self.traces, &log, first);
+        let traces = Traces::open(&self.traces, &log, first, TraceThreads::for_this_machine());
         let keep_events = self.keep_events
             || self.timeline.is_some()
             || self.dot.is_some()
@@ -236,9 +236,9 @@ impl Recorder {
                 let mut next = first;
                 let mut worker_names = None;
                 let mut fed: Vec<engine::Event> = Vec::new();
-                // The fold passes grants over; only the live panel and the kept events show them
-                // (a JSON trace's event log has a reader of its own).
-                let grants = live.is_some() || events.is_some();
+                // The fold passes grants over; only the live panel, the kept events and a JSON
+                // trace's event log show them (unless that log has a reader of its own).
+                let grants = live.is_some() || events.is_some() || open.wants_events();
                 loop {
                     let mut visit = |event: &engine::Event| {
                         fold.push(event, &mut open);

@@ -35,13 +35,23 @@ fn ops_line(text: &str) -> &str {
     line.split(", wall ").next().unwrap()
 }
 
+/// The ways trace files can spread their work over threads (`DEP_TRACE_THREADS`): each file
+/// written by the recorder, or by a thread of its own and the JSON's event log by another.
+const TRACE_THREADS: &[&str] = &["off", "on"];
+
 #[test]
 fn the_trace_of_every_sample_on_every_engine_replays() {
     let dir = TestDir::new();
     for sample in samples() {
         let name = sample.file_name().unwrap().to_string_lossy().into_owned();
-        for (engine, threads) in ENGINES {
-            let run = Run::of(dir.dep().arg("run").arg(&sample).args([
+        let every_way = ENGINES
+            .iter()
+            .flat_map(|engine| TRACE_THREADS.iter().map(move |way| (engine, way)));
+        for ((engine, threads), trace_threads) in every_way {
+            let name = format!("{name} (trace threads {trace_threads})");
+            let mut command = dir.dep();
+            command.env("DEP_TRACE_THREADS", trace_threads);
+            let run = Run::of(command.arg("run").arg(&sample).args([
                 "--engine",
                 engine,
                 "--threads",

@@ -1,13 +1,16 @@
-//! A file written on a thread of its own: the trace files' writer.
+//! A trace file's output: written where the bytes are made, or on a thread of its own.
 //!
 //! A trace of a long run writes hundreds of megabytes, and each `write` call makes the kernel
 //! copy the bytes into its page cache (allocating and accounting every new page): about a
-//! third of the recording thread's time for a JSON trace. A [`BackgroundFile`] gathers the
-//! bytes in large buffers and hands each full one to a writer thread, so that the recording
-//! thread, which every view of the run waits for at its end, only formats; on a machine with a
-//! core to spare the kernel's share runs beside it. At most [`IN_FLIGHT`] buffers wait for the
-//! writer, so its memory stays bounded whatever the run's length; emptied buffers come back to
-//! be filled again (a new buffer of this size would cost page faults on every use).
+//! third of the recording thread's time for a JSON trace. On a machine with cores to spare, an
+//! [`OutputFile::on_thread`] gathers the bytes in large buffers and hands each full one to a
+//! writer thread, so that the recording thread, which every view of the run waits for at its
+//! end, only formats while the kernel's share runs beside it. At most [`IN_FLIGHT`] buffers wait
+//! for the writer, so its memory stays bounded whatever the run's length; emptied buffers come
+//! back to be filled again (a new buffer of this size would cost page faults on every use). On a
+//! machine without, the same thread's copy would run on the cores the run needs, and read bytes
+//! another core wrote: [`OutputFile::here`] writes each piece as it comes (the trace writers
+//! hand over 64 KiB pieces).
 //!
 //! Reading or seeking (a spool read back at the end) first waits for every write, then goes
 //! straight to the file.
@@ -25,10 +28,10 @@ const BUFFER_BYTES: usize = 1 << 20;
 /// How many full buffers may wait for the writer thread before a write waits for it.
 const IN_FLIGHT: usize = 3;
 
-/// A file whose writes go to a thread of its own (see the module's documentation). The first
-/// error the thread meets is returned by the next call that can return one (a write, a flush,
-/// a read or a seek); after it, nothing more is written.
-pub(crate) struct BackgroundFile {
+/// A file written here or on a thread of its own (see the module's documentation). The first
+/// error a writer thread meets is returned by the next call that can return one (a write, a
+/// flush, a read or a seek); after it, nothing more is written.
+pub(crate) struct OutputFile {
     state: State,
 }
 
@@ -61,10 +64,16 @@ enum Message {
     Flush(SyncSender<()>),
 }
 
-impl BackgroundFile {
-    /// Writes to `file` on a new thread named `name`; if the OS refuses the thread, the file is
-    /// written directly.
-    pub(crate) fn new(file: File, name: &str) -> BackgroundFile {
+impl OutputFile {
+    /// Writes to `file` here, each write as it comes.
+    pub(crate) fn here(file: File) -> OutputFile {
+        OutputFile {
+            state: State::Direct(file),
+        }
+    }
+
+    /// Writes to `file` on a new thread named `name`; if the OS refuses the thread, here.
+    pub(crate) fn on_thread(file: File, name: &str) -> OutputFile {
         let (to_thread, from_writer) = mpsc::sync_channel::<Message>(IN_FLIGHT);
         let (give_back, emptied) = mpsc::sync_channel::<Vec<u8>>(IN_FLIGHT + 1);
         let error = Arc::new(Mutex::new(None));
@@ -89,7 +98,7 @@ impl BackgroundFile {
             }),
             Err(_) => State::Direct(lock(&slot).take().expect("no thread took the file")),
         };
-        BackgroundFile { state }
+        OutputFile { state }
     }
 
     /// Waits for every write, then gives the file to the calls that follow.
@@ -152,7 +161,7 @@ impl Writer {
     }
 }
 
-impl Write for BackgroundFile {
+impl Write for OutputFile {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
         match &mut self.state {
             State::Writing(writer) => {
@@ -193,19 +202,19 @@ impl Write for BackgroundFile {
     }
 }
 
-impl Read for BackgroundFile {
+impl Read for OutputFile {
     fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
         self.direct()?.read(buffer)
     }
 }
 
-impl Seek for BackgroundFile {
+impl Seek for OutputFile {
     fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
         self.direct()?.seek(to)
     }
 }
 
-impl Drop for BackgroundFile {
+impl Drop for OutputFile {
     /// Writes what is left before the file closes (an error here has nobody to go to: callers
     /// that care flush first).
     fn drop(&mut self) {
@@ -265,7 +274,7 @@ mod tests {
     fn every_byte_reaches_the_file_in_order() {
         let path = tempfile::NamedTempFile::new().unwrap().into_temp_path();
         let expected = bytes(5 * BUFFER_BYTES + 12_345);
-        let mut file = BackgroundFile::new(File::create(&path).unwrap(), "test-write");
+        let mut file = OutputFile::on_thread(File::create(&path).unwrap(), "test-write");
         for piece in expected.chunks(65_537) {
             file.write_all(piece).unwrap();
         }
@@ -279,7 +288,7 @@ mod tests {
 
     #[test]
     fn a_spool_reads_back_what_was_written() {
-        let mut spool = BackgroundFile::new(tempfile::tempfile().unwrap(), "test-spool");
+        let mut spool = OutputFile::on_thread(tempfile::tempfile().unwrap(), "test-spool");
         let expected = bytes(2 * BUFFER_BYTES + 99);
         spool.write_all(&expected).unwrap();
         spool.seek(SeekFrom::Start(0)).unwrap();
@@ -292,7 +301,7 @@ mod tests {
     fn a_failed_write_is_returned_and_nothing_hangs() {
         // A file opened for reading only: every write of the thread fails.
         let path = tempfile::NamedTempFile::new().unwrap().into_temp_path();
-        let mut file = BackgroundFile::new(File::open(&path).unwrap(), "test-fail");
+        let mut file = OutputFile::on_thread(File::open(&path).unwrap(), "test-fail");
         let piece = bytes(BUFFER_BYTES);
         // More buffers than may wait for the thread: the writes must not block for ever.
         let mut first_error = None;
