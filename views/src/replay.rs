@@ -215,18 +215,32 @@ impl Replay {
     /// Folds `events` (in log order) into a replay; `worker_names` are the engine's
     /// ([`dep_engine::Engine::worker_names`]; index 0 is the calling thread, `main`). The
     /// events of the interpreter's temporaries (`_#1`, `wait _#1`, `del _#1`) are left out.
-    pub fn new(events: Vec<Event>, worker_names: Vec<String>) -> Replay {
+    pub fn new(mut events: Vec<Event>, worker_names: Vec<String>) -> Replay {
         let mut replay = Replay {
             table: OpTable::default(),
             bookkeeping: Bookkeeping::default(),
             edges: OnceLock::new(),
-            events: Vec::with_capacity(events.len()),
+            events: Vec::new(),
             worker_names,
             now_ns: None,
             keeps_events: true,
             time_range: None,
         };
-        replay.extend(events);
+        // Folded where they lie, the events shown moved to the front of the same vector: a
+        // long run's events (a trace read back) are held once, not twice while copied.
+        events.retain_mut(|event| match replay.bookkeeping.filter(event) {
+            Filtered::Hidden => false,
+            Filtered::Shown => {
+                replay.fold_shown(event);
+                true
+            }
+            Filtered::Trimmed(trimmed) => {
+                *event = trimmed;
+                replay.fold_shown(event);
+                true
+            }
+        });
+        replay.events = events;
         replay
     }
 
@@ -319,13 +333,19 @@ impl Replay {
             Filtered::Trimmed(trimmed) => Some(trimmed),
         };
         let event = trimmed.unwrap_or(event);
-        self.edges.take();
-        let position = self.table.apply(&event);
-        let first_ns = self.time_range.map_or(event.time_ns, |(first, _)| first);
-        self.time_range = Some((first_ns, event.time_ns));
+        let position = self.fold_shown(&event);
         if self.keeps_events {
             self.events.push(event);
         }
+        position
+    }
+
+    /// Folds an event the bookkeeping filter let through (see [`Replay::push_event`]).
+    fn fold_shown(&mut self, event: &Event) -> Option<usize> {
+        self.edges.take();
+        let position = self.table.apply(event);
+        let first_ns = self.time_range.map_or(event.time_ns, |(first, _)| first);
+        self.time_range = Some((first_ns, event.time_ns));
         position
     }
 
