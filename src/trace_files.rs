@@ -261,9 +261,10 @@ impl EventsApart {
             .name("dep-trace-events".into())
             .spawn(move || {
                 let mut writer = DepEventsWriter::reading_the_log(spool);
+                let mut room = engine::ReadRoom::default();
                 let mut next = first;
                 loop {
-                    let after = log.read_since(next, |event| writer.event(event));
+                    let after = log.read_since_in(&mut room, next, |event| writer.event(event));
                     position.store(after, Ordering::Release);
                     if after != next {
                         next = after;

@@ -724,6 +724,15 @@ fn this_shard() -> usize {
     })
 }
 
+/// A reader's own room to decode the log's events into ([`EventLog::read_since_in`]).
+pub struct ReadRoom((Vec<Run>, Event));
+
+impl Default for ReadRoom {
+    fn default() -> ReadRoom {
+        ReadRoom((Vec::new(), push_room()))
+    }
+}
+
 impl Default for EventLog {
     fn default() -> EventLog {
         EventLog {
@@ -806,15 +815,36 @@ impl EventLog {
         self.read_up_to(seq, READ_BATCH, false, visit)
     }
 
+    /// [`EventLog::read_since`] for a reader that reads beside another one (a trace's event
+    /// log transcribed on a thread of its own, beside the thread that folds the run): it
+    /// decodes into `room`, its own, where two readers of the kept room would take turns
+    /// making and dropping each other's.
+    pub fn read_since_in(&self, room: &mut ReadRoom, seq: u64, visit: impl FnMut(&Event)) -> u64 {
+        self.read_up_to_in(&mut room.0, seq, READ_BATCH, true, visit)
+    }
+
     /// [`EventLog::read_since`], from no record numbered `limit` or more after the first, the
     /// grants handed out or not.
     fn read_up_to(&self, seq: u64, limit: u64, grants: bool, visit: impl FnMut(&Event)) -> u64 {
         // Another reader at the same time finds no room kept, and makes its own.
-        let (mut runs, mut pushed) =
-            std::mem::replace(&mut *lock(&self.reader), (Vec::new(), push_room()));
+        let mut room = std::mem::replace(&mut *lock(&self.reader), (Vec::new(), push_room()));
+        let next = self.read_up_to_in(&mut room, seq, limit, grants, visit);
+        *lock(&self.reader) = room;
+        next
+    }
+
+    /// [`EventLog::read_up_to`] in `room`.
+    fn read_up_to_in(
+        &self,
+        (runs, pushed): &mut (Vec<Run>, Event),
+        seq: u64,
+        limit: u64,
+        grants: bool,
+        visit: impl FnMut(&Event),
+    ) -> u64 {
         runs.resize_with(N_SHARDS, Run::default);
         let (mut from, mut until) = (seq, u64::MAX);
-        for (index, (shard, run)) in self.shards.iter().zip(&mut runs).enumerate() {
+        for (index, (shard, run)) in self.shards.iter().zip(runs.iter_mut()).enumerate() {
             let shard = lock(shard);
             if index == 0 {
                 // Read under a shard's lock, which a clear holds while it writes `first_seq`.
@@ -826,12 +856,8 @@ impl EventLog {
         // Up to the first gap: a number appended to a shard after this read it (or, when a clear
         // ran during this read, forgotten). What follows it waits for the next call.
         let mut visit = visit;
-        let n = merge(&runs, Some(from), grants, &mut pushed, |_, event| {
-            visit(event)
-        });
-        let next = from + n as u64;
-        *lock(&self.reader) = (runs, pushed);
-        next
+        let n = merge(runs, Some(from), grants, pushed, |_, event| visit(event));
+        from + n as u64
     }
 
     /// The number the next event will get: every event numbered below it is in the log, or was
@@ -1477,6 +1503,42 @@ mod tests {
         assert_eq!((next, n_reads), (n, 4));
         // Asked for all at once, they come at once.
         assert_eq!(log.events_since(0).0.len() as u64, n);
+    }
+
+    #[test]
+    fn two_readers_beside_each_other_each_read_every_event_once_in_order() {
+        let log = Arc::new(EventLog::new());
+        let n = 20 * READ_BATCH;
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Each reads the log while it is written, one in the kept room, one in its own.
+        let readers: Vec<_> = [false, true]
+            .into_iter()
+            .map(|own_room| {
+                let (log, done) = (Arc::clone(&log), Arc::clone(&done));
+                std::thread::spawn(move || {
+                    let (mut room, mut next, mut seen) = (ReadRoom::default(), 0, Vec::new());
+                    loop {
+                        let finished = done.load(Ordering::Acquire);
+                        let visit = |event: &Event| seen.push(event.time_ns);
+                        next = if own_room {
+                            log.read_since_in(&mut room, next, visit)
+                        } else {
+                            log.read_since(next, visit)
+                        };
+                        if finished && next == log.next_seq() {
+                            return seen;
+                        }
+                    }
+                })
+            })
+            .collect();
+        for index in 0..n {
+            log.event(numbered(0, index));
+        }
+        done.store(true, Ordering::Release);
+        for reader in readers {
+            assert_eq!(reader.join().unwrap(), (0..n).collect::<Vec<u64>>());
+        }
     }
 
     #[test]

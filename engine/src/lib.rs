@@ -73,7 +73,7 @@ pub use crate::{
     device::{Device, MAX_GPUS},
     device_time::DeviceClock,
     engine::{current_lane, Engine, Monitor, SharedOp, Var, VarId, CALLER_WORKER},
-    event::{Event, EventKind, EventLog, EventSink, Push},
+    event::{Event, EventKind, EventLog, EventSink, Push, ReadRoom},
     memory::{MemoryMeter, MemoryStats},
     op::{AsyncOpFn, OpBody, OpContext, OpError, OpFn, OpId, OpSpec, OpState, Outcome},
     snapshot::{AccessSnapshot, Blocker, OpSnapshot, Snapshot, VarSnapshot},
