@@ -775,24 +775,36 @@ impl Shared {
         {
             return None;
         }
+        // The blocks are made before the variables are locked: a worker that finishes an op
+        // of the last run waits for those locks, so they are held only while the accesses are
+        // appended.
+        let first = self.number_ops(batch.ops.len());
+        let mut pushed: Vec<(OpRef, usize)> = batch
+            .ops
+            .iter()
+            .zip(first.0..)
+            .map(|(op, id)| {
+                let header = OpHeader {
+                    id: OpId(id),
+                    label: &op.label,
+                    line: op.line,
+                    device: op.device,
+                    priority: op.priority,
+                    accesses: &op.accesses,
+                };
+                (self.blocks.new_op(header, NewWork::Shared(&op.body)), 1)
+            })
+            .collect();
         // Observed, every op of the batch is pushed at the moment before its variables are
         // locked: the clock is read once, and not while they are held.
         let time_ns = self.real_sink().map(|_| self.now_ns());
         let mut guards = lock_batch(batch);
-        let mut pushed = Vec::with_capacity(batch.ops.len());
-        for (op, indices) in batch.ops.iter().zip(&batch.var_indices) {
-            let block = self.new_op(
-                &op.label,
-                op.line,
-                op.device,
-                op.priority,
-                &op.accesses,
-                NewWork::Shared(&op.body),
-            );
+        for ((block, n_granted), (op, indices)) in pushed
+            .iter_mut()
+            .zip(batch.ops.iter().zip(&batch.var_indices))
+        {
             let mut states = states_in(&mut guards, &op.accesses, indices);
-            let n_granted =
-                1 + self.append_locked(&block, &mut states[..op.accesses.len()], time_ns);
-            pushed.push((block, n_granted));
+            *n_granted += self.append_locked(block, &mut states[..op.accesses.len()], time_ns);
         }
         drop(guards);
         let last = pushed.last().map(|(op, _)| op.id);
