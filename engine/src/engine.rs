@@ -261,6 +261,12 @@ engine_thread_local! {
 }
 
 engine_thread_local! {
+    /// The room a release on this thread collects each variable's granted ops in (see
+    /// `Shared::release`), kept so that a finish allocates nothing.
+    static GRANTED: std::cell::Cell<Vec<OpRef>> = std::cell::Cell::new(Vec::new());
+}
+
+engine_thread_local! {
     /// This thread's index within its worker group (0 on threads that are not workers).
     static CURRENT_LANE: std::cell::Cell<usize> = std::cell::Cell::new(0);
 }
@@ -1469,7 +1475,9 @@ impl Shared {
         time_ns: Option<u64>,
         ready: &mut Vec<OpRef>,
     ) {
-        let mut granted = Vec::new();
+        // This thread's room for the ops each variable grants: empty between releases, and
+        // taken, not borrowed, so that a release on this thread meanwhile makes its own.
+        let mut granted = GRANTED.with(|room| room.take());
         for var in &op.accesses.reads {
             lock(&var.0.state).queue.complete_read(op, &mut granted);
             self.grant_all(var, &mut granted, time_ns, ready);
@@ -1486,6 +1494,7 @@ impl Shared {
             }
             self.grant_all(var, &mut granted, time_ns, ready);
         }
+        GRANTED.with(|room| room.set(granted));
     }
 
     /// Grants `var` to the ops in `granted`, collecting those it makes ready; observed (`time_ns`,
