@@ -248,7 +248,8 @@ struct EventsApart {
     read_up_to: Arc<AtomicU64>,
     /// Set once every event is in the log: the thread then reads to the log's end and stops.
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<io::Result<OutputFile>>,
+    /// Taken by [`EventsApart::finish`].
+    thread: Option<JoinHandle<io::Result<OutputFile>>>,
 }
 
 impl EventsApart {
@@ -285,7 +286,7 @@ impl EventsApart {
         Ok(EventsApart {
             read_up_to,
             stop,
-            thread,
+            thread: Some(thread),
         })
     }
 
@@ -296,12 +297,27 @@ impl EventsApart {
 
     /// Once every event is in the log: waits for the thread to read them all, and returns
     /// its spool.
-    fn finish(self) -> io::Result<OutputFile> {
-        self.stop.store(true, Ordering::Release);
-        self.thread.thread().unpark();
-        self.thread
+    fn finish(mut self) -> io::Result<OutputFile> {
+        self.stop();
+        let thread = self.thread.take().expect("finished once");
+        thread
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("the trace's event log writer panicked")))
+    }
+
+    fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = &self.thread {
+            thread.thread().unpark();
+        }
+    }
+}
+
+impl Drop for EventsApart {
+    /// A trace dropped unfinished (the recorder stopped by a panic) still stops its thread,
+    /// once it has read what the log holds.
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
