@@ -520,8 +520,10 @@ pub(crate) fn replay(args: &ReplayArgs) -> ExitCode {
     let path = args.file.display().to_string();
     let replay = match std::fs::File::open(&args.file)
         .map_err(|error| error.to_string())
-        .and_then(|file| views::trace::read_trace_from(file).map_err(|error| error.to_string()))
-    {
+        .and_then(|file| {
+            let length = file.metadata().map_or(0, |metadata| metadata.len());
+            views::trace::read_trace_from(file, length).map_err(|error| error.to_string())
+        }) {
         Ok(replay) => replay,
         Err(message) => {
             eprintln!("dep: cannot replay {path}: {message}");

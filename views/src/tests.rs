@@ -439,6 +439,13 @@ fn trace_of_a_parallel_run_reads_back_consistent() {
     assert_eq!(back.ops(), replay.ops());
     assert_eq!(back.edges(), replay.edges());
     assert_eq!(back.worker_names(), replay.worker_names());
+    // Read from a file's bytes, with room taken from its length (exact, unknown, much too
+    // small, much too large): the same replay.
+    for length in [json.len() as u64, 0, 10, 1 << 24] {
+        let read = trace::read_trace_from(json.as_bytes(), length).unwrap();
+        assert_eq!(read.events(), back.events(), "length {length}");
+        assert_eq!(read.ops(), back.ops(), "length {length}");
+    }
     let ran_in_parallel = replay.ops().iter().any(|first| {
         replay.ops().iter().any(|second| {
             first.worker != second.worker
