@@ -41,26 +41,44 @@ const MIN_CORES_FOR_THREADS: usize = 4;
 
 impl TraceThreads {
     /// The choice for this run: `DEP_TRACE_THREADS` (`on`, `off`), or by this machine's cores.
+    /// A value it does not know is said on stderr, and the cores choose.
     pub(crate) fn for_this_machine() -> TraceThreads {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        TraceThreads::choose(std::env::var("DEP_TRACE_THREADS").ok().as_deref(), cores)
+        let setting = std::env::var("DEP_TRACE_THREADS").ok();
+        TraceThreads::choose(setting.as_deref(), cores).unwrap_or_else(|problem| {
+            eprintln!("dep: {problem}");
+            TraceThreads::by_cores(cores)
+        })
     }
 
-    /// The choice `setting` (the variable's value, if set) makes on a machine of `cores`.
-    fn choose(setting: Option<&str>, cores: usize) -> TraceThreads {
+    /// The choice `setting` (the variable's value, if set) makes on a machine of `cores`, or
+    /// what is wrong with it.
+    fn choose(setting: Option<&str>, cores: usize) -> Result<TraceThreads, String> {
         let (events_apart, writers_apart) = match setting {
+            None | Some("" | "auto") => return Ok(TraceThreads::by_cores(cores)),
             Some("on") => (true, true),
             Some("off") => (false, false),
             Some("events") => (true, false),
             Some("writers") => (false, true),
-            _ => {
-                let spread = cores >= MIN_CORES_FOR_THREADS;
-                (spread, spread)
+            Some(other) => {
+                return Err(format!(
+                    "DEP_TRACE_THREADS={other}: expected on, off, auto, events or writers; \
+                     choosing by this machine's {cores} cores"
+                ))
             }
         };
-        TraceThreads {
+        Ok(TraceThreads {
             events_apart,
             writers_apart,
+        })
+    }
+
+    /// The choice on a machine of `cores`: threads only where there are cores to spare.
+    fn by_cores(cores: usize) -> TraceThreads {
+        let spread = cores >= MIN_CORES_FOR_THREADS;
+        TraceThreads {
+            events_apart: spread,
+            writers_apart: spread,
         }
     }
 
@@ -328,7 +346,7 @@ mod tests {
     #[test]
     fn traces_spread_over_threads_only_with_cores_to_spare_or_when_asked() {
         let spread = |setting, cores| {
-            let threads = TraceThreads::choose(setting, cores);
+            let threads = TraceThreads::choose(setting, cores).unwrap();
             (threads.events_apart, threads.writers_apart)
         };
         assert_eq!(spread(None, 2), (false, false));
@@ -339,5 +357,7 @@ mod tests {
         assert_eq!(spread(Some("on"), 2), (true, true));
         assert_eq!(spread(Some("events"), 2), (true, false));
         assert_eq!(spread(Some("writers"), 16), (false, true));
+        let problem = TraceThreads::choose(Some("yes"), 2).unwrap_err();
+        assert!(problem.contains("DEP_TRACE_THREADS=yes") && problem.contains("on, off"));
     }
 }
