@@ -531,26 +531,31 @@ pub(crate) fn replay(args: &ReplayArgs) -> ExitCode {
         }
     };
     let n_steps = replay.events().len();
+    let mut stepper = views::Stepper::new(&replay);
+    let style = views::TextStyle::plain(100);
+    let mut stdout = std::io::stdout().lock();
     if args.end {
-        let style = views::TextStyle::plain(100);
-        print!(
+        stepper.go_to(n_steps);
+        // A closed pipe (`| head`) ends the output, as success.
+        let _ = write!(
+            stdout,
             "{}{}",
-            views::text::step(&replay, n_steps, &style),
+            views::text::step(&stepper, &style),
             views::text::summary(&views::Summary::of(&replay), &style)
         );
         return ExitCode::SUCCESS;
     }
-    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
-        let style = views::TextStyle::plain(100);
-        let mut stdout = std::io::stdout().lock();
+    if !(std::io::stdin().is_terminal() && stdout.is_terminal()) {
         for step in 0..=n_steps {
-            if writeln!(stdout, "{}", views::text::step(&replay, step, &style)).is_err() {
+            stepper.go_to(step);
+            if writeln!(stdout, "{}", views::text::step(&stepper, &style)).is_err() {
                 break; // a closed pipe (`| head`) ends the listing, as success
             }
         }
         return ExitCode::SUCCESS;
     }
-    match step_interactively(&replay) {
+    drop(stdout);
+    match step_interactively(&mut stepper) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("dep: replay: terminal error: {error}");
@@ -579,23 +584,28 @@ impl Drop for RawTerminal {
     }
 }
 
-fn step_interactively(replay: &views::Replay) -> std::io::Result<()> {
+/// How many steps Page Up and Page Down move.
+const PAGE_STEPS: usize = 100;
+
+fn step_interactively(stepper: &mut views::Stepper) -> std::io::Result<()> {
     use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 
-    let n_steps = replay.events().len();
+    let n_steps = stepper.replay().events().len();
     let _raw = RawTerminal::enter()?;
-    let mut step = 0;
     loop {
         let (width, rows) = terminal_size();
         let style = views::TextStyle::terminal(width.saturating_sub(1));
-        let text = views::text::step(replay, step, &style);
+        let room = rows.saturating_sub(2);
+        let text = views::text::step_on_screen(stepper, &style, room);
         let mut screen = String::from("\x1b[H\x1b[2J");
         // Raw mode does not turn `\n` into a new line at column 0.
-        for line in text.lines().take(rows.saturating_sub(2)) {
+        for line in text.lines().take(room) {
             screen.push_str(line);
             screen.push_str("\r\n");
         }
-        screen.push_str("\r\n→/n next · ←/p back · Home/End first/last · q quit");
+        screen.push_str(
+            "\r\n→/n next · ←/p back · PgDn/PgUp 100 steps · Home/End first/last · q quit",
+        );
         let mut stdout = std::io::stdout().lock();
         stdout.write_all(screen.as_bytes())?;
         stdout.flush()?;
@@ -604,16 +614,18 @@ fn step_interactively(replay: &views::Replay) -> std::io::Result<()> {
             Event::Key(key) if key.kind != KeyEventKind::Release => key,
             _ => continue,
         };
-        step = match key.code {
+        let step = stepper.step();
+        let next = match key.code {
             KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => return Ok(()),
             KeyCode::Char('q') | KeyCode::Esc => return Ok(()),
-            KeyCode::Right | KeyCode::Char('n') | KeyCode::Char(' ') | KeyCode::Down => {
-                (step + 1).min(n_steps)
-            }
+            KeyCode::Right | KeyCode::Char('n') | KeyCode::Char(' ') | KeyCode::Down => step + 1,
             KeyCode::Left | KeyCode::Char('p') | KeyCode::Up => step.saturating_sub(1),
+            KeyCode::PageDown => step + PAGE_STEPS,
+            KeyCode::PageUp => step.saturating_sub(PAGE_STEPS),
             KeyCode::Home | KeyCode::Char('g') => 0,
             KeyCode::End | KeyCode::Char('G') => n_steps,
             _ => step,
         };
+        stepper.go_to(next);
     }
 }

@@ -299,6 +299,35 @@ fn a_second_ctrl_c_while_print_waits_on_a_running_op_abandons_the_wait_and_keeps
     repl.expect("left without waiting");
 }
 
+/// Answers going into a pipe closed early (`dep < script | head`) are dropped: the session reads
+/// its input to the end and exits as it would have, with no panic.
+#[test]
+fn answers_into_a_closed_pipe_end_nothing() {
+    let dir = TestDir::new();
+    let input = "x = ones(4)\n".to_string() + &":ops\nprint x\n".repeat(2000);
+    let mut child = dir
+        .dep()
+        .env("HOME", dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dep");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut first = [0u8; 100];
+    std::io::Read::read_exact(&mut stdout, &mut first).expect("the first answers");
+    drop(stdout);
+    writer.join().expect("the input written");
+    let output = child.wait_with_output().expect("wait for dep");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 #[test]
 fn piped_stdin_runs_like_a_script_and_exits_1_after_a_failure() {
     let dir = TestDir::new();

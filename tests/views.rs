@@ -159,6 +159,120 @@ fn replay_prints_every_step_in_order_when_not_on_a_terminal() {
     );
 }
 
+/// `dep replay` on a terminal, as a user steps through a long run: each key redraws the step it
+/// moves to, and the screen shows the ops around the step's event, not the run's first ones.
+#[test]
+fn replay_on_a_terminal_steps_through_a_long_run_by_keys() {
+    let dir = TestDir::new();
+    let script = dir.write(
+        "loop.dep",
+        "x = ones(4)\nfor i in 0..300 {\n  y = x + 1\n  x = y * 2\n}\nprint sum(x) > 0\n",
+    );
+    Run::of(
+        dir.dep()
+            .arg("run")
+            .arg(&script)
+            .args(["--engine", "naive", "--trace", "t.json"]),
+    )
+    .expect_code(0);
+    let json: serde_json::Value = serde_json::from_str(&read(&dir, "t.json")).unwrap();
+    let n_events = json["depEvents"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|element| element.is_array())
+        .count();
+    let mut command = dir.dep();
+    command
+        .args(["replay", "t.json"])
+        .stdin(std::process::Stdio::inherit())
+        .env("TERM", "xterm-256color")
+        .env("NO_COLOR", "1");
+    let options = rexpect::reader::Options {
+        timeout_ms: Some(60_000),
+        strip_ansi_escape_codes: true,
+    };
+    let mut session =
+        rexpect::session::spawn_with_options(command, options).expect("spawn dep replay");
+    let expect = |session: &mut rexpect::session::PtySession, needle: &str| {
+        session
+            .exp_string(needle)
+            .unwrap_or_else(|error| panic!("waiting for {needle:?}: {error}"))
+    };
+    let press = |session: &mut rexpect::session::PtySession, keys: &str| {
+        session.send(keys).expect("write to the terminal");
+        session.flush().expect("flush the terminal");
+    };
+    expect(
+        &mut session,
+        &format!("step 0/{n_events} at 0 ns: the start"),
+    );
+    press(&mut session, "n");
+    expect(&mut session, &format!("step 1/{n_events} "));
+    press(&mut session, "G");
+    expect(&mut session, &format!("step {n_events}/{n_events} "));
+    // The last ops show, and how many came before them.
+    let screen = expect(&mut session, "PgDn/PgUp");
+    assert!(screen.contains("earlier ops"), "{screen}");
+    assert!(screen.contains("sum(x) > 0"), "{screen}");
+    assert!(!screen.contains("x = ones(4)"), "{screen}");
+    press(&mut session, "p");
+    expect(&mut session, &format!("step {}/{n_events} ", n_events - 1));
+    press(&mut session, "\x1b[5~"); // Page Up
+    expect(
+        &mut session,
+        &format!("step {}/{n_events} ", n_events - 101),
+    );
+    press(&mut session, "g");
+    expect(&mut session, &format!("step 0/{n_events} "));
+    let start = expect(&mut session, "PgDn/PgUp");
+    assert!(start.contains("no ops"), "{start}");
+    press(&mut session, "q");
+    let _ = session.exp_eof();
+    match session.process().wait().expect("wait for dep replay") {
+        rexpect::process::wait::WaitStatus::Exited(_, code) => assert_eq!(code, 0),
+        other => panic!("dep replay did not exit: {other:?}"),
+    }
+}
+
+/// `dep replay --end` into a pipe closed early (`| head`) ends quietly, as success.
+#[test]
+fn replay_into_a_closed_pipe_ends_quietly() {
+    let dir = TestDir::new();
+    let script = dir.write(
+        "loop.dep",
+        "x = ones(4)\nfor i in 0..3000 {\n  x = x + 1\n}\n",
+    );
+    Run::of(
+        dir.dep()
+            .arg("run")
+            .arg(&script)
+            .args(["--engine", "naive", "--trace", "t.json"]),
+    )
+    .expect_code(0);
+    for args in [
+        &["replay", "--end", "t.json"][..],
+        &["replay", "t.json"][..],
+    ] {
+        let mut child = dir
+            .dep()
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn dep replay");
+        // Read a little, then close the pipe, as `head -c 100` does.
+        let mut stdout = child.stdout.take().unwrap();
+        let mut first = [0u8; 100];
+        std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+        drop(stdout);
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn replay_of_a_file_without_dep_events_is_a_usage_error() {
     let dir = TestDir::new();

@@ -45,6 +45,21 @@ use crate::repl::helper::DepHelper;
 use crate::repl::panel::Panel;
 use crate::repl::style::Style;
 
+/// `print!`, best effort: the REPL's answers going into a pipe closed early (`dep < script |
+/// head`) must not end the session with a panic; it reads on, as a script's own prints do.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = write!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// `println!`, best effort (see [`say`]).
+macro_rules! sayln {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 /// Exit code when a statement or op failed (as `dep run`).
 const EXIT_RUNTIME: u8 = 1;
 /// Exit code of a usage or parse error (as `dep run`).
@@ -283,7 +298,7 @@ impl Ctx {
             }
         };
         match outcome {
-            Outcome::Text(text) => print!("{text}"),
+            Outcome::Text(text) => say!("{text}"),
             Outcome::Table { header, rows } => self.table(&header, &rows),
             Outcome::Note(note) => self.note(&note),
             Outcome::EngineReplaced(note) => {
@@ -291,16 +306,16 @@ impl Ctx {
                 self.note(&note);
             }
             Outcome::Live(LiveView::Queues, frame) => {
-                print!("{}", views::text::queues(&frame, &self.text_style()));
+                say!("{}", views::text::queues(&frame, &self.text_style()));
             }
             Outcome::Live(LiveView::Ops, frame) => {
-                print!("{}", views::text::ops(&frame, &self.text_style()));
+                say!("{}", views::text::ops(&frame, &self.text_style()));
             }
             // The text timeline fits the terminal's width whatever the span.
             Outcome::Timeline(replay, _) => {
-                print!("{}", views::text::timeline(&replay, &self.text_style()));
+                say!("{}", views::text::timeline(&replay, &self.text_style()));
             }
-            Outcome::Dot(dot) => print!("{dot}"),
+            Outcome::Dot(dot) => say!("{dot}"),
             Outcome::Help => self.help(),
             Outcome::Watch(on) => match &self.panel {
                 Some(panel) => panel.set_enabled(on),
@@ -345,7 +360,7 @@ impl Ctx {
         for (signature, doc) in signatures {
             out.push_str(&format!("  {signature:<20}  {doc}\n"));
         }
-        print!("{out}");
+        say!("{out}");
     }
 
     /// A table with a heading row, columns as wide as their widest cell.
@@ -367,9 +382,9 @@ impl Ctx {
                 .collect();
             cells.join("  ").trim_end().to_string()
         };
-        println!("{}", self.style.heading(&line(header)));
+        sayln!("{}", self.style.heading(&line(header)));
         for row in rows {
-            println!("{}", line(row));
+            sayln!("{}", line(row));
         }
     }
 
@@ -415,7 +430,7 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
     }
     watch_interrupts(ctx.driver.interrupt());
 
-    println!(
+    sayln!(
         "dep {}: a tensor language on an asynchronous dependency engine ({}, {} threads).\n\
          :help lists the commands; Ctrl-D leaves.",
         env!("CARGO_PKG_VERSION"),

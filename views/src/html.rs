@@ -388,9 +388,11 @@ mod tests {
         let frames: Vec<(String, String)> = serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(frames.len(), replay.events().len() + 1);
         let mut n_waiting_rows = 0;
+        let mut stepper = crate::Stepper::new(replay);
         for (step, (step_text, markup)) in frames.iter().enumerate() {
             assert_eq!(*markup, tables(&replay.frame_at(step)), "step {step}");
-            let rust_step = crate::text::step(replay, step, &crate::TextStyle::plain(80));
+            stepper.go_to(step);
+            let rust_step = crate::text::step(&stepper, &crate::TextStyle::plain(80));
             assert_eq!(
                 Some(step_text.as_str()),
                 rust_step.lines().next(),

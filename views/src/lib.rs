@@ -61,6 +61,7 @@ pub mod perfetto;
 mod places;
 pub mod ranks;
 mod replay;
+mod stepper;
 mod summary;
 pub mod svg;
 pub mod text;
@@ -72,6 +73,7 @@ pub use crate::{
     frame::{is_internal_name, is_internal_op, Frame, FrameOp, FrameVar},
     places::Places,
     replay::{renumber_times, Bar, DeviceSpan, Edge, Hazard, Lane, OpRecord, Replay},
+    stepper::Stepper,
     summary::{KernelGaps, Summary},
     text::TextStyle,
     util::format_ns,

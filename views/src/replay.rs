@@ -21,8 +21,9 @@ use dep_engine::{AccessSnapshot, Blocker, Event, EventKind, OpId, OpState, VarId
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::bookkeeping::{Bookkeeping, Filtered};
-use crate::frame::{Frame, FrameOp, FrameVar};
+use crate::frame::Frame;
 use crate::places::Places;
+use crate::stepper::Stepper;
 use crate::util::describe_op_at;
 
 /// A finished (or partial) run, rebuilt from its events.
@@ -544,21 +545,11 @@ impl Replay {
     }
 
     /// The queues and op states after the first `n_events` events (all of them when larger).
+    /// To move through many steps, a [`Stepper`] keeps the state between them.
     pub fn frame_at(&self, n_events: usize) -> Frame {
-        let n_events = n_events.min(self.events.len());
-        let mut fold = Fold::default();
-        fold.table.var_names = self.table.var_names.clone();
-        for event in &self.events[..n_events] {
-            fold.apply(event);
-        }
-        let time_ns = n_events
-            .checked_sub(1)
-            .map_or(0, |last| self.events[last].time_ns);
-        let mut frame = fold.into_frame(time_ns, &self.worker_names);
-        for op in &mut frame.ops {
-            op.place = self.op(op.id).and_then(|record| record.place.clone());
-        }
-        frame
+        let mut stepper = Stepper::new(self);
+        stepper.go_to(n_events);
+        stepper.frame()
     }
 
     /// Why the last op that wrote `var` waited, from the log, in words: `A was last written
@@ -798,100 +789,6 @@ impl OpTable {
             .get(&var)
             .cloned()
             .unwrap_or_else(|| Arc::from(var.to_string()))
-    }
-}
-
-/// The running state of a replay: what the engine's queues and ops looked like so far.
-#[derive(Default)]
-struct Fold {
-    table: OpTable,
-    /// Live variables and their queues, oldest access first.
-    queues: BTreeMap<VarId, Vec<AccessSnapshot>>,
-}
-
-impl Fold {
-    fn apply(&mut self, event: &Event) {
-        match &event.kind {
-            EventKind::VarCreated { var, .. } => {
-                self.queues.insert(*var, Vec::new());
-            }
-            EventKind::VarDeleted { var } => {
-                self.queues.remove(var);
-            }
-            EventKind::Pushed {
-                op, reads, writes, ..
-            } => {
-                let accesses = reads
-                    .iter()
-                    .map(|var| (var, false))
-                    .chain(writes.iter().map(|var| (var, true)));
-                for (var, write) in accesses {
-                    self.queues.entry(*var).or_default().push(AccessSnapshot {
-                        op: *op,
-                        write,
-                        granted: false,
-                    });
-                }
-            }
-            EventKind::Granted { op, var } => {
-                if let Some(access) = self
-                    .queues
-                    .get_mut(var)
-                    .and_then(|queue| queue.iter_mut().find(|access| access.op == *op))
-                {
-                    access.granted = true;
-                }
-            }
-            EventKind::Finished { op, .. } => {
-                if let Some(record) = self.table.op(*op) {
-                    for var in record.reads.iter().chain(&record.writes) {
-                        if let Some(queue) = self.queues.get_mut(var) {
-                            queue.retain(|access| access.op != *op);
-                        }
-                    }
-                }
-            }
-            EventKind::Ready { .. } | EventKind::Started { .. } | EventKind::DeviceSpan { .. } => {}
-        }
-        self.table.apply(event);
-    }
-
-    fn into_frame(self, time_ns: u64, worker_names: &[String]) -> Frame {
-        let mut waits: HashMap<OpId, Vec<Blocker>> = HashMap::new();
-        for (var, queue) in &self.queues {
-            for blocker in blockers(*var, queue) {
-                waits.entry(blocker.0).or_default().push(blocker.1);
-            }
-        }
-        let vars = self
-            .queues
-            .into_iter()
-            .map(|(id, queue)| FrameVar {
-                id,
-                name: self.table.var_name(id),
-                queue,
-            })
-            .collect();
-        let ops = self
-            .table
-            .ops
-            .into_iter()
-            .map(|record| FrameOp {
-                waits_on: waits.remove(&record.id).unwrap_or_default(),
-                worker: record
-                    .worker
-                    .map(|worker| worker_name(worker_names, worker)),
-                id: record.id,
-                label: record.label,
-                line: record.line,
-                place: record.place,
-                state: record.state,
-                device: record.device,
-                started_ns: record.started_ns,
-                finished_ns: record.finished_ns,
-            })
-            .collect();
-        Frame { time_ns, vars, ops }
     }
 }
 

@@ -136,6 +136,27 @@ pub(crate) fn threaded_mutation_replay() -> Replay {
     Replay::new(events, bench.engine.worker_names())
 }
 
+/// A chain of at least `n_events` events on two workers (`B = A + 1`, `A = B + 1`, …), times
+/// renumbered: a log longer than a stepper's checkpoint spacing.
+pub(crate) fn long_chain_replay(n_events: usize) -> Replay {
+    let mut bench = Bench::new(Policy::Threaded, 2);
+    let script: String = std::iter::once("A = 1".to_string())
+        .chain((0..n_events / 4).map(|index| {
+            if index % 2 == 0 {
+                "B = A + 1".to_string()
+            } else {
+                "A = B + 1".to_string()
+            }
+        }))
+        .collect::<Vec<_>>()
+        .join("\n");
+    bench.push_script(&script, &no_work);
+    bench.engine.wait_all();
+    let mut events = bench.log.events();
+    crate::renumber_times(&mut events);
+    Replay::new(events, bench.engine.worker_names())
+}
+
 /// One slow write of A, then 20 reads of A queued behind it, on two workers, times renumbered:
 /// a queue longer than the HTML views show.
 pub(crate) fn long_queue_replay() -> Replay {
@@ -155,6 +176,13 @@ pub(crate) fn long_queue_replay() -> Replay {
     let mut events = bench.log.events();
     crate::renumber_times(&mut events);
     Replay::new(events, bench.engine.worker_names())
+}
+
+/// The listing's text of step `n_events` of `replay`.
+fn step_text(replay: &Replay, n_events: usize) -> String {
+    let mut stepper = crate::Stepper::new(replay);
+    stepper.go_to(n_events);
+    text::step(&stepper, &STYLE)
 }
 
 fn check_text(actual: String, expect: Expect) {
@@ -280,7 +308,7 @@ fn stepping_shows_queued_accesses_between_push_and_grant() {
     // Find the push of `B = A + 1`: one step later its read of A is queued, not yet granted.
     let pushed = replay.ops()[1].pushed_at;
     check_text(
-        text::step(&replay, pushed + 1, &STYLE),
+        step_text(&replay, pushed + 1),
         expect![[r#"
             step 8/38 at 7 µs: pushed B = A + 1 (line 2)
             queues  (● granted, ○ waiting)
@@ -292,7 +320,7 @@ fn stepping_shows_queued_accesses_between_push_and_grant() {
         "#]],
     );
     check_text(
-        text::step(&replay, pushed + 2, &STYLE),
+        step_text(&replay, pushed + 2),
         expect![[r#"
             step 9/38 at 8 µs: granted A to B = A + 1 (line 2)
             queues  (● granted, ○ waiting)
@@ -1125,4 +1153,50 @@ fn the_fold_keeps_no_op_for_each_finished_read_of_a_var_not_yet_written() {
         .map(|(_, describe)| describe)
         .collect();
     assert_eq!(summary_shown, shown);
+}
+
+/// On a screen too short for a long run's ops, a step shows the ops around the one its event
+/// concerns, and how many are left out before and after.
+#[test]
+fn a_step_on_a_short_screen_shows_the_ops_around_its_event() {
+    let script: String = std::iter::once("A = 1".to_string())
+        .chain((1..=20).map(|index| format!("B{index} = A + 1")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let replay = naive_replay(&script);
+    let mut stepper = crate::Stepper::new(&replay);
+    // The push of `B10 = A + 1`: ten ops before it, ten after.
+    let pushed = replay.ops()[10].pushed_at;
+    stepper.go_to(pushed + 1);
+    check_text(
+        text::step_on_screen(&stepper, &STYLE, 10),
+        expect![[r#"
+            step 71/146 at 70 µs: pushed B10 = A + 1 (line 11)
+            queues  (● granted, ○ waiting)
+              A   ○ R B10 = A + 1 (line 11)
+              B10 ○ W B10 = A + 1 (line 11)
+              idle: B1 B2 B3 B4 B5 B6 B7 B8 B9
+            op                                                     line state     worker        start   duration
+              … 8 earlier ops
+            B8 = A + 1                                                9 done      main          60 µs       1 µs
+            B9 = A + 1                                               10 done      main          67 µs       1 µs
+            B10 = A + 1                                              11 waiting   -                 -          -
+        "#]],
+    );
+    // At the end every op is done: the last ones show.
+    stepper.go_to(replay.events().len());
+    check_text(
+        text::step_on_screen(&stepper, &STYLE, 10),
+        expect![[r#"
+            step 146/146 at 0.15 ms: done B20 = A + 1 (line 21)
+            queues  (● granted, ○ waiting)
+              idle: A B1 B2 B3 B4 B5 B6 B7 B8 B9 B10 B11 B12 B13 B14 B15 B16 B17 B18 B19 B20
+            op                                                     line state     worker        start   duration
+              … 17 earlier ops
+            B17 = A + 1                                              18 done      main        0.12 ms       1 µs
+            B18 = A + 1                                              19 done      main        0.13 ms       1 µs
+            B19 = A + 1                                              20 done      main        0.14 ms       1 µs
+            B20 = A + 1                                              21 done      main        0.14 ms       1 µs
+        "#]],
+    );
 }

@@ -5,11 +5,12 @@
 
 use std::collections::HashSet;
 
-use dep_engine::OpState;
+use dep_engine::{OpId, OpState};
 
 use crate::color::{paint, Role};
-use crate::frame::Frame;
+use crate::frame::{Frame, FrameOp};
 use crate::replay::{Lane, Replay};
+use crate::stepper::Stepper;
 use crate::summary::Summary;
 use crate::util::{format_ns, pad, truncate};
 
@@ -111,9 +112,15 @@ pub fn queues(frame: &Frame, style: &TextStyle) -> String {
 /// The ops table: statement, line, state, worker, start and duration; under every waiting op,
 /// why it waits (`↳ D = B * C (line 4) waits for B: written by …, running on cpu:1`).
 pub fn ops(frame: &Frame, style: &TextStyle) -> String {
+    ops_where(frame, style, |_| true)
+}
+
+/// The ops table of the frame's ops for which `shown` holds; the others are still there to
+/// name in the reasons for waiting.
+fn ops_where(frame: &Frame, style: &TextStyle, shown: impl Fn(&FrameOp) -> bool) -> String {
+    let shown_ops: Vec<&FrameOp> = frame.ops.iter().filter(|op| shown(op)).collect();
     // The line column: a number, or a place (`cell[2]:3`) where a front-end named it.
-    let lines: Vec<String> = frame
-        .ops
+    let lines: Vec<String> = shown_ops
         .iter()
         .map(
             |op| match crate::util::line_column(op.line, op.place.as_deref()) {
@@ -140,11 +147,11 @@ pub fn ops(frame: &Frame, style: &TextStyle) -> String {
     );
     text.push_str(&style.paint(header.trim_end(), Role::Dim));
     text.push('\n');
-    if frame.ops.is_empty() {
+    if shown_ops.is_empty() {
         text.push_str("  no ops\n");
         return text;
     }
-    for (op, line) in frame.ops.iter().zip(lines) {
+    for (op, line) in shown_ops.into_iter().zip(lines) {
         let duration = match (op.started_ns, op.finished_ns) {
             (Some(start), Some(end)) => format_ns(end.saturating_sub(start)),
             (Some(start), None) => format!("{}+", format_ns(frame.time_ns.saturating_sub(start))),
@@ -344,19 +351,94 @@ pub fn summary(summary: &Summary, style: &TextStyle) -> String {
     text
 }
 
-/// One step of a replay for a terminal stepper: which event, then queues and ops.
-pub fn step(replay: &Replay, n_events: usize, style: &TextStyle) -> String {
-    let frame = replay.frame_at(n_events);
+/// One step of a replay as a listing prints it: which event, then the queues and every op
+/// pushed so far.
+pub fn step(stepper: &Stepper, style: &TextStyle) -> String {
+    let frame = stepper.frame();
+    format!(
+        "{}\n{}{}",
+        step_heading(stepper, &frame),
+        queues(&frame, style),
+        ops(&frame, style)
+    )
+}
+
+/// One step of a replay on a screen of `rows` lines: which event, the queues, and as many ops as
+/// fit around the one the event concerns (a long run's thousands of ops cannot all show), with
+/// how many are left out before and after. Waiting ops' reasons may still run past the rows.
+pub fn step_on_screen(stepper: &Stepper, style: &TextStyle, rows: usize) -> String {
+    let n_pushed = stepper.n_pushed();
+    let queued = stepper.frame_of(0..0);
+    let queue_text = busy_queues(&queued, style);
+    // The heading, the queues, the ops' header and a line for those left out on each side.
+    let fixed = 1 + queue_text.lines().count() + 1 + 2;
+    let room = rows.saturating_sub(fixed).max(3);
+    let focus = stepper.focus().unwrap_or(0);
+    // The focus a third of the way down: what it waits for comes before it, what it holds up
+    // after, with the reasons for waiting.
+    let mut first = focus.saturating_sub(room / 3);
+    let end = (first + room).min(n_pushed);
+    first = first.min(end.saturating_sub(room));
+    let frame = stepper.frame_of(first..end);
+    let shown: HashSet<OpId> = (first..end)
+        .filter_map(|position| stepper.replay().op_at(position))
+        .map(|record| record.id)
+        .collect();
+    let mut text = format!("{}\n{queue_text}", step_heading(stepper, &frame));
+    let table = ops_where(&frame, style, |op| shown.contains(&op.id));
+    let mut table_lines = table.lines();
+    if let Some(header) = table_lines.next() {
+        text.push_str(header);
+        text.push('\n');
+    }
+    if first > 0 {
+        text.push_str(&style.paint(&format!("  … {first} earlier ops"), Role::Dim));
+        text.push('\n');
+    }
+    for line in table_lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    if end < n_pushed {
+        let n_later = n_pushed - end;
+        text.push_str(&style.paint(&format!("  … {n_later} later ops"), Role::Dim));
+        text.push('\n');
+    }
+    text
+}
+
+/// The queues of the variables some op waits for or holds, then the idle ones on one line.
+fn busy_queues(frame: &Frame, style: &TextStyle) -> String {
+    let (busy, idle): (Vec<_>, Vec<_>) = frame.vars.iter().partition(|var| !var.queue.is_empty());
+    let busy_frame = Frame {
+        vars: busy.into_iter().cloned().collect(),
+        ..frame.clone()
+    };
+    let mut text = queues(&busy_frame, style);
+    if busy_frame.vars.is_empty() && !idle.is_empty() {
+        text.truncate(text.find('\n').map_or(text.len(), |end| end + 1));
+    }
+    if !idle.is_empty() {
+        let names: Vec<&str> = idle.iter().map(|var| &*var.name).collect();
+        let line = format!("  idle: {}", names.join(" "));
+        text.push_str(&style.paint(&truncate(&line, style.columns()), Role::Dim));
+        text.push('\n');
+    }
+    text
+}
+
+/// `step 3/40 at 1.20 ms: pushed D = B * C (line 4)`.
+fn step_heading(stepper: &Stepper, frame: &Frame) -> String {
+    let replay = stepper.replay();
+    let n_events = stepper.step();
     let event = match n_events {
         0 => "the start, before any event".to_string(),
         n => replay.describe_event(n - 1),
     };
     format!(
-        "step {n_events}/{} at {}: {event}\n{}{}",
+        "step {n_events}/{} at {}: {event}",
         replay.events().len(),
-        format_ns(frame.time_ns),
-        queues(&frame, style),
-        ops(&frame, style)
+        format_ns(frame.time_ns)
     )
 }
 

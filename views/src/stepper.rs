@@ -1,0 +1,427 @@
+//! A [`Stepper`]: the queues and op states after any prefix of a replay's events, kept between
+//! steps, so that moving to the next or the previous step costs the events in between, not the
+//! whole log.
+//!
+//! What changes from step to step is small: the live variables' queues and the progress of the
+//! ops not yet finished. An op that finished before the step is shown as the replay's record of
+//! it says (nothing of an op changes after its end), so the stepper holds only the unfinished
+//! ones. Going back starts again from the nearest kept state at or before the step (a
+//! checkpoint) instead of from the start of the log.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use rustc_hash::FxHashMap;
+use std::ops::Range;
+
+use dep_engine::{AccessSnapshot, Blocker, Event, EventKind, OpId, OpState, VarId};
+
+use crate::frame::{Frame, FrameOp, FrameVar};
+use crate::replay::{blockers, worker_name, Replay};
+
+/// The fewest events between two checkpoints: a step back folds at most about this many, or
+/// [`STATE_SPACING`] times the size of the state kept when that is more.
+const CHECKPOINT_EVERY: usize = 4096;
+
+/// How many events at least separate checkpoints per entry of the state they keep, so that all
+/// checkpoints together hold at most an eighth as many entries as the log has events (a run
+/// whose interpreter leads by thousands of ops has thousands of unfinished ops at every step).
+const STATE_SPACING: usize = 8;
+
+/// Moves through a replay's events, one step or a jump at a time; [`Stepper::frame`] is what
+/// [`Replay::frame_at`] gives at the same step.
+///
+/// Invariant: `state` has folded exactly the first `state.n_events` events of the replay;
+/// `checkpoints` are states of the same log at increasing steps, the last one at most at
+/// `reached`.
+#[derive(Clone, Debug)]
+pub struct Stepper<'a> {
+    replay: &'a Replay,
+    state: StepState,
+    checkpoints: Vec<StepState>,
+    /// The furthest step folded so far: checkpoints are taken only beyond it.
+    reached: usize,
+}
+
+/// The state of the queues and of the unfinished ops after some events.
+#[derive(Clone, Debug, Default)]
+struct StepState {
+    /// How many events were folded.
+    n_events: usize,
+    /// How many ops were pushed: the first `n_pushed` of the replay's records.
+    n_pushed: usize,
+    /// Live variables and their queues, oldest access first. An op's accesses to one variable
+    /// are appended together at its push, so they lie side by side.
+    queues: BTreeMap<VarId, VecDeque<AccessSnapshot>>,
+    /// The ops pushed and not yet finished, and how far each got.
+    unfinished: FxHashMap<OpId, Progress>,
+}
+
+/// How far an unfinished op got.
+#[derive(Clone, Copy, Debug)]
+struct Progress {
+    state: OpState,
+    started_ns: Option<u64>,
+    worker: Option<u32>,
+}
+
+impl<'a> Stepper<'a> {
+    /// A stepper at the start of `replay`'s log, before any event.
+    pub fn new(replay: &'a Replay) -> Stepper<'a> {
+        Stepper {
+            replay,
+            state: StepState::default(),
+            checkpoints: Vec::new(),
+            reached: 0,
+        }
+    }
+
+    /// The replay it steps through.
+    pub fn replay(&self) -> &'a Replay {
+        self.replay
+    }
+
+    /// How many events the current step has folded (0: the start).
+    pub fn step(&self) -> usize {
+        self.state.n_events
+    }
+
+    /// How many ops were pushed by the current step: the positions of their records
+    /// ([`Replay::op_at`]) are `0..n_pushed()`.
+    pub fn n_pushed(&self) -> usize {
+        self.state.n_pushed
+    }
+
+    /// Moves to the step after the first `n_events` events (the last step when larger).
+    pub fn go_to(&mut self, n_events: usize) {
+        let events = self.replay.events();
+        let n_events = n_events.min(events.len());
+        if n_events < self.state.n_events {
+            let kept = self
+                .checkpoints
+                .partition_point(|checkpoint| checkpoint.n_events <= n_events);
+            self.state = match kept {
+                0 => StepState::default(),
+                kept => self.checkpoints[kept - 1].clone(),
+            };
+        }
+        while self.state.n_events < n_events {
+            self.state.apply(&events[self.state.n_events], self.replay);
+            if self.state.n_events > self.reached {
+                self.reached = self.state.n_events;
+                self.keep_checkpoint();
+            }
+        }
+    }
+
+    /// Keeps the current state as a checkpoint when enough events have passed since the last
+    /// one: at least [`CHECKPOINT_EVERY`], and at least [`STATE_SPACING`] per entry it holds.
+    fn keep_checkpoint(&mut self) {
+        let last = self.checkpoints.last().map_or(0, |state| state.n_events);
+        let since = self.state.n_events - last;
+        if since >= CHECKPOINT_EVERY.max(STATE_SPACING * self.state.size()) {
+            self.checkpoints.push(self.state.compact_copy());
+        }
+    }
+
+    /// The queues and every op pushed so far, at the current step.
+    pub fn frame(&self) -> Frame {
+        self.frame_of_positions((0..self.state.n_pushed).collect())
+    }
+
+    /// The queues and the ops at `positions` (push order, clamped to the ops pushed so far) at
+    /// the current step, with every op that has an access in a queue (those the queues and the
+    /// reasons for waiting name): a window on a long run's ops.
+    pub fn frame_of(&self, positions: Range<usize>) -> Frame {
+        let end = positions.end.min(self.state.n_pushed);
+        let mut shown: Vec<usize> = (positions.start.min(end)..end).collect();
+        shown.extend(
+            self.state
+                .queues
+                .values()
+                .flatten()
+                .filter_map(|access| self.replay.op_position(access.op)),
+        );
+        shown.sort_unstable();
+        shown.dedup();
+        self.frame_of_positions(shown)
+    }
+
+    /// The position of the op that the current step's event concerns (its push, a grant, its
+    /// start, its end), or of the last op pushed when it concerns none; `None` before any push.
+    pub fn focus(&self) -> Option<usize> {
+        let event_op = self
+            .state
+            .n_events
+            .checked_sub(1)
+            .and_then(|last| event_op(&self.replay.events()[last].kind))
+            .and_then(|op| self.replay.op_position(op));
+        event_op.or_else(|| self.state.n_pushed.checked_sub(1))
+    }
+
+    /// The frame holding the ops at `positions` (ascending, each pushed by now).
+    fn frame_of_positions(&self, positions: Vec<usize>) -> Frame {
+        let state = &self.state;
+        let vars: Vec<FrameVar> = state
+            .queues
+            .iter()
+            .map(|(id, queue)| FrameVar {
+                id: *id,
+                name: self.replay.var_name(*id),
+                queue: queue.iter().copied().collect(),
+            })
+            .collect();
+        let mut waits: HashMap<OpId, Vec<Blocker>> = HashMap::new();
+        for var in &vars {
+            for (op, blocker) in blockers(var.id, &var.queue) {
+                waits.entry(op).or_default().push(blocker);
+            }
+        }
+        let ops = positions
+            .into_iter()
+            .filter_map(|position| self.replay.op_at(position))
+            .map(|record| {
+                let (state, started_ns, finished_ns, worker) = match state
+                    .unfinished
+                    .get(&record.id)
+                {
+                    Some(progress) => (progress.state, progress.started_ns, None, progress.worker),
+                    None => (
+                        record.state,
+                        record.started_ns,
+                        record.finished_ns,
+                        record.worker,
+                    ),
+                };
+                FrameOp {
+                    waits_on: waits.remove(&record.id).unwrap_or_default(),
+                    worker: worker.map(|worker| worker_name(self.replay.worker_names(), worker)),
+                    id: record.id,
+                    label: record.label.clone(),
+                    line: record.line,
+                    place: record.place.clone(),
+                    state,
+                    device: record.device,
+                    started_ns,
+                    finished_ns,
+                }
+            })
+            .collect();
+        let time_ns = state
+            .n_events
+            .checked_sub(1)
+            .map_or(0, |last| self.replay.events()[last].time_ns);
+        Frame { time_ns, vars, ops }
+    }
+}
+
+/// Takes `op`'s accesses out of a variable's queue: they lie side by side, usually near its
+/// front (an op finishes once granted, and grants go from the front), so the queue is looked
+/// at up to them, not through.
+fn remove_accesses(queue: &mut VecDeque<AccessSnapshot>, op: OpId) {
+    if let Some(first) = queue.iter().position(|access| access.op == op) {
+        while queue.get(first).is_some_and(|access| access.op == op) {
+            queue.remove(first);
+        }
+    }
+}
+
+/// The op an event is about, if any.
+fn event_op(kind: &EventKind) -> Option<OpId> {
+    match kind {
+        EventKind::Pushed { op, .. }
+        | EventKind::Granted { op, .. }
+        | EventKind::Ready { op }
+        | EventKind::Started { op, .. }
+        | EventKind::Finished { op, .. }
+        | EventKind::DeviceSpan { op, .. } => Some(*op),
+        EventKind::VarCreated { .. } | EventKind::VarDeleted { .. } => None,
+    }
+}
+
+impl StepState {
+    /// A copy holding no more room than its entries need (a map's clone keeps the room it once
+    /// grew to, and checkpoints are many).
+    fn compact_copy(&self) -> StepState {
+        StepState {
+            n_events: self.n_events,
+            n_pushed: self.n_pushed,
+            queues: self.queues.clone(),
+            unfinished: self
+                .unfinished
+                .iter()
+                .map(|(op, progress)| (*op, *progress))
+                .collect(),
+        }
+    }
+
+    /// What the state holds, in entries: the cost of keeping a copy.
+    fn size(&self) -> usize {
+        self.queues.len()
+            + self.queues.values().map(VecDeque::len).sum::<usize>()
+            + self.unfinished.len()
+    }
+
+    /// Folds the log's next event; `replay` has the records of the ops it names.
+    fn apply(&mut self, event: &Event, replay: &Replay) {
+        self.n_events += 1;
+        match &event.kind {
+            EventKind::VarCreated { var, .. } => {
+                self.queues.insert(*var, VecDeque::new());
+            }
+            EventKind::VarDeleted { var } => {
+                self.queues.remove(var);
+            }
+            EventKind::Pushed {
+                op, reads, writes, ..
+            } => {
+                self.n_pushed += 1;
+                self.unfinished.insert(
+                    *op,
+                    Progress {
+                        state: OpState::Waiting,
+                        started_ns: None,
+                        worker: None,
+                    },
+                );
+                let accesses = reads
+                    .iter()
+                    .map(|var| (var, false))
+                    .chain(writes.iter().map(|var| (var, true)));
+                for (var, write) in accesses {
+                    self.queues
+                        .entry(*var)
+                        .or_default()
+                        .push_back(AccessSnapshot {
+                            op: *op,
+                            write,
+                            granted: false,
+                        });
+                }
+            }
+            EventKind::Granted { op, var } => {
+                if let Some(access) = self
+                    .queues
+                    .get_mut(var)
+                    .and_then(|queue| queue.iter_mut().find(|access| access.op == *op))
+                {
+                    access.granted = true;
+                }
+            }
+            EventKind::Ready { op } => {
+                if let Some(progress) = self.unfinished.get_mut(op) {
+                    progress.state = OpState::Ready;
+                }
+            }
+            EventKind::Started { op, worker } => {
+                if let Some(progress) = self.unfinished.get_mut(op) {
+                    progress.state = OpState::Running;
+                    progress.started_ns = Some(event.time_ns);
+                    progress.worker = Some(*worker);
+                }
+            }
+            EventKind::Finished { op, .. } => {
+                if self.unfinished.remove(op).is_some() {
+                    if let Some(record) = replay.op(*op) {
+                        for var in record.reads.iter().chain(&record.writes) {
+                            if let Some(queue) = self.queues.get_mut(var) {
+                                remove_accesses(queue, *op);
+                            }
+                        }
+                    }
+                }
+            }
+            EventKind::DeviceSpan { .. } => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    /// A stepper sent back and forth at random shows at each step what a stepper that only ever
+    /// went forward shows there: checkpoints and going back lose and add nothing.
+    #[test]
+    fn jumps_back_and_forth_give_the_frames_of_a_walk_forward() {
+        let replay = crate::tests::threaded_mutation_replay();
+        let n = replay.events().len();
+        let mut forward = Stepper::new(&replay);
+        let frames: Vec<Frame> = (0..=n)
+            .map(|step| {
+                forward.go_to(step);
+                forward.frame()
+            })
+            .collect();
+        let mut rng = StdRng::seed_from_u64(16);
+        let mut jumping = Stepper::new(&replay);
+        for _ in 0..500 {
+            let step = rng.gen_range(0..=n + 2);
+            jumping.go_to(step);
+            assert_eq!(jumping.step(), step.min(n));
+            assert_eq!(jumping.frame(), frames[step.min(n)], "step {step}");
+        }
+    }
+
+    /// Checkpoints are kept on a long log, and a step back from far along folds from the last
+    /// one before it, to the same frame as a walk from the start.
+    #[test]
+    fn a_step_back_on_a_long_log_starts_from_a_checkpoint() {
+        let replay = crate::tests::long_chain_replay(3 * CHECKPOINT_EVERY);
+        let n = replay.events().len();
+        let mut stepper = Stepper::new(&replay);
+        stepper.go_to(n);
+        assert!(
+            stepper.checkpoints.len() >= 2,
+            "{} checkpoints over {n} events",
+            stepper.checkpoints.len()
+        );
+        for step in [n - 1, n / 2, CHECKPOINT_EVERY, CHECKPOINT_EVERY - 1, 1, 0] {
+            stepper.go_to(step);
+            let mut fresh = Stepper::new(&replay);
+            fresh.go_to(step);
+            assert_eq!(stepper.frame(), fresh.frame(), "step {step}");
+        }
+    }
+
+    /// A window on the ops holds the records at those positions and those of the ops in the
+    /// queues, as the whole frame has them.
+    #[test]
+    fn a_window_is_a_part_of_the_whole_frame() {
+        let replay = crate::tests::long_queue_replay();
+        let mut stepper = Stepper::new(&replay);
+        // Just after the last push: A's write runs, twenty reads wait behind it.
+        let last_push = replay
+            .events()
+            .iter()
+            .rposition(|event| matches!(event.kind, EventKind::Pushed { .. }))
+            .expect("ops were pushed");
+        stepper.go_to(last_push + 1);
+        let whole = stepper.frame();
+        let n = stepper.n_pushed();
+        assert_eq!(n, 21);
+        assert_eq!(stepper.focus(), Some(20));
+        let window = stepper.frame_of(5..8);
+        assert_eq!(window.vars, whole.vars);
+        let queued: Vec<OpId> = whole
+            .vars
+            .iter()
+            .flat_map(|var| &var.queue)
+            .map(|access| access.op)
+            .collect();
+        let expected: Vec<&FrameOp> = whole
+            .ops
+            .iter()
+            .enumerate()
+            .filter(|(position, op)| (5..8).contains(position) || queued.contains(&op.id))
+            .map(|(_, op)| op)
+            .collect();
+        assert_eq!(window.ops.iter().collect::<Vec<_>>(), expected);
+        // Once all have finished, a window holds only its own positions.
+        stepper.go_to(replay.events().len());
+        let whole = stepper.frame();
+        assert_eq!(stepper.frame_of(5..8).ops, whole.ops[5..8]);
+        assert_eq!(stepper.frame_of(n..n + 5).ops, vec![]);
+    }
+}
