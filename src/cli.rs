@@ -25,7 +25,7 @@ pub(crate) enum Command {
         /// The script.
         file: PathBuf,
     },
-    /// Step through a run recorded with `dep run --trace FILE.json` (keys: → n forward, ← p back, q quit).
+    /// Step through a run recorded with `dep run --trace FILE.json` (keys: → n forward, ← p back, PgDn/PgUp 100 steps, Home/End, q quit).
     Replay(ReplayArgs),
     /// Run the Jupyter kernel (Jupyter starts it), or install its kernelspec.
     Kernel(KernelArgs),
