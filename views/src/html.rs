@@ -14,8 +14,9 @@ use dep_engine::OpState;
 use serde_json::json;
 
 use crate::color::{self, Role};
-use crate::frame::Frame;
+use crate::frame::{Frame, FrameOp};
 use crate::replay::Replay;
+use crate::stepper::Stepper;
 use crate::util::{escape_xml, format_ns};
 
 const STYLE: &str = "
@@ -68,37 +69,71 @@ pub fn fragment_with_heading(frame: &Frame, heading: &str, note: Option<&str>) -
     )
 }
 
+/// How many op rows the player shows at a step: those around the op the step's event
+/// concerns, with how many come before and after (a long run's every op at every step would
+/// make each step megabytes long).
+const PLAYER_OPS: usize = 100;
+
+/// The fewest events between two of the player script's checkpoints (it keeps the state
+/// between steps as [`Stepper`] does, with the same spacing).
+const PLAYER_CHECKPOINT_EVERY: usize = 4096;
+
 /// A self-contained HTML page that steps through every event of a replay: a slider and step
-/// buttons, the queues and ops at each step. Without scripts it shows the final state.
+/// buttons, the queues and the ops around each step's event. Without scripts it shows the final
+/// state.
 pub fn player(replay: &Replay, title: &str) -> String {
-    let data = player_data(replay);
+    let mut stepper = Stepper::new(replay);
     let n_events = replay.events().len();
+    stepper.go_to(n_events);
     let mut page = String::new();
     let _ = write!(
         page,
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title><style>{STYLE}{css}</style></head>\n<body><div class=\"dep-view\">\n<h3>{title}</h3>\n<div class=\"dep-controls\"><button id=\"dep-first\">⏮</button> <button id=\"dep-prev\">◀</button> <input id=\"dep-slider\" type=\"range\" min=\"0\" max=\"{n_events}\" value=\"{n_events}\"> <button id=\"dep-next\">▶</button> <button id=\"dep-last\">⏭</button></div>\n<div id=\"dep-step\">step {n_events}/{n_events}: the end of the run</div>\n<div id=\"dep-frame\">{tables}</div>\n</div>\n<script type=\"application/json\" id=\"dep-data\">{data}</script>\n<script>{PLAYER_JS}</script>\n</body></html>\n",
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title><style>{STYLE}{css}</style></head>\n<body><div class=\"dep-view\">\n<h3>{title}</h3>\n<div class=\"dep-controls\"><button id=\"dep-first\">⏮</button> <button id=\"dep-prev\">◀</button> <input id=\"dep-slider\" type=\"range\" min=\"0\" max=\"{n_events}\" value=\"{n_events}\"> <button id=\"dep-next\">▶</button> <button id=\"dep-last\">⏭</button></div>\n<div id=\"dep-step\">step {n_events}/{n_events}: the end of the run</div>\n<div id=\"dep-frame\">{tables}</div>\n</div>\n<script type=\"application/json\" id=\"dep-data\">",
         title = escape_xml(title),
         css = scoped_css(),
-        tables = tables(&replay.final_frame()),
+        tables = step_tables(&stepper, PLAYER_OPS),
+    );
+    write_player_data(replay, PLAYER_OPS, PLAYER_CHECKPOINT_EVERY, &mut page);
+    let _ = write!(
+        page,
+        "</script>\n<script>{PLAYER_JS}</script>\n</body></html>\n"
     );
     page
 }
 
-/// The player's data block: worker names, the events and their descriptions.
-fn player_data(replay: &Replay) -> String {
-    let data = json!({
+/// The player's data block, written to the end of `out`: worker names, the layout, and the
+/// events one object each, written one at a time (a long run's log is never held twice).
+fn write_player_data(replay: &Replay, ops_shown: usize, checkpoint_every: usize, out: &mut String) {
+    let mut data = json!({
         "workers": replay.worker_names(),
         "maxQueue": MAX_QUEUE_ENTRIES,
-        "events": crate::trace::dep_events(replay)["events"],
-        "descriptions": (0..replay.events().len())
-            .map(|index| replay.describe_event(index))
-            .collect::<Vec<_>>(),
-    });
-    // `<` only occurs inside JSON strings, where `\u003c` means the same; this keeps a label
-    // such as `</script>` from ending the data block.
-    serde_json::to_string(&data)
-        .expect("a JSON value always serializes")
-        .replace('<', "\\u003c")
+        "opsShown": ops_shown,
+        "checkpointEvery": checkpoint_every,
+    })
+    .to_string();
+    data.pop(); // the closing brace: the events follow
+    out.push_str(&data);
+    out.push_str(",\"events\":[");
+    for (index, event) in replay.events().iter().enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        // `<` only occurs inside JSON strings, where `\u003c` means the same; this keeps a
+        // label such as `</script>` from ending the data block.
+        let json = crate::trace::event_to_json(event).to_string();
+        out.push_str(&json.replace('<', "\\u003c"));
+    }
+    out.push_str("]}");
+}
+
+/// The tables of the stepper's step as the player shows them: the queues, and at most `room`
+/// ops around the step's event, with how many come before and after.
+fn step_tables(stepper: &Stepper, room: usize) -> String {
+    let window = stepper.window(room);
+    let frame = stepper.frame_of(window.clone());
+    let shown = stepper.ids(window.clone());
+    let n_later = stepper.n_pushed() - window.end;
+    tables_where(&frame, |op| shown.contains(&op.id), window.start, n_later)
 }
 
 fn scoped_css() -> String {
@@ -113,6 +148,18 @@ fn scoped_css() -> String {
 const MAX_QUEUE_ENTRIES: usize = 12;
 
 fn tables(frame: &Frame) -> String {
+    tables_where(frame, |_| true, 0, 0)
+}
+
+/// The queues, and the ops for which `shown` holds (the others are there to be named in the
+/// queues and the reasons for waiting), after a row counting `n_earlier` ops left out before
+/// them and before one counting `n_later` after.
+fn tables_where(
+    frame: &Frame,
+    shown: impl Fn(&FrameOp) -> bool,
+    n_earlier: usize,
+    n_later: usize,
+) -> String {
     let mut html = String::new();
     html.push_str(
         "<table class=\"dep-queues\"><tr><th>variable</th><th>queue (oldest first)</th></tr>\n",
@@ -151,7 +198,16 @@ fn tables(frame: &Frame) -> String {
         html.push_str("</td></tr>\n");
     }
     html.push_str("</table>\n<table class=\"dep-ops\"><tr><th>op</th><th>line</th><th>state</th><th>worker</th><th>start</th><th>duration</th></tr>\n");
-    for op in &frame.ops {
+    let left_out = |html: &mut String, n: usize, which: &str| {
+        if n > 0 {
+            let _ = writeln!(
+                html,
+                "<tr><td colspan=\"6\"><span class=\"dep-dim\">… {n} {which} ops</span></td></tr>"
+            );
+        }
+    };
+    left_out(&mut html, n_earlier, "earlier");
+    for op in frame.ops.iter().filter(|op| shown(op)) {
         let duration = match (op.started_ns, op.finished_ns) {
             (Some(start), Some(end)) => format_ns(end.saturating_sub(start)),
             _ => String::new(),
@@ -176,16 +232,18 @@ fn tables(frame: &Frame) -> String {
             );
         }
     }
+    left_out(&mut html, n_later, "later");
     html.push_str("</table>\n");
     html
 }
 
-/// The player's script: folds the first N events like `Replay::frame_at` and draws the same
-/// tables as `tables`.
+/// The player's script: keeps the state at its step as [`Stepper`] does (the queues and the
+/// unfinished ops, finished ones from their records, checkpoints for going back) and draws what
+/// [`step_tables`] draws.
 const PLAYER_JS: &str = r#"
 (function () {
   var data = JSON.parse(document.getElementById('dep-data').textContent);
-  var events = data.events;
+  var events = data.events, workers = data.workers;
   var slider = document.getElementById('dep-slider');
   var stepText = document.getElementById('dep-step');
   var frameBox = document.getElementById('dep-frame');
@@ -197,51 +255,126 @@ const PLAYER_JS: &str = r#"
     if (t < 1e9) return (Math.round(t / 1e4) / 100).toFixed(2) + ' ms';
     return (Math.round(t / 1e7) / 100).toFixed(2) + ' s';
   }
-  function describe(op) { return op.line > 0 ? op.label + ' (line ' + op.line + ')' : op.label; }
-  function fold(n) {
-    var names = {}, queues = {}, order = [], ops = {}, opOrder = [], time = 0;
-    for (var i = 0; i < n; i++) {
-      var e = events[i]; time = e.t;
-      if (e.kind === 'var_created') { names[e.var] = e.name; queues[e.var] = []; order.push(e.var); }
-      else if (e.kind === 'var_deleted') { delete queues[e.var]; }
-      else if (e.kind === 'pushed') {
-        e.reads.forEach(function (v) { (queues[v] = queues[v] || []).push({op: e.op, write: false, granted: false}); });
-        e.writes.forEach(function (v) { (queues[v] = queues[v] || []).push({op: e.op, write: true, granted: false}); });
-        ops[e.op] = {id: e.op, label: e.label, line: e.line, state: 'waiting', reads: e.reads, writes: e.writes, worker: null, start: null, end: null};
-        opOrder.push(e.op);
-      } else if (e.kind === 'granted') {
-        (queues[e.var] || []).forEach(function (a) { if (a.op === e.op) a.granted = true; });
-      } else if (e.kind === 'ready') { if (ops[e.op]) ops[e.op].state = 'ready'; }
-      else if (e.kind === 'started') {
-        var o = ops[e.op]; if (o) { o.state = 'running'; o.start = e.t; o.worker = data.workers[e.worker] || ('worker ' + e.worker); }
-      } else if (e.kind === 'finished') {
-        var f = ops[e.op]; if (f) {
-          f.state = e.state; f.end = e.t;
-          f.reads.concat(f.writes).forEach(function (v) {
-            if (queues[v]) queues[v] = queues[v].filter(function (a) { return a.op !== e.op; });
-          });
-        }
+  function workerName(w) { return workers[w] !== undefined ? workers[w] : 'worker ' + w; }
+  // Every op's record at the end of the run, in one pass: an op finished by a step shows so.
+  var recs = {}, order = [], names = {};
+  events.forEach(function (e) {
+    var r = recs[e.op];
+    if (e.kind === 'var_created') names[e.var] = e.name;
+    else if (e.kind === 'pushed') {
+      recs[e.op] = {label: e.label, line: e.line, reads: e.reads, writes: e.writes, state: 'waiting',
+        worker: null, start: null, end: null, pos: order.length};
+      order.push(e.op);
+    } else if (!r) return;
+    else if (e.kind === 'ready') r.state = 'ready';
+    else if (e.kind === 'started') { r.state = 'running'; r.start = e.t; r.worker = workerName(e.worker); }
+    else if (e.kind === 'finished') { r.state = e.state; r.end = e.t; }
+  });
+  function describe(r) { return r.line > 0 ? r.label + ' (line ' + r.line + ')' : r.label; }
+  function opText(id) { return recs[id] ? describe(recs[id]) : 'op' + id; }
+  function varName(v) { return names[v] !== undefined ? names[v] : 'v' + v; }
+  function describeEvent(e) {
+    switch (e.kind) {
+      case 'var_created': return 'created ' + e.name;
+      case 'var_deleted': return 'deleted ' + varName(e.var);
+      case 'pushed': return 'pushed ' + opText(e.op);
+      case 'granted': return 'granted ' + varName(e.var) + ' to ' + opText(e.op);
+      case 'ready': return 'ready: ' + opText(e.op);
+      case 'started': return 'started ' + opText(e.op) + ' on ' + workerName(e.worker);
+      case 'finished': return e.state + ' ' + opText(e.op);
+      default: return e.lane + ' ran the kernels of ' + opText(e.op) + ' for ' + ns(Math.max(e.end - e.start, 0));
+    }
+  }
+  // The state after `n` events: the live variables' queues and the unfinished ops.
+  function fresh() { return {n: 0, pushed: 0, queues: new Map(), unfinished: new Map()}; }
+  function copy(s) {
+    var queues = new Map(), unfinished = new Map();
+    s.queues.forEach(function (q, v) {
+      queues.set(v, q.map(function (a) { return {op: a.op, write: a.write, granted: a.granted}; }));
+    });
+    s.unfinished.forEach(function (u, id) { unfinished.set(id, {state: u.state, start: u.start, worker: u.worker}); });
+    return {n: s.n, pushed: s.pushed, queues: queues, unfinished: unfinished};
+  }
+  function size(s) {
+    var n = s.queues.size + s.unfinished.size;
+    s.queues.forEach(function (q) { n += q.length; });
+    return n;
+  }
+  function apply(s, e) {
+    s.n++;
+    var u = s.unfinished.get(e.op);
+    if (e.kind === 'var_created') s.queues.set(e.var, []);
+    else if (e.kind === 'var_deleted') s.queues.delete(e.var);
+    else if (e.kind === 'pushed') {
+      s.pushed++;
+      s.unfinished.set(e.op, {state: 'waiting', start: null, worker: null});
+      var add = function (v, write) {
+        if (!s.queues.has(v)) s.queues.set(v, []);
+        s.queues.get(v).push({op: e.op, write: write, granted: false});
+      };
+      e.reads.forEach(function (v) { add(v, false); });
+      e.writes.forEach(function (v) { add(v, true); });
+    } else if (e.kind === 'granted') {
+      var q = s.queues.get(e.var) || [];
+      for (var i = 0; i < q.length; i++) if (q[i].op === e.op) { q[i].granted = true; break; }
+    } else if (e.kind === 'ready') { if (u) u.state = 'ready'; }
+    else if (e.kind === 'started') { if (u) { u.state = 'running'; u.start = e.t; u.worker = workerName(e.worker); } }
+    else if (e.kind === 'finished' && u) {
+      s.unfinished.delete(e.op);
+      var r = recs[e.op];
+      if (r) r.reads.concat(r.writes).forEach(function (v) {
+        var q = s.queues.get(v); if (!q) return;
+        var first = q.findIndex(function (a) { return a.op === e.op; });
+        if (first < 0) return;
+        var end = first; while (end < q.length && q[end].op === e.op) end++;
+        q.splice(first, end - first);
+      });
+    }
+  }
+  var state = fresh(), checkpoints = [], reached = 0;
+  function goTo(n) {
+    if (n < state.n) {
+      var k = checkpoints.length;
+      while (k > 0 && checkpoints[k - 1].n > n) k--;
+      state = k ? copy(checkpoints[k - 1]) : fresh();
+    }
+    while (state.n < n) {
+      apply(state, events[state.n]);
+      if (state.n > reached) {
+        reached = state.n;
+        var last = checkpoints.length ? checkpoints[checkpoints.length - 1].n : 0;
+        if (state.n - last >= Math.max(data.checkpointEvery, 8 * size(state))) checkpoints.push(copy(state));
       }
     }
-    return {names: names, queues: queues, order: order, ops: ops, opOrder: opOrder, time: time};
   }
-  function why(fr, opId) {
+  // An op as the current step shows it.
+  function view(id) {
+    var r = recs[id], u = state.unfinished.get(id);
+    return u ? {label: r.label, line: r.line, state: u.state, worker: u.worker, start: u.start, end: null} : r;
+  }
+  function windowOf(room) {
+    var e = state.n > 0 ? events[state.n - 1] : null;
+    var focus = e && recs[e.op] ? recs[e.op].pos : Math.max(state.pushed - 1, 0);
+    var first = Math.max(focus - Math.floor(room / 3), 0);
+    var end = Math.min(first + room, state.pushed);
+    return [Math.min(first, Math.max(end - room, 0)), end];
+  }
+  function why(vars, opId) {
     var clauses = [];
-    fr.order.forEach(function (v) {
-      var q = fr.queues[v]; if (!q) return;
+    vars.forEach(function (v) {
       var lastWrite = null, readsSince = [];
-      q.forEach(function (a) {
+      state.queues.get(v).forEach(function (a) {
         if (!a.granted && a.op === opId) {
           var behind = !a.write || !readsSince.length ? (lastWrite === null ? [] : [lastWrite]) : readsSince.slice();
           var writes = !a.write || !readsSince.length;
           if (behind.length) {
             var who = behind.map(function (id) {
-              var b = fr.ops[id];
-              var tail = !b ? '' : b.state === 'running' ? ', running on ' + b.worker
+              var b = view(id);
+              var tail = b.state === 'running' ? ', running on ' + b.worker
                 : b.state === 'ready' ? ', ready for a free worker' : b.state === 'waiting' ? ', itself waiting' : ', ' + b.state;
-              return 'by ' + (b ? describe(b) : 'op' + id) + tail;
+              return 'by ' + describe(b) + tail;
             });
-            clauses.push('for ' + fr.names[v] + ': ' + (writes ? 'written' : 'read') + ' ' + who.join(', and '));
+            clauses.push('for ' + varName(v) + ': ' + (writes ? 'written' : 'read') + ' ' + who.join(', and '));
           }
         }
         if (a.write) { lastWrite = a.op; readsSince = []; } else readsSince.push(a.op);
@@ -249,32 +382,40 @@ const PLAYER_JS: &str = r#"
     });
     return clauses.length ? 'waits ' + clauses.join('; and ') : null;
   }
+  function leftOut(n, which) {
+    return n > 0 ? '<tr><td colspan="6"><span class="dep-dim">… ' + n + ' ' + which + ' ops</span></td></tr>\n' : '';
+  }
   function render(n) {
-    var fr = fold(n), html = '<table class="dep-queues"><tr><th>variable</th><th>queue (oldest first)</th></tr>\n';
-    fr.order.forEach(function (v) {
-      var q = fr.queues[v]; if (!q) return;
-      html += '<tr><td>' + esc(fr.names[v]) + '</td><td>';
+    goTo(n);
+    var vars = Array.from(state.queues.keys()).sort(function (a, b) { return a - b; });
+    var html = '<table class="dep-queues"><tr><th>variable</th><th>queue (oldest first)</th></tr>\n';
+    vars.forEach(function (v) {
+      var q = state.queues.get(v);
+      html += '<tr><td>' + esc(varName(v)) + '</td><td>';
       if (!q.length) html += '<span class="dep-dim">idle</span>';
       q.slice(0, data.maxQueue).forEach(function (a) {
-        var o = fr.ops[a.op];
-        html += '<span class="dep-acc dep-' + (o ? o.state : 'waiting') + ' ' + (a.granted ? 'dep-granted' : 'dep-queued') +
-          '" title="' + (a.granted ? 'granted' : 'waiting') + '">' + (a.write ? 'W' : 'R') + ' ' + esc(o ? describe(o) : 'op' + a.op) + '</span>';
+        var o = view(a.op);
+        html += '<span class="dep-acc dep-' + o.state + ' ' + (a.granted ? 'dep-granted' : 'dep-queued') +
+          '" title="' + (a.granted ? 'granted' : 'waiting') + '">' + (a.write ? 'W' : 'R') + ' ' + esc(describe(o)) + '</span>';
       });
       if (q.length > data.maxQueue) html += '<span class="dep-dim">… +' + (q.length - data.maxQueue) + ' more</span>';
       html += '</td></tr>\n';
     });
     html += '</table>\n<table class="dep-ops"><tr><th>op</th><th>line</th><th>state</th><th>worker</th><th>start</th><th>duration</th></tr>\n';
-    fr.opOrder.forEach(function (id) {
-      var o = fr.ops[id];
+    var w = windowOf(data.opsShown);
+    html += leftOut(w[0], 'earlier');
+    for (var p = w[0]; p < w[1]; p++) {
+      var o = view(order[p]);
       html += '<tr><td>' + esc(o.label) + '</td><td>' + (o.line > 0 ? o.line : '') + '</td><td><span class="dep-state dep-' + o.state + '">' +
         o.state + '</span></td><td>' + esc(o.worker || '') + '</td><td>' + (o.start === null ? '' : ns(o.start)) + '</td><td>' +
         (o.start !== null && o.end !== null ? ns(o.end - o.start) : '') + '</td></tr>\n';
-      var w = o.state === 'waiting' ? why(fr, id) : null;
-      if (w) html += '<tr class="dep-why"><td colspan="6">↳ ' + esc(describe(o)) + ' ' + esc(w) + '</td></tr>\n';
-    });
+      var reason = o.state === 'waiting' ? why(vars, order[p]) : null;
+      if (reason) html += '<tr class="dep-why"><td colspan="6">↳ ' + esc(describe(o)) + ' ' + esc(reason) + '</td></tr>\n';
+    }
+    html += leftOut(state.pushed - w[1], 'later');
     frameBox.innerHTML = html + '</table>\n';
-    stepText.textContent = 'step ' + n + '/' + events.length + ' at ' + ns(fr.time) + ': ' +
-      (n === 0 ? 'the start, before any event' : data.descriptions[n - 1]);
+    stepText.textContent = 'step ' + n + '/' + events.length + ' at ' + ns(n > 0 ? events[n - 1].t : 0) + ': ' +
+      (n === 0 ? 'the start, before any event' : describeEvent(events[n - 1]));
   }
   function go(n) { n = Math.max(0, Math.min(events.length, n)); slider.value = n; render(n); }
   slider.addEventListener('input', function () { render(+slider.value); });
@@ -285,6 +426,8 @@ const PLAYER_JS: &str = r#"
   document.addEventListener('keydown', function (k) {
     if (k.key === 'ArrowRight' || k.key === 'n') go(+slider.value + 1);
     if (k.key === 'ArrowLeft' || k.key === 'p') go(+slider.value - 1);
+    if (k.key === 'PageDown') go(+slider.value + 100);
+    if (k.key === 'PageUp') go(+slider.value - 100);
   });
 })();
 "#;
@@ -340,6 +483,7 @@ mod tests {
         for replay in [
             crate::tests::threaded_mutation_replay(),
             crate::tests::long_queue_replay(),
+            crate::tests::self_update_replay(),
         ] {
             player_script_matches_rust(&replay);
         }
@@ -355,7 +499,7 @@ mod tests {
             global.document = {getElementById: el, addEventListener() {}};
             eval(input.js);
             const frames = [];
-            for (let n = 0; n <= input.n; n++) {
+            for (const n of input.steps) {
                 el('dep-slider').value = String(n);
                 el('dep-slider').listeners.input();
                 frames.push([el('dep-step').textContent, el('dep-frame').innerHTML]);
@@ -372,11 +516,19 @@ mod tests {
             eprintln!("skipped: Node.js (`node`) is not installed");
             return;
         };
-        let input = json!({
-            "data": player_data(replay),
-            "js": PLAYER_JS,
-            "n": replay.events().len(),
-        });
+        // Few rows and close checkpoints, so that windows and going back are exercised: every
+        // step forward, then jumps back and forth.
+        let (ops_shown, checkpoint_every) = (6, 10);
+        let n = replay.events().len();
+        let mut steps: Vec<usize> = (0..=n).collect();
+        let mut jump = 7;
+        for _ in 0..200 {
+            jump = (jump * 31 + 17) % (n + 1);
+            steps.push(jump);
+        }
+        let mut data = String::new();
+        write_player_data(replay, ops_shown, checkpoint_every, &mut data);
+        let input = json!({"data": data, "js": PLAYER_JS, "steps": steps});
         child
             .stdin
             .take()
@@ -386,12 +538,12 @@ mod tests {
         let output = child.wait_with_output().unwrap();
         assert!(output.status.success());
         let frames: Vec<(String, String)> = serde_json::from_slice(&output.stdout).unwrap();
-        assert_eq!(frames.len(), replay.events().len() + 1);
-        let mut n_waiting_rows = 0;
+        assert_eq!(frames.len(), steps.len());
+        let (mut n_waiting_rows, mut n_windowed) = (0, 0);
         let mut stepper = crate::Stepper::new(replay);
-        for (step, (step_text, markup)) in frames.iter().enumerate() {
-            assert_eq!(*markup, tables(&replay.frame_at(step)), "step {step}");
+        for (&step, (step_text, markup)) in steps.iter().zip(&frames) {
             stepper.go_to(step);
+            assert_eq!(*markup, step_tables(&stepper, ops_shown), "step {step}");
             let rust_step = crate::text::step(&stepper, &crate::TextStyle::plain(80));
             assert_eq!(
                 Some(step_text.as_str()),
@@ -399,7 +551,9 @@ mod tests {
                 "step {step}"
             );
             n_waiting_rows += markup.matches("dep-why").count();
+            n_windowed += usize::from(markup.contains("earlier ops"));
         }
         assert!(n_waiting_rows > 0, "the run never showed a waiting op");
+        assert!(n_windowed > 0, "no step left ops out");
     }
 }

@@ -8,7 +8,7 @@
 //! ones. Going back starts again from the nearest kept state at or before the step (a
 //! checkpoint) instead of from the start of the log.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use rustc_hash::FxHashMap;
 use std::ops::Range;
@@ -156,6 +156,24 @@ impl<'a> Stepper<'a> {
             .and_then(|last| event_op(&self.replay.events()[last].kind))
             .and_then(|op| self.replay.op_position(op));
         event_op.or_else(|| self.state.n_pushed.checked_sub(1))
+    }
+
+    /// The positions of at most `room` ops around the focus ([`Stepper::focus`], a third of
+    /// them before it), among the ops pushed so far: what a view of that many rows shows.
+    pub fn window(&self, room: usize) -> Range<usize> {
+        let focus = self.focus().unwrap_or(0);
+        let mut first = focus.saturating_sub(room / 3);
+        let end = (first + room).min(self.state.n_pushed);
+        first = first.min(end.saturating_sub(room));
+        first..end
+    }
+
+    /// The ids of the ops at `positions`.
+    pub fn ids(&self, positions: Range<usize>) -> HashSet<OpId> {
+        positions
+            .filter_map(|position| self.replay.op_at(position))
+            .map(|record| record.id)
+            .collect()
     }
 
     /// The frame holding the ops at `positions` (ascending, each pushed by now).
@@ -345,9 +363,17 @@ mod tests {
     /// went forward shows there: checkpoints and going back lose and add nothing.
     #[test]
     fn jumps_back_and_forth_give_the_frames_of_a_walk_forward() {
-        let replay = crate::tests::threaded_mutation_replay();
+        for replay in [
+            crate::tests::threaded_mutation_replay(),
+            crate::tests::self_update_replay(),
+        ] {
+            jumps_match_a_walk(&replay);
+        }
+    }
+
+    fn jumps_match_a_walk(replay: &Replay) {
         let n = replay.events().len();
-        let mut forward = Stepper::new(&replay);
+        let mut forward = Stepper::new(replay);
         let frames: Vec<Frame> = (0..=n)
             .map(|step| {
                 forward.go_to(step);
@@ -355,7 +381,7 @@ mod tests {
             })
             .collect();
         let mut rng = StdRng::seed_from_u64(16);
-        let mut jumping = Stepper::new(&replay);
+        let mut jumping = Stepper::new(replay);
         for _ in 0..500 {
             let step = rng.gen_range(0..=n + 2);
             jumping.go_to(step);

@@ -136,10 +136,10 @@ pub(crate) fn threaded_mutation_replay() -> Replay {
     Replay::new(events, bench.engine.worker_names())
 }
 
-/// A chain of at least `n_events` events on two workers (`B = A + 1`, `A = B + 1`, …), times
-/// renumbered: a log longer than a stepper's checkpoint spacing.
+/// A chain of at least `n_events` events on the naive engine (`B = A + 1`, `A = B + 1`, …),
+/// times renumbered: a log longer than a stepper's checkpoint spacing, whose state stays small.
 pub(crate) fn long_chain_replay(n_events: usize) -> Replay {
-    let mut bench = Bench::new(Policy::Threaded, 2);
+    let mut bench = Bench::new(Policy::Naive, 1);
     let script: String = std::iter::once("A = 1".to_string())
         .chain((0..n_events / 4).map(|index| {
             if index % 2 == 0 {
@@ -151,6 +151,20 @@ pub(crate) fn long_chain_replay(n_events: usize) -> Replay {
         .collect::<Vec<_>>()
         .join("\n");
     bench.push_script(&script, &no_work);
+    bench.engine.wait_all();
+    let mut events = bench.log.events();
+    crate::renumber_times(&mut events);
+    Replay::new(events, bench.engine.worker_names())
+}
+
+/// Ops that read and write the same variable (two accesses of one op in one queue), each taking
+/// a millisecond on two workers, times renumbered.
+pub(crate) fn self_update_replay() -> Replay {
+    let mut bench = Bench::new(Policy::Threaded, 2);
+    bench.push_script(
+        "A = 1\nB = A + 1\nA = A + 1\nB = A + B\nA = A + 1\nC = B + A\nB = B + 1",
+        &|_| Box::new(|| std::thread::sleep(Duration::from_millis(1))),
+    );
     bench.engine.wait_all();
     let mut events = bench.log.events();
     crate::renumber_times(&mut events);

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use dep_engine::{OpId, OpState};
+use dep_engine::OpState;
 
 use crate::color::{paint, Role};
 use crate::frame::{Frame, FrameOp};
@@ -373,17 +373,10 @@ pub fn step_on_screen(stepper: &Stepper, style: &TextStyle, rows: usize) -> Stri
     // The heading, the queues, the ops' header and a line for those left out on each side.
     let fixed = 1 + queue_text.lines().count() + 1 + 2;
     let room = rows.saturating_sub(fixed).max(3);
-    let focus = stepper.focus().unwrap_or(0);
-    // The focus a third of the way down: what it waits for comes before it, what it holds up
-    // after, with the reasons for waiting.
-    let mut first = focus.saturating_sub(room / 3);
-    let end = (first + room).min(n_pushed);
-    first = first.min(end.saturating_sub(room));
-    let frame = stepper.frame_of(first..end);
-    let shown: HashSet<OpId> = (first..end)
-        .filter_map(|position| stepper.replay().op_at(position))
-        .map(|record| record.id)
-        .collect();
+    let window = stepper.window(room);
+    let (first, end) = (window.start, window.end);
+    let frame = stepper.frame_of(window.clone());
+    let shown = stepper.ids(window);
     let mut text = format!("{}\n{queue_text}", step_heading(stepper, &frame));
     let table = ops_where(&frame, style, |op| shown.contains(&op.id));
     let mut table_lines = table.lines();

@@ -784,22 +784,12 @@ fn event_from_fields(fields: &[Value], strings: &[Arc<str>]) -> Result<Event, St
     })
 }
 
-/// The event log and worker names in the one-object-per-event layout (version 1), which the
-/// HTML player reads.
-pub fn dep_events(replay: &Replay) -> Value {
-    let events: Vec<Value> = replay.events().iter().map(event_to_json).collect();
-    json!({
-        "version": OBJECT_EVENTS_VERSION,
-        "workers": replay.worker_names(),
-        "events": events,
-    })
-}
-
 fn bad(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::BadTrace, message)
 }
 
-fn event_to_json(event: &Event) -> Value {
+/// One event in the one-object-per-event layout (version 1), which the HTML player reads.
+pub(crate) fn event_to_json(event: &Event) -> Value {
     let ids = |vars: &[VarId]| vars.iter().map(|var| var.0).collect::<Vec<u64>>();
     let mut value = match &event.kind {
         EventKind::VarCreated { var, name } => {
