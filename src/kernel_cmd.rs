@@ -12,10 +12,13 @@ pub(crate) fn kernel(args: &KernelArgs) -> ExitCode {
     match (&args.action, &args.connection_file) {
         (Some(KernelAction::Install(install_args)), _) => install(install_args),
         (None, Some(connection_file)) => {
-            let session_config = match engine::EngineConfig::from_env() {
-                Ok(engine_config) => SessionConfig {
+            let config = engine::EngineConfig::from_env()
+                .and_then(|engine| Ok((engine, dep_interp::interactive_kept_events()?)));
+            let session_config = match config {
+                Ok((engine_config, kept_events)) => SessionConfig {
                     policy: engine_config.policy,
                     threads: engine_config.threads,
+                    kept_events,
                     ..SessionConfig::default()
                 },
                 Err(error) => {

@@ -328,6 +328,66 @@ fn answers_into_a_closed_pipe_end_nothing() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// A long loop in a session whose log keeps few events (`DEP_LOG_EVENTS`): the log forgets its
+/// oldest events, and every view made from it says so; the trace holds the latest ops, and
+/// `dep replay` steps through it.
+#[test]
+fn a_long_loop_keeps_the_latest_events_and_views_say_the_rest_is_forgotten() {
+    let dir = TestDir::new();
+    let input = "x = ones(4)\nfor i in 0..20000 {\n  y = x + 1\n  x = y * 1\n}\nprint sum(x)\n:why x\n:trace t.json\n";
+    let mut child = dir
+        .dep()
+        .env("HOME", dir.path())
+        .env("DEP_LOG_EVENTS", "100000")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dep");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write stdin");
+    let output = child.wait_with_output().expect("wait for dep");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    let both = format!("{stdout}{stderr}");
+    assert!(
+        both.matches("the event log keeps the last 100000 events: the ")
+            .count()
+            >= 2,
+        "{both}"
+    );
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("t.json")).unwrap()).unwrap();
+    let n_slices = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["ph"] == "X")
+        .count();
+    assert!(
+        (100..20000).contains(&n_slices),
+        "{n_slices} ops of 40,001 in the trace"
+    );
+    Run::of(dir.dep().args(["replay", "--end", "t.json"])).expect_code(0);
+    // A value that is not a number is a usage error that names the variable.
+    let run = Run::of(dir.dep().env("DEP_LOG_EVENTS", "lots").stdin(Stdio::null())).expect_code(2);
+    assert!(
+        run.stderr
+            .contains("DEP_LOG_EVENTS: `lots` is not a number"),
+        "{}",
+        run.stderr
+    );
+    let run = Run::of(dir.dep().env("DEP_LOG_EVENTS", "5000")).expect_code(2);
+    assert!(run.stderr.contains("at least 100000"), "{}", run.stderr);
+}
+
 #[test]
 fn piped_stdin_runs_like_a_script_and_exits_1_after_a_failure() {
     let dir = TestDir::new();

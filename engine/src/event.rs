@@ -260,6 +260,13 @@ pub struct EventLog {
     /// Whether the grants that come after a push (a release's) are kept: not in a log made by
     /// [`EventLog::without_later_grants`].
     keeps_later_grants: bool,
+    /// The most events it holds, the oldest forgotten beyond ([`EventLog::keeping_at_most`]);
+    /// 0: no limit.
+    keep_at_most: u64,
+    /// How many events the limit forgot since the last clear.
+    n_forgotten: AtomicU64,
+    /// How many times it was cleared.
+    n_clears: AtomicU64,
 }
 
 const N_SHARDS: usize = 8;
@@ -742,6 +749,9 @@ impl Default for EventLog {
             streamed: AtomicBool::new(false),
             reader: Mutex::new((Vec::new(), push_room())),
             keeps_later_grants: true,
+            keep_at_most: 0,
+            n_forgotten: AtomicU64::new(0),
+            n_clears: AtomicU64::new(0),
         }
     }
 }
@@ -765,14 +775,70 @@ impl EventLog {
         }
     }
 
+    /// This log, holding at most about `n_events` events: once it holds more, it forgets the
+    /// oldest half of them (then [`EventLog::n_forgotten`] says how many it forgot). For a
+    /// session whose log no reader streams (a REPL's, a notebook's), so that a long loop runs
+    /// in bounded memory; its views then show the last events only. 0: no limit.
+    pub fn keeping_at_most(self, n_events: u64) -> EventLog {
+        EventLog {
+            keep_at_most: n_events,
+            ..self
+        }
+    }
+
+    /// How many events the limit of [`EventLog::keeping_at_most`] forgot since the last clear.
+    pub fn n_forgotten(&self) -> u64 {
+        self.n_forgotten.load(Ordering::Relaxed)
+    }
+
+    /// How many times [`EventLog::clear`] ran: a reader that started before a clear starts
+    /// over (a limit's forgetting is no clear: what a reader read stays read).
+    pub fn n_clears(&self) -> u64 {
+        self.n_clears.load(Ordering::Relaxed)
+    }
+
+    /// Under a limit ([`EventLog::keeping_at_most`]), forgets the oldest half of the events
+    /// once they are more than it; `next` is the number after the last event appended. Called
+    /// after each push, outside the shard's lock.
+    #[inline]
+    fn keep_within_limit(&self, next: u64) {
+        if self.keep_at_most != 0
+            && next.saturating_sub(self.first_seq.load(Ordering::Relaxed)) > self.keep_at_most
+        {
+            self.forget_oldest(next.saturating_sub(self.keep_at_most / 2));
+        }
+    }
+
+    /// Forgets the events numbered below `seq` (see [`EventLog::keep_within_limit`]).
+    #[cold]
+    fn forget_oldest(&self, seq: u64) {
+        let mut shards: Vec<_> = self.shards.iter().map(lock).collect();
+        let first = self.first_seq.load(Ordering::Relaxed);
+        if seq <= first {
+            return; // another pusher forgot them first
+        }
+        self.first_seq.store(seq, Ordering::Relaxed);
+        self.n_forgotten.fetch_add(seq - first, Ordering::Relaxed);
+        for shard in &mut shards {
+            shard.forget_before(seq);
+        }
+    }
+
     /// A copy of the events so far, in arrival order.
     pub fn events(&self) -> Vec<Event> {
+        let mut first = 0;
         let runs: Vec<Run> = self
             .shards
             .iter()
-            .map(|shard| {
+            .enumerate()
+            .map(|(index, shard)| {
+                let shard = lock(shard);
+                if index == 0 {
+                    // Read under a shard's lock, which a clear or a limit holds to write it.
+                    first = self.first_seq.load(Ordering::Relaxed);
+                }
                 let mut run = Run::default();
-                lock(shard).since_into(0, u64::MAX, &mut run);
+                shard.since_into(first, u64::MAX, &mut run);
                 run
             })
             .collect();
@@ -892,6 +958,8 @@ impl EventLog {
         // `next_seq` are all in the shards, and the later ones come after this returns.
         self.first_seq
             .store(self.next_seq.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.n_forgotten.store(0, Ordering::Relaxed);
+        self.n_clears.fetch_add(1, Ordering::Relaxed);
         for shard in &mut shards {
             shard.clear();
         }
@@ -975,6 +1043,8 @@ impl EventSink for EventLog {
         let mut shard = lock(&self.shards[shard]);
         let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
         shard.push_op(seq, time_ns, push, n_granted, 0);
+        drop(shard);
+        self.keep_within_limit(seq + n_events);
     }
 
     fn pushed_and_started(&self, time_ns: u64, push: &Push<'_>) {
@@ -985,6 +1055,8 @@ impl EventSink for EventLog {
         let mut shard = lock(&self.shards[shard]);
         let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
         shard.push_op(seq, time_ns, push, n_granted, STARTED_AT_ONCE);
+        drop(shard);
+        self.keep_within_limit(seq + n_events);
     }
 
     fn started(&self, time_ns: u64, op: OpId, worker: u32) {
@@ -1566,6 +1638,54 @@ mod tests {
         assert_eq!(after, 10 * CHUNK as u64);
         // Asking from before what was forgotten reads on from the first number kept.
         assert_eq!(log.events_since(0).0, events);
+    }
+
+    /// A log with a limit, under an engine's pushes: it holds about the limit's events, the
+    /// latest ones, and says how many it forgot; a clear starts the count again.
+    #[test]
+    fn a_log_with_a_limit_keeps_the_latest_events() {
+        let limit = 4 * CHUNK as u64;
+        let log = Arc::new(EventLog::new().keeping_at_most(limit));
+        let engine = crate::Engine::new(crate::EngineConfig {
+            policy: crate::Policy::Naive,
+            sink: Some(log.clone()),
+            ..crate::EngineConfig::default()
+        });
+        let var = engine.new_var("x");
+        let n_ops = 10 * CHUNK as u64;
+        for _ in 0..n_ops {
+            engine.push(crate::OpSpec::new("x = x + 1", || Ok(())).writes(&[var.clone()]));
+        }
+        engine.wait_all();
+        let held = log.len() as u64;
+        assert!(held <= limit + 2 * CHUNK as u64, "{held} events held");
+        assert_eq!(log.unread(), 0, "the interpreter never waits for a reader");
+        let events = log.events();
+        let first = log.first_seq();
+        assert!(
+            first > 0 && log.n_forgotten() == first,
+            "{first} {}",
+            log.n_forgotten()
+        );
+        assert_eq!(events.len() as u64, log.next_seq() - first);
+        // The latest events: the last op's end is the last one, and the ops pushed are the
+        // last of the run, in order.
+        let pushed: Vec<u64> = events
+            .iter()
+            .filter_map(|event| match event.kind {
+                EventKind::Pushed { op, .. } => Some(op.0),
+                _ => None,
+            })
+            .collect();
+        assert!(pushed.windows(2).all(|pair| pair[1] == pair[0] + 1));
+        let last_op = *pushed.last().expect("pushes kept");
+        assert!(matches!(
+            events.last().map(|event| &event.kind),
+            Some(EventKind::Finished { op, .. }) if op.0 == last_op
+        ));
+        let clears = log.n_clears();
+        log.clear();
+        assert_eq!((log.n_forgotten(), log.n_clears()), (0, clears + 1));
     }
 
     #[test]

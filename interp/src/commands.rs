@@ -279,7 +279,7 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
         Command::Vars => vars(session),
         Command::Queues => Outcome::Live(LiveView::Queues, live_frame(session)),
         Command::Ops => Outcome::Live(LiveView::Ops, live_frame(session)),
-        Command::Why(name) => Outcome::Text(why(session, &name)?),
+        Command::Why(name) => with_forgotten(session, Outcome::Text(why(session, &name)?)),
         Command::Timeline { path, span_ns } => {
             let replay = replay(session);
             if replay.ops().is_empty() {
@@ -293,7 +293,8 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
                         span_ns,
                         ..Default::default()
                     };
-                    write_file(&path, &views::svg::timeline(&replay, &options), "timeline")?
+                    let svg = views::svg::timeline(&replay, &options);
+                    with_forgotten(session, write_file(&path, &svg, "timeline")?)
                 }
             }
         }
@@ -303,21 +304,22 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
         Command::Dag(Some(argument)) => {
             let path = Path::new(&argument);
             let dot = views::dot::dag(&replay(session));
-            match path.extension().and_then(|extension| extension.to_str()) {
+            let written = match path.extension().and_then(|extension| extension.to_str()) {
                 Some("svg") => {
                     let svg = views::dot::to_svg(&dot).map_err(|error| error.to_string())?;
                     write_file(path, &svg, "DAG")?
                 }
                 Some("dot") => write_file(path, &dot, "DAG")?,
                 _ => return Err(no_graph(session, &argument)),
-            }
+            };
+            with_forgotten(session, written)
         }
         Command::Dag(None) => {
             let replay = replay(session);
             if replay.ops().is_empty() {
                 return Ok(Outcome::Note("no op ran yet".to_string()));
             }
-            Outcome::Dot(views::dot::dag(&replay))
+            with_forgotten(session, Outcome::Dot(views::dot::dag(&replay)))
         }
         Command::Graph(None) => {
             let names = session.graph_names();
@@ -338,7 +340,7 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
                 "Chrome trace of {} ops (open it in Perfetto or chrome://tracing)",
                 replay.ops().len()
             );
-            write_file(&path, &trace, &what)?
+            with_forgotten(session, write_file(&path, &trace, &what)?)
         }
         Command::Engine {
             policy,
@@ -520,6 +522,34 @@ fn no_graph(session: &Session, name: &str) -> String {
             "no graph named `{name}`; recorded graphs: {}",
             names.join(", ")
         )
+    }
+}
+
+/// What the session's event log no longer holds, when its limit
+/// ([`SessionConfig::kept_events`](crate::SessionConfig::kept_events)) forgot its oldest events:
+/// a note for every view made from the log, which then shows the recent past only.
+pub fn forgotten_events(session: &Session) -> Option<String> {
+    let n_forgotten = session.event_log()?.n_forgotten();
+    (n_forgotten > 0).then(|| {
+        format!(
+            "the event log keeps the last {} events: the {n_forgotten} before them are \
+             forgotten (DEP_LOG_EVENTS sets how many it keeps, 0 all)",
+            session.config().kept_events
+        )
+    })
+}
+
+/// `outcome`, made from the event log, with the note of [`forgotten_events`] when there is one:
+/// after a note or a text, as a comment at the top of DOT.
+fn with_forgotten(session: &Session, outcome: Outcome) -> Outcome {
+    let Some(forgotten) = forgotten_events(session) else {
+        return outcome;
+    };
+    match outcome {
+        Outcome::Note(note) => Outcome::Note(format!("{note}; {forgotten}")),
+        Outcome::Text(text) => Outcome::Text(format!("{text}({forgotten})\n")),
+        Outcome::Dot(dot) => Outcome::Dot(format!("// {forgotten}\n{dot}")),
+        other => other,
     }
 }
 

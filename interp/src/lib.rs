@@ -44,5 +44,8 @@ pub use dep_gpu as gpu;
 pub use dep_tensor as tensor;
 
 pub use error::{ErrorKind, Report, RunError};
-pub use session::{InterruptCheck, Session, SessionConfig, VariableInfo};
+pub use session::{
+    interactive_kept_events, InterruptCheck, Session, SessionConfig, VariableInfo,
+    INTERACTIVE_KEPT_EVENTS, MIN_KEPT_EVENTS,
+};
 pub use slot::{RngSlot, Slot};

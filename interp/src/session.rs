@@ -31,6 +31,35 @@ pub struct SessionConfig {
     pub lean_log: bool,
     /// Show the value of an expression statement (`X + 1` alone), as a REPL or notebook does.
     pub show_expression_values: bool,
+    /// With `observe`, the most events the log keeps, the oldest forgotten beyond
+    /// ([`engine::EventLog::keeping_at_most`]): a REPL's or a notebook's log, which no reader
+    /// streams; 0 keeps them all.
+    pub kept_events: u64,
+}
+
+/// How many events a REPL's or a notebook's log keeps: about 330,000 statements of a loop
+/// (some 100 MB), so that a long loop runs in bounded memory while `:timeline`, `:why` and the
+/// like see the recent past.
+pub const INTERACTIVE_KEPT_EVENTS: u64 = 2_000_000;
+
+/// The fewest events a log with a limit may keep: the interpreter runs a few thousand ops (tens
+/// of thousands of events) ahead of the workers, so a smaller log would hold the ends of ops
+/// whose pushes it forgot, and show nothing.
+pub const MIN_KEPT_EVENTS: u64 = 100_000;
+
+/// The events a REPL's or a notebook's log keeps: `DEP_LOG_EVENTS` when set (0: all of them),
+/// else [`INTERACTIVE_KEPT_EVENTS`].
+pub fn interactive_kept_events() -> Result<u64, String> {
+    let Ok(text) = std::env::var("DEP_LOG_EVENTS") else {
+        return Ok(INTERACTIVE_KEPT_EVENTS);
+    };
+    match text.trim().parse::<u64>() {
+        Ok(n) if n == 0 || n >= MIN_KEPT_EVENTS => Ok(n),
+        _ => Err(format!(
+            "DEP_LOG_EVENTS: `{text}` is not a number of events to keep (at least \
+             {MIN_KEPT_EVENTS}, or 0 for all of them)"
+        )),
+    }
 }
 
 impl Default for SessionConfig {
@@ -42,6 +71,7 @@ impl Default for SessionConfig {
             observe: false,
             lean_log: false,
             show_expression_values: false,
+            kept_events: 0,
         }
     }
 }
@@ -558,10 +588,11 @@ impl Session {
 /// The event log `config` asks for, if any.
 fn new_log(config: &SessionConfig) -> Option<Arc<engine::EventLog>> {
     config.observe.then(|| {
-        Arc::new(match config.lean_log {
+        let log = match config.lean_log {
             true => engine::EventLog::without_later_grants(),
             false => engine::EventLog::new(),
-        })
+        };
+        Arc::new(log.keeping_at_most(config.kept_events))
     })
 }
 

@@ -373,6 +373,9 @@ impl Executor {
                     jp::MediaType::Svg(views::svg::timeline(&replay, &options)),
                     jp::MediaType::Plain(views::text::timeline(&replay, &text_style)),
                 ])));
+                if let Some(forgotten) = commands::forgotten_events(&self.session) {
+                    output.stdout(&format!("{forgotten}\n"));
+                }
             }
             Outcome::Dot(dot) => show_dot(output, dot),
             Outcome::Help => output.stdout(&magic::help()),

@@ -105,6 +105,7 @@ fn session_config() -> Result<SessionConfig, String> {
         observe: true,
         lean_log: false,
         show_expression_values: true,
+        kept_events: dep_interp::interactive_kept_events()?,
     })
 }
 
@@ -314,6 +315,9 @@ impl Ctx {
             // The text timeline fits the terminal's width whatever the span.
             Outcome::Timeline(replay, _) => {
                 say!("{}", views::text::timeline(&replay, &self.text_style()));
+                if let Some(forgotten) = commands::forgotten_events(&self.session) {
+                    self.note(&forgotten);
+                }
             }
             Outcome::Dot(dot) => say!("{dot}"),
             Outcome::Help => self.help(),

@@ -143,8 +143,9 @@ pub struct LiveFold {
     replay: views::Replay,
     /// The log's number of the next event to read.
     next_seq: u64,
-    /// The log's first number when this fold began: a clear since then starts it over.
-    first_seq: u64,
+    /// How many times the log was cleared when this fold began: a clear since then starts it
+    /// over.
+    n_clears: u64,
     /// Every variable an op of the log reads or writes.
     touched: HashSet<engine::VarId>,
     /// How many ops the log pushed.
@@ -172,8 +173,8 @@ impl LiveFold {
         source.monitor.expect_snapshots();
         LiveFold {
             replay: views::Replay::new(Vec::new(), source.monitor.worker_names()),
-            next_seq: 0,
-            first_seq: source.log.first_seq(),
+            next_seq: source.log.first_seq(),
+            n_clears: source.log.n_clears(),
             touched: HashSet::new(),
             n_pushed: 0,
             unfinished: BTreeMap::new(),
@@ -259,8 +260,10 @@ impl LiveFold {
     /// Folds the events that arrived since the last read; with `settle`, every event numbered
     /// before this call (a read stops short of one that is being appended, for a moment).
     fn read(&mut self, source: &LiveSource, settle: bool) {
-        if source.log.first_seq() != self.first_seq {
-            // The log was cleared under this fold: start over with what it holds now.
+        // The log was cleared under this fold, or its limit forgot events this fold had not read
+        // (`EventLog::keeping_at_most`; a live display reads far more often than that): start
+        // over with what it holds now.
+        if source.log.n_clears() != self.n_clears || source.log.first_seq() > self.next_seq {
             let timeline = self.timeline;
             *self = LiveFold::new(source);
             if !timeline {
