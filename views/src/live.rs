@@ -300,6 +300,11 @@ impl LiveFold {
             self.n_pushed += 1;
             self.unfinished.insert(position, state);
             self.n_by_state[state_index(state)] += 1;
+            if self.timeline && self.n_pushed > MAX_TIMELINE_OPS {
+                // Too many ops for a timeline: keep no more events than a terminal's panel.
+                self.replay.stop_keeping_events();
+                self.timeline = false;
+            }
             return;
         }
         // An op that finished keeps its state.
@@ -779,6 +784,49 @@ mod tests {
             places: views::Places::default(),
         }
         .view(true)
+    }
+
+    /// A cell grown past the timeline's ops stops keeping events: its fold then holds about as
+    /// much as a terminal panel's, while its counts still cover every op.
+    #[test]
+    fn a_long_cell_stops_keeping_events_and_still_counts_every_op() {
+        let n = 3 * MAX_TIMELINE_OPS;
+        let log = Arc::new(engine::EventLog::new());
+        let engine = engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::Naive,
+            sink: Some(log.clone()),
+            ..engine::EngineConfig::default()
+        });
+        let a = engine.new_var("A");
+        for line in 1..=n as u32 {
+            engine.push(
+                engine::OpSpec::new("A = A + 1", || Ok(()))
+                    .writes(&[a.clone()])
+                    .line(line),
+            );
+        }
+        engine.wait_all();
+        let source = LiveSource {
+            title: "cell[1]".to_string(),
+            policy: engine::Policy::Naive,
+            monitor: engine.monitor(),
+            log,
+            places: views::Places::default(),
+        };
+        let mut fold = LiveFold::new(&source);
+        let view = fold.view(&source, true);
+        assert!(!fold.timeline && fold.replay.events().is_empty());
+        assert!(view.timeline.is_none());
+        assert!(
+            fold.replay.ops().len() < n / 2,
+            "{} records kept",
+            fold.replay.ops().len()
+        );
+        assert!(
+            view.heading.contains(&format!("{n} ops")),
+            "{}",
+            view.heading
+        );
     }
 
     /// Under the per-device engine, worker groups start with their first op, after the cell's

@@ -256,6 +256,15 @@ impl Replay {
         }
     }
 
+    /// Drops the events kept so far and keeps none from now on, as a replay made by
+    /// [`Replay::ops_only`]: for a live display that drew a timeline while its input was short
+    /// and stops once it is long, so that its memory stops growing with every event.
+    pub fn stop_keeping_events(&mut self) {
+        self.events = Vec::new();
+        self.keeps_events = false;
+        self.edges = OnceLock::new();
+    }
+
     /// Forgets the records of the finished ops at the front of an ops-only replay (from
     /// [`Replay::ops_only`]; a replay that keeps its events keeps every record), so that a
     /// live panel following a long run holds about as many records as ops are unfinished, not
