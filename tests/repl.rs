@@ -299,20 +299,43 @@ fn a_second_ctrl_c_while_print_waits_on_a_running_op_abandons_the_wait_and_keeps
     repl.expect("left without waiting");
 }
 
+/// `dep` with no arguments in `dir` (also its HOME), with `envs`, its stdin, stdout and stderr
+/// pipes.
+fn spawn_piped(dir: &TestDir, envs: &[(&str, &str)]) -> std::process::Child {
+    dir.dep()
+        .env("HOME", dir.path())
+        .envs(envs.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dep")
+}
+
+/// `dep` with no arguments, `input` piped into it whole, with `envs`: what it printed.
+fn run_piped(dir: &TestDir, input: &str, envs: &[(&str, &str)]) -> Run {
+    let mut child = spawn_piped(dir, envs);
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write stdin");
+    let output = child.wait_with_output().expect("wait for dep");
+    Run {
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        code: output.status.code().unwrap_or(-1),
+    }
+}
+
 /// Answers going into a pipe closed early (`dep < script | head`) are dropped: the session reads
 /// its input to the end and exits as it would have, with no panic.
 #[test]
 fn answers_into_a_closed_pipe_end_nothing() {
     let dir = TestDir::new();
     let input = "x = ones(4)\n".to_string() + &":ops\nprint x\n".repeat(2000);
-    let mut child = dir
-        .dep()
-        .env("HOME", dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dep");
+    let mut child = spawn_piped(&dir, &[]);
     let mut stdin = child.stdin.take().expect("stdin");
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(input.as_bytes());
@@ -335,27 +358,8 @@ fn answers_into_a_closed_pipe_end_nothing() {
 fn a_long_loop_keeps_the_latest_events_and_views_say_the_rest_is_forgotten() {
     let dir = TestDir::new();
     let input = "x = ones(4)\nfor i in 0..20000 {\n  y = x + 1\n  x = y * 1\n}\nprint sum(x)\n:why x\n:trace t.json\n";
-    let mut child = dir
-        .dep()
-        .env("HOME", dir.path())
-        .env("DEP_LOG_EVENTS", "100000")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dep");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write stdin");
-    let output = child.wait_with_output().expect("wait for dep");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    let run = run_piped(&dir, input, &[("DEP_LOG_EVENTS", "100000")]).expect_code(0);
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
     let both = format!("{stdout}{stderr}");
     assert!(
         both.matches("the event log keeps the last 100000 events: the ")
@@ -392,27 +396,7 @@ fn a_long_loop_keeps_the_latest_events_and_views_say_the_rest_is_forgotten() {
 fn piped_stdin_runs_like_a_script_and_exits_1_after_a_failure() {
     let dir = TestDir::new();
     let input = "A = 2\nB = A + 1\nC = A + 2\nD = B * C\nprint D\nE = ones(2) @ ones(3)\nfor i in 0..2 {\n  print i\n}\n:vars\nfor j in 0..1 {\n  print zz\n}\n";
-    let mut child = dir
-        .dep()
-        .env("HOME", dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dep");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write stdin");
-    let output = child.wait_with_output().expect("wait for dep");
-    let run = Run {
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        code: output.status.code().unwrap_or(-1),
-    }
-    .expect_code(1);
+    let run = run_piped(&dir, input, &[]).expect_code(1);
     assert!(run.stdout.starts_with("12.0\n0\n1\nname"), "{}", run.stdout);
     assert!(run.stdout.contains("\nD     scalar"), "{}", run.stdout);
     assert!(

@@ -109,13 +109,10 @@ fn every_view_flag_writes_its_file_and_stdout_stays_the_script_output() {
     );
 }
 
-#[test]
-fn replay_prints_every_step_in_order_when_not_on_a_terminal() {
-    let dir = TestDir::new();
-    let script = dir.write(
-        "seed.dep",
-        "A = 2\nB = A + 1\nC = A + 2\nA = C * 2\nD = A + 3\nprint D\n",
-    );
+/// Runs `script` (saved as `name`) on the naive engine with `--trace t.json` in `dir`, and
+/// returns how many events the trace's event log holds.
+fn traced_naive_run(dir: &TestDir, name: &str, script: &str) -> usize {
+    let script = dir.write(name, script);
     Run::of(
         dir.dep()
             .arg("run")
@@ -124,13 +121,22 @@ fn replay_prints_every_step_in_order_when_not_on_a_terminal() {
     )
     .expect_code(0);
     // Events are arrays; the strings among them declare the texts the events name.
-    let n_events = serde_json::from_str::<serde_json::Value>(&read(&dir, "t.json")).unwrap()
-        ["depEvents"]["events"]
+    serde_json::from_str::<serde_json::Value>(&read(dir, "t.json")).unwrap()["depEvents"]["events"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|element| element.is_array())
-        .count();
+        .count()
+}
+
+#[test]
+fn replay_prints_every_step_in_order_when_not_on_a_terminal() {
+    let dir = TestDir::new();
+    let n_events = traced_naive_run(
+        &dir,
+        "seed.dep",
+        "A = 2\nB = A + 1\nC = A + 2\nA = C * 2\nD = A + 3\nprint D\n",
+    );
     let run = Run::of(dir.dep().args(["replay", "t.json"])).expect_code(0);
     let headers: Vec<&str> = run
         .stdout
@@ -164,24 +170,11 @@ fn replay_prints_every_step_in_order_when_not_on_a_terminal() {
 #[test]
 fn replay_on_a_terminal_steps_through_a_long_run_by_keys() {
     let dir = TestDir::new();
-    let script = dir.write(
+    let n_events = traced_naive_run(
+        &dir,
         "loop.dep",
         "x = ones(4)\nfor i in 0..300 {\n  y = x + 1\n  x = y * 2\n}\nprint sum(x) > 0\n",
     );
-    Run::of(
-        dir.dep()
-            .arg("run")
-            .arg(&script)
-            .args(["--engine", "naive", "--trace", "t.json"]),
-    )
-    .expect_code(0);
-    let json: serde_json::Value = serde_json::from_str(&read(&dir, "t.json")).unwrap();
-    let n_events = json["depEvents"]["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|element| element.is_array())
-        .count();
     let mut command = dir.dep();
     command
         .args(["replay", "t.json"])
@@ -239,17 +232,11 @@ fn replay_on_a_terminal_steps_through_a_long_run_by_keys() {
 #[test]
 fn replay_into_a_closed_pipe_ends_quietly() {
     let dir = TestDir::new();
-    let script = dir.write(
+    traced_naive_run(
+        &dir,
         "loop.dep",
         "x = ones(4)\nfor i in 0..3000 {\n  x = x + 1\n}\n",
     );
-    Run::of(
-        dir.dep()
-            .arg("run")
-            .arg(&script)
-            .args(["--engine", "naive", "--trace", "t.json"]),
-    )
-    .expect_code(0);
     for args in [
         &["replay", "--end", "t.json"][..],
         &["replay", "t.json"][..],
