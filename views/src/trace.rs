@@ -14,7 +14,7 @@
 //!   engine's types are not `Serialize`, see STYLE.md): version 2 lists each event as an array,
 //!   `[time, kind, ...]`, and every string once: a string element declares the next string
 //!   number, and events name strings by number. [`read_trace`] also reads version 1, one object
-//!   per event, as the HTML player still carries them ([`dep_events`]).
+//!   per event, as the HTML player still carries them (`event_to_json`).
 //!
 //! The trace is written as the events arrive: slices when their op finishes, flows when the
 //! later op starts; `depEvents` go to a spool (a temporary file) appended at the end, so a run
