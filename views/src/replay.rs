@@ -227,6 +227,14 @@ impl Replay {
             keeps_events: true,
             time_range: None,
         };
+        // Room for every op at once: a long run's records would otherwise double their way up,
+        // each time copied into fresh pages.
+        let n_pushes = events
+            .iter()
+            .filter(|event| matches!(event.kind, EventKind::Pushed { .. }))
+            .count();
+        replay.table.ops.reserve_exact(n_pushes);
+        replay.table.op_index.reserve(n_pushes);
         // Folded where they lie, the events shown moved to the front of the same vector: a
         // long run's events (a trace read back) are held once, not twice while copied.
         events.retain_mut(|event| match replay.bookkeeping.filter(event) {
