@@ -21,9 +21,7 @@ use dep_engine::{AccessSnapshot, Blocker, Event, EventKind, OpId, OpState, VarId
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::bookkeeping::{Bookkeeping, Filtered};
-use crate::frame::Frame;
 use crate::places::Places;
-use crate::stepper::Stepper;
 use crate::util::describe_op_at;
 
 /// A finished (or partial) run, rebuilt from its events.
@@ -559,55 +557,6 @@ impl Replay {
             .max()
             .unwrap_or(start);
         (start, end.max(start))
-    }
-
-    /// The queues and op states after the first `n_events` events (all of them when larger).
-    /// To move through many steps, a [`Stepper`] keeps the state between them.
-    pub fn frame_at(&self, n_events: usize) -> Frame {
-        let mut stepper = Stepper::new(self);
-        stepper.go_to(n_events);
-        stepper.frame()
-    }
-
-    /// Why the last op that wrote `var` waited, from the log, in words: `A was last written
-    /// by A = 5 (line 4), which waited 2.00 ms for A: read by B = A + 1 (line 2), and by C =
-    /// A * 3 (line 3)`, or `…, which did not wait`. What it waited for is every access ahead
-    /// of its own when it was pushed. `None` when no op of the log wrote `var`.
-    pub fn why_waited(&self, var: VarId) -> Option<String> {
-        let writer = self
-            .ops()
-            .iter()
-            .rev()
-            .find(|op| op.writes.contains(&var))?;
-        let subject = format!(
-            "{} was last written by {}",
-            self.var_name(var),
-            writer.describe()
-        );
-        let at_push = self.frame_at(writer.pushed_at + 1);
-        let waits_on = at_push
-            .op(writer.id)
-            .map(|op| op.waits_on.as_slice())
-            .unwrap_or_default();
-        if waits_on.is_empty() {
-            return Some(format!("{subject}, which did not wait"));
-        }
-        let waited = match writer.ready_ns {
-            Some(ready_ns) => format!(
-                " {}",
-                crate::format_ns(ready_ns.saturating_sub(writer.pushed_ns))
-            ),
-            None => String::new(),
-        };
-        Some(format!(
-            "{subject}, which waited{waited} {}",
-            at_push.blocker_clauses(waits_on, false)
-        ))
-    }
-
-    /// The queues and op states at the end of the log.
-    pub fn final_frame(&self) -> Frame {
-        self.frame_at(self.events.len())
     }
 
     /// One event in words, for steppers: `granted B to D = B * C (line 4)`.
