@@ -64,6 +64,11 @@ pub(crate) struct KernelInstallArgs {
     pub(crate) prefix: Option<PathBuf>,
 }
 
+/// How many events a `--replay` page holds by default: about 70 MB of page, which a browser
+/// parses in a few seconds (a page of every event of a run of millions of ops would be a
+/// gigabyte, more than a browser holds as one string).
+pub(crate) const DEFAULT_REPLAY_EVENTS: usize = 1_000_000;
+
 /// Arguments of `dep run`.
 #[derive(Args, Debug)]
 pub(crate) struct RunArgs {
@@ -87,9 +92,12 @@ pub(crate) struct RunArgs {
     /// Write the op DAG as Graphviz DOT, or as SVG when FILE ends in .svg (needs Graphviz)
     #[arg(long, value_name = "FILE.dot")]
     pub(crate) dot: Option<PathBuf>,
-    /// Write a self-contained HTML player that steps through every event of the run
+    /// Write a self-contained HTML player that steps through the run's events (its last --replay-events of them)
     #[arg(long, value_name = "FILE.html")]
     pub(crate) replay: Option<PathBuf>,
+    /// How many of the run's last events the --replay page holds: it starts from the state the earlier ones left (0: every event)
+    #[arg(long, value_name = "N", requires = "replay", default_value_t = DEFAULT_REPLAY_EVENTS)]
+    pub(crate) replay_events: usize,
     /// Show the live queues and ops on stderr while the script runs
     #[arg(long)]
     pub(crate) watch: bool,

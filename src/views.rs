@@ -35,6 +35,8 @@ pub(crate) struct ViewPlan {
     arrows: bool,
     dot: Option<PathBuf>,
     replay: Option<PathBuf>,
+    /// How many of the run's last events the `--replay` page holds (0: all).
+    replay_events: usize,
     watch: bool,
     /// Keep every event and hand them back from [`ViewPlan::finish`] (a rank of a job
     /// of several, see `rank_views`).
@@ -55,6 +57,7 @@ impl ViewPlan {
             arrows: args.arrows,
             dot: args.dot.clone(),
             replay: args.replay.clone(),
+            replay_events: args.replay_events,
             watch: args.watch,
             keep_events: false,
             simulated_ranks: None,
@@ -100,17 +103,27 @@ impl ViewPlan {
         let log = session.event_log()?.clone();
         let first = log.first_seq();
         let traces = Traces::open(&self.traces, &log, first, TraceThreads::for_this_machine());
-        let keep_events = self.keep_events
-            || self.timeline.is_some()
-            || self.dot.is_some()
-            || self.replay.is_some();
         Some(Recorder::start(
             log,
             first,
             traces,
-            keep_events,
+            self.events_kept(),
             watcher.map(|watcher| watcher.fold.clone()),
         ))
+    }
+
+    /// Which events the recorder keeps: every one for the views drawn from the whole run (the
+    /// timeline, the DAG, a job's merged views), or only the last ones for a replay page.
+    fn events_kept(&self) -> Keep {
+        if self.keep_events || self.timeline.is_some() || self.dot.is_some() {
+            Keep::Every
+        } else if self.replay.is_some() && self.replay_events > 0 {
+            Keep::Last(self.replay_events)
+        } else if self.replay.is_some() {
+            Keep::Every
+        } else {
+            Keep::Nothing
+        }
     }
 
     /// Once the run is over: finishes the trace, writes the other requested files and prints
@@ -155,6 +168,10 @@ impl ViewPlan {
             recorded.summary =
                 views::Summary::of(&views::Replay::new(events, session.worker_names()));
         }
+        if let (Some(path), Some(cut)) = (&self.replay, recorded.last_events.take()) {
+            let replay = views::Replay::new(cut.events, session.worker_names());
+            ok &= self.write_player(path, &replay, &cut.prologue, script_path);
+        }
         let drawn = self.timeline.is_some() || self.dot.is_some() || self.replay.is_some();
         if let Some(events) = recorded.events.take().filter(|_| drawn) {
             let replay = views::Replay::new(events, session.worker_names());
@@ -170,8 +187,16 @@ impl ViewPlan {
                 ok &= write_dot(path, &views::dot::dag(&replay));
             }
             if let Some(path) = &self.replay {
-                let title = format!("dep replay of {script_path}");
-                ok &= write_file(path, "--replay", views::html::player(&replay, &title));
+                let n_events = replay.events().len();
+                if self.replay_events == 0 || n_events <= self.replay_events {
+                    let prologue = views::Prologue::default();
+                    ok &= self.write_player(path, &replay, &prologue, script_path);
+                } else {
+                    let cut =
+                        views::LastEvents::cut(replay.events().iter().cloned(), self.replay_events);
+                    let replay = views::Replay::new(cut.events, session.worker_names());
+                    ok &= self.write_player(path, &replay, &cut.prologue, script_path);
+                }
             }
         }
         let style = stderr_style();
@@ -202,6 +227,34 @@ impl ViewPlan {
     }
 }
 
+impl ViewPlan {
+    /// Writes the `--replay` page of `replay` (the run's events, or its last ones after the
+    /// `prologue` that rebuilds the state where they begin).
+    fn write_player(
+        &self,
+        path: &Path,
+        replay: &views::Replay,
+        prologue: &views::Prologue,
+        script_path: &str,
+    ) -> bool {
+        let title = format!("dep replay of {script_path}");
+        write_file(
+            path,
+            "--replay",
+            views::html::player(replay, &title, prologue),
+        )
+    }
+}
+
+/// Which of the run's events a [`Recorder`] keeps.
+#[derive(Clone, Copy, Debug)]
+enum Keep {
+    Nothing,
+    Every,
+    /// The last this many, with what rebuilds the state before them.
+    Last(usize),
+}
+
 /// What a [`Recorder`] made of the run.
 struct Recorded {
     summary: views::Summary,
@@ -209,6 +262,8 @@ struct Recorded {
     traces: Vec<(PathBuf, std::io::Result<()>)>,
     /// Every event, when a view needs the whole run.
     events: Option<Vec<engine::Event>>,
+    /// The last events, when only a replay page needs them.
+    last_events: Option<views::EventsCut>,
 }
 
 /// A thread that reads the event log as the run goes and forgets what it read: it folds the
@@ -224,7 +279,7 @@ impl Recorder {
         log: Arc<engine::EventLog>,
         first: u64,
         (mut open, failed): (Traces, Vec<(PathBuf, std::io::Error)>),
-        keep_events: bool,
+        keep: Keep,
         live: Option<Arc<Mutex<LiveFold>>>,
     ) -> Recorder {
         let (stop, stopped) = mpsc::channel::<Vec<String>>();
@@ -232,13 +287,21 @@ impl Recorder {
             .name("dep-record".to_string())
             .spawn(move || {
                 let mut fold = views::fold::RunFold::new();
-                let mut events: Option<Vec<engine::Event>> = keep_events.then(Vec::new);
+                let mut events: Option<Vec<engine::Event>> =
+                    matches!(keep, Keep::Every).then(Vec::new);
+                let mut last_events = match keep {
+                    Keep::Last(capacity) => Some(views::LastEvents::keeping(capacity)),
+                    Keep::Nothing | Keep::Every => None,
+                };
                 let mut next = first;
                 let mut worker_names = None;
                 let mut fed: Vec<engine::Event> = Vec::new();
                 // The fold passes grants over; only the live panel, the kept events and a JSON
                 // trace's event log show them (unless that log has a reader of its own).
-                let grants = live.is_some() || events.is_some() || open.wants_events();
+                let grants = live.is_some()
+                    || events.is_some()
+                    || last_events.is_some()
+                    || open.wants_events();
                 loop {
                     let mut visit = |event: &engine::Event| {
                         fold.push(event, &mut open);
@@ -247,6 +310,9 @@ impl Recorder {
                         }
                         if let Some(kept) = &mut events {
                             kept.push(event.clone());
+                        }
+                        if let Some(last) = &mut last_events {
+                            last.push(event.clone());
                         }
                     };
                     let after = if grants {
@@ -285,6 +351,7 @@ impl Recorder {
                     summary,
                     traces,
                     events,
+                    last_events: last_events.map(views::LastEvents::finish),
                 }
             })
             .expect("the OS refused to start the recording thread");

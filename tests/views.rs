@@ -109,6 +109,102 @@ fn every_view_flag_writes_its_file_and_stdout_stays_the_script_output() {
     );
 }
 
+/// A long run's `--replay` page holds its last `--replay-events` events and starts from the
+/// state the earlier ones left, whether the recorder kept only those (the page alone) or every
+/// event (for a timeline beside it); `--replay-events 0` keeps them all. The page's script, run
+/// under Node.js when it is installed, steps from its first step to its end.
+#[test]
+fn a_long_runs_replay_page_holds_its_last_events() {
+    let dir = TestDir::new();
+    let n_events = traced_naive_run(
+        &dir,
+        "loop.dep",
+        "x = ones(4)\nfor i in 0..200 {\n  y = x + 1\n  x = y * 1\n}\nprint sum(x)\n",
+    );
+    let script = dir.path().join("loop.dep");
+    let cut_note = format!(
+        "The run had {n_events} events: this page steps through the last 300, from the state the first {} left",
+        n_events - 300
+    );
+    let end_line = format!("step {n_events}/{n_events}: the end of the run");
+    for extra in [&[][..], &["--timeline", "t.svg"][..]] {
+        Run::of(
+            dir.dep()
+                .arg("run")
+                .arg(&script)
+                .args([
+                    "--engine",
+                    "naive",
+                    "--replay",
+                    "t.html",
+                    "--replay-events",
+                    "300",
+                ])
+                .args(extra),
+        )
+        .expect_code(0);
+        let html = read(&dir, "t.html");
+        assert!(html.contains(&cut_note), "{extra:?}: {}", &html[..2000]);
+        assert!(html.contains(&end_line), "{extra:?}");
+        let start = html.split("\"start\":").nth(1).unwrap();
+        let start: usize = start[..start.find(',').unwrap()].parse().unwrap();
+        assert!(start > 0, "a prologue rebuilds the state at the cut");
+        assert!(
+            html.contains(&format!("id=\"dep-slider\" type=\"range\" min=\"{start}\"")),
+            "the slider starts after the prologue"
+        );
+        match std::process::Command::new("node")
+            .arg(crate::util::repo_root().join("bench/player_steps.js"))
+            .arg(dir.path().join("t.html"))
+            .output()
+        {
+            Ok(node) => {
+                let out = String::from_utf8_lossy(&node.stdout);
+                assert!(node.status.success(), "{out}");
+                let first = format!("step {}/{n_events} at ", n_events - 300);
+                assert!(out.contains(&first), "{out}");
+                assert!(
+                    out.contains(&format!(
+                        ": the state after the run's first {} events",
+                        n_events - 300
+                    )),
+                    "{out}"
+                );
+                assert!(
+                    out.contains(&format!("step {n_events}/{n_events} at ")),
+                    "{out}"
+                );
+            }
+            Err(_) => eprintln!("skipped the page's script: Node.js (`node`) is not installed"),
+        }
+    }
+    Run::of(dir.dep().arg("run").arg(&script).args([
+        "--engine",
+        "naive",
+        "--replay",
+        "t.html",
+        "--replay-events",
+        "0",
+    ]))
+    .expect_code(0);
+    let html = read(&dir, "t.html");
+    assert!(!html.contains("this page steps through the last"));
+    assert!(html.contains(&end_line));
+    assert!(html.contains("id=\"dep-slider\" type=\"range\" min=\"0\""));
+    let without_page = Run::of(
+        dir.dep()
+            .arg("run")
+            .arg(&script)
+            .args(["--replay-events", "10"]),
+    )
+    .expect_code(2);
+    assert!(
+        without_page.stderr.contains("--replay"),
+        "{}",
+        without_page.stderr
+    );
+}
+
 /// Runs `script` (saved as `name`) on the naive engine with `--trace t.json` in `dir`, and
 /// returns how many events the trace's event log holds.
 fn traced_naive_run(dir: &TestDir, name: &str, script: &str) -> usize {

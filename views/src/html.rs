@@ -15,6 +15,7 @@ use serde_json::json;
 
 use crate::color::{self, Role};
 use crate::frame::{Frame, FrameOp};
+use crate::last_events::Prologue;
 use crate::replay::Replay;
 use crate::stepper::Stepper;
 use crate::util::{escape_xml, format_ns};
@@ -80,20 +81,40 @@ const PLAYER_CHECKPOINT_EVERY: usize = 4096;
 
 /// A self-contained HTML page that steps through every event of a replay: a slider and step
 /// buttons, the queues and the ops around each step's event. Without scripts it shows the final
-/// state.
-pub fn player(replay: &Replay, title: &str) -> String {
+/// state. When the replay's events are a cut of a longer run's ([`crate::LastEvents`]), the
+/// page starts from the state its `prologue` rebuilds, numbers the steps as the whole run does
+/// and says what was cut.
+pub fn player(replay: &Replay, title: &str, prologue: &Prologue) -> String {
     let mut stepper = Stepper::new(replay);
     let n_events = replay.events().len();
     stepper.go_to(n_events);
+    let n_run_events = run_step(prologue, n_events);
+    let cut_note = if prologue.is_cut() {
+        format!(
+            "<p class=\"dep-cut\">The run had {n_run_events} events: this page steps through the last {}, from the state the first {} left (the {} ops finished by then are counted, not shown).</p>\n",
+            n_events - prologue.n_events,
+            prologue.n_run_events_before,
+            prologue.n_ops_left_out,
+        )
+    } else {
+        String::new()
+    };
     let mut page = String::new();
     let _ = write!(
         page,
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title><style>{STYLE}{css}</style></head>\n<body><div class=\"dep-view\">\n<h3>{title}</h3>\n<div class=\"dep-controls\"><button id=\"dep-first\">⏮</button> <button id=\"dep-prev\">◀</button> <input id=\"dep-slider\" type=\"range\" min=\"0\" max=\"{n_events}\" value=\"{n_events}\"> <button id=\"dep-next\">▶</button> <button id=\"dep-last\">⏭</button></div>\n<div id=\"dep-step\">step {n_events}/{n_events}: the end of the run</div>\n<div id=\"dep-frame\">{tables}</div>\n</div>\n<script type=\"application/json\" id=\"dep-data\">",
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title><style>{STYLE}{css}</style></head>\n<body><div class=\"dep-view\">\n<h3>{title}</h3>\n{cut_note}<div class=\"dep-controls\"><button id=\"dep-first\">⏮</button> <button id=\"dep-prev\">◀</button> <input id=\"dep-slider\" type=\"range\" min=\"{first}\" max=\"{n_events}\" value=\"{n_events}\"> <button id=\"dep-next\">▶</button> <button id=\"dep-last\">⏭</button></div>\n<div id=\"dep-step\">step {n_run_events}/{n_run_events}: the end of the run</div>\n<div id=\"dep-frame\">{tables}</div>\n</div>\n<script type=\"application/json\" id=\"dep-data\">",
         title = escape_xml(title),
         css = scoped_css(),
-        tables = step_tables(&stepper, PLAYER_OPS),
+        first = prologue.n_events,
+        tables = step_tables(&stepper, PLAYER_OPS, prologue.n_ops_left_out),
     );
-    write_player_data(replay, PLAYER_OPS, PLAYER_CHECKPOINT_EVERY, &mut page);
+    write_player_data(
+        replay,
+        prologue,
+        PLAYER_OPS,
+        PLAYER_CHECKPOINT_EVERY,
+        &mut page,
+    );
     let _ = write!(
         page,
         "</script>\n<script>{PLAYER_JS}</script>\n</body></html>\n"
@@ -101,14 +122,30 @@ pub fn player(replay: &Replay, title: &str) -> String {
     page
 }
 
-/// The player's data block, written to the end of `out`: worker names, the layout, and the
-/// events one object each, written one at a time (a long run's log is never held twice).
-fn write_player_data(replay: &Replay, ops_shown: usize, checkpoint_every: usize, out: &mut String) {
+/// The run's step number of a page's step `n` (after the page's first `n` events).
+fn run_step(prologue: &Prologue, n: usize) -> usize {
+    n - prologue.n_events.min(n) + prologue.n_run_events_before
+}
+
+/// The player's data block, written to the end of `out`: worker names, the layout, where the
+/// run was cut, and the events one object each, written one at a time (a long run's log is
+/// never held twice).
+fn write_player_data(
+    replay: &Replay,
+    prologue: &Prologue,
+    ops_shown: usize,
+    checkpoint_every: usize,
+    out: &mut String,
+) {
     let mut data = json!({
         "workers": replay.worker_names(),
         "maxQueue": MAX_QUEUE_ENTRIES,
         "opsShown": ops_shown,
         "checkpointEvery": checkpoint_every,
+        "start": prologue.n_events,
+        "eventsBefore": prologue.n_run_events_before,
+        "cutTime": prologue.cut_ns,
+        "opsLeftOut": prologue.n_ops_left_out,
     })
     .to_string();
     data.pop(); // the closing brace: the events follow
@@ -127,13 +164,15 @@ fn write_player_data(replay: &Replay, ops_shown: usize, checkpoint_every: usize,
 }
 
 /// The tables of the stepper's step as the player shows them: the queues, and at most `room`
-/// ops around the step's event, with how many come before and after.
-fn step_tables(stepper: &Stepper, room: usize) -> String {
+/// ops around the step's event, with how many come before (`n_left_out` more, those a cut left
+/// out) and after.
+fn step_tables(stepper: &Stepper, room: usize, n_left_out: usize) -> String {
     let window = stepper.window(room);
     let frame = stepper.frame_of(window.clone());
     let shown = stepper.ids(window.clone());
     let n_later = stepper.n_pushed() - window.end;
-    tables_where(&frame, |op| shown.contains(&op.id), window.start, n_later)
+    let n_earlier = window.start + n_left_out;
+    tables_where(&frame, |op| shown.contains(&op.id), n_earlier, n_later)
 }
 
 fn scoped_css() -> String {
@@ -244,6 +283,10 @@ const PLAYER_JS: &str = r#"
 (function () {
   var data = JSON.parse(document.getElementById('dep-data').textContent);
   var events = data.events, workers = data.workers;
+  // A long run's page holds its last events after a prologue that rebuilds the state where they
+  // begin: its steps are numbered as the whole run's, and the slider starts after the prologue.
+  var start = data.start, before = data.eventsBefore;
+  function runStep(n) { return n - Math.min(start, n) + before; }
   var slider = document.getElementById('dep-slider');
   var stepText = document.getElementById('dep-step');
   var frameBox = document.getElementById('dep-frame');
@@ -403,7 +446,7 @@ const PLAYER_JS: &str = r#"
     });
     html += '</table>\n<table class="dep-ops"><tr><th>op</th><th>line</th><th>state</th><th>worker</th><th>start</th><th>duration</th></tr>\n';
     var w = windowOf(data.opsShown);
-    html += leftOut(w[0], 'earlier');
+    html += leftOut(w[0] + data.opsLeftOut, 'earlier');
     for (var p = w[0]; p < w[1]; p++) {
       var o = view(order[p]);
       html += '<tr><td>' + esc(o.label) + '</td><td>' + (o.line > 0 ? o.line : '') + '</td><td><span class="dep-state dep-' + o.state + '">' +
@@ -414,12 +457,14 @@ const PLAYER_JS: &str = r#"
     }
     html += leftOut(state.pushed - w[1], 'later');
     frameBox.innerHTML = html + '</table>\n';
-    stepText.textContent = 'step ' + n + '/' + events.length + ' at ' + ns(n > 0 ? events[n - 1].t : 0) + ': ' +
-      (n === 0 ? 'the start, before any event' : describeEvent(events[n - 1]));
+    var head = 'step ' + runStep(n) + '/' + runStep(events.length) + ' at ';
+    if (n === start && before > 0) head += ns(data.cutTime) + ': the state after the run\'s first ' + before + ' events';
+    else head += ns(n > 0 ? events[n - 1].t : 0) + ': ' + (n === 0 ? 'the start, before any event' : describeEvent(events[n - 1]));
+    stepText.textContent = head;
   }
-  function go(n) { n = Math.max(0, Math.min(events.length, n)); slider.value = n; render(n); }
-  slider.addEventListener('input', function () { render(+slider.value); });
-  document.getElementById('dep-first').onclick = function () { go(0); };
+  function go(n) { n = Math.max(start, Math.min(events.length, n)); slider.value = n; render(n); }
+  slider.addEventListener('input', function () { render(Math.max(start, +slider.value)); });
+  document.getElementById('dep-first').onclick = function () { go(start); };
   document.getElementById('dep-prev').onclick = function () { go(+slider.value - 1); };
   document.getElementById('dep-next').onclick = function () { go(+slider.value + 1); };
   document.getElementById('dep-last').onclick = function () { go(events.length); };
@@ -480,16 +525,63 @@ mod tests {
 
     #[test]
     fn player_script_draws_what_rust_draws() {
+        let mut drawn = Vec::new();
         for replay in [
             crate::tests::threaded_mutation_replay(),
             crate::tests::long_queue_replay(),
             crate::tests::self_update_replay(),
         ] {
-            player_script_matches_rust(&replay);
+            drawn.push(player_script_matches_rust(&replay, &Prologue::default()));
         }
+        assert_waits_and_windows_were_drawn(&drawn);
     }
 
-    fn player_script_matches_rust(replay: &Replay) {
+    /// Unless Node.js is missing (nothing drawn), some step showed a waiting op's reason and
+    /// some step left ops out of its window.
+    fn assert_waits_and_windows_were_drawn(drawn: &[(usize, usize)]) {
+        if drawn.iter().all(|counts| *counts == (0, 0)) {
+            return;
+        }
+        assert!(
+            drawn.iter().any(|(waiting, _)| *waiting > 0),
+            "no waiting op shown"
+        );
+        assert!(
+            drawn.iter().any(|(_, windowed)| *windowed > 0),
+            "no step left ops out"
+        );
+    }
+
+    /// A page of a run's last events starts where the cut left the run and numbers its steps as
+    /// the run's: its script draws what Rust draws from the same cut.
+    #[test]
+    fn player_script_draws_a_cut_run_as_rust_does() {
+        let mut drawn = Vec::new();
+        for replay in [
+            crate::tests::threaded_mutation_replay(),
+            crate::tests::self_update_replay(),
+            crate::tests::long_chain_replay(200),
+        ] {
+            let n = replay.events().len();
+            let cut = crate::LastEvents::cut(replay.events().iter().cloned(), n / 2);
+            assert!(cut.prologue.is_cut());
+            let cut_replay = Replay::new(cut.events, replay.worker_names().to_vec());
+            drawn.push(player_script_matches_rust(&cut_replay, &cut.prologue));
+            let page = player(&cut_replay, "cut", &cut.prologue);
+            assert!(page.contains(&format!(
+                "The run had {n} events: this page steps through the last {},",
+                n / 2
+            )));
+            assert!(page.contains(&format!("step {n}/{n}: the end of the run")));
+        }
+        assert_waits_and_windows_were_drawn(&drawn);
+    }
+
+    /// Steps the player's script in Node.js through every step of `replay` (from the end of
+    /// its `prologue`) and 200 jumps, and compares its step line and markup with Rust's.
+    /// Returns how many waiting ops' rows and how many windowed steps it drew (0 when `node` is
+    /// missing).
+    fn player_script_matches_rust(replay: &Replay, prologue: &Prologue) -> (usize, usize) {
         let harness = r#"
             const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));
             const els = {};
@@ -514,20 +606,21 @@ mod tests {
             .spawn();
         let Ok(mut child) = child else {
             eprintln!("skipped: Node.js (`node`) is not installed");
-            return;
+            return (0, 0);
         };
         // Few rows and close checkpoints, so that windows and going back are exercised: every
         // step forward, then jumps back and forth.
         let (ops_shown, checkpoint_every) = (6, 10);
         let n = replay.events().len();
-        let mut steps: Vec<usize> = (0..=n).collect();
+        let first = prologue.n_events;
+        let mut steps: Vec<usize> = (first..=n).collect();
         let mut jump = 7;
         for _ in 0..200 {
             jump = (jump * 31 + 17) % (n + 1);
-            steps.push(jump);
+            steps.push(jump.max(first));
         }
         let mut data = String::new();
-        write_player_data(replay, ops_shown, checkpoint_every, &mut data);
+        write_player_data(replay, prologue, ops_shown, checkpoint_every, &mut data);
         let input = json!({"data": data, "js": PLAYER_JS, "steps": steps});
         child
             .stdin
@@ -543,17 +636,36 @@ mod tests {
         let mut stepper = crate::Stepper::new(replay);
         for (&step, (step_text, markup)) in steps.iter().zip(&frames) {
             stepper.go_to(step);
-            assert_eq!(*markup, step_tables(&stepper, ops_shown), "step {step}");
-            let rust_step = crate::text::step(&stepper, &crate::TextStyle::plain(80));
             assert_eq!(
-                Some(step_text.as_str()),
-                rust_step.lines().next(),
+                *markup,
+                step_tables(&stepper, ops_shown, prologue.n_ops_left_out),
                 "step {step}"
             );
+            let expected = if prologue.is_cut() && step == first {
+                format!(
+                    "step {}/{} at {}: the state after the run's first {} events",
+                    prologue.n_run_events_before,
+                    run_step(prologue, n),
+                    format_ns(prologue.cut_ns),
+                    prologue.n_run_events_before
+                )
+            } else {
+                // Rust's own line, numbered as the whole run's steps.
+                let rust_step = crate::text::step(&stepper, &crate::TextStyle::plain(80));
+                let line = rust_step.lines().next().unwrap().to_string();
+                let numbered = format!("step {step}/{n} at ");
+                assert!(line.starts_with(&numbered), "{line}");
+                format!(
+                    "step {}/{} at {}",
+                    run_step(prologue, step),
+                    run_step(prologue, n),
+                    &line[numbered.len()..]
+                )
+            };
+            assert_eq!(*step_text, expected, "step {step}");
             n_waiting_rows += markup.matches("dep-why").count();
             n_windowed += usize::from(markup.contains("earlier ops"));
         }
-        assert!(n_waiting_rows > 0, "the run never showed a waiting op");
-        assert!(n_windowed > 0, "no step left ops out");
+        (n_waiting_rows, n_windowed)
     }
 }

@@ -56,6 +56,7 @@ mod frame;
 pub mod html;
 mod json_line;
 mod kept_arguments;
+mod last_events;
 pub mod live;
 pub mod perfetto;
 mod places;
@@ -71,6 +72,7 @@ mod util;
 pub use crate::{
     error::{Error, ErrorKind},
     frame::{is_internal_name, is_internal_op, Frame, FrameOp, FrameVar},
+    last_events::{EventsCut, LastEvents, Prologue},
     places::Places,
     replay::{renumber_times, Bar, DeviceSpan, Edge, Hazard, Lane, OpRecord, Replay},
     stepper::Stepper,

@@ -549,7 +549,7 @@ fn reading_a_foreign_trace_says_why_it_fails() {
 #[test]
 fn player_shows_the_final_state_without_scripts() {
     let replay = naive_replay(SEED_000);
-    let page = html::player(&replay, "seed 000 </script>");
+    let page = html::player(&replay, "seed 000 </script>", &crate::Prologue::default());
     let without_scripts: String = page.split("<script").next().unwrap().to_string();
     assert!(
         without_scripts.contains(
@@ -932,7 +932,7 @@ fn no_view_shows_the_bookkeeping_of_temporaries() {
         text::summary(&summary, &STYLE),
         svg::timeline(&replay, &svg::TimelineOptions::default()),
         dot::dag(&replay),
-        html::player(&replay, "run"),
+        html::player(&replay, "run", &crate::Prologue::default()),
     ] {
         assert!(
             !shown.contains("wait _#1") && !shown.contains("del _#1"),
