@@ -5,10 +5,12 @@
 //! hazard; an edge whose access really queued in this run is solid, one already satisfied at push
 //! is dashed; the critical path is drawn thick in the critical colour.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::process::{Command, Stdio};
+
+use dep_engine::OpId;
 
 use crate::color::Role;
 use crate::error::{Error, ErrorKind};
@@ -19,7 +21,13 @@ use crate::util::format_ns;
 pub fn dag(replay: &Replay) -> String {
     let graph = replay.graph();
     let critical = replay.critical_path();
-    let on_path: HashSet<_> = critical.iter().copied().collect();
+    // Each op's place on the critical path: an edge is on the path when it joins neighbours
+    // there (looked up, not searched for: a long run's path has many thousands of ops).
+    let path_place: HashMap<OpId, usize> = critical
+        .iter()
+        .enumerate()
+        .map(|(place, id)| (*id, place))
+        .collect();
     let mut dot = String::new();
     dot.push_str("digraph dep {\n");
     dot.push_str("  rankdir=TB;\n");
@@ -41,7 +49,7 @@ pub fn dag(replay: &Replay) -> String {
         if let Some(duration) = op.duration_ns() {
             details.push(format_ns(duration));
         }
-        let border = if on_path.contains(&op.id) {
+        let border = if path_place.contains_key(&op.id) {
             format!(", color=\"{}\", penwidth=2.5", Role::Critical.hex())
         } else {
             String::new()
@@ -57,11 +65,10 @@ pub fn dag(replay: &Replay) -> String {
     }
     for edge_ref in graph.edge_references() {
         let edge = &replay.edges()[*edge_ref.weight()];
-        let critical = on_path.contains(&edge.from) && on_path.contains(&edge.to) && {
-            let from = critical.iter().position(|id| *id == edge.from);
-            let to = critical.iter().position(|id| *id == edge.to);
-            matches!((from, to), (Some(from), Some(to)) if to == from + 1)
-        };
+        let critical = matches!(
+            (path_place.get(&edge.from), path_place.get(&edge.to)),
+            (Some(from), Some(to)) if *to == from + 1
+        );
         let (colour, width) = if critical {
             (Role::Critical.hex(), ", penwidth=2.5")
         } else {
