@@ -580,6 +580,10 @@ impl Panel {
     }
 }
 
+/// How many ops each step of `dep replay`'s listing (off a terminal) shows, around the one its
+/// event concerns: as many as the HTML player's, so a long trace's listing grows with its steps.
+const LISTED_OPS: usize = 100;
+
 /// `dep replay FILE.json`: steps through a recorded run. On a terminal, keys move through the
 /// events; otherwise every step is printed in order; with `--end`, only the last, and the
 /// summary.
@@ -615,7 +619,8 @@ pub(crate) fn replay(args: &ReplayArgs) -> ExitCode {
     if !(std::io::stdin().is_terminal() && stdout.is_terminal()) {
         for step in 0..=n_steps {
             stepper.go_to(step);
-            if writeln!(stdout, "{}", views::text::step(&stepper, &style)).is_err() {
+            let text = views::text::step_around(&stepper, &style, LISTED_OPS);
+            if writeln!(stdout, "{text}").is_err() {
                 break; // a closed pipe (`| head`) ends the listing, as success
             }
         }

@@ -261,6 +261,31 @@ fn replay_prints_every_step_in_order_when_not_on_a_terminal() {
     );
 }
 
+/// Off a terminal, each step of a long trace lists the 100 ops around its event and counts the
+/// others, so the listing grows with the steps, not with their square; the last step's window
+/// ends with the run's last op (on the naive engine each step's event concerns the latest op).
+#[test]
+fn replay_lists_the_ops_around_each_step_of_a_long_run() {
+    let dir = TestDir::new();
+    let n_events = traced_naive_run(
+        &dir,
+        "loop.dep",
+        "x = ones(4)\nfor i in 0..150 {\n  y = x + 1\n  x = y * 1\n}\n",
+    );
+    let run = Run::of(dir.dep().args(["replay", "t.json"])).expect_code(0);
+    let steps: Vec<&str> = run.stdout.split("\nstep ").collect();
+    assert_eq!(steps.len(), n_events + 1);
+    let op_rows = |step: &str| {
+        step.lines()
+            .filter(|line| line.starts_with("y = x + 1 ") || line.starts_with("x = y * 1 "))
+            .count()
+    };
+    assert!(steps.iter().all(|step| op_rows(step) <= 100));
+    let last = steps.last().unwrap();
+    assert!(last.contains("… 201 earlier ops"), "{last}");
+    assert!(!last.contains("later ops"), "{last}");
+}
+
 /// `dep replay` on a terminal, as a user steps through a long run: each key redraws the step it
 /// moves to, and the screen shows the ops around the step's event, not the run's first ones.
 #[test]

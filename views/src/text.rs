@@ -367,18 +367,48 @@ pub fn step(stepper: &Stepper, style: &TextStyle) -> String {
 /// fit around the one the event concerns (a long run's thousands of ops cannot all show), with
 /// how many are left out before and after. Waiting ops' reasons may still run past the rows.
 pub fn step_on_screen(stepper: &Stepper, style: &TextStyle, rows: usize) -> String {
-    let n_pushed = stepper.n_pushed();
     let queued = stepper.frame_of(0..0);
     let queue_text = busy_queues(&queued, style);
     // The heading, the queues, the ops' header and a line for those left out on each side.
     let fixed = 1 + queue_text.lines().count() + 1 + 2;
     let room = rows.saturating_sub(fixed).max(3);
     let window = stepper.window(room);
-    let (first, end) = (window.start, window.end);
     let frame = stepper.frame_of(window.clone());
+    format!(
+        "{}\n{queue_text}{}",
+        step_heading(stepper, &frame),
+        ops_around(stepper, &frame, window, style)
+    )
+}
+
+/// One step of a replay as [`step`] shows it, every queue included, but with at most `room`
+/// ops, those around the one the event concerns, and how many are left out before and after:
+/// what `dep replay` lists at each step off a terminal, so that a long run's listing grows with
+/// its steps, not with their square.
+pub fn step_around(stepper: &Stepper, style: &TextStyle, room: usize) -> String {
+    let window = stepper.window(room);
+    let frame = stepper.frame_of(window.clone());
+    format!(
+        "{}\n{}{}",
+        step_heading(stepper, &frame),
+        queues(&frame, style),
+        ops_around(stepper, &frame, window, style)
+    )
+}
+
+/// The ops table of `frame` with only the ops at `window` (positions among the ops pushed by
+/// the stepper's step), after a line counting those before it and before one counting those
+/// after.
+fn ops_around(
+    stepper: &Stepper,
+    frame: &Frame,
+    window: std::ops::Range<usize>,
+    style: &TextStyle,
+) -> String {
+    let (first, end) = (window.start, window.end);
     let shown = stepper.ids(window);
-    let mut text = format!("{}\n{queue_text}", step_heading(stepper, &frame));
-    let table = ops_where(&frame, style, |op| shown.contains(&op.id));
+    let table = ops_where(frame, style, |op| shown.contains(&op.id));
+    let mut text = String::new();
     let mut table_lines = table.lines();
     if let Some(header) = table_lines.next() {
         text.push_str(header);
@@ -392,6 +422,7 @@ pub fn step_on_screen(stepper: &Stepper, style: &TextStyle, rows: usize) -> Stri
         text.push_str(line);
         text.push('\n');
     }
+    let n_pushed = stepper.n_pushed();
     if end < n_pushed {
         let n_later = n_pushed - end;
         text.push_str(&style.paint(&format!("  … {n_later} later ops"), Role::Dim));
