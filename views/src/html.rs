@@ -85,10 +85,10 @@ const PLAYER_CHECKPOINT_EVERY: usize = 4096;
 /// page starts from the state its `prologue` rebuilds, numbers the steps as the whole run does
 /// and says what was cut.
 pub fn player(replay: &Replay, title: &str, prologue: &Prologue) -> String {
-    let mut stepper = Stepper::new(replay);
+    let mut stepper = Stepper::after(replay, *prologue);
     let n_events = replay.events().len();
     stepper.go_to(n_events);
-    let n_run_events = run_step(prologue, n_events);
+    let n_run_events = stepper.run_step(n_events);
     let cut_note = if prologue.is_cut() {
         format!(
             "<p class=\"dep-cut\">The run had {n_run_events} events: this page steps through the last {}, from the state the first {} left (the {} ops finished by then are counted, not shown).</p>\n",
@@ -106,7 +106,7 @@ pub fn player(replay: &Replay, title: &str, prologue: &Prologue) -> String {
         title = escape_xml(title),
         css = scoped_css(),
         first = prologue.n_events,
-        tables = step_tables(&stepper, PLAYER_OPS, prologue.n_ops_left_out),
+        tables = step_tables(&stepper, PLAYER_OPS),
     );
     write_player_data(
         replay,
@@ -120,11 +120,6 @@ pub fn player(replay: &Replay, title: &str, prologue: &Prologue) -> String {
         "</script>\n<script>{PLAYER_JS}</script>\n</body></html>\n"
     );
     page
-}
-
-/// The run's step number of a page's step `n` (after the page's first `n` events).
-fn run_step(prologue: &Prologue, n: usize) -> usize {
-    n - prologue.n_events.min(n) + prologue.n_run_events_before
 }
 
 /// The player's data block, written to the end of `out`: worker names, the layout, where the
@@ -164,14 +159,14 @@ fn write_player_data(
 }
 
 /// The tables of the stepper's step as the player shows them: the queues, and at most `room`
-/// ops around the step's event, with how many come before (`n_left_out` more, those a cut left
-/// out) and after.
-fn step_tables(stepper: &Stepper, room: usize, n_left_out: usize) -> String {
+/// ops around the step's event, with how many come before (those a cut left out included) and
+/// after.
+fn step_tables(stepper: &Stepper, room: usize) -> String {
     let window = stepper.window(room);
     let frame = stepper.frame_of(window.clone());
     let shown = stepper.ids(window.clone());
     let n_later = stepper.n_pushed() - window.end;
-    let n_earlier = window.start + n_left_out;
+    let n_earlier = window.start + stepper.prologue().n_ops_left_out;
     tables_where(&frame, |op| shown.contains(&op.id), n_earlier, n_later)
 }
 
@@ -633,35 +628,13 @@ mod tests {
         let frames: Vec<(String, String)> = serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(frames.len(), steps.len());
         let (mut n_waiting_rows, mut n_windowed) = (0, 0);
-        let mut stepper = crate::Stepper::new(replay);
+        let mut stepper = crate::Stepper::after(replay, *prologue);
         for (&step, (step_text, markup)) in steps.iter().zip(&frames) {
             stepper.go_to(step);
-            assert_eq!(
-                *markup,
-                step_tables(&stepper, ops_shown, prologue.n_ops_left_out),
-                "step {step}"
-            );
-            let expected = if prologue.is_cut() && step == first {
-                format!(
-                    "step {}/{} at {}: the state after the run's first {} events",
-                    prologue.n_run_events_before,
-                    run_step(prologue, n),
-                    format_ns(prologue.cut_ns),
-                    prologue.n_run_events_before
-                )
-            } else {
-                // Rust's own line, numbered as the whole run's steps.
-                let rust_step = crate::text::step(&stepper, &crate::TextStyle::plain(80));
-                let line = rust_step.lines().next().unwrap().to_string();
-                let numbered = format!("step {step}/{n} at ");
-                assert!(line.starts_with(&numbered), "{line}");
-                format!(
-                    "step {}/{} at {}",
-                    run_step(prologue, step),
-                    run_step(prologue, n),
-                    &line[numbered.len()..]
-                )
-            };
+            assert_eq!(*markup, step_tables(&stepper, ops_shown), "step {step}");
+            // Rust's own line, numbered as the whole run's steps, the prologue's end included.
+            let rust_step = crate::text::step(&stepper, &crate::TextStyle::plain(80));
+            let expected = rust_step.lines().next().unwrap();
             assert_eq!(*step_text, expected, "step {step}");
             n_waiting_rows += markup.matches("dep-why").count();
             n_windowed += usize::from(markup.contains("earlier ops"));

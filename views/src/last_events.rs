@@ -228,6 +228,48 @@ mod tests {
         }
     }
 
+    /// A stepper after a prologue starts at its end, does not go back into it, numbers its
+    /// steps as the run's and says where the cut lies at its first step.
+    #[test]
+    fn a_stepper_after_a_prologue_numbers_the_runs_steps() {
+        let replay = crate::tests::long_chain_replay(400);
+        let n = replay.events().len();
+        let cut = LastEvents::cut(replay.events().iter().cloned(), 100);
+        let prologue = cut.prologue;
+        let cut_replay = Replay::new(cut.events, replay.worker_names().to_vec());
+        let mut stepper = Stepper::after(&cut_replay, prologue);
+        assert_eq!(stepper.step(), prologue.n_events);
+        stepper.go_to(0);
+        assert_eq!(
+            stepper.step(),
+            prologue.n_events,
+            "never inside the prologue"
+        );
+        let style = crate::TextStyle::plain(80);
+        let first = crate::text::step(&stepper, &style);
+        assert!(
+            first.starts_with(&format!(
+                "step {}/{n} at {}: the state after the run's first {} events\n",
+                n - 100,
+                crate::format_ns(prologue.cut_ns),
+                n - 100
+            )),
+            "{first}"
+        );
+        stepper.go_to(usize::MAX);
+        let whole_last = crate::text::step_around(
+            &{
+                let mut whole = Stepper::new(&replay);
+                whole.go_to(n);
+                whole
+            },
+            &style,
+            10,
+        );
+        // The whole run's last step and the cut's, drawn around the same ops: the same text.
+        assert_eq!(crate::text::step_around(&stepper, &style, 10), whole_last);
+    }
+
     /// Nothing is cut from a run shorter than the capacity: no prologue, the same events.
     #[test]
     fn a_short_run_is_kept_whole() {

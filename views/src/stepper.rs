@@ -17,6 +17,7 @@ use std::ops::Range;
 use dep_engine::{AccessSnapshot, Blocker, Event, EventKind, OpId, OpState, VarId};
 
 use crate::frame::{Frame, FrameOp, FrameVar};
+use crate::last_events::Prologue;
 use crate::replay::{blockers, worker_name, Replay};
 
 /// The fewest events between two checkpoints: a step back folds at most about this many, or
@@ -37,6 +38,9 @@ const STATE_SPACING: usize = 8;
 #[derive(Clone, Debug)]
 pub struct Stepper<'a> {
     replay: &'a Replay,
+    /// What the replay's events left out of the run, when they are its last ones after a
+    /// prologue that rebuilds the state where they begin ([`crate::LastEvents`]).
+    prologue: Prologue,
     state: StepState,
     checkpoints: Vec<StepState>,
     /// The furthest step folded so far: checkpoints are taken only beyond it.
@@ -68,12 +72,39 @@ struct Progress {
 impl<'a> Stepper<'a> {
     /// A stepper at the start of `replay`'s log, before any event.
     pub fn new(replay: &'a Replay) -> Stepper<'a> {
-        Stepper {
+        Stepper::after(replay, Prologue::default())
+    }
+
+    /// A stepper through a run's last events, at the end of the `prologue` that `replay`'s
+    /// events begin with: it never goes back into the prologue, and it numbers its steps and
+    /// counts the ops before its window as the whole run's.
+    pub fn after(replay: &'a Replay, prologue: Prologue) -> Stepper<'a> {
+        let mut stepper = Stepper {
             replay,
+            prologue,
             state: StepState::default(),
             checkpoints: Vec::new(),
             reached: 0,
-        }
+        };
+        stepper.go_to(prologue.n_events);
+        stepper
+    }
+
+    /// What the replay's events left out of the run (nothing, unless made by
+    /// [`Stepper::after`]).
+    pub fn prologue(&self) -> &Prologue {
+        &self.prologue
+    }
+
+    /// The first step it shows: the end of the prologue.
+    pub fn first_step(&self) -> usize {
+        self.prologue.n_events
+    }
+
+    /// The run's number of step `n` of the replay (`n` events folded): the same but for a
+    /// replay of a run's last events.
+    pub fn run_step(&self, n: usize) -> usize {
+        n - self.prologue.n_events.min(n) + self.prologue.n_run_events_before
     }
 
     /// The replay it steps through.
@@ -92,10 +123,13 @@ impl<'a> Stepper<'a> {
         self.state.n_pushed
     }
 
-    /// Moves to the step after the first `n_events` events (the last step when larger).
+    /// Moves to the step after the first `n_events` events (the last step when larger, the
+    /// first one when inside the prologue).
     pub fn go_to(&mut self, n_events: usize) {
         let events = self.replay.events();
-        let n_events = n_events.min(events.len());
+        let n_events = n_events
+            .min(events.len())
+            .max(self.prologue.n_events.min(events.len()));
         if n_events < self.state.n_events {
             let kept = self
                 .checkpoints

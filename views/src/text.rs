@@ -414,8 +414,9 @@ fn ops_around(
         text.push_str(header);
         text.push('\n');
     }
-    if first > 0 {
-        text.push_str(&style.paint(&format!("  … {first} earlier ops"), Role::Dim));
+    let n_earlier = first + stepper.prologue().n_ops_left_out;
+    if n_earlier > 0 {
+        text.push_str(&style.paint(&format!("  … {n_earlier} earlier ops"), Role::Dim));
         text.push('\n');
     }
     for line in table_lines {
@@ -451,18 +452,27 @@ fn busy_queues(frame: &Frame, style: &TextStyle) -> String {
     text
 }
 
-/// `step 3/40 at 1.20 ms: pushed D = B * C (line 4)`.
+/// `step 3/40 at 1.20 ms: pushed D = B * C (line 4)`, numbered as the whole run's steps.
 fn step_heading(stepper: &Stepper, frame: &Frame) -> String {
     let replay = stepper.replay();
     let n_events = stepper.step();
-    let event = match n_events {
-        0 => "the start, before any event".to_string(),
-        n => replay.describe_event(n - 1),
+    let prologue = stepper.prologue();
+    let (time_ns, event) = match n_events {
+        n if prologue.is_cut() && n == stepper.first_step() => (
+            prologue.cut_ns,
+            format!(
+                "the state after the run's first {} events",
+                prologue.n_run_events_before
+            ),
+        ),
+        0 => (frame.time_ns, "the start, before any event".to_string()),
+        n => (frame.time_ns, replay.describe_event(n - 1)),
     };
     format!(
-        "step {n_events}/{} at {}: {event}",
-        replay.events().len(),
-        format_ns(frame.time_ns)
+        "step {}/{} at {}: {event}",
+        stepper.run_step(n_events),
+        stepper.run_step(replay.events().len()),
+        format_ns(time_ns)
     )
 }
 
