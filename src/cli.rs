@@ -178,6 +178,9 @@ pub(crate) struct ReplayArgs {
     /// Print only the state after the last event, then the run's summary, instead of stepping
     #[arg(long)]
     pub(crate) end: bool,
+    /// Read only the run's last N events (from the state the earlier ones left), in the memory of those: for a trace too long to hold whole
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) last: Option<u64>,
 }
 
 #[cfg(test)]

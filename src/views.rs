@@ -580,6 +580,26 @@ impl Panel {
     }
 }
 
+/// A trace file's replay: every event, or with `last`, its last events after the prologue that
+/// rebuilds the state where they begin, and the summary of the whole run, folded as it was read.
+fn read_replay(
+    file: std::fs::File,
+    last: Option<u64>,
+) -> Result<(views::Replay, views::Prologue, Option<views::Summary>), views::Error> {
+    match last {
+        Some(n_events) => {
+            let capacity = usize::try_from(n_events).unwrap_or(usize::MAX);
+            let (replay, prologue, summary) = views::trace::read_trace_last(file, capacity)?;
+            Ok((replay, prologue, Some(summary)))
+        }
+        None => {
+            let length = file.metadata().map_or(0, |metadata| metadata.len());
+            let replay = views::trace::read_trace_from(file, length)?;
+            Ok((replay, views::Prologue::default(), None))
+        }
+    }
+}
+
 /// How many ops each step of `dep replay`'s listing (off a terminal) shows, around the one its
 /// event concerns: as many as the HTML player's, so a long trace's listing grows with its steps.
 const LISTED_OPS: usize = 100;
@@ -589,35 +609,34 @@ const LISTED_OPS: usize = 100;
 /// summary.
 pub(crate) fn replay(args: &ReplayArgs) -> ExitCode {
     let path = args.file.display().to_string();
-    let replay = match std::fs::File::open(&args.file)
+    let read = std::fs::File::open(&args.file)
         .map_err(|error| error.to_string())
-        .and_then(|file| {
-            let length = file.metadata().map_or(0, |metadata| metadata.len());
-            views::trace::read_trace_from(file, length).map_err(|error| error.to_string())
-        }) {
-        Ok(replay) => replay,
+        .and_then(|file| read_replay(file, args.last).map_err(|error| error.to_string()));
+    let (replay, prologue, summary) = match read {
+        Ok(read) => read,
         Err(message) => {
             eprintln!("dep: cannot replay {path}: {message}");
             return ExitCode::from(2);
         }
     };
     let n_steps = replay.events().len();
-    let mut stepper = views::Stepper::new(&replay);
+    let mut stepper = views::Stepper::after(&replay, prologue);
     let style = views::TextStyle::plain(100);
     let mut stdout = std::io::stdout().lock();
     if args.end {
         stepper.go_to(n_steps);
+        let summary = summary.unwrap_or_else(|| views::Summary::of(&replay));
         // A closed pipe (`| head`) ends the output, as success.
         let _ = write!(
             stdout,
             "{}{}",
             views::text::step(&stepper, &style),
-            views::text::summary(&views::Summary::of(&replay), &style)
+            views::text::summary(&summary, &style)
         );
         return ExitCode::SUCCESS;
     }
     if !(std::io::stdin().is_terminal() && stdout.is_terminal()) {
-        for step in 0..=n_steps {
+        for step in stepper.first_step()..=n_steps {
             stepper.go_to(step);
             let text = views::text::step_around(&stepper, &style, LISTED_OPS);
             if writeln!(stdout, "{text}").is_err() {

@@ -286,6 +286,46 @@ fn replay_lists_the_ops_around_each_step_of_a_long_run() {
     assert!(!last.contains("later ops"), "{last}");
 }
 
+/// `dep replay --last N` reads only a trace's last N events, from the state the earlier ones
+/// left: its steps are numbered as the whole run's, its first says where the cut lies, and
+/// `--end` prints the same last step heading and the same summary of the whole run.
+#[test]
+fn replay_of_the_last_events_of_a_trace() {
+    let dir = TestDir::new();
+    let n_events = traced_naive_run(
+        &dir,
+        "loop.dep",
+        "x = ones(4)\nfor i in 0..150 {\n  y = x + 1\n  x = y * 1\n}\n",
+    );
+    let listing = Run::of(dir.dep().args(["replay", "t.json", "--last", "50"])).expect_code(0);
+    let headers: Vec<&str> = listing
+        .stdout
+        .lines()
+        .filter(|line| line.starts_with("step "))
+        .collect();
+    assert_eq!(headers.len(), 51);
+    let cut = n_events - 50;
+    assert!(
+        headers[0].starts_with(&format!("step {cut}/{n_events} at "))
+            && headers[0].ends_with(&format!(": the state after the run's first {cut} events")),
+        "{}",
+        headers[0]
+    );
+    assert!(headers[50].starts_with(&format!("step {n_events}/{n_events} at ")));
+    let whole = Run::of(dir.dep().args(["replay", "t.json", "--end"])).expect_code(0);
+    let last = Run::of(
+        dir.dep()
+            .args(["replay", "t.json", "--end", "--last", "50"]),
+    )
+    .expect_code(0);
+    assert_eq!(whole.stdout.lines().next(), last.stdout.lines().next());
+    let summary = |text: &str| text[text.find("\nsummary: ").unwrap()..].to_string();
+    assert_eq!(summary(&last.stdout), summary(&whole.stdout));
+    assert!(last.stdout.contains(" earlier ops\n"), "{}", last.stdout);
+    let zero = Run::of(dir.dep().args(["replay", "t.json", "--last", "0"])).expect_code(2);
+    assert!(zero.stderr.contains("--last"), "{}", zero.stderr);
+}
+
 /// `dep replay` on a terminal, as a user steps through a long run: each key redraws the step it
 /// moves to, and the screen shows the ops around the step's event, not the run's first ones.
 #[test]

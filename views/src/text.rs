@@ -352,14 +352,21 @@ pub fn summary(summary: &Summary, style: &TextStyle) -> String {
 }
 
 /// One step of a replay as a listing prints it: which event, then the queues and every op
-/// pushed so far.
+/// pushed so far (of a run's last events, every op they hold, after a line counting the ops
+/// before them).
 pub fn step(stepper: &Stepper, style: &TextStyle) -> String {
     let frame = stepper.frame();
+    let mut table = ops(&frame, style);
+    let n_left_out = stepper.prologue().n_ops_left_out;
+    if n_left_out > 0 {
+        let after_header = table.find('\n').map_or(table.len(), |end| end + 1);
+        let line = style.paint(&format!("  … {n_left_out} earlier ops"), Role::Dim);
+        table.insert_str(after_header, &format!("{line}\n"));
+    }
     format!(
-        "{}\n{}{}",
+        "{}\n{}{table}",
         step_heading(stepper, &frame),
         queues(&frame, style),
-        ops(&frame, style)
     )
 }
 

@@ -36,10 +36,12 @@ use serde::Deserializer;
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, ErrorKind};
-use crate::fold::{DeviceSlice, Flow, OpSlice, RunFold, TraceLane, TraceOut};
+use crate::fold::{DeviceSlice, Flow, NoTrace, OpSlice, RunFold, TraceLane, TraceOut};
 use crate::json_line::{JsonLine, LastNumber};
 use crate::kept_arguments::{KeptArguments, PerLabel};
+use crate::last_events::{LastEvents, Prologue};
 use crate::replay::{Hazard, Replay};
+use crate::summary::Summary;
 
 pub mod dep_events_writer;
 
@@ -508,7 +510,9 @@ fn json_string(text: &str) -> String {
 /// its `depEvents`.
 pub fn read_trace(json_text: &str) -> Result<Replay, Error> {
     let mut deserializer = serde_json::Deserializer::from_str(json_text);
-    read_from(&mut deserializer, Room::default())
+    let mut events = Vec::new();
+    let workers = read_from(&mut deserializer, Room::default(), &mut events)?;
+    Ok(Replay::new(events, workers))
 }
 
 /// Like [`read_trace`], from a reader of `length` bytes (a trace file), without holding its text:
@@ -517,6 +521,69 @@ pub fn read_trace(json_text: &str) -> Result<Replay, Error> {
 /// doubling, took a third more memory and most of the reading's time in fresh pages). A
 /// `length` of 0 (not known) lets the list grow.
 pub fn read_trace_from(reader: impl Read, length: u64) -> Result<Replay, Error> {
+    let mut events = Vec::new();
+    let workers = read_file_into(reader, length, &mut events)?;
+    Ok(Replay::new(events, workers))
+}
+
+/// The last `capacity` events of a trace file, as [`crate::LastEvents`] keeps them (after the
+/// prologue that rebuilds the state where they begin), and the summary of the whole run, folded
+/// as the events are read: a trace too long to hold whole is read in the memory of its last
+/// events.
+pub fn read_trace_last(
+    reader: impl Read,
+    capacity: usize,
+) -> Result<(Replay, Prologue, Summary), Error> {
+    let mut kept = LastRead {
+        last: LastEvents::keeping(capacity),
+        fold: RunFold::new(),
+    };
+    let workers = read_file_into(reader, 0, &mut kept)?;
+    let summary = kept.fold.finish(&workers, &mut NoTrace);
+    let cut = kept.last.finish();
+    Ok((Replay::new(cut.events, workers), cut.prologue, summary))
+}
+
+/// Where a trace's events go as they are decoded.
+trait EventsInto {
+    /// Room for about this many events, when that is known.
+    fn reserve(&mut self, n_events: usize);
+    /// The next event.
+    fn push(&mut self, event: Event);
+}
+
+impl EventsInto for Vec<Event> {
+    fn reserve(&mut self, n_events: usize) {
+        // Room that the system refuses is not needed: the list then grows as it goes.
+        let _ = self.try_reserve(n_events);
+    }
+
+    fn push(&mut self, event: Event) {
+        Vec::push(self, event);
+    }
+}
+
+/// The last events of a trace, and the summary of them all.
+struct LastRead {
+    last: LastEvents,
+    fold: RunFold,
+}
+
+impl EventsInto for LastRead {
+    fn reserve(&mut self, _: usize) {}
+
+    fn push(&mut self, event: Event) {
+        self.fold.push(&event, &mut NoTrace);
+        self.last.push(event);
+    }
+}
+
+/// Reads a trace file's events into `events`; returns its worker names.
+fn read_file_into(
+    reader: impl Read,
+    length: u64,
+    events: &mut dyn EventsInto,
+) -> Result<Vec<String>, Error> {
     let consumed = Rc::new(Cell::new(0));
     let counting = CountingReader {
         inner: reader,
@@ -529,6 +596,7 @@ pub fn read_trace_from(reader: impl Read, length: u64) -> Result<Replay, Error> 
             length,
             consumed: Some(consumed),
         },
+        events,
     )
 }
 
@@ -576,34 +644,35 @@ impl<R: Read> Read for CountingReader<R> {
 fn read_from<'de, R: serde_json::de::Read<'de>>(
     deserializer: &mut serde_json::Deserializer<R>,
     room: Room,
-) -> Result<Replay, Error> {
+    events: &mut dyn EventsInto,
+) -> Result<Vec<String>, Error> {
     let found = deserializer
-        .deserialize_map(TraceVisitor(room))
+        .deserialize_map(TraceVisitor(room, events))
         .and_then(|found| deserializer.end().map(|()| found))
         .map_err(|error| match error.classify() {
             serde_json::error::Category::Data => bad(error.to_string()),
             _ => bad(format!("not JSON: {error}")),
         })?;
-    let (events, workers) =
-        found.ok_or_else(|| bad("no `depEvents` key: this trace was not written by dep"))?;
-    Ok(Replay::new(events, workers))
+    found.ok_or_else(|| bad("no `depEvents` key: this trace was not written by dep"))
 }
 
-/// Finds `depEvents` in a trace document, skipping everything else.
-struct TraceVisitor(Room);
+/// Finds `depEvents` in a trace document, skipping everything else; its events go to the
+/// second field, its worker names are the value.
+struct TraceVisitor<'e>(Room, &'e mut dyn EventsInto);
 
-impl<'de> Visitor<'de> for TraceVisitor {
-    type Value = Option<(Vec<Event>, Vec<String>)>;
+impl<'de> Visitor<'de> for TraceVisitor<'_> {
+    type Value = Option<Vec<String>>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a trace object")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let TraceVisitor(room, events) = self;
         let mut found = None;
         while let Some(key) = map.next_key::<String>()? {
-            if key == "depEvents" {
-                found = Some(map.next_value_seed(DepEventsSeed(self.0.clone()))?);
+            if key == "depEvents" && found.is_none() {
+                found = Some(map.next_value_seed(DepEventsSeed(room.clone(), &mut *events))?);
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
@@ -613,25 +682,26 @@ impl<'de> Visitor<'de> for TraceVisitor {
 }
 
 /// The `depEvents` object: its version, workers and events.
-struct DepEventsSeed(Room);
+struct DepEventsSeed<'e>(Room, &'e mut dyn EventsInto);
 
-impl<'de> DeserializeSeed<'de> for DepEventsSeed {
-    type Value = (Vec<Event>, Vec<String>);
+impl<'de> DeserializeSeed<'de> for DepEventsSeed<'_> {
+    type Value = Vec<String>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for DepEventsSeed {
-    type Value = (Vec<Event>, Vec<String>);
+impl<'de> Visitor<'de> for DepEventsSeed<'_> {
+    type Value = Vec<String>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("the `depEvents` object")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let (mut version, mut workers, mut events) = (None, None, None);
+        let DepEventsSeed(room, events) = self;
+        let (mut version, mut workers, mut read_events) = (None, None, false);
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "version" => version = Some(map.next_value::<Value>()?),
@@ -640,7 +710,11 @@ impl<'de> Visitor<'de> for DepEventsSeed {
                         de::Error::custom("`depEvents.workers` is not a list of names")
                     })?);
                 }
-                "events" => events = Some(map.next_value_seed(EventsSeed(self.0.events()))?),
+                "events" if !read_events => {
+                    events.reserve(room.events());
+                    map.next_value_seed(EventsSeed(&mut *events))?;
+                    read_events = true;
+                }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -653,26 +727,27 @@ impl<'de> Visitor<'de> for DepEventsSeed {
             )));
         }
         let workers = workers.ok_or_else(|| de::Error::custom("`depEvents.workers` is missing"))?;
-        let events = events.ok_or_else(|| de::Error::custom("`depEvents.events` is missing"))?;
-        Ok((events, workers))
+        if !read_events {
+            return Err(de::Error::custom("`depEvents.events` is missing"));
+        }
+        Ok(workers)
     }
 }
 
-/// The event list, decoded one element at a time: a string declares the next string number,
-/// an array is an event (version 2), an object an event (version 1). Its field: room for this
-/// many events, taken at once.
-struct EventsSeed(usize);
+/// The event list, decoded one element at a time into its field: a string declares the next
+/// string number, an array is an event (version 2), an object an event (version 1).
+struct EventsSeed<'e>(&'e mut dyn EventsInto);
 
-impl<'de> DeserializeSeed<'de> for EventsSeed {
-    type Value = Vec<Event>;
+impl<'de> DeserializeSeed<'de> for EventsSeed<'_> {
+    type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_seq(self)
     }
 }
 
-impl<'de> Visitor<'de> for EventsSeed {
-    type Value = Vec<Event>;
+impl<'de> Visitor<'de> for EventsSeed<'_> {
+    type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("`depEvents.events`, a list")
@@ -680,9 +755,7 @@ impl<'de> Visitor<'de> for EventsSeed {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut strings: Vec<Arc<str>> = Vec::new();
-        let mut events = Vec::new();
-        // Room that the system refuses is not needed: the list then grows as it goes.
-        let _ = events.try_reserve(self.0);
+        let mut n_events = 0;
         while let Some(element) = seq.next_element::<Value>()? {
             let decoded = match element {
                 Value::String(text) => {
@@ -692,12 +765,12 @@ impl<'de> Visitor<'de> for EventsSeed {
                 Value::Array(fields) => event_from_fields(&fields, &strings),
                 other => event_from_json(&other),
             };
-            let event = decoded.map_err(|message| {
-                de::Error::custom(format!("event {}: {message}", events.len()))
-            })?;
-            events.push(event);
+            let event = decoded
+                .map_err(|message| de::Error::custom(format!("event {n_events}: {message}")))?;
+            self.0.push(event);
+            n_events += 1;
         }
-        Ok(events)
+        Ok(())
     }
 }
 
