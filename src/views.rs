@@ -225,9 +225,7 @@ impl ViewPlan {
             Err(())
         }
     }
-}
 
-impl ViewPlan {
     /// Writes the `--replay` page of `replay` (the run's events, or its last ones after the
     /// `prologue` that rebuilds the state where they begin).
     fn write_player(
@@ -249,7 +247,9 @@ impl ViewPlan {
 /// Which of the run's events a [`Recorder`] keeps.
 #[derive(Clone, Copy, Debug)]
 enum Keep {
+    /// None: no view needs them once folded.
     Nothing,
+    /// Every one, for the views drawn from the whole run.
     Every,
     /// The last this many, with what rebuilds the state before them.
     Last(usize),
