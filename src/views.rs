@@ -112,17 +112,15 @@ impl ViewPlan {
         ))
     }
 
-    /// Which events the recorder keeps: every one for the views drawn from the whole run (the
-    /// timeline, the DAG, a job's merged views), or only the last ones for a replay page.
+    /// What the recorder keeps of the events: every one for a job's merged views and a replay
+    /// page of every event; else the op records for the timeline and the DAG, which draw
+    /// nothing else, and the last events for a replay page.
     fn events_kept(&self) -> Keep {
-        if self.keep_events || self.timeline.is_some() || self.dot.is_some() {
-            Keep::Every
-        } else if self.replay.is_some() && self.replay_events > 0 {
-            Keep::Last(self.replay_events)
-        } else if self.replay.is_some() {
-            Keep::Every
-        } else {
-            Keep::Nothing
+        let every = self.keep_events || (self.replay.is_some() && self.replay_events == 0);
+        Keep {
+            every,
+            records: !every && (self.timeline.is_some() || self.dot.is_some()),
+            last: (!every && self.replay.is_some()).then_some(self.replay_events),
         }
     }
 
@@ -172,20 +170,14 @@ impl ViewPlan {
             let replay = views::Replay::new(cut.events, session.worker_names());
             ok &= self.write_player(path, &replay, &cut.prologue, script_path);
         }
+        if let Some(mut records) = recorded.records.take() {
+            records.set_worker_names(session.worker_names());
+            ok &= self.write_drawings(session, &records);
+        }
         let drawn = self.timeline.is_some() || self.dot.is_some() || self.replay.is_some();
         if let Some(events) = recorded.events.take().filter(|_| drawn) {
             let replay = views::Replay::new(events, session.worker_names());
-            if let Some(path) = &self.timeline {
-                let options = views::svg::TimelineOptions {
-                    arrows: self.arrows,
-                    simulated: session.config().policy == engine::Policy::Sim,
-                    ..views::svg::TimelineOptions::default()
-                };
-                ok &= write_file(path, "--timeline", views::svg::timeline(&replay, &options));
-            }
-            if let Some(path) = &self.dot {
-                ok &= write_dot(path, &views::dot::dag(&replay));
-            }
+            ok &= self.write_drawings(session, &replay);
             if let Some(path) = &self.replay {
                 let n_events = replay.events().len();
                 if self.replay_events == 0 || n_events <= self.replay_events {
@@ -226,6 +218,24 @@ impl ViewPlan {
         }
     }
 
+    /// Writes the `--timeline` and the `--dot` of `replay`, when asked for; whether both were
+    /// written.
+    fn write_drawings(&self, session: &Session, replay: &views::Replay) -> bool {
+        let mut ok = true;
+        if let Some(path) = &self.timeline {
+            let options = views::svg::TimelineOptions {
+                arrows: self.arrows,
+                simulated: session.config().policy == engine::Policy::Sim,
+                ..views::svg::TimelineOptions::default()
+            };
+            ok &= write_file(path, "--timeline", views::svg::timeline(replay, &options));
+        }
+        if let Some(path) = &self.dot {
+            ok &= write_dot(path, &views::dot::dag(replay));
+        }
+        ok
+    }
+
     /// Writes the `--replay` page of `replay` (the run's events, or its last ones after the
     /// `prologue` that rebuilds the state where they begin).
     fn write_player(
@@ -244,15 +254,16 @@ impl ViewPlan {
     }
 }
 
-/// Which of the run's events a [`Recorder`] keeps.
-#[derive(Clone, Copy, Debug)]
-enum Keep {
-    /// None: no view needs them once folded.
-    Nothing,
-    /// Every one, for the views drawn from the whole run.
-    Every,
-    /// The last this many, with what rebuilds the state before them.
-    Last(usize),
+/// What a [`Recorder`] keeps of the run's events, besides the summary and the traces it folds
+/// and writes as they come.
+#[derive(Clone, Copy, Debug, Default)]
+struct Keep {
+    /// Every event.
+    every: bool,
+    /// Every op's record (a replay that keeps no events): all that a timeline and a DAG draw.
+    records: bool,
+    /// The last this many events, with what rebuilds the state before them.
+    last: Option<usize>,
 }
 
 /// What a [`Recorder`] made of the run.
@@ -262,6 +273,8 @@ struct Recorded {
     traces: Vec<(PathBuf, std::io::Result<()>)>,
     /// Every event, when a view needs the whole run.
     events: Option<Vec<engine::Event>>,
+    /// Every op's record, when only drawings of the whole run need them.
+    records: Option<views::Replay>,
     /// The last events, when only a replay page needs them.
     last_events: Option<views::EventsCut>,
 }
@@ -287,12 +300,9 @@ impl Recorder {
             .name("dep-record".to_string())
             .spawn(move || {
                 let mut fold = views::fold::RunFold::new();
-                let mut events: Option<Vec<engine::Event>> =
-                    matches!(keep, Keep::Every).then(Vec::new);
-                let mut last_events = match keep {
-                    Keep::Last(capacity) => Some(views::LastEvents::keeping(capacity)),
-                    Keep::Nothing | Keep::Every => None,
-                };
+                let mut events: Option<Vec<engine::Event>> = keep.every.then(Vec::new);
+                let mut records = keep.records.then(|| views::Replay::ops_only(Vec::new()));
+                let mut last_events = keep.last.map(views::LastEvents::keeping);
                 let mut next = first;
                 let mut worker_names = None;
                 let mut fed: Vec<engine::Event> = Vec::new();
@@ -300,6 +310,7 @@ impl Recorder {
                 // trace's event log show them (unless that log has a reader of its own).
                 let grants = live.is_some()
                     || events.is_some()
+                    || records.is_some()
                     || last_events.is_some()
                     || open.wants_events();
                 loop {
@@ -310,6 +321,9 @@ impl Recorder {
                         }
                         if let Some(kept) = &mut events {
                             kept.push(event.clone());
+                        }
+                        if let Some(records) = &mut records {
+                            records.push_event(event.clone());
                         }
                         if let Some(last) = &mut last_events {
                             last.push(event.clone());
@@ -351,6 +365,7 @@ impl Recorder {
                     summary,
                     traces,
                     events,
+                    records,
                     last_events: last_events.map(views::LastEvents::finish),
                 }
             })

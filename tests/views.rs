@@ -286,6 +286,39 @@ fn replay_lists_the_ops_around_each_step_of_a_long_run() {
     assert!(!last.contains("later ops"), "{last}");
 }
 
+/// A timeline and a DAG alone are drawn from the op records the recorder folds as the run goes
+/// (no event kept); beside a replay page of every event, from those events: the same files.
+#[test]
+fn drawings_from_the_folded_records_are_those_from_every_event() {
+    let dir = TestDir::new();
+    for sample in ["intro", "data_parallel", "gpipe", "mlp_graph"] {
+        let script = crate::util::repo_root().join(format!("samples/{sample}.dep"));
+        let draw = |extra: &[&str]| {
+            Run::of(
+                dir.dep()
+                    .arg("run")
+                    .arg(&script)
+                    .args([
+                        "--engine",
+                        "sim",
+                        "--timeline",
+                        "t.svg",
+                        "--arrows",
+                        "--dot",
+                        "g.dot",
+                    ])
+                    .args(extra),
+            )
+            .expect_code(0);
+            (read(&dir, "t.svg"), read(&dir, "g.dot"))
+        };
+        let folded = draw(&[]);
+        let from_events = draw(&["--replay", "r.html", "--replay-events", "0"]);
+        assert!(folded.0.contains("critical path"), "{sample}: {}", folded.0);
+        assert!(folded == from_events, "{sample}: the drawings differ");
+    }
+}
+
 /// `dep replay --last N` reads only a trace's last N events, from the state the earlier ones
 /// left: its steps are numbered as the whole run's, its first says where the cut lies, and
 /// `--end` prints the same last step heading and the same summary of the whole run.

@@ -387,6 +387,12 @@ impl Replay {
         &self.events
     }
 
+    /// Names the workers, by worker index: for a replay folded while the run went, before the
+    /// engine's worker names were known.
+    pub fn set_worker_names(&mut self, worker_names: Vec<String>) {
+        self.worker_names = worker_names;
+    }
+
     /// The worker names, by worker index.
     pub fn worker_names(&self) -> &[String] {
         &self.worker_names
