@@ -272,6 +272,10 @@ pub enum Outcome {
     Quit,
 }
 
+/// How many ops the DAG shown on a screen or in a notebook draws (the last ones): a long loop's
+/// whole DAG is megabytes of DOT that no layout draws; a file gets every op.
+const SHOWN_DAG_OPS: usize = 100;
+
 /// Runs a command on the session. An error is a one-line message for the user.
 pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
     Ok(match command {
@@ -316,10 +320,18 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
         }
         Command::Dag(None) => {
             let replay = replay(session);
-            if replay.ops().is_empty() {
+            let n_ops = replay.ops().len();
+            if n_ops == 0 {
                 return Ok(Outcome::Note("no op ran yet".to_string()));
             }
-            with_forgotten(session, Outcome::Dot(views::dot::dag(&replay)))
+            let mut dot = views::dot::dag_of_last(&replay, SHOWN_DAG_OPS);
+            if n_ops > SHOWN_DAG_OPS {
+                dot.insert_str(
+                    0,
+                    &format!("// the last {SHOWN_DAG_OPS} of {n_ops} ops: the dag command with a FILE.dot or FILE.svg draws them all\n"),
+                );
+            }
+            with_forgotten(session, Outcome::Dot(dot))
         }
         Command::Graph(None) => {
             let names = session.graph_names();
@@ -754,6 +766,21 @@ mod tests {
             panic!("dag gives DOT");
         };
         assert!(dot.contains("label=\"A WAR\""), "{dot}");
+        // A long loop's DAG on the screen: its last ops, and a line saying how to get them all.
+        session
+            .run_source(
+                "loop.dep",
+                "for i in 0..200 { C = C + 1 }",
+                &mut std::io::sink(),
+            )
+            .unwrap();
+        session.engine().wait_all();
+        let Ok(Outcome::Dot(dot)) = run(&mut session, Command::Dag(None)) else {
+            panic!("dag gives DOT");
+        };
+        assert!(dot.starts_with("// the last 100 of 202 ops: "), "{dot}");
+        assert_eq!(dot.matches("[label=\"C = C + 1\\n").count(), 100, "{dot}");
+        assert!(dot.contains("earlier [label=\"… 102 earlier ops (of 202) not drawn\""));
         assert_eq!(
             run(&mut session, Command::Graph(Some("g".into()))).err(),
             Some("no graph named `g`: `graph g { ... }` records one".to_string())

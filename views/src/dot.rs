@@ -19,7 +19,16 @@ use crate::util::format_ns;
 
 /// The replay's op DAG in the DOT language.
 pub fn dag(replay: &Replay) -> String {
-    let graph = replay.graph();
+    dag_of_last(replay, usize::MAX)
+}
+
+/// The DAG of the replay's last `max_ops` ops (all of them when fewer): when some are left out,
+/// a first node says how many, with a dotted arrow to each op drawn that depends on one of
+/// them; the critical path is the whole run's. For a view on a screen or in a notebook, where a
+/// long loop's whole DAG would be megabytes of text that no layout draws.
+pub fn dag_of_last(replay: &Replay, max_ops: usize) -> String {
+    let n_ops = replay.ops().len();
+    let first = n_ops.saturating_sub(max_ops);
     let critical = replay.critical_path();
     // Each op's place on the critical path: an edge is on the path when it joins neighbours
     // there (looked up, not searched for: a long run's path has many thousands of ops).
@@ -35,8 +44,13 @@ pub fn dag(replay: &Replay) -> String {
         "  node [shape=box, style=\"rounded,filled\", fontname=\"monospace\", fontsize=10];\n",
     );
     dot.push_str("  edge [fontname=\"monospace\", fontsize=9];\n");
-    for node in graph.node_indices() {
-        let op = &replay.ops()[node.index()];
+    if first > 0 {
+        let _ = writeln!(
+            dot,
+            "  earlier [label=\"… {first} earlier ops (of {n_ops}) not drawn\", shape=plaintext, style=\"\"];"
+        );
+    }
+    for op in &replay.ops()[first..] {
         let mut details = vec![op.state.name().to_string()];
         match &op.place {
             Some(place) => details.insert(0, place.to_string()),
@@ -63,8 +77,19 @@ pub fn dag(replay: &Replay) -> String {
             Role::State(op.state).hex(),
         );
     }
-    for edge_ref in graph.edge_references() {
-        let edge = &replay.edges()[*edge_ref.weight()];
+    let drawn = |id: &OpId| {
+        replay
+            .op_position(*id)
+            .is_some_and(|position| position >= first)
+    };
+    let mut from_earlier: Vec<OpId> = Vec::new();
+    for edge in replay.edges().iter().filter(|edge| drawn(&edge.to)) {
+        if !drawn(&edge.from) {
+            if from_earlier.last() != Some(&edge.to) {
+                from_earlier.push(edge.to);
+            }
+            continue;
+        }
         let critical = matches!(
             (path_place.get(&edge.from), path_place.get(&edge.to)),
             (Some(from), Some(to)) if *to == from + 1
@@ -82,6 +107,13 @@ pub fn dag(replay: &Replay) -> String {
             edge.to,
             escape_dot(&replay.var_name(edge.var)),
             edge.hazard.short_name(),
+        );
+    }
+    for op in from_earlier {
+        let _ = writeln!(
+            dot,
+            "  earlier -> {op} [style=dotted, color=\"{}\"];",
+            Role::Edge.hex()
         );
     }
     dot.push_str("}\n");
@@ -135,4 +167,40 @@ fn escape_dot(text: &str) -> String {
     text.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The last ops of a long chain: that many nodes, a node counting the others with a dotted
+    /// arrow to the first op drawn (which depends on one left out), and the whole DAG when it
+    /// is short enough.
+    #[test]
+    fn the_last_ops_of_a_long_run() {
+        let replay = crate::tests::long_chain_replay(400);
+        let n_ops = replay.ops().len();
+        let dot = dag_of_last(&replay, 10);
+        let nodes = dot
+            .lines()
+            .filter(|line| line.contains("[label=\"") && line.contains("fillcolor"))
+            .count();
+        assert_eq!(nodes, 10, "{dot}");
+        assert!(dot.contains(&format!(
+            "earlier [label=\"… {} earlier ops (of {n_ops}) not drawn\"",
+            n_ops - 10
+        )));
+        let first_drawn = replay.ops()[n_ops - 10].id;
+        assert!(
+            dot.contains(&format!("  earlier -> {first_drawn} [style=dotted")),
+            "{dot}"
+        );
+        assert_eq!(
+            dot.matches(" -> ").count(),
+            10,
+            "9 edges among the ten, one from the rest: {dot}"
+        );
+        assert_eq!(dag_of_last(&replay, n_ops), dag(&replay));
+        assert!(!dag(&replay).contains("earlier"));
+    }
 }
