@@ -595,6 +595,39 @@ impl Panel {
     }
 }
 
+/// About how much memory reading a trace of `length` bytes whole takes (its events and op
+/// records, then the frames of its last step): 2.5 times the file, 2.76 GB for a 1.1 GB trace.
+fn memory_to_read_whole(length: u64) -> u64 {
+    length.saturating_mul(5) / 2
+}
+
+/// About how many bytes of memory each event read with `--last` takes: 303 MB for 1,000,000.
+const MEMORY_PER_KEPT_EVENT: u64 = 300;
+
+/// When a trace read whole would take more memory than the process may use
+/// (`dep_interp::tensor::memory_budget_bytes`), how many of its last events fit in half of it,
+/// said on stderr; `None` when the whole trace fits or the budget is not known.
+fn last_events_that_fit(file: &std::fs::File, path: &str) -> Option<u64> {
+    let length = file.metadata().ok()?.len();
+    let budget = dep_interp::tensor::memory_budget_bytes()?;
+    let kept = events_within(length, budget)?;
+    eprintln!(
+        "dep: {path} would take about {} of memory to read whole, more than the {} this process may use: reading its last {kept} events (`--last N` chooses how many)",
+        dep_interp::tensor::format_bytes(memory_to_read_whole(length)),
+        dep_interp::tensor::format_bytes(budget),
+    );
+    Some(kept)
+}
+
+/// How many events of a trace of `length` bytes to keep within a memory `budget`: `None` when
+/// the whole trace fits, else as many as half the budget holds (at least 1,000).
+fn events_within(length: u64, budget: u64) -> Option<u64> {
+    if memory_to_read_whole(length) <= budget {
+        return None;
+    }
+    Some((budget / 2 / MEMORY_PER_KEPT_EVENT).max(1_000))
+}
+
 /// A trace file's replay: every event, or with `last`, its last events after the prologue that
 /// rebuilds the state where they begin, and the summary of the whole run, folded as it was read.
 fn read_replay(
@@ -626,7 +659,10 @@ pub(crate) fn replay(args: &ReplayArgs) -> ExitCode {
     let path = args.file.display().to_string();
     let read = std::fs::File::open(&args.file)
         .map_err(|error| error.to_string())
-        .and_then(|file| read_replay(file, args.last).map_err(|error| error.to_string()));
+        .and_then(|file| {
+            let last = args.last.or_else(|| last_events_that_fit(&file, &path));
+            read_replay(file, last).map_err(|error| error.to_string())
+        });
     let (replay, prologue, summary) = match read {
         Ok(read) => read,
         Err(message) => {
@@ -733,5 +769,23 @@ fn step_interactively(stepper: &mut views::Stepper) -> std::io::Result<()> {
             _ => step,
         };
         stepper.go_to(next);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A trace that fits is read whole; one that does not keeps what half the budget holds,
+    /// and never fewer than 1,000 events.
+    #[test]
+    fn a_trace_too_long_for_the_memory_is_read_from_its_end() {
+        let gib = 1 << 30;
+        assert_eq!(events_within(gib, 4 * gib), None);
+        assert_eq!(
+            events_within(2 * gib, 4 * gib),
+            Some(2 * gib / MEMORY_PER_KEPT_EVENT)
+        );
+        assert_eq!(events_within(gib, 100_000), Some(1_000));
     }
 }

@@ -321,7 +321,8 @@ fn drawings_from_the_folded_records_are_those_from_every_event() {
 
 /// `dep replay --last N` reads only a trace's last N events, from the state the earlier ones
 /// left: its steps are numbered as the whole run's, its first says where the cut lies, and
-/// `--end` prints the same last step heading and the same summary of the whole run.
+/// `--end` prints the same last step heading and the same summary of the whole run. Without
+/// `--last`, a trace too long for the memory the process may use is read from its end.
 #[test]
 fn replay_of_the_last_events_of_a_trace() {
     let dir = TestDir::new();
@@ -357,6 +358,46 @@ fn replay_of_the_last_events_of_a_trace() {
     assert!(last.stdout.contains(" earlier ops\n"), "{}", last.stdout);
     let zero = Run::of(dir.dep().args(["replay", "t.json", "--last", "0"])).expect_code(2);
     assert!(zero.stderr.contains("--last"), "{}", zero.stderr);
+    // A trace that would take more memory than the process may use is read from its end, and
+    // says so; one that fits is read whole.
+    let bytes = std::fs::metadata(dir.path().join("t.json")).unwrap().len();
+    let tight = Run::of(
+        dir.dep()
+            .args(["replay", "t.json"])
+            .env("DEP_MEMORY_LIMIT", (bytes * 2).to_string()),
+    )
+    .expect_code(0);
+    assert!(
+        tight
+            .stderr
+            .contains("of memory to read whole, more than the ")
+            && tight.stderr.contains("reading its last 1000 events"),
+        "{}",
+        tight.stderr
+    );
+    assert_eq!(
+        tight
+            .stdout
+            .lines()
+            .filter(|line| line.starts_with("step "))
+            .count(),
+        1001
+    );
+    let roomy = Run::of(
+        dir.dep()
+            .args(["replay", "t.json"])
+            .env("DEP_MEMORY_LIMIT", (bytes * 3).to_string()),
+    )
+    .expect_code(0);
+    assert_eq!(roomy.stderr, "");
+    assert_eq!(
+        roomy
+            .stdout
+            .lines()
+            .filter(|line| line.starts_with("step "))
+            .count(),
+        n_events + 1
+    );
 }
 
 /// `dep replay` on a terminal, as a user steps through a long run: each key redraws the step it

@@ -42,6 +42,7 @@ pub use format::{format_for_reading, format_scalar};
 pub use layout::{axis_selections, reshaped_shape, split_specs, AxisSel};
 pub use layout::{concat, index, reshape, split, IndexSpec};
 pub use linalg::{matmul, transpose};
+pub use memory_budget::budget_bytes as memory_budget_bytes;
 pub use nn::{onehot, softmax};
 pub use npy::{load_npy, read_npy, save_npy, write_npy};
 pub use random::{rand, randn, seeded_rng, TensorRng};

@@ -67,6 +67,16 @@ pub(crate) fn check(bytes: u64) -> Result<()> {
     ))
 }
 
+/// The memory this process may take in all, if known: `DEP_MEMORY_LIMIT` when set (and a
+/// size), else what the kernel can still give it. For work whose memory grows with its input
+/// (reading a long trace whole) to choose a smaller way before it runs out.
+pub fn budget_bytes() -> Option<u64> {
+    match user_limit() {
+        Some(limit) => parse_size(limit),
+        None => available_bytes(),
+    }
+}
+
 /// Parses `1234`, `512K`, `64M`, `8G`, `1T` (powers of 1024; a trailing `B` or `iB` is allowed).
 fn parse_size(text: &str) -> Option<u64> {
     let text = text.trim();
