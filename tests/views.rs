@@ -14,6 +14,17 @@ C = A2 + B2
 print sum(C) > 0
 ";
 
+/// A loop of 300 statements on one variable pair: a trace longer than a screen of ops.
+const LOOP: &str = "x = ones(4)\nfor i in 0..150 {\n  y = x + 1\n  x = y * 1\n}\n";
+
+/// The step headings of `dep replay`'s listing (`step 3/40 at …: …`).
+fn step_headers(listing: &str) -> Vec<&str> {
+    listing
+        .lines()
+        .filter(|line| line.starts_with("step "))
+        .collect()
+}
+
 fn read(dir: &TestDir, name: &str) -> String {
     let path = dir.path().join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
@@ -116,11 +127,7 @@ fn every_view_flag_writes_its_file_and_stdout_stays_the_script_output() {
 #[test]
 fn a_long_runs_replay_page_holds_its_last_events() {
     let dir = TestDir::new();
-    let n_events = traced_naive_run(
-        &dir,
-        "loop.dep",
-        "x = ones(4)\nfor i in 0..200 {\n  y = x + 1\n  x = y * 1\n}\nprint sum(x)\n",
-    );
+    let n_events = traced_naive_run(&dir, "loop.dep", LOOP);
     let script = dir.path().join("loop.dep");
     let cut_note = format!(
         "The run had {n_events} events: this page steps through the last 300, from the state the first {} left",
@@ -234,11 +241,7 @@ fn replay_prints_every_step_in_order_when_not_on_a_terminal() {
         "A = 2\nB = A + 1\nC = A + 2\nA = C * 2\nD = A + 3\nprint D\n",
     );
     let run = Run::of(dir.dep().args(["replay", "t.json"])).expect_code(0);
-    let headers: Vec<&str> = run
-        .stdout
-        .lines()
-        .filter(|line| line.starts_with("step "))
-        .collect();
+    let headers = step_headers(&run.stdout);
     assert_eq!(headers.len(), n_events + 1);
     assert_eq!(
         headers[0],
@@ -267,11 +270,7 @@ fn replay_prints_every_step_in_order_when_not_on_a_terminal() {
 #[test]
 fn replay_lists_the_ops_around_each_step_of_a_long_run() {
     let dir = TestDir::new();
-    let n_events = traced_naive_run(
-        &dir,
-        "loop.dep",
-        "x = ones(4)\nfor i in 0..150 {\n  y = x + 1\n  x = y * 1\n}\n",
-    );
+    let n_events = traced_naive_run(&dir, "loop.dep", LOOP);
     let run = Run::of(dir.dep().args(["replay", "t.json"])).expect_code(0);
     let steps: Vec<&str> = run.stdout.split("\nstep ").collect();
     assert_eq!(steps.len(), n_events + 1);
@@ -326,17 +325,9 @@ fn drawings_from_the_folded_records_are_those_from_every_event() {
 #[test]
 fn replay_of_the_last_events_of_a_trace() {
     let dir = TestDir::new();
-    let n_events = traced_naive_run(
-        &dir,
-        "loop.dep",
-        "x = ones(4)\nfor i in 0..150 {\n  y = x + 1\n  x = y * 1\n}\n",
-    );
+    let n_events = traced_naive_run(&dir, "loop.dep", LOOP);
     let listing = Run::of(dir.dep().args(["replay", "t.json", "--last", "50"])).expect_code(0);
-    let headers: Vec<&str> = listing
-        .stdout
-        .lines()
-        .filter(|line| line.starts_with("step "))
-        .collect();
+    let headers = step_headers(&listing.stdout);
     assert_eq!(headers.len(), 51);
     let cut = n_events - 50;
     assert!(
@@ -375,14 +366,7 @@ fn replay_of_the_last_events_of_a_trace() {
         "{}",
         tight.stderr
     );
-    assert_eq!(
-        tight
-            .stdout
-            .lines()
-            .filter(|line| line.starts_with("step "))
-            .count(),
-        1001
-    );
+    assert_eq!(step_headers(&tight.stdout).len(), 1001);
     let roomy = Run::of(
         dir.dep()
             .args(["replay", "t.json"])
@@ -390,14 +374,7 @@ fn replay_of_the_last_events_of_a_trace() {
     )
     .expect_code(0);
     assert_eq!(roomy.stderr, "");
-    assert_eq!(
-        roomy
-            .stdout
-            .lines()
-            .filter(|line| line.starts_with("step "))
-            .count(),
-        n_events + 1
-    );
+    assert_eq!(step_headers(&roomy.stdout).len(), n_events + 1);
 }
 
 /// `dep replay` on a terminal, as a user steps through a long run: each key redraws the step it
