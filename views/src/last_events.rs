@@ -128,12 +128,13 @@ impl LastEvents {
                 self.vars.remove(var);
             }
             EventKind::Pushed { op, .. } => {
+                let op = *op;
                 self.n_ops_dropped += 1;
                 let carried = CarriedOp {
-                    pushed: event.clone(),
+                    pushed: event,
                     progress: Vec::new(),
                 };
-                self.ops.insert(*op, (order, carried));
+                self.ops.insert(op, (order, carried));
             }
             EventKind::Granted { op, .. }
             | EventKind::Ready { op }
