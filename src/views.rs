@@ -231,7 +231,7 @@ impl ViewPlan {
             ok &= write_file(path, "--timeline", views::svg::timeline(replay, &options));
         }
         if let Some(path) = &self.dot {
-            ok &= write_dot(path, &views::dot::dag(replay));
+            ok &= write_dot(path, replay);
         }
         ok
     }
@@ -399,21 +399,30 @@ pub(crate) fn write_file(path: &Path, flag: &str, contents: impl AsRef<[u8]>) ->
     }
 }
 
-/// Writes DOT, or SVG through Graphviz when the file ends in `.svg`; without Graphviz, writes
-/// the DOT beside it and says so.
-fn write_dot(path: &Path, dot: &str) -> bool {
+/// Writes the DAG as DOT, every op; or as SVG through Graphviz when the file ends in `.svg`,
+/// its last ops (saying so when some are left out); without Graphviz, or when its layout fails,
+/// writes the DOT beside it and says so.
+fn write_dot(path: &Path, replay: &views::Replay) -> bool {
     if path.extension().and_then(|ext| ext.to_str()) != Some("svg") {
-        return write_file(path, "--dot", dot);
+        return write_file(path, "--dot", views::dot::dag(replay));
     }
-    match views::dot::to_svg(dot) {
+    let n_ops = replay.ops().len();
+    if n_ops > views::dot::SVG_DAG_OPS {
+        eprintln!(
+            "dep: --dot: {} draws the last {} of {n_ops} ops (Graphviz takes minutes to lay out more); a --dot FILE.dot gets every op",
+            path.display(),
+            views::dot::SVG_DAG_OPS
+        );
+    }
+    match views::dot::dag_svg(replay) {
         Ok(svg) => write_file(path, "--dot", &svg),
         Err(error) => {
             let fallback = path.with_extension("dot");
             eprintln!(
-                "dep: --dot: {error}; writing the DOT to {} instead",
+                "dep: --dot: {error}; writing the DOT of every op to {} instead",
                 fallback.display()
             );
-            write_file(&fallback, "--dot", dot);
+            write_file(&fallback, "--dot", views::dot::dag(replay));
             false
         }
     }

@@ -318,6 +318,47 @@ fn drawings_from_the_folded_records_are_those_from_every_event() {
     }
 }
 
+/// `--dot g.svg` of a run longer than Graphviz lays out in seconds draws the run's last 200 ops,
+/// counts the others in its title and says so on stderr, where it drew every op and could take
+/// hours; without Graphviz it writes the DOT of every op beside it and fails. `scripts/test`
+/// installs Graphviz, so the test suite takes the first branch.
+#[test]
+fn a_dag_as_svg_draws_the_last_ops_of_a_long_run() {
+    let dir = TestDir::new();
+    let script = dir.write("loop.dep", LOOP);
+    let graphviz = std::process::Command::new("dot").arg("-V").output().is_ok();
+    let run = Run::of(
+        dir.dep()
+            .arg("run")
+            .arg(&script)
+            .args(["--engine", "naive", "--dot", "g.svg"]),
+    )
+    .expect_code(if graphviz { 0 } else { 1 });
+    assert!(
+        run.stderr
+            .contains("dep: --dot: g.svg draws the last 200 of 301 ops"),
+        "{}",
+        run.stderr
+    );
+    if graphviz {
+        let svg = read(&dir, "g.svg");
+        assert!(
+            svg.contains("… 101 earlier ops (of 301) not drawn"),
+            "{svg}"
+        );
+        assert_eq!(svg.matches("<g id=\"node").count(), 200, "{svg}");
+        assert!(svg.contains("x = y * 1"), "{svg}");
+    } else {
+        eprintln!("Graphviz (`dot`) is not installed: checked the fallback only");
+        assert!(
+            run.stderr.contains("writing the DOT of every op to"),
+            "{}",
+            run.stderr
+        );
+        assert_eq!(read(&dir, "g.dot").matches("fillcolor").count(), 301);
+    }
+}
+
 /// `dep replay --last N` reads only a trace's last N events, from the state the earlier ones
 /// left: its steps are numbered as the whole run's, its first says where the cut lies, and
 /// `--end` prints the same last step heading and the same summary of the whole run. Without

@@ -307,13 +307,20 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
         }
         Command::Dag(Some(argument)) => {
             let path = Path::new(&argument);
-            let dot = views::dot::dag(&replay(session));
+            let replay = replay(session);
             let written = match path.extension().and_then(|extension| extension.to_str()) {
                 Some("svg") => {
-                    let svg = views::dot::to_svg(&dot).map_err(|error| error.to_string())?;
-                    write_file(path, &svg, "DAG")?
+                    let svg = views::dot::dag_svg(&replay).map_err(|error| error.to_string())?;
+                    let written = write_file(path, &svg, "DAG")?;
+                    let (n_ops, drawn) = (replay.ops().len(), views::dot::SVG_DAG_OPS);
+                    match written {
+                        Outcome::Note(note) if n_ops > drawn => Outcome::Note(format!(
+                            "{note}: its last {drawn} of {n_ops} ops (Graphviz takes minutes to lay out more; a FILE.dot gets every op)"
+                        )),
+                        written => written,
+                    }
                 }
-                Some("dot") => write_file(path, &dot, "DAG")?,
+                Some("dot") => write_file(path, &views::dot::dag(&replay), "DAG")?,
                 _ => return Err(no_graph(session, &argument)),
             };
             with_forgotten(session, written)
@@ -328,7 +335,7 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
             if n_ops > SHOWN_DAG_OPS {
                 dot.insert_str(
                     0,
-                    &format!("// the last {SHOWN_DAG_OPS} of {n_ops} ops: the dag command with a FILE.dot or FILE.svg draws them all\n"),
+                    &format!("// the last {SHOWN_DAG_OPS} of {n_ops} ops: the dag command with a FILE.dot draws them all\n"),
                 );
             }
             with_forgotten(session, Outcome::Dot(dot))
@@ -781,6 +788,19 @@ mod tests {
         assert!(dot.starts_with("// the last 100 of 202 ops: "), "{dot}");
         assert_eq!(dot.matches("[label=\"C = C + 1\\n").count(), 100, "{dot}");
         assert!(dot.contains("earlier [label=\"… 102 earlier ops (of 202) not drawn\""));
+        // As SVG, the last ops Graphviz lays out in seconds, and a note saying so; without
+        // Graphviz, an error saying how to get it.
+        let dir = tempfile::tempdir().unwrap();
+        let svg = dir.path().join("g.svg");
+        match run(&mut session, Command::Dag(Some(svg.display().to_string()))) {
+            Ok(Outcome::Note(note)) => {
+                assert!(note.ends_with("g.svg: its last 200 of 202 ops (Graphviz takes minutes to lay out more; a FILE.dot gets every op)"), "{note}");
+                let svg = std::fs::read_to_string(&svg).unwrap();
+                assert!(svg.contains("… 2 earlier ops (of 202) not drawn"), "{svg}");
+            }
+            Err(error) => assert!(error.contains("install graphviz"), "{error}"),
+            Ok(_) => panic!("dag FILE.svg writes a file"),
+        }
         assert_eq!(
             run(&mut session, Command::Graph(Some("g".into()))).err(),
             Some("no graph named `g`: `graph g { ... }` records one".to_string())

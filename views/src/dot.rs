@@ -7,8 +7,11 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
+use std::io::{Read, Write as _};
 use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use wait_timeout::ChildExt as _;
 
 use dep_engine::OpId;
 
@@ -27,6 +30,20 @@ pub fn dag(replay: &Replay) -> String {
 /// them; the critical path is the whole run's. For a view on a screen or in a notebook, where a
 /// long loop's whole DAG would be megabytes of text that no layout draws.
 pub fn dag_of_last(replay: &Replay, max_ops: usize) -> String {
+    dag_drawn(replay, max_ops, EarlierOps::Linked)
+}
+
+/// How a DAG of a run's last ops shows the ops left out before them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum EarlierOps {
+    /// A node counting them, with a dotted arrow to each op drawn that depends on one.
+    Linked,
+    /// The count in the graph's label, no arrows: one node with arrows to hundreds of ops makes
+    /// Graphviz's layout of a few hundred ops take minutes instead of a second.
+    Counted,
+}
+
+fn dag_drawn(replay: &Replay, max_ops: usize, earlier: EarlierOps) -> String {
     let n_ops = replay.ops().len();
     let first = n_ops.saturating_sub(max_ops);
     let critical = replay.critical_path();
@@ -45,10 +62,17 @@ pub fn dag_of_last(replay: &Replay, max_ops: usize) -> String {
     );
     dot.push_str("  edge [fontname=\"monospace\", fontsize=9];\n");
     if first > 0 {
-        let _ = writeln!(
-            dot,
-            "  earlier [label=\"… {first} earlier ops (of {n_ops}) not drawn\", shape=plaintext, style=\"\"];"
-        );
+        let note = format!("… {first} earlier ops (of {n_ops}) not drawn");
+        let _ = match earlier {
+            EarlierOps::Linked => writeln!(
+                dot,
+                "  earlier [label=\"{note}\", shape=plaintext, style=\"\"];"
+            ),
+            EarlierOps::Counted => writeln!(
+                dot,
+                "  label=\"{note}\";\n  labelloc=t;\n  fontname=\"monospace\";"
+            ),
+        };
     }
     for op in &replay.ops()[first..] {
         let mut details = vec![op.state.name().to_string()];
@@ -85,7 +109,7 @@ pub fn dag_of_last(replay: &Replay, max_ops: usize) -> String {
     let mut from_earlier: Vec<OpId> = Vec::new();
     for edge in replay.edges().iter().filter(|edge| drawn(&edge.to)) {
         if !drawn(&edge.from) {
-            if from_earlier.last() != Some(&edge.to) {
+            if earlier == EarlierOps::Linked && from_earlier.last() != Some(&edge.to) {
                 from_earlier.push(edge.to);
             }
             continue;
@@ -120,11 +144,38 @@ pub fn dag_of_last(replay: &Replay, max_ops: usize) -> String {
     dot
 }
 
+/// How many ops a DAG drawn as SVG holds, the last ones. Graphviz's `dot` takes time that grows
+/// much faster than the ops and their labelled edges: the last 200 ops of
+/// `samples/mlp_graph.dep` take 1.6 s, 300 take 7.5 s, and 5,000 ops of a loop of four
+/// statements do not end in 5 minutes (bench/README, "A DAG as SVG"). A `.dot` file gets every
+/// op.
+pub const SVG_DAG_OPS: usize = 200;
+
+/// How long Graphviz may lay a DAG out before dep stops it and says so, rather than leaving a
+/// user waiting on a layout that may take hours.
+const LAYOUT_LIMIT: Duration = Duration::from_secs(30);
+
+/// The replay's DAG as SVG through Graphviz: its last [`SVG_DAG_OPS`] ops, the number of the
+/// others in its title.
+pub fn dag_svg(replay: &Replay) -> Result<String, Error> {
+    to_svg(&dag_drawn(replay, SVG_DAG_OPS, EarlierOps::Counted))
+}
+
 /// Renders DOT to SVG with Graphviz's `dot`; an error of kind
-/// [`ErrorKind::GraphvizMissing`] says how to get it when it is not installed.
+/// [`ErrorKind::GraphvizMissing`] says how to get it when it is not installed, one of kind
+/// [`ErrorKind::GraphvizFailed`] that it failed or took longer than 30 s (it is stopped then).
 pub fn to_svg(dot: &str) -> Result<String, Error> {
-    let mut child = Command::new("dot")
-        .arg("-Tsvg")
+    let mut command = Command::new("dot");
+    command.arg("-Tsvg");
+    let svg = run_layout(command, dot, LAYOUT_LIMIT)?;
+    Ok(String::from_utf8_lossy(&svg).into_owned())
+}
+
+/// Runs a layout program on `input` and gives its standard output, stopping it after `limit`.
+/// Its input is written and its outputs read on threads of their own, so that neither pipe
+/// fills while the other is waited on.
+fn run_layout(mut command: Command, input: &str, limit: Duration) -> Result<Vec<u8>, Error> {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -137,30 +188,51 @@ pub fn to_svg(dot: &str) -> Result<String, Error> {
                 ),
             )
         })?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(dot.as_bytes()).map_err(|error| {
-            Error::new(
+    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    std::thread::scope(|scope| {
+        // A write that fails (the program stopped, or quit on bad input) shows in its status.
+        scope.spawn(move || stdin.map(|mut stdin| stdin.write_all(input.as_bytes())));
+        let output = scope.spawn(move || read_all(stdout));
+        let errors = scope.spawn(move || read_all(stderr));
+        let waited = child.wait_timeout(limit);
+        if !matches!(waited, Ok(Some(_))) {
+            // Stopped, so that its pipes close and the threads above end.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let output = output.join().unwrap_or_default();
+        let errors = errors.join().unwrap_or_default();
+        match waited {
+            Ok(Some(status)) if status.success() => Ok(output),
+            Ok(Some(_)) => Err(Error::new(
                 ErrorKind::GraphvizFailed,
-                format!("writing to `dot`: {error}"),
-            )
-        })?;
+                format!(
+                    "`dot -Tsvg` failed: {}",
+                    String::from_utf8_lossy(&errors).trim()
+                ),
+            )),
+            Ok(None) => Err(Error::new(
+                ErrorKind::GraphvizFailed,
+                format!(
+                    "Graphviz's `dot` took more than {} s to lay the DAG out and was stopped",
+                    limit.as_secs_f64()
+                ),
+            )),
+            Err(error) => Err(Error::new(
+                ErrorKind::GraphvizFailed,
+                format!("waiting for `dot`: {error}"),
+            )),
+        }
+    })
+}
+
+/// Everything a child's pipe gives until it closes (what it gave before an error).
+fn read_all(pipe: Option<impl Read>) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    if let Some(mut pipe) = pipe {
+        let _ = pipe.read_to_end(&mut bytes);
     }
-    let output = child.wait_with_output().map_err(|error| {
-        Error::new(
-            ErrorKind::GraphvizFailed,
-            format!("waiting for `dot`: {error}"),
-        )
-    })?;
-    if !output.status.success() {
-        return Err(Error::new(
-            ErrorKind::GraphvizFailed,
-            format!(
-                "`dot -Tsvg` failed: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            ),
-        ));
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    bytes
 }
 
 fn escape_dot(text: &str) -> String {
@@ -202,5 +274,30 @@ mod tests {
         );
         assert_eq!(dag_of_last(&replay, n_ops), dag(&replay));
         assert!(!dag(&replay).contains("earlier"));
+    }
+
+    /// A layout program that outlives its limit is stopped and named in the error, in about
+    /// the limit's time; one that ends gives what it wrote, however much (both pipes drained
+    /// while it runs); one that is missing says how to get Graphviz.
+    #[test]
+    fn a_layout_is_stopped_at_its_limit() {
+        let started = std::time::Instant::now();
+        let mut sleep = Command::new("sleep");
+        sleep.arg("20");
+        let error = run_layout(sleep, "", Duration::from_millis(200)).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::GraphvizFailed);
+        assert!(
+            error.to_string().contains("took more than 0.2 s"),
+            "{error}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+
+        let input = "digraph dep {}\n".repeat(100_000);
+        let output = run_layout(Command::new("cat"), &input, Duration::from_secs(30)).unwrap();
+        assert_eq!(output, input.as_bytes());
+
+        let missing = Command::new("dep-no-such-layout-program");
+        let error = run_layout(missing, "", Duration::from_secs(1)).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::GraphvizMissing);
     }
 }
