@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
-use dep_engine::OpState;
+use dep_engine::{OpId, OpState};
 
 use crate::color::Role;
 use crate::replay::{Bar, Lane, Replay};
@@ -54,14 +54,6 @@ const AXIS_PX: f64 = 34.0;
 /// The timeline of a replay as a standalone SVG document.
 pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
     let lanes = replay.timeline_lanes();
-    let worker_row: HashMap<u32, usize> = lanes
-        .iter()
-        .enumerate()
-        .filter_map(|(row, lane)| match lane {
-            Lane::Worker(worker) => Some((*worker, row)),
-            Lane::Device(_) => None,
-        })
-        .collect();
     let width = f64::from(options.width_px.max(400));
     let height = TOP_PX + LANE_PX * lanes.len() as f64 + AXIS_PX;
     let (start, end) = replay.span_ns();
@@ -122,6 +114,7 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
         );
     }
 
+    let mut anchors = Anchors::default();
     for (row, lane) in lanes.iter().enumerate() {
         let y = TOP_PX + row as f64 * LANE_PX;
         let bars = replay.bars(lane);
@@ -149,46 +142,153 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
                 on_path: &on_path,
                 x_of: &x_of,
             };
-            match &bars[index..run_end] {
+            let drawn = &bars[index..run_end];
+            match drawn {
                 [bar] => draw.bar(&mut svg, bar),
                 run => draw.run(&mut svg, run),
+            }
+            if options.arrows && matches!(lane, Lane::Worker(_)) {
+                anchors.add(drawn, y + BAR_PX / 2.0, end, &x_of);
             }
             index = run_end;
         }
     }
 
     if options.arrows {
-        let centre = |id| {
-            let op = replay.op(id)?;
-            let y = TOP_PX + *worker_row.get(&op.worker?)? as f64 * LANE_PX + BAR_PX / 2.0;
-            Some((x_of(op.started_ns?), x_of(op.finished_ns.unwrap_or(end)), y))
-        };
-        for edge in replay.edges() {
-            let (Some((_, from_x, from_y)), Some((to_x, _, to_y))) =
-                (centre(edge.from), centre(edge.to))
-            else {
-                continue;
-            };
-            let colour = if on_path.contains(&edge.from) && on_path.contains(&edge.to) {
-                Role::Critical.hex()
-            } else {
-                Role::Edge.hex()
-            };
-            let bend = (to_x - from_x).abs().max(12.0) / 2.0;
-            let _ = writeln!(
-                svg,
-                r#"<path class="dep-arrow" d="M{from_x:.1},{from_y:.1} C{:.1},{from_y:.1} {:.1},{to_y:.1} {to_x:.1},{to_y:.1}" fill="none" stroke="{colour}" stroke-opacity="0.7" marker-end="url(#arrow)"><title>{} {}</title></path>"#,
-                from_x + bend,
-                to_x - bend,
-                edge.hazard.short_name(),
-                escape_xml(&replay.var_name(edge.var)),
-            );
-        }
+        arrows(&mut svg, replay, &anchors, &on_path);
     }
 
     axis(&mut svg, start, axis_end, height - AXIS_PX + 4.0, &x_of);
     svg.push_str("</svg>\n");
     svg
+}
+
+/// Where dependency arrows meet what the timeline drew on worker lanes: each bar, or run of thin
+/// bars drawn as one, with the ops it holds.
+#[derive(Default)]
+struct Anchors {
+    /// Each drawn element's left end (where arrows arrive), right end (where they leave) and
+    /// its lane's middle, in pixels.
+    ends: Vec<(f64, f64, f64)>,
+    /// The element each op was drawn in.
+    of_op: HashMap<OpId, usize>,
+}
+
+impl Anchors {
+    /// Adds the element that draws `bars` (one bar, or a run of thin ones) at height `y`;
+    /// `end` is the run's last time, where an op still running ends.
+    fn add(&mut self, bars: &[Bar<'_>], y: f64, end: u64, x_of: &dyn Fn(u64) -> f64) {
+        let [first, ..] = bars else { return };
+        let (left, right) = match bars {
+            [bar] => (
+                bar.op.started_ns.map_or(x_of(bar.start_ns), x_of),
+                x_of(bar.op.finished_ns.unwrap_or(end)),
+            ),
+            run => (
+                x_of(first.start_ns),
+                x_of(
+                    run.iter()
+                        .map(|bar| bar.end_ns)
+                        .max()
+                        .unwrap_or(first.end_ns),
+                ),
+            ),
+        };
+        let element = self.ends.len();
+        self.ends.push((left, right, y));
+        for bar in bars {
+            self.of_op.insert(bar.op.id, element);
+        }
+    }
+}
+
+/// How many of the dependencies an arrow stands for its tooltip names; it counts the others.
+const NAMED_DEPENDENCIES: usize = 3;
+
+/// Draws the dependency arrows between the elements the timeline drew: one arrow per pair of
+/// elements, standing for every edge between their ops (none inside one element). A run of
+/// thin bars holds many ops, so a long run gets at most an arrow or so per element, where an
+/// arrow per edge made a 2,000,000-op timeline hundreds of megabytes of curves a pixel long.
+fn arrows(svg: &mut String, replay: &Replay, anchors: &Anchors, on_path: &HashSet<OpId>) {
+    struct Arrow {
+        from: usize,
+        to: usize,
+        critical: bool,
+        /// The first few dependencies by name (`RAW x`), each with how many edges it names.
+        names: Vec<(String, usize)>,
+        n_edges: usize,
+    }
+    let mut arrows: Vec<Arrow> = Vec::new();
+    let mut place: HashMap<(usize, usize), usize> = HashMap::new();
+    for edge in replay.edges() {
+        let (Some(&from), Some(&to)) = (anchors.of_op.get(&edge.from), anchors.of_op.get(&edge.to))
+        else {
+            continue;
+        };
+        if from == to {
+            continue;
+        }
+        let index = *place.entry((from, to)).or_insert_with(|| {
+            arrows.push(Arrow {
+                from,
+                to,
+                critical: false,
+                names: Vec::new(),
+                n_edges: 0,
+            });
+            arrows.len() - 1
+        });
+        let arrow = &mut arrows[index];
+        arrow.n_edges += 1;
+        arrow.critical |= on_path.contains(&edge.from) && on_path.contains(&edge.to);
+        let name = format!("{} {}", edge.hazard.short_name(), replay.var_name(edge.var));
+        match arrow.names.iter().position(|(named, _)| *named == name) {
+            Some(named) => arrow.names[named].1 += 1,
+            None if arrow.names.len() < NAMED_DEPENDENCIES => arrow.names.push((name, 1)),
+            None => {}
+        }
+    }
+    for arrow in arrows {
+        let (_, from_x, from_y) = anchors.ends[arrow.from];
+        let (to_x, _, to_y) = anchors.ends[arrow.to];
+        let colour = if arrow.critical {
+            Role::Critical.hex()
+        } else {
+            Role::Edge.hex()
+        };
+        let title = dependencies_title(&arrow.names, arrow.n_edges);
+        let bend = (to_x - from_x).abs().max(12.0) / 2.0;
+        let _ = writeln!(
+            svg,
+            r#"<path class="dep-arrow" d="M{from_x:.1},{from_y:.1} C{:.1},{from_y:.1} {:.1},{to_y:.1} {to_x:.1},{to_y:.1}" fill="none" stroke="{colour}" stroke-opacity="0.7" marker-end="url(#arrow)"><title>{}</title></path>"#,
+            from_x + bend,
+            to_x - bend,
+            escape_xml(&title),
+        );
+    }
+}
+
+/// An arrow's tooltip: its one dependency (`RAW x`), or how many it stands for, those named with
+/// their counts and the rest counted (`5 dependencies: RAW lr ×2, WAR dH, 2 more`).
+fn dependencies_title(names: &[(String, usize)], n_edges: usize) -> String {
+    if n_edges == 1 {
+        return names
+            .first()
+            .map(|(name, _)| name.clone())
+            .unwrap_or_default();
+    }
+    let mut parts: Vec<String> = names
+        .iter()
+        .map(|(name, count)| match count {
+            1 => name.clone(),
+            count => format!("{name} ×{count}"),
+        })
+        .collect();
+    let n_named: usize = names.iter().map(|(_, count)| count).sum();
+    if n_edges > n_named {
+        parts.push(format!("{} more", n_edges - n_named));
+    }
+    format!("{n_edges} dependencies: {}", parts.join(", "))
 }
 
 /// Draws the bars of one lane.
@@ -402,5 +502,29 @@ fn tick_label(offset_ns: u64) -> String {
             )
         }
         _ => label,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dependencies_title;
+
+    #[test]
+    fn an_arrows_tooltip_names_its_dependencies_and_counts_the_rest() {
+        let names = |names: &[(&str, usize)]| -> Vec<(String, usize)> {
+            names
+                .iter()
+                .map(|(name, count)| (name.to_string(), *count))
+                .collect()
+        };
+        assert_eq!(dependencies_title(&names(&[("RAW x", 1)]), 1), "RAW x");
+        assert_eq!(
+            dependencies_title(&names(&[("RAW lr", 2)]), 2),
+            "2 dependencies: RAW lr ×2"
+        );
+        assert_eq!(
+            dependencies_title(&names(&[("RAW lr", 2), ("WAR dH", 1), ("RAW W1", 1)]), 6),
+            "6 dependencies: RAW lr ×2, WAR dH, RAW W1, 2 more"
+        );
     }
 }

@@ -280,6 +280,44 @@ fn thin_bars_in_a_row_are_drawn_as_one() {
     assert!(svg.contains("A = 1 (line 1) … A = A + 1"), "{svg}");
 }
 
+/// Dependency arrows join what is drawn: over 5,000 chained ops in 1,000 pixels, one arrow
+/// from each drawn bar (or run of thin bars drawn as one) to the next, none inside one, each
+/// counting the edges it stands for in its tooltip; an arrow per edge was megabytes of curves a
+/// pixel long on a long run.
+#[test]
+fn arrows_join_the_bars_drawn_not_every_op() {
+    let script: String = std::iter::once("A = 1".to_string())
+        .chain((2..=5000).map(|_| "A = A + 1".to_string()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let replay = naive_replay(&script);
+    let options = svg::TimelineOptions {
+        arrows: true,
+        ..Default::default()
+    };
+    let svg = svg::timeline(&replay, &options);
+    let n_bars = svg.matches("<g><title>").count();
+    let titles: Vec<&str> = svg
+        .split("class=\"dep-arrow\"")
+        .skip(1)
+        .map(|arrow| {
+            let title = arrow.split_once("<title>").unwrap().1;
+            title.split_once("</title>").unwrap().0
+        })
+        .collect();
+    assert_eq!(titles.len(), n_bars - 1, "{svg}");
+    let n_edges: usize = titles
+        .iter()
+        .map(|title| match title.split_once(" dependencies: ") {
+            Some((count, _)) => count.parse::<usize>().unwrap(),
+            None => 1,
+        })
+        .sum();
+    assert!(n_edges < replay.edges().len(), "{n_edges} edges drawn");
+    // Each run's last op is written over by the next run's first: one edge between them.
+    assert!(titles.iter().all(|title| *title == "WAW A"), "{titles:?}");
+}
+
 /// A run of thin bars shows a failure among done ops.
 #[test]
 fn a_run_of_thin_bars_takes_its_most_notable_state() {
