@@ -86,7 +86,7 @@ pub(crate) struct RunArgs {
     /// Write the timeline (one lane per worker, critical path outlined) as SVG
     #[arg(long, value_name = "FILE.svg")]
     pub(crate) timeline: Option<PathBuf>,
-    /// Draw dependency arrows on the --timeline
+    /// Draw dependency arrows on the --timeline (one per pair of bars drawn, counting the dependencies it stands for)
     #[arg(long, requires = "timeline")]
     pub(crate) arrows: bool,
     /// Write the op DAG as Graphviz DOT, or as SVG when FILE ends in .svg (needs Graphviz)
