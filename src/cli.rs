@@ -89,7 +89,7 @@ pub(crate) struct RunArgs {
     /// Draw dependency arrows on the --timeline (one per pair of bars drawn, counting the dependencies it stands for)
     #[arg(long, requires = "timeline")]
     pub(crate) arrows: bool,
-    /// Write the op DAG as Graphviz DOT, or as SVG when FILE ends in .svg (needs Graphviz)
+    /// Write the op DAG as Graphviz DOT, or as SVG when FILE ends in .svg (its last 200 ops; needs Graphviz)
     #[arg(long, value_name = "FILE.dot")]
     pub(crate) dot: Option<PathBuf>,
     /// Write a self-contained HTML player that steps through the run's events (its last --replay-events of them)
