@@ -399,12 +399,29 @@ pub(crate) fn write_file(path: &Path, flag: &str, contents: impl AsRef<[u8]>) ->
     }
 }
 
+/// Writes the DOT of every op to `path` as it is made (a long run's is hundreds of megabytes);
+/// says why not on stderr, and whether it was written.
+fn write_whole_dag(path: &Path, replay: &views::Replay) -> bool {
+    let written = crate::fresh_file::create(path).and_then(|file| {
+        let mut out = std::io::BufWriter::new(file);
+        views::dot::write_dag(replay, &mut out)?;
+        std::io::Write::flush(&mut out)
+    });
+    match written {
+        Ok(()) => true,
+        Err(error) => {
+            eprintln!("dep: --dot: cannot write {}: {error}", path.display());
+            false
+        }
+    }
+}
+
 /// Writes the DAG as DOT, every op; or as SVG through Graphviz when the file ends in `.svg`,
 /// its last ops (saying so when some are left out); without Graphviz, or when its layout fails,
 /// writes the DOT beside it and says so.
 fn write_dot(path: &Path, replay: &views::Replay) -> bool {
     if path.extension().and_then(|ext| ext.to_str()) != Some("svg") {
-        return write_file(path, "--dot", views::dot::dag(replay));
+        return write_whole_dag(path, replay);
     }
     let n_ops = replay.ops().len();
     if n_ops > views::dot::SVG_DAG_OPS {
@@ -422,7 +439,7 @@ fn write_dot(path: &Path, replay: &views::Replay) -> bool {
                 "dep: --dot: {error}; writing the DOT of every op to {} instead",
                 fallback.display()
             );
-            write_file(&fallback, "--dot", views::dot::dag(replay));
+            write_whole_dag(&fallback, replay);
             false
         }
     }

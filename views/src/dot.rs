@@ -6,8 +6,7 @@
 //! is dashed; the critical path is drawn thick in the critical colour.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
-use std::io::{Read, Write as _};
+use std::io::{self, Read, Write as _};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -23,6 +22,12 @@ use crate::util::format_ns;
 /// The replay's op DAG in the DOT language.
 pub fn dag(replay: &Replay) -> String {
     dag_of_last(replay, usize::MAX)
+}
+
+/// Writes the replay's op DAG in the DOT language to `out`, as it goes: a long run's DAG is
+/// hundreds of megabytes of text, never held whole.
+pub fn write_dag(replay: &Replay, out: &mut impl io::Write) -> io::Result<()> {
+    write_drawn(replay, usize::MAX, EarlierOps::Linked, out)
 }
 
 /// The DAG of the replay's last `max_ops` ops (all of them when fewer): when some are left out,
@@ -43,7 +48,20 @@ enum EarlierOps {
     Counted,
 }
 
+/// [`write_drawn`] into a string.
 fn dag_drawn(replay: &Replay, max_ops: usize, earlier: EarlierOps) -> String {
+    let mut dot = Vec::new();
+    write_drawn(replay, max_ops, earlier, &mut dot).expect("writing to memory does not fail");
+    String::from_utf8(dot).expect("DOT is written from strings")
+}
+
+/// Writes the DAG of the replay's last `max_ops` ops to `out` (see [`dag_of_last`]).
+fn write_drawn(
+    replay: &Replay,
+    max_ops: usize,
+    earlier: EarlierOps,
+    out: &mut impl io::Write,
+) -> io::Result<()> {
     let n_ops = replay.ops().len();
     let first = n_ops.saturating_sub(max_ops);
     let critical = replay.critical_path();
@@ -54,52 +72,49 @@ fn dag_drawn(replay: &Replay, max_ops: usize, earlier: EarlierOps) -> String {
         .enumerate()
         .map(|(place, id)| (*id, place))
         .collect();
-    let mut dot = String::new();
-    dot.push_str("digraph dep {\n");
-    dot.push_str("  rankdir=TB;\n");
-    dot.push_str(
-        "  node [shape=box, style=\"rounded,filled\", fontname=\"monospace\", fontsize=10];\n",
-    );
-    dot.push_str("  edge [fontname=\"monospace\", fontsize=9];\n");
+    out.write_all(b"digraph dep {\n  rankdir=TB;\n")?;
+    out.write_all(
+        b"  node [shape=box, style=\"rounded,filled\", fontname=\"monospace\", fontsize=10];\n",
+    )?;
+    out.write_all(b"  edge [fontname=\"monospace\", fontsize=9];\n")?;
     if first > 0 {
         let note = format!("… {first} earlier ops (of {n_ops}) not drawn");
-        let _ = match earlier {
+        match earlier {
             EarlierOps::Linked => writeln!(
-                dot,
+                out,
                 "  earlier [label=\"{note}\", shape=plaintext, style=\"\"];"
-            ),
+            )?,
             EarlierOps::Counted => writeln!(
-                dot,
+                out,
                 "  label=\"{note}\";\n  labelloc=t;\n  fontname=\"monospace\";"
-            ),
-        };
+            )?,
+        }
     }
     for op in &replay.ops()[first..] {
-        let mut details = vec![op.state.name().to_string()];
+        write!(out, "  {} [label=\"", op.id)?;
+        write_escaped(out, &op.label)?;
+        out.write_all(b"\\n")?;
         match &op.place {
-            Some(place) => details.insert(0, place.to_string()),
-            None if op.line > 0 => details.insert(0, format!("line {}", op.line)),
+            Some(place) => {
+                write_escaped(out, &place.to_string())?;
+                out.write_all(" · ".as_bytes())?;
+            }
+            None if op.line > 0 => write!(out, "line {} · ", op.line)?,
             None => {}
         }
+        out.write_all(op.state.name().as_bytes())?;
         if let Some(worker) = op.worker {
-            details.push(replay.worker_name(worker));
+            out.write_all(" · ".as_bytes())?;
+            write_escaped(out, &replay.worker_name(worker))?;
         }
         if let Some(duration) = op.duration_ns() {
-            details.push(format_ns(duration));
+            write!(out, " · {}", format_ns(duration))?;
         }
-        let border = if path_place.contains_key(&op.id) {
-            format!(", color=\"{}\", penwidth=2.5", Role::Critical.hex())
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            dot,
-            "  {} [label=\"{}\\n{}\", fillcolor=\"{}\"{border}];",
-            op.id,
-            escape_dot(&op.label),
-            escape_dot(&details.join(" · ")),
-            Role::State(op.state).hex(),
-        );
+        write!(out, "\", fillcolor=\"{}\"", Role::State(op.state).hex())?;
+        if path_place.contains_key(&op.id) {
+            write!(out, ", color=\"{}\", penwidth=2.5", Role::Critical.hex())?;
+        }
+        out.write_all(b"];\n")?;
     }
     let drawn = |id: &OpId| {
         replay
@@ -124,24 +139,22 @@ fn dag_drawn(replay: &Replay, max_ops: usize, earlier: EarlierOps) -> String {
             (Role::Edge.hex(), "")
         };
         let style = if edge.queued { "solid" } else { "dashed" };
-        let _ = writeln!(
-            dot,
-            "  {} -> {} [label=\"{} {}\", color=\"{colour}\", fontcolor=\"{colour}\", style={style}{width}];",
-            edge.from,
-            edge.to,
-            escape_dot(&replay.var_name(edge.var)),
+        write!(out, "  {} -> {} [label=\"", edge.from, edge.to)?;
+        write_escaped(out, &replay.var_name(edge.var))?;
+        writeln!(
+            out,
+            " {}\", color=\"{colour}\", fontcolor=\"{colour}\", style={style}{width}];",
             edge.hazard.short_name(),
-        );
+        )?;
     }
     for op in from_earlier {
-        let _ = writeln!(
-            dot,
+        writeln!(
+            out,
             "  earlier -> {op} [style=dotted, color=\"{}\"];",
             Role::Edge.hex()
-        );
+        )?;
     }
-    dot.push_str("}\n");
-    dot
+    out.write_all(b"}\n")
 }
 
 /// How many ops a DAG drawn as SVG holds, the last ones. Graphviz's `dot` takes time that grows
@@ -235,10 +248,20 @@ fn read_all(pipe: Option<impl Read>) -> Vec<u8> {
     bytes
 }
 
-fn escape_dot(text: &str) -> String {
-    text.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// Writes `text` as the inside of a DOT string: quotes and backslashes escaped, line breaks as
+/// `\n`.
+fn write_escaped(out: &mut impl io::Write, text: &str) -> io::Result<()> {
+    let mut rest = text;
+    while let Some(at) = rest.find(['\\', '"', '\n']) {
+        out.write_all(rest[..at].as_bytes())?;
+        out.write_all(match rest.as_bytes()[at] {
+            b'\\' => b"\\\\",
+            b'"' => b"\\\"",
+            _ => b"\\n",
+        })?;
+        rest = &rest[at + 1..];
+    }
+    out.write_all(rest.as_bytes())
 }
 
 #[cfg(test)]
@@ -274,6 +297,15 @@ mod tests {
         );
         assert_eq!(dag_of_last(&replay, n_ops), dag(&replay));
         assert!(!dag(&replay).contains("earlier"));
+    }
+
+    /// Labels, places and variable names keep their quotes, backslashes and line breaks inside
+    /// DOT strings.
+    #[test]
+    fn text_is_escaped_inside_dot_strings() {
+        let mut out = Vec::new();
+        write_escaped(&mut out, "print \"a\\b\"\nnext").unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), r#"print \"a\\b\"\nnext"#);
     }
 
     /// A layout program that outlives its limit is stopped and named in the error, in about
