@@ -96,7 +96,7 @@ fn write_drawn(
         out.write_all(b"\\n")?;
         match &op.place {
             Some(place) => {
-                write_escaped(out, &place.to_string())?;
+                write_escaped(out, place.as_ref())?;
                 out.write_all(" · ".as_bytes())?;
             }
             None if op.line > 0 => write!(out, "line {} · ", op.line)?,
@@ -253,7 +253,7 @@ fn read_all(pipe: Option<impl Read>) -> Vec<u8> {
 fn write_escaped(out: &mut impl io::Write, text: &str) -> io::Result<()> {
     let mut rest = text;
     while let Some(at) = rest.find(['\\', '"', '\n']) {
-        out.write_all(rest[..at].as_bytes())?;
+        out.write_all(&rest.as_bytes()[..at])?;
         out.write_all(match rest.as_bytes()[at] {
             b'\\' => b"\\\\",
             b'"' => b"\\\"",
