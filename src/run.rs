@@ -53,13 +53,16 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
         )),
         _ => None,
     };
-    let mut view_plan = ViewPlan::from_args(args);
+    // A script with a syntax error runs nothing; it gets no views either, so that a trace or a
+    // page of an earlier run is not replaced by an empty one and no summary of nothing is printed.
+    let parsed = dep_grammar::parse(&source);
+    let mut view_plan = ViewPlan::from_args(args).filter(|_| parsed.is_ok());
     let rank_views = RankViews::take(&mut view_plan, ranks, core_share);
     let (code, own_run) = run_source_as_rank(
         args,
         ranks,
         config,
-        (&path, &source),
+        (&path, &source, &parsed),
         view_plan,
         rank_views.is_some(),
     );
@@ -91,14 +94,14 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
     }
 }
 
-/// Runs `source` (named `path`) in this process's session, as rank `ranks.rank()`, with the
+/// Runs `source` (named `path`, parsed as `parsed`) in this process's session, as rank `ranks.rank()`, with the
 /// views of `view_plan`; returns the exit code, and with `keep_run` what this rank recorded
 /// (for the views of every rank).
 fn run_source_as_rank(
     args: &RunArgs,
     ranks: &Ranks,
     config: dep_interp::SessionConfig,
-    (path, source): (&str, &str),
+    (path, source, parsed): (&str, &str, &dep_grammar::ParseOutput),
     view_plan: Option<ViewPlan>,
     keep_run: bool,
 ) -> (u8, Option<dep_views::ranks::RankRun>) {
@@ -117,7 +120,10 @@ fn run_source_as_rank(
     let stdout = std::io::stdout();
     let mut out = RankOutput::new(stdout.lock(), ranks.rank(), ranks.size(), args.all_ranks);
     let mark = driver.mark();
-    let input = Input::new(path, source);
+    let input = Input {
+        parsed: Some(parsed),
+        ..Input::new(path, source)
+    };
     let outcome = match &watcher {
         Some(watcher) => {
             let mut panel_aware = watcher.output(&mut out);

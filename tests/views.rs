@@ -359,6 +359,31 @@ fn a_dag_as_svg_draws_the_last_ops_of_a_long_run() {
     }
 }
 
+/// A script with a syntax error runs nothing and writes no view: a trace and a timeline of an
+/// earlier run stay as they were, and no summary of nothing is printed before the error.
+#[test]
+fn a_syntax_error_leaves_the_views_of_an_earlier_run_alone() {
+    let dir = TestDir::new();
+    let script = dir.write("bad.dep", "A = ones(2)\nB = A % 2\n");
+    dir.write("t.json", "an earlier trace");
+    let run = Run::of(dir.dep().arg("run").arg(&script).args([
+        "--trace",
+        "t.json",
+        "--timeline",
+        "t.svg",
+        "--summary",
+    ]))
+    .expect_code(2);
+    assert!(
+        run.stderr.starts_with("error: unexpected character `%`"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("summary"), "{}", run.stderr);
+    assert_eq!(read(&dir, "t.json"), "an earlier trace");
+    assert!(!dir.path().join("t.svg").exists());
+}
+
 /// `dep replay --last N` reads only a trace's last N events, from the state the earlier ones
 /// left: its steps are numbered as the whole run's, its first says where the cut lies, and
 /// `--end` prints the same last step heading and the same summary of the whole run. Without
