@@ -359,6 +359,37 @@ fn a_dag_as_svg_draws_the_last_ops_of_a_long_run() {
     }
 }
 
+/// A lane's bars are grouped in the order they start, not the order they were pushed: ops of a
+/// higher priority start before ops pushed before them, and the four thin ops that start in one
+/// pixel column are one bar counting four (they were two bars of two, drawn on top of each
+/// other).
+#[test]
+fn thin_bars_are_grouped_in_the_order_they_start() {
+    let dir = TestDir::new();
+    let script = dir.write(
+        "col.dep",
+        "with priority = 10 {\n  L = work(100)\n}\na1 = ones(2)\na2 = ones(2)\n\
+         with priority = 10 {\n  X = ones(2)\n}\nc1 = ones(2)\nc2 = ones(2)\n\
+         with priority = 9 {\n  N = work(50)\n}\nwait\n",
+    );
+    Run::of(dir.dep().arg("run").arg(&script).args([
+        "--engine",
+        "sim",
+        "--threads",
+        "1",
+        "--timeline",
+        "t.svg",
+    ]))
+    .expect_code(0);
+    let svg = read(&dir, "t.svg");
+    let groups: Vec<&str> = svg
+        .split("<g><title>")
+        .skip(1)
+        .filter_map(|bar| bar.split_once(" ops on cpu:0 (").map(|(count, _)| count))
+        .collect();
+    assert_eq!(groups, ["4"], "{svg}");
+}
+
 /// A script with a syntax error runs nothing and writes no view: a trace and a timeline of an
 /// earlier run stay as they were, and no summary of nothing is printed before the error.
 #[test]

@@ -426,10 +426,14 @@ impl Replay {
         }
     }
 
-    /// The bars on one lane, in push order: ops that started on a worker, or device spans.
+    /// The bars on one lane in the order they start (push order among those that start at
+    /// once): ops that started on a worker, or device spans. Push order is not start order: a
+    /// worker takes a ready op of higher priority, or one whose accesses were granted earlier,
+    /// before one pushed before it.
     pub fn bars(&self, lane: &Lane) -> Vec<Bar<'_>> {
         let (_, end) = self.span_ns();
-        self.ops()
+        let mut bars: Vec<Bar<'_>> = self
+            .ops()
             .iter()
             .filter_map(|op| {
                 let (start_ns, end_ns) = match lane {
@@ -448,7 +452,9 @@ impl Replay {
                     end_ns,
                 })
             })
-            .collect()
+            .collect();
+        bars.sort_by_key(|bar| bar.start_ns);
+        bars
     }
 
     /// The workers to draw lanes for: every named worker and every worker that ran an op.
