@@ -85,7 +85,7 @@ const PLAYER_CHECKPOINT_EVERY: usize = 4096;
 /// page starts from the state its `prologue` rebuilds, numbers the steps as the whole run does
 /// and says what was cut.
 pub fn player(replay: &Replay, title: &str, prologue: &Prologue) -> String {
-    let mut stepper = Stepper::after(replay, *prologue);
+    let mut stepper = Stepper::after(replay, prologue.clone());
     let n_events = replay.events().len();
     stepper.go_to(n_events);
     let n_run_events = stepper.run_step(n_events);
@@ -141,6 +141,7 @@ fn write_player_data(
         "eventsBefore": prologue.n_run_events_before,
         "cutTime": prologue.cut_ns,
         "opsLeftOut": prologue.n_ops_left_out,
+        "leftOutBefore": prologue.left_out_before,
     })
     .to_string();
     data.pop(); // the closing brace: the events follow
@@ -420,6 +421,11 @@ const PLAYER_JS: &str = r#"
     });
     return clauses.length ? 'waits ' + clauses.join('; and ') : null;
   }
+  // How many of the run's ops were pushed before the op at position p, left out of the page or
+  // not (Prologue::run_ops_before).
+  function runOpsBefore(p) {
+    return p + (p < data.leftOutBefore.length ? data.leftOutBefore[p] : data.opsLeftOut);
+  }
   function leftOut(n, which) {
     return n > 0 ? '<tr><td colspan="6"><span class="dep-dim">… ' + n + ' ' + which + ' ops</span></td></tr>\n' : '';
   }
@@ -441,7 +447,9 @@ const PLAYER_JS: &str = r#"
     });
     html += '</table>\n<table class="dep-ops"><tr><th>op</th><th>line</th><th>state</th><th>worker</th><th>start</th><th>duration</th></tr>\n';
     var w = windowOf(data.opsShown);
-    html += leftOut(w[0] + data.opsLeftOut, 'earlier');
+    var runPushed = state.pushed + data.opsLeftOut;
+    var earlier = runOpsBefore(w[0]);
+    html += leftOut(earlier, 'earlier');
     for (var p = w[0]; p < w[1]; p++) {
       var o = view(order[p]);
       html += '<tr><td>' + esc(o.label) + '</td><td>' + (o.line > 0 ? o.line : '') + '</td><td><span class="dep-state dep-' + o.state + '">' +
@@ -450,7 +458,7 @@ const PLAYER_JS: &str = r#"
       var reason = o.state === 'waiting' ? why(vars, order[p]) : null;
       if (reason) html += '<tr class="dep-why"><td colspan="6">↳ ' + esc(describe(o)) + ' ' + esc(reason) + '</td></tr>\n';
     }
-    html += leftOut(state.pushed - w[1], 'later');
+    html += leftOut(w[1] > w[0] ? runPushed - runOpsBefore(w[1] - 1) - 1 : runPushed - earlier, 'later');
     frameBox.innerHTML = html + '</table>\n';
     var head = 'step ' + runStep(n) + '/' + runStep(events.length) + ' at ';
     if (n === start && before > 0) head += ns(data.cutTime) + ': the state after the run\'s first ' + before + ' events';
@@ -628,7 +636,7 @@ mod tests {
         let frames: Vec<(String, String)> = serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(frames.len(), steps.len());
         let (mut n_waiting_rows, mut n_windowed) = (0, 0);
-        let mut stepper = crate::Stepper::after(replay, *prologue);
+        let mut stepper = crate::Stepper::after(replay, prologue.clone());
         for (&step, (step_text, markup)) in steps.iter().zip(&frames) {
             stepper.go_to(step);
             assert_eq!(*markup, step_tables(&stepper, ops_shown), "step {step}");

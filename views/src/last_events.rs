@@ -40,6 +40,8 @@ pub struct LastEvents {
 /// The events of an op pushed before the cut and unfinished there that rebuild its state.
 #[derive(Debug)]
 struct CarriedOp {
+    /// How many ops were pushed before it in the run (the views' ops).
+    n_ops_before: usize,
     pushed: Event,
     /// Its grants, readiness and start, in the order they came.
     progress: Vec<Event>,
@@ -55,7 +57,7 @@ pub struct EventsCut {
 }
 
 /// What a cut left out of a run's events, and how [`EventsCut::events`] begins.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Prologue {
     /// How many events at the front rebuild the state at the cut (0: nothing was cut).
     pub n_events: usize,
@@ -66,12 +68,31 @@ pub struct Prologue {
     /// How many ops were pushed before the cut and finished there: those the prologue leaves
     /// out.
     pub n_ops_left_out: usize,
+    /// For each op the prologue carries, in push order, how many of the ops left out were
+    /// pushed before it (those left out are interleaved with those carried: an op pushed first
+    /// may still run at the cut while later ones finished).
+    pub left_out_before: Vec<usize>,
 }
 
 impl Prologue {
     /// Whether events were cut.
     pub fn is_cut(&self) -> bool {
         self.n_run_events_before > 0
+    }
+
+    /// How many of the ops left out were pushed before the op at `position` among those the
+    /// replay holds (the prologue's ops first, then those pushed after the cut).
+    pub fn left_out_before(&self, position: usize) -> usize {
+        self.left_out_before
+            .get(position)
+            .copied()
+            .unwrap_or(self.n_ops_left_out)
+    }
+
+    /// How many of the run's ops were pushed before the replay's op at `position`, whether the
+    /// replay holds them or not.
+    pub fn run_ops_before(&self, position: usize) -> usize {
+        position + self.left_out_before(position)
     }
 }
 
@@ -129,11 +150,12 @@ impl LastEvents {
             }
             EventKind::Pushed { op, .. } => {
                 let op = *op;
-                self.n_ops_dropped += 1;
                 let carried = CarriedOp {
+                    n_ops_before: self.n_ops_dropped,
                     pushed: event,
                     progress: Vec::new(),
                 };
+                self.n_ops_dropped += 1;
                 self.ops.insert(op, (order, carried));
             }
             EventKind::Granted { op, .. }
@@ -159,7 +181,9 @@ impl LastEvents {
         ops.sort_unstable_by_key(|(order, _)| *order);
         let n_ops_left_out = self.n_ops_dropped - ops.len();
         let mut events: Vec<Event> = vars.into_iter().map(|(_, event)| event).collect();
-        for (_, op) in ops {
+        let mut left_out_before = Vec::with_capacity(ops.len());
+        for (carried_before, (_, op)) in ops.into_iter().enumerate() {
+            left_out_before.push(op.n_ops_before - carried_before);
             events.push(op.pushed);
             events.extend(op.progress);
         }
@@ -168,6 +192,7 @@ impl LastEvents {
             n_run_events_before: self.n_dropped,
             cut_ns: self.dropped_until_ns,
             n_ops_left_out,
+            left_out_before,
         };
         events.extend(self.kept);
         EventsCut { events, prologue }
@@ -209,13 +234,30 @@ mod tests {
                 assert_eq!(prologue.n_run_events_before, n - capacity);
                 assert_eq!(cut.events.len() - prologue.n_events, capacity);
                 let cut_replay = Replay::new(cut.events, replay.worker_names().to_vec());
-                let mut part = Stepper::new(&cut_replay);
+                // Each op the cut replay holds is counted at its place among the run's ops,
+                // those left out included (they may have been pushed after an op carried).
+                for position in 0..cut_replay.ops().len() {
+                    let op = cut_replay.op_at(position).unwrap().id;
+                    assert_eq!(
+                        replay.op_position(op),
+                        Some(prologue.run_ops_before(position)),
+                        "capacity {capacity}, {op}"
+                    );
+                }
+                let mut part = Stepper::after(&cut_replay, prologue.clone());
                 for step in 0..=capacity {
                     whole.go_to(prologue.n_run_events_before + step);
                     part.go_to(prologue.n_events + step);
                     assert_eq!(
                         live_part(&part.frame()),
                         live_part(&whole.frame()),
+                        "capacity {capacity}, step {step} after the cut"
+                    );
+                    // Running ops' times count to the same moment (at the cut, not to the
+                    // prologue's last event).
+                    assert_eq!(
+                        part.frame().time_ns,
+                        whole.frame().time_ns,
                         "capacity {capacity}, step {step} after the cut"
                     );
                     // Every op pushed by then is either in the cut replay or counted out.
@@ -238,7 +280,7 @@ mod tests {
         let cut = LastEvents::cut(replay.events().iter().cloned(), 100);
         let prologue = cut.prologue;
         let cut_replay = Replay::new(cut.events, replay.worker_names().to_vec());
-        let mut stepper = Stepper::after(&cut_replay, prologue);
+        let mut stepper = Stepper::after(&cut_replay, prologue.clone());
         assert_eq!(stepper.step(), prologue.n_events);
         stepper.go_to(0);
         assert_eq!(

@@ -86,7 +86,7 @@ impl<'a> Stepper<'a> {
             checkpoints: Vec::new(),
             reached: 0,
         };
-        stepper.go_to(prologue.n_events);
+        stepper.go_to(stepper.prologue.n_events);
         stepper
     }
 
@@ -259,10 +259,15 @@ impl<'a> Stepper<'a> {
                 }
             })
             .collect();
-        let time_ns = state
+        let mut time_ns = state
             .n_events
             .checked_sub(1)
             .map_or(0, |last| self.replay.events()[last].time_ns);
+        if self.prologue.is_cut() && state.n_events <= self.prologue.n_events {
+            // The prologue's last event is its last op's (pushed, granted or started before the
+            // cut): the state it rebuilds is the state at the cut.
+            time_ns = time_ns.max(self.prologue.cut_ns);
+        }
         Frame { time_ns, vars, ops }
     }
 }

@@ -404,8 +404,8 @@ pub fn step_around(stepper: &Stepper, style: &TextStyle, room: usize) -> String 
 }
 
 /// The ops table of `frame` with only the ops at `window` (positions among the ops pushed by
-/// the stepper's step), after a line counting those before it and before one counting those
-/// after.
+/// the stepper's step), after a line counting the run's ops pushed before them and before one
+/// counting those pushed after them.
 fn ops_around(
     stepper: &Stepper,
     frame: &Frame,
@@ -421,7 +421,11 @@ fn ops_around(
         text.push_str(header);
         text.push('\n');
     }
-    let n_earlier = first + stepper.prologue().n_ops_left_out;
+    // Counted among the whole run's ops: a cut replay's first ops (those its prologue carries)
+    // have ops left out of it pushed before them, between them and after them.
+    let prologue = stepper.prologue();
+    let n_run_pushed = stepper.n_pushed() + prologue.n_ops_left_out;
+    let n_earlier = prologue.run_ops_before(first);
     if n_earlier > 0 {
         text.push_str(&style.paint(&format!("  … {n_earlier} earlier ops"), Role::Dim));
         text.push('\n');
@@ -430,9 +434,11 @@ fn ops_around(
         text.push_str(line);
         text.push('\n');
     }
-    let n_pushed = stepper.n_pushed();
-    if end < n_pushed {
-        let n_later = n_pushed - end;
+    let n_later = match end.checked_sub(1).filter(|_| end > first) {
+        Some(last) => n_run_pushed - prologue.run_ops_before(last) - 1,
+        None => n_run_pushed - n_earlier,
+    };
+    if n_later > 0 {
         text.push_str(&style.paint(&format!("  … {n_later} later ops"), Role::Dim));
         text.push('\n');
     }
