@@ -547,12 +547,17 @@ fn no_graph(session: &Session, name: &str) -> String {
 /// What the session's event log no longer holds, when its limit
 /// ([`SessionConfig::kept_events`](crate::SessionConfig::kept_events)) forgot its oldest events:
 /// a note for every view made from the log, which then shows the recent past only.
+///
+/// The log forgets its older half each time it fills up, so it holds between half its limit
+/// and its limit: the note says how many it holds now.
 pub fn forgotten_events(session: &Session) -> Option<String> {
-    let n_forgotten = session.event_log()?.n_forgotten();
+    let log = session.event_log()?;
+    let n_forgotten = log.n_forgotten();
     (n_forgotten > 0).then(|| {
         format!(
-            "the event log keeps the last {} events: the {n_forgotten} before them are \
-             forgotten (DEP_LOG_EVENTS sets how many it keeps, 0 all)",
+            "the event log holds only the last {} events: the {n_forgotten} before them are \
+             forgotten (it keeps at most {}, DEP_LOG_EVENTS sets how many, 0 all)",
+            log.len(),
             session.config().kept_events
         )
     })
