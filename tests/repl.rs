@@ -558,3 +558,24 @@ fn engine_sim_with_ranks_runs_each_input_on_every_simulated_rank() {
     assert!(run.stderr.contains("4 simulated ranks"), "{}", run.stderr);
     assert_eq!(run.stdout, "4 [10. 10.]\n", "{}", run.stderr);
 }
+
+/// A failing op in a loop is reported at its statement on the line, as `dep run` reports it,
+/// though its label ends with the loop's counter (`y = x[i] i=5`), which the line does not hold.
+#[test]
+fn an_op_failing_in_a_loop_is_reported_at_its_statement() {
+    let dir = TestDir::new();
+    let input = "x = arange(5)\nfor i in 5..6 { y = x[i] }\nprint 7\n";
+    let run = run_piped(&dir, input, &[]);
+    assert!(run.stderr.contains(" --> <stdin>:2:17\n"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("|                 ^^^^^^^^ in this statement"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stdout.contains('7'),
+        "the session goes on: {}",
+        run.stdout
+    );
+}

@@ -102,8 +102,7 @@ pub(crate) fn render_op_error(
         Some((path, local_line, line_text)) => {
             // The statement's text on its line, rendered like every other report (a long
             // line is cut to a window around the carets).
-            let start = line_text.find(error.label.as_ref()).unwrap_or(0);
-            let span = grammar::Span::new(start, start + error.label.len());
+            let span = statement_span(line_text, &error.label);
             grammar::Diagnostic::new(error.message.clone(), span, "in this statement")
                 .render_from_line(
                     path,
@@ -117,6 +116,29 @@ pub(crate) fn render_op_error(
         message: format!("`{}`: {}", error.label, error.message),
         rendered,
         line: located.map_or(0, |(_, line, _)| line),
+    }
+}
+
+/// Where an op's statement lies on its line: its label without the loop counters a label in a
+/// loop ends with (`y = x[i] i=5`, which the line does not hold); the whole line, its
+/// indentation left out, when the line does not hold it.
+fn statement_span(line_text: &str, label: &str) -> grammar::Span {
+    let mut statement = label;
+    while let Some((before, last)) = statement.rsplit_once(' ') {
+        let is_counter = last
+            .split_once('=')
+            .is_some_and(|(name, value)| !name.is_empty() && value.parse::<i64>().is_ok());
+        if !is_counter {
+            break;
+        }
+        statement = before;
+    }
+    match line_text.find(statement).filter(|_| !statement.is_empty()) {
+        Some(start) => grammar::Span::new(start, start + statement.len()),
+        None => {
+            let start = line_text.len() - line_text.trim_start().len();
+            grammar::Span::new(start, line_text.trim_end().len().max(start))
+        }
     }
 }
 
@@ -169,5 +191,28 @@ pub(crate) fn take_failures(
             kind: ErrorKind::Runtime,
             reports,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::statement_span;
+
+    /// An op's statement is found on its line without the loop counters its label ends with;
+    /// a label the line does not hold at all marks the line's statement text.
+    #[test]
+    fn a_statement_is_found_on_its_line_without_its_counters() {
+        let line = "for i in 5..6 { y = x[i] }";
+        let span = statement_span(line, "y = x[i] i=5");
+        assert_eq!(&line[span.start..span.end], "y = x[i]");
+        let span = statement_span(line, "y = x[0:i] + ones(3) i=5 j=1");
+        assert_eq!(&line[span.start..span.end], "for i in 5..6 { y = x[i] }");
+        let line = "for i in 0..2 { for j in 0..2 { a = b + f(i, j) } }";
+        let span = statement_span(line, "a = b + f(i, j) i=1 j=0");
+        assert_eq!(&line[span.start..span.end], "a = b + f(i, j)");
+        let span = statement_span("  A = B + 1", "A = B + 1");
+        assert_eq!(span.start, 2);
+        let span = statement_span("  z = f(q)  ", "nothing here");
+        assert_eq!((span.start, span.end), (2, 10));
     }
 }
