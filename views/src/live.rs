@@ -575,7 +575,31 @@ impl LiveView {
     /// in at most `layout.max_lines` lines.
     pub fn text_with(&self, note: Option<&str>, layout: &TextLayout) -> String {
         let style = &layout.style;
-        let mut lines: Vec<String> = vec![cut(&self.heading, style.columns())];
+        // Listing only the unfinished ops, the heading says when some of them are left out.
+        let heading = if layout.ops && !layout.finished_ops {
+            let n_listed = self
+                .frame
+                .ops
+                .iter()
+                .filter(|op| !op.state.is_finished())
+                .count();
+            let n_unfinished: usize = self
+                .counts
+                .iter()
+                .filter(|(state, _)| !state.is_finished())
+                .map(|(_, count)| count)
+                .sum();
+            let mut heading = heading(&self.about, &self.counts, usize::MAX);
+            if n_listed < n_unfinished {
+                heading.push_str(&format!(
+                    " · showing {n_listed} of {n_unfinished} unfinished ops"
+                ));
+            }
+            heading
+        } else {
+            self.heading.clone()
+        };
+        let mut lines: Vec<String> = vec![cut(&heading, style.columns())];
         lines.extend(note.into_iter().flat_map(str::lines).map(str::to_string));
         if self.frame.vars.iter().any(|var| !var.queue.is_empty()) {
             let queues = if layout.idle_queues {
@@ -947,6 +971,19 @@ mod tests {
             view.heading
         );
         assert!(view.text(None).ends_with("  … and 6 more ops\n"));
+        // A panel listing only unfinished ops lists none of these 30 done ones, and leaves
+        // none out: its heading does not say it shows 24 of them.
+        let panel = TextLayout {
+            style: views::TextStyle::plain(100),
+            idle_queues: false,
+            ops: true,
+            finished_ops: false,
+            max_lines: 16,
+        };
+        let heading = view.text_with(None, &panel);
+        let heading = heading.lines().next().unwrap();
+        assert!(!heading.contains("showing"), "{heading}");
+        assert!(heading.contains("30 ops: 30 done"), "{heading}");
     }
 
     /// A fold fed by a reader that streams the log and forgets what it read (`dep run`'s
