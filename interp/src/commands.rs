@@ -349,6 +349,12 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
             }
         }
         Command::Graph(Some(name)) => match session.graph_report(&name) {
+            // A run still going has measured only the buffers its finished ops wrote.
+            Some(report) if session.engine().n_unfinished() > 0 => Outcome::Text(format!(
+                "{}\n  (ops are still running: the memory figures count only the buffers \
+                 measured so far; wait, then ask again for the whole run's)\n",
+                report.trim_end()
+            )),
             Some(report) => Outcome::Text(format!("{}\n", report.trim_end())),
             None => return Err(no_graph(session, &name)),
         },
@@ -730,6 +736,30 @@ mod tests {
                 Some("cell[2]:2")
             ]
         );
+    }
+
+    /// A graph's report while its run goes says that its memory figures are partial; after the
+    /// run, it gives them without that note.
+    #[test]
+    fn a_graphs_report_during_its_run_says_its_memory_is_partial() {
+        let mut session = Session::new(SessionConfig::default());
+        session
+            .run_source(
+                "g.dep",
+                "a = ones(4)\ngraph g {\n  b = work(300, a)\n  a = b + 1\n}\nrun g",
+                &mut std::io::sink(),
+            )
+            .unwrap();
+        let report = |session: &mut Session| match run(session, Command::Graph(Some("g".into()))) {
+            Ok(Outcome::Text(text)) => text,
+            _ => panic!("a graph's report is text"),
+        };
+        let during = report(&mut session);
+        assert!(during.contains("(ops are still running: "), "{during}");
+        session.engine().wait_all();
+        let after = report(&mut session);
+        assert!(!after.contains("still running"), "{after}");
+        assert!(after.contains("peak memory per run: eager "), "{after}");
     }
 
     #[test]
