@@ -434,6 +434,49 @@ fn piped_stdin_runs_like_a_script_and_exits_1_after_a_failure() {
     assert_eq!(run.stderr, "");
 }
 
+/// `:engine` and `:threads` keep the variables a recorded graph reads and writes: a replay
+/// after the switch updates them, and `:graph` and `:dag` report it as before.
+#[test]
+fn a_graph_recorded_before_an_engine_switch_updates_the_same_variables() {
+    let dir = TestDir::new();
+    let input = "a = 1\ngraph g {\n a = a + 1\n}\nrun g\na\n:engine naive\nrun g\na\n\
+                 :threads 1\nrun g\na\n:engine sim\nrun g\na\n:graph g\n:dag g\n";
+    let run = run_piped(&dir, input, &[("NO_COLOR", "1")]).expect_code(0);
+    assert!(
+        run.stdout.starts_with("2.0\n3.0\n4.0\n5.0\ngraph g: 1 ops"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains(", 4 runs\n"), "{}", run.stdout);
+    assert!(!run.stdout.contains("rng"), "{}", run.stdout);
+}
+
+/// A variable that failed before `:threads` or `:engine` holds the same error after it: `:vars`
+/// says so, and it and its readers report it at its statement.
+#[test]
+fn an_engine_switch_keeps_a_variables_error() {
+    let dir = TestDir::new();
+    let input = "a = ones(2) + ones(3)\ns = slots(2)\nset(s, 1, a * 2)\n:threads 1\n:vars\na\n\
+                 c = a + 1\nc\n:engine naive\ns[1]\n";
+    let run = run_piped(&dir, input, &[("NO_COLOR", "1")]).expect_code(1);
+    assert!(
+        run.stdout
+            .contains("a     ?      cpu     failed: cannot broadcast shapes [2] and [3]"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stderr.contains("has no value"), "{}", run.stderr);
+    let reports: Vec<&str> = run.stderr.split("error: ").skip(1).collect();
+    assert_eq!(reports.len(), 3, "{}", run.stderr);
+    for report in reports {
+        assert!(
+            report.starts_with("cannot broadcast shapes [2] and [3]\n --> <stdin>:1:1"),
+            "{}",
+            run.stderr
+        );
+    }
+}
+
 #[test]
 fn graph_reports_a_recorded_graph_and_dag_draws_it() {
     let dir = TestDir::new();

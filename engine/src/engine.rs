@@ -363,6 +363,16 @@ impl Engine {
         Var(inner)
     }
 
+    /// Creates a variable named `name` that holds `error`, as if the last write to it had
+    /// failed: its readers are skipped and pass the error on, and a plain write clears it (a
+    /// failed variable carried over from an engine this one replaces).
+    pub fn new_failed_var(&self, name: impl Into<Arc<str>>, error: Arc<OpError>) -> Var {
+        let var = self.new_var(name);
+        lock(&var.0.state).error = Some(error);
+        var.0.has_error.store(true, Ordering::Release);
+        var
+    }
+
     /// Pushes an op; it runs once every access is granted. Safe from several threads at once.
     pub fn push(&self, mut spec: OpSpec) -> OpId {
         let accesses = spec.take_accesses();
@@ -525,6 +535,15 @@ impl Engine {
     /// The ops that failed (not skipped nor cancelled) since the last call, in finishing order.
     pub fn take_failures(&self) -> Vec<Arc<OpError>> {
         std::mem::take(&mut *lock(&self.shared.failures))
+    }
+
+    /// Adds `failures`, seen by another engine and not taken yet, to those the next
+    /// [`Engine::take_failures`] returns (ahead of this engine's own): the failures of an
+    /// engine this one replaces.
+    pub fn adopt_failures(&self, failures: Vec<Arc<OpError>>) {
+        let mut kept = lock(&self.shared.failures);
+        let own = std::mem::replace(&mut *kept, failures);
+        kept.extend(own);
     }
 
     /// How many ops are pushed and not yet finished.

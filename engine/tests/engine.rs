@@ -291,6 +291,48 @@ fn errors_propagate_skip_and_clear() {
     }
 }
 
+/// A variable carried over from another engine with its error: readers are skipped and pass
+/// that very error on, a plain write clears it; the old engine's failures are reported once.
+#[test]
+fn a_failed_variable_and_failures_carry_over_to_another_engine() {
+    let old = engine(Policy::Naive, 1);
+    let a = old.new_var("A");
+    old.push(
+        OpSpec::new("A = bad", || Err("shapes [2] and [3]".to_string()))
+            .writes(&[a.clone()])
+            .line(1),
+    );
+    let error = old.wait_var(&a).unwrap_err();
+    let failures = old.take_failures();
+    for (name, engine) in all_engines() {
+        engine.adopt_failures(failures.clone());
+        let (a, b) = (
+            engine.new_failed_var("A", error.clone()),
+            engine.new_var("B"),
+        );
+        assert!(Arc::ptr_eq(&a.error().unwrap(), &error), "{name}");
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counter = ran.clone();
+        engine.push(
+            OpSpec::new("B = A + 1", move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .reads(&[a.clone()])
+            .writes(&[b.clone()]),
+        );
+        let skipped = engine.wait_var(&b).unwrap_err();
+        assert!(Arc::ptr_eq(&skipped, &error), "{name}: the root cause");
+        assert_eq!(ran.load(Ordering::SeqCst), 0, "{name}: a skipped op ran");
+        let taken = engine.take_failures();
+        assert_eq!(taken.len(), 1, "{name}: {taken:?}");
+        assert!(Arc::ptr_eq(&taken[0], &error), "{name}");
+        engine.push(OpSpec::new("A = 1", || Ok(())).writes(&[a.clone()]));
+        assert!(engine.wait_var(&a).is_ok(), "{name}");
+        assert!(a.error().is_none(), "{name}");
+    }
+}
+
 /// A body that adds one to a counter, or fails when told.
 struct AddOne(Arc<AtomicUsize>, bool);
 

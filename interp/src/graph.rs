@@ -35,7 +35,7 @@ use crate::comm::ops::CommOp;
 use crate::comm::CommCounters;
 use crate::compute::ComputeOp;
 use crate::segment::{FailedStep, FailedSteps, Segment, SegmentBuilder, SegmentContext};
-use crate::slot::Slot;
+use crate::slot::{RngSlot, Slot, SlotMover};
 use crate::tensor::{format_bytes, BufferPool};
 
 /// One op of a recorded block: a computation, or a communication with another rank.
@@ -84,6 +84,25 @@ impl RecordedOp {
         match self {
             RecordedOp::Compute(op) => op.plan.estimated_us(),
             RecordedOp::Comm(_) => 1.0,
+        }
+    }
+
+    /// Rebinds it to the slots of another engine (see [`Graph::move_to`]).
+    fn move_to(&mut self, slots: &mut SlotMover<'_>, rng: &Arc<RngSlot>) {
+        match self {
+            RecordedOp::Compute(op) => {
+                for slot in op.inputs.iter_mut().chain(&mut op.outputs) {
+                    *slot = slots.slot(slot);
+                }
+                if op.rng.is_some() {
+                    op.rng = Some(rng.clone());
+                }
+            }
+            RecordedOp::Comm(op) => {
+                for slot in op.input.iter_mut().chain(&mut op.output) {
+                    *slot = slots.slot(slot);
+                }
+            }
         }
     }
 
@@ -203,6 +222,20 @@ impl Graph {
     pub(crate) fn named(mut self, name: &str) -> Graph {
         self.name = name.to_string();
         self
+    }
+
+    /// Rebinds the graph to another engine (an engine switch): every slot its ops and own
+    /// buffers use becomes its moved slot in `slots`, the generator `rng`, and what a replay
+    /// pushes is made again at the next run. The analysis (DAG, releases, sizes, failed
+    /// statements) stands: slots move one to one.
+    pub(crate) fn move_to(&mut self, slots: &mut SlotMover<'_>, rng: &Arc<RngSlot>) {
+        for op in &mut self.ops {
+            op.move_to(slots, rng);
+        }
+        for internal in &mut self.internals {
+            *internal = slots.slot(internal);
+        }
+        self.segments = None;
     }
 
     /// HEFT's upward rank of every op, in microseconds: its estimated cost plus the largest rank

@@ -13,7 +13,7 @@ use dep_grammar as grammar;
 use crate::bindings::{Binding, Function};
 use crate::error::{ErrorKind, Report, RunError};
 use crate::exec::{Runner, Scope};
-use crate::slot::{lock, RngSlot, Slot};
+use crate::slot::{RngSlot, SlotMover};
 use crate::sources::SourceChunk;
 use crate::tensor::{self, Tensor};
 
@@ -519,30 +519,31 @@ impl Session {
         slot.get()
     }
 
-    /// Switches to another engine policy and worker count, keeping every variable and its value
-    /// (waits for every pushed op first).
+    /// Switches to another engine policy and worker count, keeping every variable and its value,
+    /// or its error, and the failures not reported yet (waits for every pushed op first).
+    /// Recorded graphs are rebound to the new engine's variables.
     pub fn set_engine(&mut self, policy: engine::Policy, threads: usize) {
         self.engine.wait_all();
         self.config.policy = policy;
         self.config.threads = threads;
         let log = new_log(&self.config);
         let new_engine = new_engine(&self.config, log.clone());
+        new_engine.adopt_failures(self.engine.take_failures());
+        let mut slots = SlotMover::new(&new_engine);
         for binding in self.globals.values_mut() {
-            if let Binding::Tensor(slot) = binding {
-                let moved = Slot::new(new_engine.new_var(slot.var.name()));
-                if let Ok(value) = slot.get() {
-                    moved.set(value);
+            match binding {
+                Binding::Tensor(slot) => *slot = slots.slot(slot),
+                Binding::Slots(list) => {
+                    *list = Arc::new(list.iter().map(|slot| slots.slot(slot)).collect());
                 }
-                *slot = moved;
+                Binding::Counter(_) => {}
             }
         }
-        let rng_state = lock(&self.rng.rng).clone();
-        let gpu_rng_state = *lock(&self.rng.gpu_rng);
-        self.rng = Arc::new(RngSlot {
-            var: new_engine.new_var("rng"),
-            rng: Mutex::new(rng_state),
-            gpu_rng: Mutex::new(gpu_rng_state),
-        });
+        self.rng = slots.rng(&self.rng);
+        for graph in self.graphs.values_mut() {
+            graph.move_to(&mut slots, &self.rng);
+        }
+        drop(slots);
         self.engine = new_engine;
         self.log = log;
     }
@@ -605,4 +606,161 @@ fn new_engine(config: &SessionConfig, log: Option<Arc<engine::EventLog>>) -> eng
     };
     // GPU ops open one stream per engine worker of a GPU.
     engine::Engine::new(engine_config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `inputs` print and report, run one by one on a session of `first`'s policy and
+    /// threads that switches to `then`'s before input `switch_before` (never when past the
+    /// end), failures reported at the end only (as in a REPL that does not wait between
+    /// inputs), and every global's `:vars` line.
+    fn transcript(
+        inputs: &[&str],
+        first: (engine::Policy, usize),
+        switch_before: usize,
+        then: (engine::Policy, usize),
+    ) -> String {
+        let mut session = Session::new(SessionConfig {
+            policy: first.0,
+            threads: first.1,
+            ..SessionConfig::default()
+        });
+        let mut out = Vec::new();
+        for (index, input) in inputs.iter().enumerate() {
+            if index == switch_before {
+                session.set_engine(then.0, then.1);
+            }
+            if let Err(error) = session.run_source("<stdin>", input, &mut out) {
+                writeln!(out, "{error}").unwrap();
+            }
+        }
+        if let Err(error) = session.finish() {
+            writeln!(out, "at the end: {error}").unwrap();
+        }
+        for info in session.variables() {
+            writeln!(out, "{info:?}").unwrap();
+        }
+        for name in session.graph_names() {
+            let report = session.graph_report(&name).unwrap();
+            // The pool's count depends on the schedule; the rest of the report does not.
+            let report: Vec<&str> = report
+                .lines()
+                .filter(|line| !line.contains("served by the pool"))
+                .collect();
+            writeln!(
+                out,
+                "{}\n{}",
+                report.join("\n"),
+                session.graph_dot(&name).unwrap()
+            )
+            .unwrap();
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Every policy the session can switch to, from another one.
+    const SWITCHES: [((engine::Policy, usize), (engine::Policy, usize)); 5] = [
+        ((engine::Policy::Threaded, 2), (engine::Policy::Naive, 1)),
+        ((engine::Policy::Threaded, 2), (engine::Policy::Threaded, 1)),
+        ((engine::Policy::Naive, 1), (engine::Policy::Sim, 2)),
+        ((engine::Policy::Naive, 1), (engine::Policy::PerDevice, 2)),
+        ((engine::Policy::Sim, 2), (engine::Policy::Threaded, 3)),
+    ];
+
+    /// Runs `inputs` switching engines before input `switch_before`, and on the second engine
+    /// all along: the same output, values, errors and graph reports.
+    fn assert_switch_changes_nothing(inputs: &[&str], switch_before: usize) {
+        for (first, then) in SWITCHES {
+            let switched = transcript(inputs, first, switch_before, then);
+            let unswitched = transcript(inputs, then, usize::MAX, then);
+            assert_eq!(switched, unswitched, "{first:?} then {then:?}");
+        }
+    }
+
+    #[test]
+    fn a_graph_recorded_before_an_engine_switch_replays_on_the_new_engines_variables() {
+        let inputs = [
+            "seed 1\na = 1\nb = ones(3)\nr = zeros(2)\n\
+             graph g {\n  a = a + 1\n  t = b * a\n  b = t + 1\n  r = r + rand(2)\n}\n\
+             run g\nprint a, b, r",
+            "run g\nprint a, b, r\nwith bulk = 2 { run g }\nprint a, b, r\nprint g",
+        ];
+        let transcript = transcript(
+            &inputs,
+            (engine::Policy::Threaded, 2),
+            1,
+            (engine::Policy::Naive, 1),
+        );
+        assert!(transcript.contains("\n3 [10. 10. 10.]"), "{transcript}");
+        assert!(transcript.contains("graph g: 4 ops"), "{transcript}");
+        assert!(transcript.contains("3 runs"), "{transcript}");
+        assert!(!transcript.contains("rng"), "{transcript}");
+        assert_switch_changes_nothing(&inputs, 1);
+    }
+
+    #[test]
+    fn the_sample_graph_trains_after_an_engine_switch() {
+        let sample = include_str!("../../samples/mlp_graph.dep");
+        // Up to the end of the graph's block.
+        let (setup, _) = sample.split_once("\n}\n").unwrap();
+        let setup = format!("{setup}\n}}");
+        let inputs = [&setup, "run step\nrun step\nprint L, sum(W1), sum(W4)"];
+        assert_switch_changes_nothing(&inputs, 1);
+    }
+
+    #[test]
+    fn an_engine_switch_keeps_a_failed_variables_error_as_reported_before() {
+        // Read after the switch: the root cause at its line, also through a new reader.
+        assert_switch_changes_nothing(
+            &[
+                "a = ones(2) + ones(3)\nb = ones(2)",
+                "print a",
+                "c = a + 1\nprint c",
+            ],
+            1,
+        );
+        // Never read: reported at the end all the same, once.
+        assert_switch_changes_nothing(&["a = ones(2) + ones(3)", "b = 1"], 1);
+        // Overwritten after the switch: the error is gone.
+        assert_switch_changes_nothing(&["a = ones(2) + ones(3)", "a = ones(2)\nprint a"], 1);
+    }
+
+    #[test]
+    fn an_engine_switch_keeps_a_failed_slots_error_and_the_other_slots() {
+        assert_switch_changes_nothing(
+            &[
+                "s = slots(3)\nset(s, 1, ones(2) + ones(3))\nset(s, 2, ones(2) * 2)",
+                "print s[1]",
+                "c = s[1] + 1\nprint c",
+                "set(s, 0, s[2] + 1)\nprint s[0], s[2]",
+            ],
+            1,
+        );
+    }
+
+    #[test]
+    fn the_failed_variable_after_a_switch_holds_the_same_error() {
+        let mut session = Session::new(SessionConfig::default());
+        let mut out = Vec::new();
+        session
+            .run_source("<stdin>", "a = ones(2) + ones(3)", &mut out)
+            .unwrap();
+        session.wait_all();
+        let Some(Binding::Tensor(before)) = session.globals.get("a").cloned() else {
+            panic!("a is a tensor");
+        };
+        session.set_engine(engine::Policy::Naive, 1);
+        let Some(Binding::Tensor(after)) = session.globals.get("a").cloned() else {
+            panic!("a is a tensor");
+        };
+        let (before, after) = (before.var.error().unwrap(), after.var.error().unwrap());
+        assert!(Arc::ptr_eq(&before, &after));
+        let state = &session.variables()[0].state;
+        assert!(
+            state.starts_with("failed: cannot broadcast shapes [2] and [3]"),
+            "{state}"
+        );
+    }
 }

@@ -19,6 +19,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_utils::CachePadded;
+use rustc_hash::FxHashMap;
 
 use dep_engine as engine;
 
@@ -212,6 +213,57 @@ impl Slot {
         }
         *lock(&self.device_value) = None;
         value
+    }
+}
+
+/// Moves slots into another engine (an engine switch): each becomes a slot of the new engine
+/// with its value (downloaded, if it lives on a GPU) or the very error its variable holds, so
+/// that reports after the switch read as before it; a slot reached twice (by a name, and by a
+/// recorded graph that reads it) becomes one new slot.
+pub(crate) struct SlotMover<'e> {
+    engine: &'e engine::Engine,
+    /// The new slot of each old one (by address), beside the old slot, held so that its address
+    /// is not reused while moving.
+    moved: FxHashMap<*const Slot, (Arc<Slot>, Arc<Slot>)>,
+}
+
+impl<'e> SlotMover<'e> {
+    /// A mover into `engine`.
+    pub(crate) fn new(engine: &'e engine::Engine) -> SlotMover<'e> {
+        SlotMover {
+            engine,
+            moved: FxHashMap::default(),
+        }
+    }
+
+    /// The new slot of `slot`, made the first time it is asked for.
+    pub(crate) fn slot(&mut self, slot: &Arc<Slot>) -> Arc<Slot> {
+        let engine = self.engine;
+        let (_, moved) = self.moved.entry(Arc::as_ptr(slot)).or_insert_with(|| {
+            let moved = Slot::new(moved_var(&slot.var, engine));
+            if let Ok(value) = slot.get() {
+                moved.set(value);
+            }
+            (slot.clone(), moved)
+        });
+        moved.clone()
+    }
+
+    /// The generator `rng`, moved: its state, and the error its variable holds.
+    pub(crate) fn rng(&self, rng: &RngSlot) -> Arc<RngSlot> {
+        Arc::new(RngSlot {
+            var: moved_var(&rng.var, self.engine),
+            rng: Mutex::new(lock(&rng.rng).clone()),
+            gpu_rng: Mutex::new(*lock(&rng.gpu_rng)),
+        })
+    }
+}
+
+/// A variable of `engine` named as `var`, holding the error `var` holds, if any.
+fn moved_var(var: &engine::Var, engine: &engine::Engine) -> engine::Var {
+    match var.error() {
+        Some(error) => engine.new_failed_var(var.name(), error),
+        None => engine.new_var(var.name()),
     }
 }
 
