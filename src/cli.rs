@@ -133,6 +133,7 @@ impl RunArgs {
             threads,
             observe: self.wants_views(),
             lean_log: self.wants_lean_log(),
+            batch: true,
             ..SessionConfig::default()
         })
     }

@@ -188,6 +188,62 @@ fn one_ctrl_c_in_a_batch_run_stops_a_blocked_print_at_its_place_and_the_run_fini
 }
 
 #[test]
+fn ctrl_c_in_a_batch_run_says_the_run_stops_and_its_trace_shows_cancelled_ops_as_never_run() {
+    for engine in ["threaded", "per-device"] {
+        let dir = TestDir::new();
+        dir.write(
+            "s.dep",
+            "A = ones(4)\nfor i in 0..40 { A = work(20, A) }\nprint sum(A)\n",
+        );
+        let child = spawn_limited(
+            &dir,
+            &format!("--engine {engine} s.dep --trace t.json --timeline t.svg"),
+        );
+        std::thread::sleep(Duration::from_millis(400));
+        interrupt(&child);
+        let (code, stderr) = finish(child);
+        assert_eq!(code, Some(1), "{engine}: {stderr}");
+        // A batch run ends: no REPL advice to print the value again.
+        assert!(
+            stderr.contains(
+                "error: interrupted while waiting (Ctrl-C): the run stops here; ops that had not \
+                 started are cancelled, running ones finish"
+            ) && stderr.contains("--> s.dep:3:7")
+                && !stderr.contains("again to see it"),
+            "{engine}: {stderr}"
+        );
+        // `summary: 42 ops (16 done, 26 cancelled)`: the cancelled ops have no slice in the
+        // trace and are not on the critical path.
+        let counts = stderr
+            .lines()
+            .find_map(|line| line.strip_prefix("summary: "))
+            .unwrap_or_else(|| panic!("{engine}: no summary: {stderr}"));
+        let n_of = |what: &str| -> usize {
+            counts
+                .split(|c: char| !c.is_ascii_alphanumeric() && c != ' ')
+                .find_map(|part| part.trim().strip_suffix(what)?.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let (n_done, n_cancelled) = (n_of(" done"), n_of(" cancelled"));
+        assert!(n_done > 0 && n_cancelled > 0, "{engine}: {counts}");
+        assert!(
+            stderr.contains(&format!(" over {n_done} ops")),
+            "{engine}: the critical path counts only ops that ran: {stderr}"
+        );
+        let trace: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("t.json")).unwrap())
+                .unwrap();
+        let slices = trace["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|event| event["ph"] == "X")
+            .count();
+        assert_eq!(slices, n_done, "{engine}: a slice per op that ran");
+    }
+}
+
+#[test]
 fn a_whole_number_float32_cannot_hold_is_an_error_at_its_place_not_its_neighbour() {
     let dir = TestDir::new();
     // ones(20000001) used to make 20000000 elements: float32 rounds 20000001 to its neighbour.

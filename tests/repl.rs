@@ -243,6 +243,43 @@ fn ctrl_c_cancels_the_pending_ops_and_clears_the_line() {
 }
 
 #[test]
+fn ctrl_c_in_a_loop_leaves_the_variables_it_writes_with_their_last_computed_values() {
+    for engine in ["threaded", "per-device", "naive", "sim"] {
+        ctrl_c_in_a_loop_under(engine);
+    }
+}
+
+fn ctrl_c_in_a_loop_under(engine: &str) {
+    let mut repl = Repl::start();
+    repl.run(&format!(":engine {engine}"));
+    repl.run("x = ones(100000)");
+    repl.line("for i in 0..1000000 { y = x + 1; x = y * 1 }");
+    repl.expect("x = y * 1 }\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    repl.control('c');
+    let shown = repl.prompt();
+    assert!(shown.contains("cancelled"), "{shown:?}");
+    // The cancelled ops wrote nothing: x and y hold what the last ops that ran computed.
+    let shown = repl.run(":vars");
+    assert!(!shown.contains("failed"), "{shown:?}");
+    let shown = repl.run("print x[0] > 1");
+    assert!(shown.contains("1.0"), "x kept its value: {shown:?}");
+    // y = x + 1 or, its x = y * 1 done, y = x.
+    let shown = repl.run("print (y[0] - x[0]) * (y[0] - x[0] - 1) == 0");
+    assert!(shown.contains("1.0"), "y and x are the loop's: {shown:?}");
+    if engine == "threaded" || engine == "per-device" {
+        // Ops were pending (naive and sim ones run at push): `:why` skips the cancelled.
+        let shown = repl.run(":why y");
+        assert!(
+            shown.contains("y was last written by y = x + 1")
+                && shown.contains(" later writes were cancelled before they started"),
+            "{shown:?}"
+        );
+    }
+    assert_eq!(repl.quit().0, 0);
+}
+
+#[test]
 fn ctrl_c_while_print_blocks_cancels_what_has_not_started_and_stops_the_input() {
     let mut repl = Repl::start();
     // A runs for 1.5 s; B waits behind it and would take 30 s; `print B` blocks; the input's

@@ -118,7 +118,8 @@ impl Var {
         lock(&self.0.state).version
     }
 
-    /// The error it holds, if the last write to complete failed (or was skipped or cancelled).
+    /// The error it holds, if the last write to complete failed (or was skipped: a cancelled
+    /// write changes nothing).
     pub fn error(&self) -> Option<Arc<OpError>> {
         lock(&self.0.state).error.clone()
     }
@@ -526,8 +527,10 @@ impl Engine {
         )
     }
 
-    /// Cancels every op pushed so far that has not started: each finishes as cancelled, its
-    /// written variables holding a "cancelled" error. Running ops are not interrupted.
+    /// Cancels every op pushed so far that has not started: each finishes as cancelled without
+    /// starting (no worker, no `Started` event) and writes nothing, so its written variables keep
+    /// their last completed write's version and error (its own error stays the op's, in views).
+    /// Waits, deletions and running ops are not interrupted.
     pub fn cancel_pending(&self) {
         self.shared.cancel_pending();
     }
@@ -976,23 +979,26 @@ impl Shared {
         run: impl FnOnce() -> Result<(), String>,
     ) -> OpId {
         let id = op.id;
+        let cancel = self.is_cancelled(id);
         match &self.sink {
             None => {
-                self.settle_granted(&op, states, run);
+                self.settle_granted(&op, states, cancel, run);
             }
-            Some(sink) => self.run_granted_observed(sink, op, states, run),
+            Some(sink) => self.run_granted_observed(sink, op, states, cancel, run),
         }
         id
     }
 
     /// [`Self::run_granted`] with its events sent to `sink`. Kept out of line, so that the
-    /// unobserved path stays as small as it was.
+    /// unobserved path stays as small as it was. A cancelled op (`cancel`) never starts: its push is
+    /// sent without a start, then its end.
     #[inline(never)]
     fn run_granted_observed(
         &self,
         sink: &Arc<dyn EventSink>,
         op: OpHeader<'_>,
         states: &mut [Option<&mut VarState>],
+        cancel: bool,
         run: impl FnOnce() -> Result<(), String>,
     ) {
         let n_accesses = op.accesses.len();
@@ -1008,26 +1014,32 @@ impl Shared {
             granted: &[(1 << n_accesses) - 1],
             ready: true,
         };
-        sink.pushed_and_started(self.now_ns(), &push);
-        let outcome = observed_run(op.id, op.device, sink, self.clock, || {
-            self.settle_granted(&op, states, run)
-        });
+        let outcome = if cancel {
+            sink.pushed(self.now_ns(), &push);
+            self.settle_granted(&op, states, true, run)
+        } else {
+            sink.pushed_and_started(self.now_ns(), &push);
+            observed_run(op.id, op.device, sink, self.clock, || {
+                self.settle_granted(&op, states, false, run)
+            })
+        };
         let message = outcome.error().map(|error| error.message.as_str());
         sink.finished(self.now_ns(), op.id, outcome.state(), message);
     }
 
-    /// Runs the fast path's op unless it is refused (cancelled, or reading an error), reports its
-    /// failure and counts its writes, giving their variables its error or none; returns how it
-    /// ended.
+    /// Runs the fast path's op unless it is refused (`cancel`, or reading an error), reports
+    /// its failure and counts its writes, giving their variables its error or none; returns how
+    /// it ended. A cancelled op wrote nothing: its variables keep their values and errors (see
+    /// [`Shared::release`]).
     #[inline(always)]
     fn settle_granted(
         &self,
         op: &OpHeader<'_>,
         states: &mut [Option<&mut VarState>],
+        cancel: bool,
         run: impl FnOnce() -> Result<(), String>,
     ) -> Outcome {
         let OpHeader {
-            id,
             label,
             line,
             accesses,
@@ -1035,8 +1047,8 @@ impl Shared {
         } = *op;
         let n_reads = accesses.reads.len();
         let guards = &mut states[..accesses.len()];
-        let outcome = if id.0 < self.cancel_below.load(Ordering::Acquire) {
-            cancelled(label, line)
+        let outcome = if cancel {
+            return cancelled(label, line);
         } else if let Some(error) = guards[..n_reads + accesses.n_read_writes]
             .iter()
             .find_map(|state| state.as_ref().and_then(|state| state.error.clone()))
@@ -1203,14 +1215,30 @@ impl Shared {
 
     /// Starts one op on this thread. A synchronous op (and engine bookkeeping) also finishes here,
     /// collecting the ops its release makes ready; an asynchronous one finishes here only when its
-    /// handle ended while its function ran.
+    /// handle ended while its function ran. A user's op cancelled before this point never
+    /// starts: it finishes here as cancelled, with no worker and no `Started` event (a wait or a
+    /// deletion is bookkeeping, never cancelled).
     fn execute(self: &Arc<Self>, op: OpRef, worker: u32, ready: &mut Vec<OpRef>) {
+        let work = lock(&op.work).take();
+        if let Some(Work::Run(_) | Work::Shared(_) | Work::Async(_)) = &work {
+            if self.is_cancelled(op.id) {
+                if let Some(Work::Shared(body)) = work {
+                    // Kept for the block's next op of the same statement (see `OpBlock::refill`).
+                    *lock(&op.work) = Some(Work::Ran(body));
+                }
+                // Its work is dropped unrun (a communication's start function, dropped, abandons
+                // the communication).
+                let cost = self.sim.as_ref().map(|_| Cost::default());
+                self.finish(&op, cancelled(&op.label, op.line), cost, false, ready);
+                self.blocks.recycle(op);
+                return;
+            }
+        }
         op.set_worker(worker);
         op.set_state(OpState::Running);
         if let Some(sink) = self.real_sink() {
             sink.started(self.now_ns(), op.id, worker);
         }
-        let work = lock(&op.work).take();
         match work {
             Some(Work::Run(exec)) => {
                 // A closure has no context to report a cost in: it costs nothing simulated.
@@ -1291,7 +1319,7 @@ impl Shared {
             sink.finished(time_ns, op.id, outcome.state(), message);
             time_ns
         });
-        self.release(op, outcome.error(), time_ns, ready);
+        self.release(op, &outcome, time_ns, ready);
         if deleted {
             for var in &op.accesses.writes {
                 lock(&self.vars).remove(&var.id());
@@ -1353,7 +1381,7 @@ impl Shared {
     }
 
     /// Runs an asynchronous op's start function with its completion handle. The op finishes now
-    /// if it does not run (cancelled, or reading an error) or if its handle ended on this thread
+    /// if it does not run (reading an error) or if its handle ended on this thread
     /// while the function ran; otherwise whoever holds the handle finishes it.
     fn start_async(self: &Arc<Self>, op: &OpRef, start: AsyncOpFn, ready: &mut Vec<OpRef>) {
         if let Some(outcome) = self.refusal(op) {
@@ -1469,13 +1497,15 @@ impl Shared {
         }
     }
 
-    /// Why an op must not run: cancelled before it started, or reading a variable that holds an
-    /// error.
+    /// Why an op that was not cancelled (see [`Self::execute`]) must not run: it reads a variable
+    /// that holds an error.
     fn refusal(&self, op: &OpBlock) -> Option<Outcome> {
-        if op.id.0 < self.cancel_below.load(Ordering::Acquire) {
-            return Some(cancelled(&op.label, op.line));
-        }
         first_read_error(op).map(Outcome::Skipped)
+    }
+
+    /// Whether op `id` was pushed before a [`Self::cancel_pending`]: it must not start.
+    fn is_cancelled(&self, id: OpId) -> bool {
+        id.0 < self.cancel_below.load(Ordering::Acquire)
     }
 
     fn run_user_op(&self, op: &OpBlock, exec: impl FnOnce() -> Result<(), String>) -> Outcome {
@@ -1486,14 +1516,13 @@ impl Shared {
     }
 
     /// Ends the op's accesses, in the order they were taken, and counts down the ops they unblock;
-    /// observed, the grants are sent at `time_ns`, the op's end.
-    fn release(
-        &self,
-        op: &OpRef,
-        error: Option<&Arc<OpError>>,
-        time_ns: Option<u64>,
-        ready: &mut Vec<OpRef>,
-    ) {
+    /// observed, the grants are sent at `time_ns`, the op's end. Its written variables take its
+    /// `outcome`: a new version, holding its error or none; but a cancelled op wrote nothing, so
+    /// they keep their version and error (their values, which the engine does not see, stay as
+    /// the last completed write left them).
+    fn release(&self, op: &OpRef, outcome: &Outcome, time_ns: Option<u64>, ready: &mut Vec<OpRef>) {
+        let wrote = !matches!(outcome, Outcome::Cancelled(_));
+        let error = outcome.error();
         // This thread's room for the ops each variable grants: empty between releases, and
         // taken, not borrowed, so that a release on this thread meanwhile makes its own.
         let mut granted = GRANTED.with(|room| room.take());
@@ -1504,8 +1533,10 @@ impl Shared {
         for var in &op.accesses.writes {
             {
                 let mut state = lock(&var.0.state);
-                state.version += 1;
-                if state.error.is_some() || error.is_some() {
+                if wrote {
+                    state.version += 1;
+                }
+                if wrote && (state.error.is_some() || error.is_some()) {
                     state.error = error.cloned();
                     var.0.has_error.store(error.is_some(), Ordering::Release);
                 }

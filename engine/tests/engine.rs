@@ -635,12 +635,182 @@ fn cancel_pending_skips_ops_that_have_not_started() {
         .writes(&[b.clone()]),
     );
     engine.cancel_pending();
-    let error = engine.wait_var(&b).unwrap_err();
-    assert!(error.cancelled);
+    // The cancelled op wrote nothing: B is as it was, no error, no new version.
+    assert!(engine.wait_var(&b).is_ok());
+    assert_eq!(b.version(), 0);
+    assert!(b.error().is_none());
     assert_eq!(ran.load(Ordering::SeqCst), 0);
     // Ops pushed after the cancel run as usual.
     engine.push(OpSpec::new("B = 1", || Ok(())).writes(&[b.clone()]));
     assert!(engine.wait_var(&b).is_ok());
+    assert_eq!(b.version(), 1);
+}
+
+/// An op that holds its variables until `gate` sends (or is dropped), and a receiver that
+/// hears when it starts.
+fn gated(
+    label: &'static str,
+) -> (
+    OpSpec,
+    std::sync::mpsc::Sender<()>,
+    std::sync::mpsc::Receiver<()>,
+) {
+    let (gate, gate_in) = std::sync::mpsc::channel::<()>();
+    let (started_out, started) = std::sync::mpsc::channel::<()>();
+    let gate_in = Mutex::new(gate_in);
+    let spec = OpSpec::new(label, move || {
+        started_out.send(()).unwrap();
+        let _ = gate_in.lock().unwrap().recv();
+        Ok(())
+    });
+    (spec, gate, started)
+}
+
+#[test]
+fn a_cancelled_op_leaves_its_written_variables_as_the_last_completed_write_left_them() {
+    for (name, engine) in all_engines() {
+        if name == "naive" {
+            continue; // its ops run at push: nothing is pending when the cancel comes
+        }
+        let (x, y, z) = (
+            engine.new_var("x"),
+            engine.new_var("y"),
+            engine.new_var("z"),
+        );
+        let x_value = Arc::new(AtomicUsize::new(0));
+        let y_value = Arc::new(AtomicUsize::new(0));
+        // x = 1; y = x + 1 complete; z holds a failure.
+        let to = x_value.clone();
+        engine.push(
+            OpSpec::new("x = 1", move || {
+                to.store(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .writes(&[x.clone()]),
+        );
+        let (from, to) = (x_value.clone(), y_value.clone());
+        engine.push(
+            OpSpec::new("y = x + 1", move || {
+                to.store(from.load(Ordering::SeqCst) + 1, Ordering::SeqCst);
+                Ok(())
+            })
+            .reads(&[x.clone()])
+            .writes(&[y.clone()]),
+        );
+        engine.push(OpSpec::new("z = bad", || Err("bad".to_string())).writes(&[z.clone()]));
+        engine.wait_all();
+        // A running op that holds x, then a loop's worth of ops behind it, all cancelled.
+        let (hold, gate, started) = gated("hold x");
+        engine.push(hold.writes(&[x.clone()]));
+        started.recv().unwrap();
+        for _ in 0..10 {
+            let (from, to) = (x_value.clone(), y_value.clone());
+            engine.push(
+                OpSpec::new("y = x + 1", move || {
+                    to.store(from.load(Ordering::SeqCst) + 1, Ordering::SeqCst);
+                    Ok(())
+                })
+                .reads(&[x.clone()])
+                .writes(&[y.clone()]),
+            );
+            let (from, to) = (y_value.clone(), x_value.clone());
+            engine.push(
+                OpSpec::new("x = y * 1", move || {
+                    to.store(from.load(Ordering::SeqCst), Ordering::SeqCst);
+                    Ok(())
+                })
+                .reads(&[y.clone()])
+                .writes(&[x.clone()]),
+            );
+            engine.push(
+                OpSpec::new("z = y", || Ok(()))
+                    .reads(&[y.clone()])
+                    .writes(&[z.clone()]),
+            );
+        }
+        engine.cancel_pending();
+        gate.send(()).unwrap();
+        assert!(engine.wait_var(&x).is_ok(), "{name}: x");
+        assert!(engine.wait_var(&y).is_ok(), "{name}: y");
+        let z_error = engine.wait_var(&z).expect_err(&name);
+        assert_eq!(z_error.message, "bad", "{name}: z keeps its failure");
+        assert!(!z_error.cancelled, "{name}");
+        assert_eq!((x.version(), y.version(), z.version()), (2, 1, 1), "{name}");
+        assert_eq!(x_value.load(Ordering::SeqCst), 1, "{name}");
+        assert_eq!(y_value.load(Ordering::SeqCst), 2, "{name}");
+        assert_eq!(
+            engine.take_failures().len(),
+            1,
+            "{name}: only z = bad failed"
+        );
+        // The engine goes on: the next write and its readers run.
+        engine.push(OpSpec::new("y = 5", || Ok(())).writes(&[y.clone()]));
+        engine.push(
+            OpSpec::new("z = y", || Ok(()))
+                .reads(&[y.clone()])
+                .writes(&[z.clone()]),
+        );
+        assert!(
+            engine.wait_var(&z).is_ok(),
+            "{name}: a plain write clears z's error"
+        );
+    }
+}
+
+#[test]
+fn a_cancelled_op_finishes_without_starting() {
+    for policy in [Policy::Threaded, Policy::PerDevice, Policy::Naive] {
+        let log = Arc::new(EventLog::new());
+        let engine = Engine::new(EngineConfig {
+            policy,
+            threads: 2,
+            sink: Some(log.clone()),
+            ..EngineConfig::default()
+        });
+        let a = engine.new_var("A");
+        let b = engine.new_var("B");
+        // Under the naive policy an asynchronous op outstanding keeps its readers queued.
+        let (tx, rx) = std::sync::mpsc::channel();
+        engine.push(
+            OpSpec::new_async("A = slow()", move |_, done| tx.send(done).unwrap())
+                .writes(&[a.clone()]),
+        );
+        for _ in 0..3 {
+            engine.push(
+                OpSpec::new("B = A", || Ok(()))
+                    .reads(&[a.clone()])
+                    .writes(&[b.clone()]),
+            );
+        }
+        // Started (its function ran) before the cancel.
+        let done = rx.recv().unwrap();
+        engine.cancel_pending();
+        done.complete(Ok(()));
+        engine.wait_all();
+        let events = log.events();
+        let started: Vec<_> = events
+            .iter()
+            .filter_map(|event| match event.kind {
+                EventKind::Started { op, .. } => Some(op),
+                _ => None,
+            })
+            .collect();
+        let cancelled: Vec<_> = events
+            .iter()
+            .filter_map(|event| match event.kind {
+                EventKind::Finished {
+                    op,
+                    state: OpState::Cancelled,
+                    ..
+                } => Some(op),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(cancelled.len(), 3, "{policy:?}: {events:?}");
+        assert_eq!(started.len(), 1, "{policy:?}: only A = slow() started");
+        assert!(!cancelled.contains(&started[0]), "{policy:?}");
+        assert_eq!(b.version(), 0, "{policy:?}");
+    }
 }
 
 #[test]

@@ -35,6 +35,9 @@ pub struct SessionConfig {
     /// ([`engine::EventLog::keeping_at_most`]): a REPL's or a notebook's log, which no reader
     /// streams; 0 keeps them all.
     pub kept_events: u64,
+    /// A batch run (`dep run`): it ends after its one input, so an interrupt's message tells
+    /// what the run did, not what a later input could do.
+    pub batch: bool,
 }
 
 /// How many events a REPL's or a notebook's log keeps: about 330,000 statements of a loop
@@ -72,6 +75,7 @@ impl Default for SessionConfig {
             lean_log: false,
             show_expression_values: false,
             kept_events: 0,
+            batch: false,
         }
     }
 }
@@ -554,6 +558,7 @@ impl Session {
             engine: &self.engine,
             log: self.log.as_deref(),
             show_expression_values: self.config.show_expression_values,
+            batch: self.config.batch,
             globals: &mut self.globals,
             functions: &mut self.functions,
             graphs: &mut self.graphs,

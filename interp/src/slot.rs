@@ -185,6 +185,12 @@ impl Slot {
         (bytes, host)
     }
 
+    /// Whether it holds a value, on the host or on a GPU (none before its first write completes,
+    /// nor after a failed op took it).
+    pub(crate) fn has_value(&self) -> bool {
+        lock(&self.value).is_some() || lock(&self.device_value).is_some()
+    }
+
     /// The value if there is one, without waiting.
     pub fn peek(&self) -> Option<Tensor> {
         self.value.try_lock().ok().and_then(|value| value.clone())

@@ -106,6 +106,7 @@ fn session_config() -> Result<SessionConfig, String> {
         lean_log: false,
         show_expression_values: true,
         kept_events: dep_interp::interactive_kept_events()?,
+        batch: false,
     })
 }
 

@@ -309,13 +309,34 @@ impl Replay {
     /// Why the last op that wrote `var` waited, from the log, in words: `A was last written
     /// by A = 5 (line 4), which waited 2.00 ms for A: read by B = A + 1 (line 2), and by C =
     /// A * 3 (line 3)`, or `…, which did not wait`. What it waited for is every access ahead
-    /// of its own when it was pushed. `None` when no op of the log wrote `var`.
+    /// of its own when it was pushed. A cancelled op wrote nothing: the writer is the last op
+    /// that was not cancelled, and the sentence says how many writes after it were (`…; 3
+    /// later writes were cancelled`). `None` when no op of the log wrote `var`.
     pub fn why_waited(&self, var: VarId) -> Option<String> {
-        let writer = self
-            .ops()
-            .iter()
-            .rev()
-            .find(|op| op.writes.contains(&var))?;
+        let mut n_cancelled = 0;
+        let writer = self.ops().iter().rev().find(|op| {
+            let writes = op.writes.contains(&var);
+            if writes && op.state == OpState::Cancelled {
+                n_cancelled += 1;
+                return false;
+            }
+            writes
+        });
+        let cancelled = match n_cancelled {
+            0 => String::new(),
+            1 => "; 1 later write was cancelled before it started".to_string(),
+            n => format!("; {n} later writes were cancelled before they started"),
+        };
+        let Some(writer) = writer else {
+            return (n_cancelled > 0).then(|| {
+                format!(
+                    "{} was never written: {n_cancelled} write{} cancelled before {} started",
+                    self.var_name(var),
+                    if n_cancelled == 1 { " was" } else { "s were" },
+                    if n_cancelled == 1 { "it" } else { "they" },
+                )
+            });
+        };
         let subject = format!(
             "{} was last written by {}",
             self.var_name(var),
@@ -327,7 +348,7 @@ impl Replay {
             .map(|op| op.waits_on.as_slice())
             .unwrap_or_default();
         if waits_on.is_empty() {
-            return Some(format!("{subject}, which did not wait"));
+            return Some(format!("{subject}, which did not wait{cancelled}"));
         }
         let waited = match writer.ready_ns {
             Some(ready_ns) => format!(
@@ -337,7 +358,7 @@ impl Replay {
             None => String::new(),
         };
         Some(format!(
-            "{subject}, which waited{waited} {}",
+            "{subject}, which waited{waited} {}{cancelled}",
             at_push.blocker_clauses(waits_on, false)
         ))
     }

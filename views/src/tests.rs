@@ -1063,6 +1063,54 @@ fn a_write_behind_two_running_reads_names_both() {
     );
 }
 
+#[test]
+fn why_names_the_last_write_that_ran_not_a_cancelled_one() {
+    let mut bench = Bench::new(Policy::Threaded, 2);
+    let (release, gate) = mpsc::channel::<()>();
+    let (started_out, started) = mpsc::channel::<()>();
+    let gate = std::sync::Mutex::new(Some((gate, started_out)));
+    bench.push_script("C = 1\nB = C", &|line| {
+        let taken = if line == 2 {
+            gate.lock().unwrap().take()
+        } else {
+            None
+        };
+        Box::new(move || {
+            if let Some((gate, started_out)) = taken {
+                started_out.send(()).unwrap();
+                let _ = gate.recv();
+            }
+        })
+    });
+    started.recv().unwrap();
+    // Behind the running B = C: two writes of C, a write of D (a new variable), cancelled.
+    bench.push_script("C = B\nC = B\nD = C", &no_work);
+    bench.engine.cancel_pending();
+    release.send(()).unwrap();
+    bench.engine.wait_all();
+    let replay = bench.replay();
+    let why = replay.why_waited(bench.vars["C"].id()).unwrap();
+    assert_eq!(
+        why,
+        "C was last written by C = 1 (line 1), which did not wait; 2 later writes were \
+         cancelled before they started"
+    );
+    assert_eq!(
+        replay.why_waited(bench.vars["D"].id()).as_deref(),
+        Some("D was never written: 1 write was cancelled before it started")
+    );
+    // The cancelled ops never started: no worker, no bar.
+    let cancelled: Vec<_> = replay
+        .ops()
+        .iter()
+        .filter(|op| op.state == OpState::Cancelled)
+        .collect();
+    assert_eq!(cancelled.len(), 3);
+    assert!(cancelled
+        .iter()
+        .all(|op| op.started_ns.is_none() && op.worker.is_none()));
+}
+
 /// `b = ones(4)` (which writes `e` too), then `n` times `c = c + b` (which reads `e` too; each
 /// running while the next starts, on two workers, for 1 to 7 ns), then `b = b * 2` (which writes
 /// `e` too): `b` and `e` are read by every op and written only at the end. Times and ids are

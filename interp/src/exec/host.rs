@@ -39,14 +39,17 @@ impl Runner<'_> {
     }
 
     /// The error that ends an input whose `print` or `wait` the user stopped waiting for, at
-    /// `span`, what was waited for.
+    /// `span`, what was waited for. A session that goes on (a REPL, a notebook) can show the
+    /// value later; a batch run ends here.
     pub(super) fn abandoned_wait(&self, span: Span) -> RunError {
-        self.error(
-            span,
+        let message = if self.scope.batch {
+            "interrupted while waiting (Ctrl-C): the run stops here; ops that had not started \
+             are cancelled, running ones finish"
+        } else {
             "interrupted while waiting (Ctrl-C): the awaited ops go on running; `print` the value \
-             again to see it",
-            "waiting for this",
-        )
+             again to see it"
+        };
+        self.error(span, message, "waiting for this")
     }
 
     /// Waits for every pushed op, unless the user gives up (see `Session::set_abandon_check`),
@@ -75,6 +78,22 @@ impl Runner<'_> {
             return Err(self.abandoned_wait(span));
         };
         match waited {
+            // No error and no value: every op that would have written it was cancelled (Ctrl-C)
+            // before it started, and they write nothing. When that interrupt also gives up the
+            // wait (a script's first), the wait's end and its give-up race: either way, the
+            // give-up's message.
+            Ok(())
+                if !slot.has_value()
+                    && self.scope.abandon_check.is_some_and(|give_up| give_up()) =>
+            {
+                Err(self.abandoned_wait(span))
+            }
+            Ok(()) if !slot.has_value() => Err(self.error(
+                span,
+                "no value: the ops that would have computed it were cancelled (Ctrl-C) before \
+                 they started",
+                "needed here",
+            )),
             Ok(()) => slot
                 .get()
                 .map_err(|message| self.error(span, message, "needed here")),

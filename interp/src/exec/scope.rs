@@ -35,6 +35,9 @@ pub(crate) struct Scope<'s> {
     pub(crate) log: Option<&'s engine::EventLog>,
     /// Whether an expression statement shows its value (a REPL, a notebook).
     pub(crate) show_expression_values: bool,
+    /// Whether the session is a batch run, which ends after this input (see
+    /// `SessionConfig::batch`).
+    pub(crate) batch: bool,
     /// The global names.
     pub(crate) globals: &'s mut HashMap<String, Binding>,
     /// The user's functions, by name.
