@@ -166,8 +166,7 @@ fn step_tables(stepper: &Stepper, room: usize) -> String {
     let window = stepper.window(room);
     let frame = stepper.frame_of(window.clone());
     let shown = stepper.ids(window.clone());
-    let n_later = stepper.n_pushed() - window.end;
-    let n_earlier = window.start + stepper.prologue().n_ops_left_out;
+    let (n_earlier, n_later) = stepper.ops_outside(&window);
     tables_where(&frame, |op| shown.contains(&op.id), n_earlier, n_later)
 }
 
@@ -566,6 +565,13 @@ mod tests {
             crate::tests::long_chain_replay(200),
         ] {
             let n = replay.events().len();
+            // Several cuts: where an op carried over was pushed before ops left out, the counts
+            // of ops before and after the rows are the run's (`Stepper::ops_outside`).
+            for kept in [n / 3, 2 * n / 3] {
+                let cut = crate::LastEvents::cut(replay.events().iter().cloned(), kept);
+                let cut_replay = Replay::new(cut.events, replay.worker_names().to_vec());
+                drawn.push(player_script_matches_rust(&cut_replay, &cut.prologue));
+            }
             let cut = crate::LastEvents::cut(replay.events().iter().cloned(), n / 2);
             assert!(cut.prologue.is_cut());
             let cut_replay = Replay::new(cut.events, replay.worker_names().to_vec());

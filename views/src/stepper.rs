@@ -203,6 +203,24 @@ impl<'a> Stepper<'a> {
         first..end
     }
 
+    /// How many of the run's ops pushed by now come before the ops at `window` and how many
+    /// after them, counted among the whole run's: a cut replay's first ops (those its prologue
+    /// carries) have ops left out of it pushed before them, between them and after them.
+    pub fn ops_outside(&self, window: &Range<usize>) -> (usize, usize) {
+        let prologue = &self.prologue;
+        let n_run_pushed = self.state.n_pushed + prologue.n_ops_left_out;
+        let n_earlier = prologue.run_ops_before(window.start);
+        let n_later = match window
+            .end
+            .checked_sub(1)
+            .filter(|_| window.end > window.start)
+        {
+            Some(last) => n_run_pushed - prologue.run_ops_before(last) - 1,
+            None => n_run_pushed - n_earlier,
+        };
+        (n_earlier, n_later)
+    }
+
     /// The ids of the ops at `positions`.
     pub fn ids(&self, positions: Range<usize>) -> HashSet<OpId> {
         positions

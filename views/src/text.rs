@@ -412,7 +412,7 @@ fn ops_around(
     window: std::ops::Range<usize>,
     style: &TextStyle,
 ) -> String {
-    let (first, end) = (window.start, window.end);
+    let (n_earlier, n_later) = stepper.ops_outside(&window);
     let shown = stepper.ids(window);
     let table = ops_where(frame, style, |op| shown.contains(&op.id));
     let mut text = String::new();
@@ -421,11 +421,6 @@ fn ops_around(
         text.push_str(header);
         text.push('\n');
     }
-    // Counted among the whole run's ops: a cut replay's first ops (those its prologue carries)
-    // have ops left out of it pushed before them, between them and after them.
-    let prologue = stepper.prologue();
-    let n_run_pushed = stepper.n_pushed() + prologue.n_ops_left_out;
-    let n_earlier = prologue.run_ops_before(first);
     if n_earlier > 0 {
         text.push_str(&style.paint(&format!("  … {n_earlier} earlier ops"), Role::Dim));
         text.push('\n');
@@ -434,10 +429,6 @@ fn ops_around(
         text.push_str(line);
         text.push('\n');
     }
-    let n_later = match end.checked_sub(1).filter(|_| end > first) {
-        Some(last) => n_run_pushed - prologue.run_ops_before(last) - 1,
-        None => n_run_pushed - n_earlier,
-    };
     if n_later > 0 {
         text.push_str(&style.paint(&format!("  … {n_later} later ops"), Role::Dim));
         text.push('\n');
