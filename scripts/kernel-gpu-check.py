@@ -10,7 +10,8 @@ cells that use gpu0: a matmul whose sum is known (the live display ends with eve
 the same under `%engine per-device` (the display names the GPU's worker), a bad matmul on the
 GPU (an error naming both shapes; the kernel goes on), the first result read again (variables
 kept), and a long GPU cell interrupted (the kernel answers within seconds, keeps the variables
-it had and says that the interrupted writes were cancelled). Prints one line per check and
+it had, and the interrupted writes' variable keeps its last computed value: a cancelled op writes
+nothing). Prints one line per check and
 exits 1 if any failed.
 """
 
