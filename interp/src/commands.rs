@@ -413,9 +413,33 @@ fn switch_engine(session: &mut Session, policy: engine::Policy, threads: usize) 
     } else {
         "every variable kept"
     };
-    Outcome::EngineReplaced(format!(
-        "engine: {policy}, {threads} CPU worker threads; {kept}"
-    ))
+    let workers = workers_phrase(policy, threads);
+    Outcome::EngineReplaced(format!("engine: {policy}, {workers}; {kept}"))
+}
+
+/// Where a policy runs its ops, as `:engine` and `:threads` say it: the CPU worker count means
+/// threads only for the threaded and per-device engines (the simulator's are virtual lanes,
+/// and the naive engine runs every op on the thread that pushes it).
+fn workers_phrase(policy: engine::Policy, threads: usize) -> String {
+    let cpu_workers = if threads == 1 {
+        "1 CPU worker thread".to_string()
+    } else {
+        format!("{threads} CPU worker threads")
+    };
+    match policy {
+        engine::Policy::Naive => {
+            format!("every op runs on main, the thread that pushes it ({threads} CPU workers kept for the other engines)")
+        }
+        engine::Policy::Threaded => cpu_workers,
+        engine::Policy::PerDevice => format!("{cpu_workers}, and a worker per GPU stream"),
+        engine::Policy::Sim => {
+            if threads == 1 {
+                "1 simulated CPU lane".to_string()
+            } else {
+                format!("{threads} simulated CPU lanes")
+            }
+        }
+    }
 }
 
 /// `engine sim --ranks N`: a fresh session as rank 0 of `n` simulated ranks, the others on
@@ -431,8 +455,9 @@ fn start_sim_ranks(session: &mut Session, threads: usize, n: usize) -> Outcome {
     let (comm, peers) = crate::comm::PeerRanks::group(n, &peer_config);
     session.set_communicator(comm);
     session.set_peers(Some(peers));
+    let lanes = workers_phrase(engine::Policy::Sim, threads);
     Outcome::EngineReplaced(format!(
-        "engine: sim, {threads} CPU worker threads, {n} simulated ranks; every variable forgotten: each input runs on every rank, rank 0's output shown"
+        "engine: sim, {lanes}, {n} simulated ranks; every variable forgotten: each input runs on every rank, rank 0's output shown"
     ))
 }
 
@@ -846,6 +871,34 @@ mod tests {
         assert!(
             note.ends_with("2 CPU worker threads; every variable kept"),
             "{note}"
+        );
+        // The naive engine has no CPU workers to count, and the simulator's are virtual lanes.
+        let switch = |session: &mut Session, policy| {
+            let command = Command::Engine {
+                policy,
+                threads: Some(3),
+                ranks: None,
+            };
+            match run(session, command) {
+                Ok(Outcome::EngineReplaced(note)) => note,
+                _ => panic!("engine replaces the engine"),
+            }
+        };
+        assert_eq!(
+            switch(&mut session, engine::Policy::Naive),
+            "engine: naive, every op runs on main, the thread that pushes it (3 CPU workers kept for the other engines); every variable kept"
+        );
+        assert_eq!(
+            switch(&mut session, engine::Policy::Sim),
+            "engine: sim, 3 simulated CPU lanes; every variable kept"
+        );
+        assert_eq!(
+            switch(&mut session, engine::Policy::PerDevice),
+            "engine: per-device, 3 CPU worker threads, and a worker per GPU stream; every variable kept"
+        );
+        assert_eq!(
+            workers_phrase(engine::Policy::Threaded, 1),
+            "1 CPU worker thread"
         );
     }
 }
