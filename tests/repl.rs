@@ -502,9 +502,17 @@ fn an_engine_switch_keeps_a_variables_error() {
         "{}",
         run.stdout
     );
+    assert!(
+        run.stdout
+            .contains("s[1]  ?      cpu     failed: cannot broadcast shapes [2] and [3]"),
+        "a list's entries are variables too\n{}",
+        run.stdout
+    );
     assert!(!run.stderr.contains("has no value"), "{}", run.stderr);
+    // The reads of `a`, `c` and `s[1]` each report it; the failure itself is reported once
+    // more before the switch when it ends before the next input is read (the worker's timing).
     let reports: Vec<&str> = run.stderr.split("error: ").skip(1).collect();
-    assert_eq!(reports.len(), 3, "{}", run.stderr);
+    assert!(matches!(reports.len(), 3 | 4), "{}", run.stderr);
     for report in reports {
         assert!(
             report.starts_with("cannot broadcast shapes [2] and [3]\n --> <stdin>:1:1"),

@@ -259,7 +259,7 @@ fn replay_prints_every_step_in_order_when_not_on_a_terminal() {
         run.stdout
     );
     assert!(
-        headers.last().unwrap().ends_with(": done wait D"),
+        headers.last().unwrap().ends_with(": done wait D (line 6)"),
         "{headers:?}"
     );
 }
@@ -701,7 +701,7 @@ fn summary_alone_prints_the_summary_and_writes_nothing() {
     );
     assert!(lines[1].starts_with("  busy: main "), "{}", run.stderr);
     assert!(
-        lines[3].contains("over 3 ops: A = 2 (line 1) → B = A + 1 (line 2) → wait B"),
+        lines[3].contains("over 3 ops: A = 2 (line 1) → B = A + 1 (line 2) → wait B (line 3)"),
         "{}",
         run.stderr
     );
@@ -709,6 +709,46 @@ fn summary_alone_prints_the_summary_and_writes_nothing() {
         std::fs::read_dir(dir.path()).unwrap().count(),
         1,
         "only the script"
+    );
+}
+
+/// A `print`'s wait and a `del` are ops of their statements' lines, as every other op is.
+#[test]
+fn waits_and_deletions_carry_the_line_of_their_statement() {
+    let dir = TestDir::new();
+    let script = dir.write(
+        "del.dep",
+        "A = ones(3)\nB = A + 1\nfor i in 0..2 {\n  print B\n}\ndel A\n",
+    );
+    Run::of(
+        dir.dep()
+            .arg("run")
+            .arg(&script)
+            .args(["--trace", "t.json"]),
+    )
+    .expect_code(0);
+    let trace: serde_json::Value = serde_json::from_str(&read(&dir, "t.json")).unwrap();
+    let lines: Vec<(String, u64)> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["ph"] == "X")
+        .map(|slice| {
+            let name = slice["name"].as_str().unwrap().to_string();
+            (name, slice["args"]["line"].as_u64().unwrap())
+        })
+        .collect();
+    let expected = [
+        ("A = ones(3)", 1),
+        ("B = A + 1", 2),
+        ("wait B", 4),
+        ("wait B", 4),
+        ("del A", 6),
+    ];
+    assert_eq!(
+        lines,
+        expected.map(|(name, line)| (name.to_string(), line)),
+        "{trace}"
     );
 }
 

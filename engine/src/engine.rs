@@ -442,13 +442,14 @@ impl Engine {
     /// completed; reads pushed before go on: the wait is a read too); returns the error the
     /// variable holds, if any. Must not be called from inside an op. Under the simulated policy
     /// it first waits, in real time, for every op pushed before it to finish (only asynchronous
-    /// ones can be outstanding), then advances the virtual clock.
-    pub fn wait_var(&self, var: &Var) -> Result<(), Arc<OpError>> {
+    /// ones can be outstanding), then advances the virtual clock. `line` is the source line that
+    /// waits (a `print`, a value read on the host; 0: none), which views show beside the wait.
+    pub fn wait_var(&self, var: &Var, line: u32) -> Result<(), Arc<OpError>> {
         let signal = Arc::new(Signal::default());
         let label: Arc<str> = format!("wait {}", var.name()).into();
         let wait = self.shared.push_block(
             &label,
-            0,
+            line,
             Device::Cpu,
             0,
             &AccessSet::new(vec![var.clone()], Vec::new()),
@@ -467,13 +468,14 @@ impl Engine {
     pub fn wait_var_or(
         &self,
         var: &Var,
+        line: u32,
         give_up: &dyn Fn() -> bool,
     ) -> Option<Result<(), Arc<OpError>>> {
         let signal = Arc::new(Signal::default());
         let label: Arc<str> = format!("wait {}", var.name()).into();
         let wait = self.shared.push_block(
             &label,
-            0,
+            line,
             Device::Cpu,
             0,
             &AccessSet::new(vec![var.clone()], Vec::new()),
@@ -514,12 +516,13 @@ impl Engine {
     }
 
     /// Deletes `var`: a write op that runs `free` once every earlier access has ended, then
-    /// forgets the variable.
-    pub fn delete_var(&self, var: Var, free: impl FnOnce() + Send + 'static) -> OpId {
+    /// forgets the variable. `line` is the source line that deletes it (a `del`, or the statement
+    /// whose temporary it was; 0: none), shown in views.
+    pub fn delete_var(&self, var: Var, line: u32, free: impl FnOnce() + Send + 'static) -> OpId {
         let label: Arc<str> = format!("del {}", var.name()).into();
         self.shared.push_block(
             &label,
-            0,
+            line,
             Device::Cpu,
             0,
             &AccessSet::new(Vec::new(), vec![var]),

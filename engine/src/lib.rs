@@ -24,7 +24,7 @@
 //! let (w, r) = (cell.clone(), cell.clone());
 //! engine.push(OpSpec::new("A = 2", move || { *w.lock().unwrap() = 2; Ok(()) }).writes(&[a.clone()]));
 //! engine.push(OpSpec::new("B = A + 1", move || { *r.lock().unwrap() += 1; Ok(()) }).reads(&[a]).writes(&[b.clone()]));
-//! engine.wait_var(&b).unwrap();
+//! engine.wait_var(&b, 0).unwrap();
 //! assert_eq!(*cell.lock().unwrap(), 3);
 //! ```
 //!
@@ -39,7 +39,7 @@
 //! engine.push(OpSpec::new_async("A = recv()", |_ctx, done| {
 //!     std::thread::spawn(move || done.complete(Err("peer gone".to_string())));
 //! }).writes(&[a.clone()]));
-//! assert_eq!(engine.wait_var(&a).unwrap_err().message, "peer gone");
+//! assert_eq!(engine.wait_var(&a, 0).unwrap_err().message, "peer gone");
 //! ```
 
 #![deny(missing_docs)]

@@ -196,8 +196,8 @@ fn loom_two_threads_push_to_two_variables_in_opposite_orders() {
         };
         push_both(&engine, 0, &a, &b);
         other.join().unwrap();
-        engine.wait_var(&a).unwrap();
-        engine.wait_var(&b).unwrap();
+        engine.wait_var(&a, 0).unwrap();
+        engine.wait_var(&b, 0).unwrap();
         assert!(engine.take_failures().is_empty(), "an op ran twice");
         // Whichever ran first, the other saw its write: not both saw the count before it.
         if value_a.seen(0) == 0 {
@@ -219,7 +219,7 @@ fn loom_wait_var_races_the_completion_of_the_writes_it_waits_for() {
         push(&engine, &a, &value, 1, true);
         // The wait is granted at push if the worker has finished both writes, else by the
         // second write's completion on the worker: either way it returns after both.
-        engine.wait_var(&a).unwrap();
+        engine.wait_var(&a, 0).unwrap();
         assert_eq!(value.count.load(Ordering::Relaxed), 2);
         assert_eq!(
             (value.seen(0), value.seen(1)),
@@ -264,7 +264,7 @@ fn async_completed_elsewhere(policy: Policy, drop_handle: bool) {
                 .writes(&[b.clone()]),
             );
         }
-        let waited = engine.wait_var(&b);
+        let waited = engine.wait_var(&b, 0);
         if drop_handle {
             let error = waited.expect_err("a dropped handle fails the op");
             assert!(error.message.contains("dropped"), "{error}");

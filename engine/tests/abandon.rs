@@ -33,11 +33,14 @@ fn an_abandoned_wait_returns_while_the_op_runs_and_a_later_wait_sees_its_end() {
             asked.swap(true, Ordering::SeqCst)
         }
     };
-    assert!(engine.wait_var_or(&var, &give_up).is_none());
+    assert!(engine.wait_var_or(&var, 0, &give_up).is_none());
     assert!(!engine.wait_all_or(&|| true));
     assert!(!finished.load(Ordering::SeqCst), "the op still runs");
     release.send(()).unwrap();
-    assert!(matches!(engine.wait_var_or(&var, &|| false), Some(Ok(()))));
+    assert!(matches!(
+        engine.wait_var_or(&var, 0, &|| false),
+        Some(Ok(()))
+    ));
     assert!(engine.wait_all_or(&|| false));
     assert!(finished.load(Ordering::SeqCst));
 }

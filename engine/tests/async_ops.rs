@@ -114,7 +114,7 @@ fn an_async_op_completed_from_another_thread_holds_its_variables_until_then() {
         assert_eq!(a.version(), 0, "{name}");
         assert_eq!(engine.n_unfinished(), 2, "{name}");
         completer.go();
-        engine.wait_var(&b).unwrap();
+        engine.wait_var(&b, 0).unwrap();
         assert_eq!(cell_b.load(Ordering::SeqCst), 42, "{name}");
         assert_eq!((a.version(), b.version()), (1, 1), "{name}");
         completer.finish();
@@ -135,7 +135,7 @@ fn wait_var_blocks_until_the_async_write_completes() {
             std::thread::sleep(Duration::from_millis(30));
             go.send(()).unwrap();
         });
-        engine.wait_var(&a).unwrap();
+        engine.wait_var(&a, 0).unwrap();
         assert_eq!(
             cell.load(Ordering::SeqCst),
             7,
@@ -182,7 +182,7 @@ fn chained_async_ops_each_start_after_the_one_they_read_completes() {
             };
             engine.push(op.writes(&[vars[step].clone()]));
         }
-        engine.wait_var(&vars[3]).unwrap();
+        engine.wait_var(&vars[3], 0).unwrap();
         let values: Vec<i64> = cells
             .iter()
             .map(|cell| cell.load(Ordering::SeqCst))
@@ -221,19 +221,19 @@ fn an_async_error_is_stored_on_what_it_writes_and_skips_its_readers() {
             .writes(&[b.clone()]),
         );
         completer.go();
-        let error = engine.wait_var(&b).expect_err(name);
+        let error = engine.wait_var(&b, 0).expect_err(name);
         assert_eq!(
             (&*error.label, error.line, error.message.as_str()),
             ("a = recv()", 3, "link down"),
             "{name}"
         );
         assert!(!ran.load(Ordering::SeqCst), "{name}: the reader ran");
-        assert_eq!(engine.wait_var(&a).expect_err(name).message, "link down");
+        assert_eq!(engine.wait_var(&a, 0).expect_err(name).message, "link down");
         let failures = engine.take_failures();
         assert_eq!(failures.len(), 1, "{name}: {failures:?}");
         // A plain write clears it, as after a synchronous failure.
         engine.push(OpSpec::new("a = 0", || Ok(())).writes(&[a.clone()]));
-        engine.wait_var(&a).unwrap();
+        engine.wait_var(&a, 0).unwrap();
         completer.finish();
     }
 }
@@ -251,7 +251,7 @@ fn a_dropped_handle_fails_the_op_instead_of_hanging() {
             .writes(&[b.clone()]),
         );
         for var in [&a, &b] {
-            let error = engine.wait_var(var).expect_err(name);
+            let error = engine.wait_var(var, 0).expect_err(name);
             assert!(
                 error.message.contains("dropped without completing"),
                 "{name}: {error}"
@@ -278,9 +278,9 @@ fn an_async_op_completed_inside_its_function_is_like_a_synchronous_op() {
             OpSpec::new_async("b = fail()", |_, done| done.complete(Err("no".into())))
                 .writes(&[b.clone()]),
         );
-        engine.wait_var(&a).unwrap();
+        engine.wait_var(&a, 0).unwrap();
         assert_eq!(cell.load(Ordering::SeqCst), 5, "{name}");
-        assert_eq!(engine.wait_var(&b).expect_err(name).message, "no");
+        assert_eq!(engine.wait_var(&b, 0).expect_err(name).message, "no");
     }
 }
 
@@ -295,11 +295,11 @@ fn a_panicking_start_function_fails_the_op_with_its_panic() {
             })
             .writes(&[a.clone()]),
         );
-        let error = engine.wait_var(&a).expect_err(name);
+        let error = engine.wait_var(&a, 0).expect_err(name);
         assert_eq!(error.message, "panicked: boom", "{name}");
         // The engine (and its workers) go on.
         engine.push(OpSpec::new("a = 1", || Ok(())).writes(&[a.clone()]));
-        engine.wait_var(&a).unwrap();
+        engine.wait_var(&a, 0).unwrap();
     }
 }
 
@@ -332,7 +332,7 @@ fn an_async_op_not_started_when_cancelled_never_runs_its_function() {
         engine.cancel_pending();
         gate.send(()).unwrap();
         // Cancelled, it wrote nothing: b is as it was.
-        assert!(engine.wait_var(&b).is_ok(), "{name}");
+        assert!(engine.wait_var(&b, 0).is_ok(), "{name}");
         assert_eq!(b.version(), 0, "{name}");
         assert!(!started.load(Ordering::SeqCst), "{name}");
     }
@@ -398,7 +398,7 @@ fn an_async_op_runs_from_its_start_to_its_completion_in_events() {
         })
         .writes(&[a.clone()]),
     );
-    assert!(engine.wait_var(&a).is_err());
+    assert!(engine.wait_var(&a, 0).is_err());
     let completed_at = completed_at_in.recv().unwrap();
     let events = log.events();
     let spans = op_events(&events, "a = recv()");
@@ -452,7 +452,7 @@ fn simulated_run(delay: Duration) -> Vec<Event> {
             .reads(&[a.clone()])
             .writes(&[c.clone()]),
     );
-    engine.wait_var(&c).unwrap();
+    engine.wait_var(&c, 0).unwrap();
     engine.wait_all();
     log.events()
 }
@@ -522,7 +522,7 @@ fn an_op_completing_another_engines_op_of_the_same_number_completes_that_op() {
             std::mem::forget((a, b));
             panic!("{policy}: b's op completed: {b_done}, a's: {a_done}");
         }
-        let error = a.wait_var(&a_var).unwrap_err();
+        let error = a.wait_var(&a_var, 0).unwrap_err();
         assert_eq!(error.message, "a's own ending", "{policy}");
     }
 }

@@ -164,12 +164,12 @@ fn reads_leave_the_version_and_writes_advance_it() {
         for _ in 0..10 {
             engine.push(OpSpec::new("read", || Ok(())).reads(&[var.clone()]));
         }
-        engine.wait_var(&var).unwrap();
+        engine.wait_var(&var, 0).unwrap();
         assert_eq!(var.version(), 0, "{name}");
         for _ in 0..10 {
             engine.push(OpSpec::new("write", || Ok(())).writes(&[var.clone()]));
         }
-        engine.wait_var(&var).unwrap();
+        engine.wait_var(&var, 0).unwrap();
         assert_eq!(var.version(), 10, "{name}");
     }
 }
@@ -192,7 +192,7 @@ fn delete_frees_only_after_pending_reads() {
         }
         let freed_after = Arc::new(AtomicUsize::new(usize::MAX));
         let (observed, freed) = (reads_done.clone(), freed_after.clone());
-        engine.delete_var(var, move || {
+        engine.delete_var(var, 0, move || {
             freed.store(observed.load(Ordering::SeqCst), Ordering::SeqCst)
         });
         engine.wait_all();
@@ -266,7 +266,7 @@ fn errors_propagate_skip_and_clear() {
             .writes(&[b.clone()]),
         );
         engine.push(OpSpec::new("C = panics", || panic!("boom")).writes(&[c.clone()]));
-        let error = engine.wait_var(&b).unwrap_err();
+        let error = engine.wait_var(&b, 0).unwrap_err();
         assert_eq!(
             error.label.as_ref(),
             "A = bad",
@@ -275,7 +275,7 @@ fn errors_propagate_skip_and_clear() {
         assert_eq!(error.line, 1);
         assert!(error.message.contains("[2] and [3]"));
         assert_eq!(ran.load(Ordering::SeqCst), 0, "{name}: a skipped op ran");
-        let panic = engine.wait_var(&c).unwrap_err();
+        let panic = engine.wait_var(&c, 0).unwrap_err();
         assert!(panic.message.contains("boom"), "{name}: {}", panic.message);
         let failures = engine.take_failures();
         assert_eq!(failures.len(), 2, "{name}: skipped ops are not failures");
@@ -286,7 +286,7 @@ fn errors_propagate_skip_and_clear() {
                 .reads(&[a.clone()])
                 .writes(&[b.clone()]),
         );
-        assert!(engine.wait_var(&b).is_ok(), "{name}");
+        assert!(engine.wait_var(&b, 0).is_ok(), "{name}");
         assert!(a.error().is_none());
     }
 }
@@ -302,7 +302,7 @@ fn a_failed_variable_and_failures_carry_over_to_another_engine() {
             .writes(&[a.clone()])
             .line(1),
     );
-    let error = old.wait_var(&a).unwrap_err();
+    let error = old.wait_var(&a, 0).unwrap_err();
     let failures = old.take_failures();
     for (name, engine) in all_engines() {
         engine.adopt_failures(failures.clone());
@@ -321,14 +321,14 @@ fn a_failed_variable_and_failures_carry_over_to_another_engine() {
             .reads(&[a.clone()])
             .writes(&[b.clone()]),
         );
-        let skipped = engine.wait_var(&b).unwrap_err();
+        let skipped = engine.wait_var(&b, 0).unwrap_err();
         assert!(Arc::ptr_eq(&skipped, &error), "{name}: the root cause");
         assert_eq!(ran.load(Ordering::SeqCst), 0, "{name}: a skipped op ran");
         let taken = engine.take_failures();
         assert_eq!(taken.len(), 1, "{name}: {taken:?}");
         assert!(Arc::ptr_eq(&taken[0], &error), "{name}");
         engine.push(OpSpec::new("A = 1", || Ok(())).writes(&[a.clone()]));
-        assert!(engine.wait_var(&a).is_ok(), "{name}");
+        assert!(engine.wait_var(&a, 0).is_ok(), "{name}");
         assert!(a.error().is_none(), "{name}");
     }
 }
@@ -377,7 +377,7 @@ fn a_shared_op_pushed_by_reference_runs_as_a_pushed_spec_does() {
         assert_eq!((a.version(), b.version()), (100, 1), "{name}");
         push(&bad_label, &bad, &writes_a);
         push(&label, &add, &a_to_b);
-        let error = engine.wait_var(&b).unwrap_err();
+        let error = engine.wait_var(&b, 0).unwrap_err();
         assert_eq!((error.label.as_ref(), error.line), ("A = bad", 3), "{name}");
         assert_eq!(
             count.load(Ordering::SeqCst),
@@ -405,7 +405,7 @@ fn an_op_that_reads_and_writes_an_errored_variable_is_skipped() {
             .reads(&[a.clone()])
             .writes(&[a.clone()]),
         );
-        let error = engine.wait_var(&a).unwrap_err();
+        let error = engine.wait_var(&a, 0).unwrap_err();
         assert_eq!(error.label.as_ref(), "A = bad", "{name}");
         assert_eq!(
             ran.load(Ordering::SeqCst),
@@ -413,7 +413,7 @@ fn an_op_that_reads_and_writes_an_errored_variable_is_skipped() {
             "{name}: the update ran on an error"
         );
         engine.push(OpSpec::new("A = 1", || Ok(())).writes(&[a.clone()]));
-        assert!(engine.wait_var(&a).is_ok(), "{name}");
+        assert!(engine.wait_var(&a, 0).is_ok(), "{name}");
     }
 }
 
@@ -542,8 +542,8 @@ fn ops_pushed_at_once_in_opposite_variable_orders_never_deadlock() {
                         .reads(&[a.clone()])
                         .writes(&[b.clone()]),
                 );
-                engine.wait_var(&a).unwrap();
-                engine.wait_var(&b).unwrap();
+                engine.wait_var(&a, 0).unwrap();
+                engine.wait_var(&b, 0).unwrap();
             }
             drop(to_other);
             other.join().unwrap();
@@ -636,13 +636,13 @@ fn cancel_pending_skips_ops_that_have_not_started() {
     );
     engine.cancel_pending();
     // The cancelled op wrote nothing: B is as it was, no error, no new version.
-    assert!(engine.wait_var(&b).is_ok());
+    assert!(engine.wait_var(&b, 0).is_ok());
     assert_eq!(b.version(), 0);
     assert!(b.error().is_none());
     assert_eq!(ran.load(Ordering::SeqCst), 0);
     // Ops pushed after the cancel run as usual.
     engine.push(OpSpec::new("B = 1", || Ok(())).writes(&[b.clone()]));
-    assert!(engine.wait_var(&b).is_ok());
+    assert!(engine.wait_var(&b, 0).is_ok());
     assert_eq!(b.version(), 1);
 }
 
@@ -730,9 +730,9 @@ fn a_cancelled_op_leaves_its_written_variables_as_the_last_completed_write_left_
         }
         engine.cancel_pending();
         gate.send(()).unwrap();
-        assert!(engine.wait_var(&x).is_ok(), "{name}: x");
-        assert!(engine.wait_var(&y).is_ok(), "{name}: y");
-        let z_error = engine.wait_var(&z).expect_err(&name);
+        assert!(engine.wait_var(&x, 0).is_ok(), "{name}: x");
+        assert!(engine.wait_var(&y, 0).is_ok(), "{name}: y");
+        let z_error = engine.wait_var(&z, 0).expect_err(&name);
         assert_eq!(z_error.message, "bad", "{name}: z keeps its failure");
         assert!(!z_error.cancelled, "{name}");
         assert_eq!((x.version(), y.version(), z.version()), (2, 1, 1), "{name}");
@@ -751,7 +751,7 @@ fn a_cancelled_op_leaves_its_written_variables_as_the_last_completed_write_left_
                 .writes(&[z.clone()]),
         );
         assert!(
-            engine.wait_var(&z).is_ok(),
+            engine.wait_var(&z, 0).is_ok(),
             "{name}: a plain write clears z's error"
         );
     }
@@ -924,7 +924,7 @@ fn observed_naive_story(take_a_snapshot_first: bool) -> Vec<dep_engine::Event> {
         body: &body,
         accesses: &accesses,
     });
-    assert!(engine.wait_var(&d).is_err());
+    assert!(engine.wait_var(&d, 0).is_err());
     // The CPU op has no device clock; the GPU op has its own.
     assert_eq!(
         *clocks.lock().unwrap(),
@@ -1008,7 +1008,7 @@ fn an_observed_naive_op_is_seen_running(before: impl FnOnce(&Engine)) {
     release.send(()).unwrap();
     assert!(result.is_ok(), "the op was never seen running");
     pusher.join().unwrap();
-    assert!(engine.wait_var(&x).is_ok());
+    assert!(engine.wait_var(&x, 0).is_ok());
 }
 
 /// Under threads, an op's grants at a release (the one that makes it ready kept with its
@@ -1105,7 +1105,7 @@ fn device_time_is_reported_after_the_op_from_another_thread() {
         .writes(&[x.clone()])
         .device(Device::Gpu(0)),
     );
-    engine.wait_var(&x).unwrap();
+    engine.wait_var(&x, 0).unwrap();
     let clock = receive.recv().unwrap().expect("an observed op has a clock");
     // The "device" reports later, from a thread of its own, as a GPU timing thread does.
     let enqueued = std::time::Instant::now();
@@ -1158,7 +1158,7 @@ fn unobserved_and_simulated_ops_have_no_device_clock() {
             })
             .writes(&[x.clone()]),
         );
-        engine.wait_var(&x).unwrap();
+        engine.wait_var(&x, 0).unwrap();
         assert_eq!(*had_clock.lock().unwrap(), Some(false), "{policy:?}");
     }
 }

@@ -428,7 +428,7 @@ fn workers_phrase(policy: engine::Policy, threads: usize) -> String {
     };
     match policy {
         engine::Policy::Naive => {
-            format!("every op runs on main, the thread that pushes it ({threads} CPU workers kept for the other engines)")
+            format!("every op runs on main, the thread that pushes it ({cpu_workers} kept for the other engines)")
         }
         engine::Policy::Threaded => cpu_workers,
         engine::Policy::PerDevice => format!("{cpu_workers}, and a worker per GPU stream"),
@@ -485,9 +485,7 @@ fn vars(session: &Session) -> Outcome {
     }
 }
 
-/// `why NAME`: what the variable waits for, in one sentence (`views::Frame::why`), and the
-/// error it holds.
-/// Why `name` is not ready: the op that will write it and every access that op waits for; or,
+/// `why NAME`: why `name` is not ready: the op that will write it and every access that op waits for; or,
 /// once nothing is pending, why its last write waited when it did (from the event log).
 fn why(session: &Session, name: &str) -> Result<String, String> {
     let Some(var) = session.var_of(name) else {
@@ -718,6 +716,50 @@ mod tests {
         }
     }
 
+    /// The entries of a list made with `slots(n)` are variables like any other: `:vars` lists
+    /// them and `:why` explains them, named as a script reads them (`w[1]`).
+    #[test]
+    fn slots_entries_are_listed_and_explained() {
+        let mut session = Session::new(SessionConfig {
+            observe: true,
+            policy: engine::Policy::Threaded,
+            threads: 2,
+            ..SessionConfig::default()
+        });
+        let mut sink = std::io::sink();
+        session
+            .run_source(
+                "cell[1]",
+                "A = ones(2)\nw = slots(2)\nset(w, 0, A + 1)",
+                &mut sink,
+            )
+            .unwrap();
+        session
+            .run_source("cell[2]", "B = work(1000, A)\nset(w, 1, B * 2)", &mut sink)
+            .unwrap();
+        let Ok(Outcome::Text(text)) = run(&mut session, Command::Why("w[1]".into())) else {
+            panic!("why gives text");
+        };
+        session.cancel();
+        assert!(
+            text.starts_with(
+                "w[1] will be written by set(w, 1, B * 2) (cell[2]:2), which waits for B"
+            ),
+            "{text}"
+        );
+        session.engine().wait_all();
+        let Ok(Outcome::Table { rows, .. }) = run(&mut session, Command::Vars) else {
+            panic!("vars gives a table");
+        };
+        let names: Vec<&str> = rows.iter().map(|row| row[0].as_str()).collect();
+        assert_eq!(names, ["A", "B", "w[0]", "w[1]"]);
+        assert_eq!(rows[2][1..], ["[2]", "cpu", "ready"]);
+        assert_eq!(
+            run(&mut session, Command::Why("w[2]".into())).err(),
+            Some("no variable named `w[2]`".to_string())
+        );
+    }
+
     /// `:why` and the views name a line by its input (`cell[2]:2`), as error reports do,
     /// not by its number in the session.
     #[test]
@@ -886,7 +928,7 @@ mod tests {
         };
         assert_eq!(
             switch(&mut session, engine::Policy::Naive),
-            "engine: naive, every op runs on main, the thread that pushes it (3 CPU workers kept for the other engines); every variable kept"
+            "engine: naive, every op runs on main, the thread that pushes it (3 CPU worker threads kept for the other engines); every variable kept"
         );
         assert_eq!(
             switch(&mut session, engine::Policy::Sim),

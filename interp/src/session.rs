@@ -13,7 +13,7 @@ use dep_grammar as grammar;
 use crate::bindings::{Binding, Function};
 use crate::error::{ErrorKind, Report, RunError};
 use crate::exec::{Runner, Scope};
-use crate::slot::{RngSlot, SlotMover};
+use crate::slot::{RngSlot, Slot, SlotMover};
 use crate::sources::SourceChunk;
 use crate::tensor::{self, Tensor};
 
@@ -434,39 +434,18 @@ impl Session {
     /// Every global tensor variable, sorted by name.
     pub fn variables(&self) -> Vec<VariableInfo> {
         let snapshot = self.engine.snapshot();
-        let mut infos: Vec<VariableInfo> = self
-            .globals
-            .iter()
-            .filter_map(|(name, binding)| match binding {
-                Binding::Tensor(slot) => Some((name, slot)),
-                Binding::Counter(_) | Binding::Slots(_) => None,
-            })
-            .map(|(name, slot)| {
-                // Pending: an op that writes it has not finished (reads leave the value as is;
-                // a `print` that just returned may still hold its read for a moment).
-                let pending = snapshot
-                    .vars
-                    .iter()
-                    .find(|var| var.id == slot.var.id())
-                    .is_some_and(|var| var.queue.iter().any(|access| access.write));
-                let state = match slot.var.error() {
-                    _ if pending => "pending".to_string(),
-                    Some(error) => format!("failed: {}", error.message),
-                    None => "ready".to_string(),
-                };
-                let shape = if pending {
-                    None
-                } else {
-                    slot.peek().map(|value| value.shape().to_vec())
-                };
-                VariableInfo {
-                    name: name.clone(),
-                    shape,
-                    device: slot.home().to_string(),
-                    state,
+        let mut infos = Vec::new();
+        for (name, binding) in &self.globals {
+            match binding {
+                Binding::Tensor(slot) => infos.push(variable_info(name.clone(), slot, &snapshot)),
+                Binding::Slots(list) => {
+                    infos.extend(list.iter().enumerate().map(|(index, slot)| {
+                        variable_info(format!("{name}[{index}]"), slot, &snapshot)
+                    }))
                 }
-            })
-            .collect();
+                Binding::Counter(_) => {}
+            }
+        }
         infos.sort_by(|a, b| a.name.cmp(&b.name));
         infos
     }
@@ -505,7 +484,15 @@ impl Session {
     }
 
     /// The engine variable a global name is bound to, for views (`:why NAME`).
+    /// An entry of a list made with `slots(n)` is named as it is read, `x[2]`.
     pub fn var_of(&self, name: &str) -> Option<engine::Var> {
+        if let Some((list, index)) = name.strip_suffix(']').and_then(|name| name.split_once('[')) {
+            let index: usize = index.trim().parse().ok()?;
+            return match self.globals.get(list.trim()) {
+                Some(Binding::Slots(slots)) => slots.get(index).map(|slot| slot.var.clone()),
+                _ => None,
+            };
+        }
         match self.globals.get(name) {
             Some(Binding::Tensor(slot)) => Some(slot.var.clone()),
             _ => None,
@@ -518,7 +505,7 @@ impl Session {
             return Err(format!("no variable named `{name}`"));
         };
         self.engine
-            .wait_var(&slot.var)
+            .wait_var(&slot.var, 0)
             .map_err(|error| error.to_string())?;
         slot.get()
     }
@@ -588,6 +575,33 @@ impl Session {
             }
             None => self.comm = comm,
         }
+    }
+}
+
+/// What `:vars` says of the variable `name`, held in `slot`, given a snapshot of the queues.
+fn variable_info(name: String, slot: &Slot, snapshot: &engine::Snapshot) -> VariableInfo {
+    // Pending: an op that writes it has not finished (reads leave the value as is; a `print`
+    // that just returned may still hold its read for a moment).
+    let pending = snapshot
+        .vars
+        .iter()
+        .find(|var| var.id == slot.var.id())
+        .is_some_and(|var| var.queue.iter().any(|access| access.write));
+    let state = match slot.var.error() {
+        _ if pending => "pending".to_string(),
+        Some(error) => format!("failed: {}", error.message),
+        None => "ready".to_string(),
+    };
+    let shape = if pending {
+        None
+    } else {
+        slot.peek().map(|value| value.shape().to_vec())
+    };
+    VariableInfo {
+        name,
+        shape,
+        device: slot.home().to_string(),
+        state,
     }
 }
 

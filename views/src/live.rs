@@ -899,8 +899,8 @@ mod tests {
                 .writes(&[temporary.clone()])
                 .line(2),
         );
-        engine.wait_var(&temporary).unwrap();
-        engine.delete_var(temporary, || ());
+        engine.wait_var(&temporary, 0).unwrap();
+        engine.delete_var(temporary, 0, || ());
         engine.wait_all();
         let view = LiveSource {
             title: "cell[1]".to_string(),

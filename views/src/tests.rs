@@ -71,11 +71,11 @@ impl Bench {
             match words.as_slice() {
                 ["print", name] => {
                     let var = self.vars[*name].clone();
-                    let _ = self.engine.wait_var(&var);
+                    let _ = self.engine.wait_var(&var, 0);
                 }
                 ["del", name] => {
                     let var = self.vars.remove(*name).expect("del of a known variable");
-                    self.engine.delete_var(var, || ());
+                    self.engine.delete_var(var, 0, || ());
                 }
                 [target, "=", value @ ..] => {
                     let reads: Vec<Var> = value
@@ -937,8 +937,8 @@ fn no_view_shows_the_bookkeeping_of_temporaries() {
             .writes(&[temporary.clone()])
             .line(2),
     );
-    engine.wait_var(&temporary).unwrap();
-    engine.delete_var(temporary, || ());
+    engine.wait_var(&temporary, 0).unwrap();
+    engine.delete_var(temporary, 0, || ());
     engine.push(
         OpSpec::new("B = A * 2", || Ok(()))
             .reads(&[a])

@@ -259,7 +259,8 @@ impl Runner<'_> {
         let op = op.numbered(self.scope.comm_counters);
         self.scope.push(op.into_spec());
         if let Some(temporary) = temporary {
-            self.delete_slot(temporary);
+            let line = self.line(stmt.span);
+            self.delete_slot(temporary, line);
         }
     }
 }

@@ -110,8 +110,9 @@ impl Runner<'_> {
                     self.compiled_pure = false;
                     let mut results = self.call_function(func, args, kwargs, expr.span)?;
                     if results.len() != 1 {
+                        let line = self.line(expr.span);
                         for result in results {
-                            self.delete_slot(result);
+                            self.delete_slot(result, line);
                         }
                         return Err(self.error(
                             expr.span,

@@ -107,7 +107,8 @@ impl Runner<'_> {
         for (_, local) in locals {
             if let (Binding::Tensor(slot), true) = (local.binding, local.owned) {
                 if !results.iter().any(|result| Arc::ptr_eq(result, &slot)) {
-                    self.delete_slot(slot);
+                    let line = self.line(span);
+                    self.delete_slot(slot, line);
                 }
             }
         }

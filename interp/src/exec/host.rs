@@ -34,7 +34,7 @@ impl Runner<'_> {
         let line = self.line(expr.span);
         self.push_labelled(label, line, compiled, vec![temporary.clone()], None);
         let value = self.wait_slot(&temporary, expr.span);
-        self.delete_slot(temporary);
+        self.delete_slot(temporary, line);
         value
     }
 
@@ -70,9 +70,10 @@ impl Runner<'_> {
     /// The value of `slot` once its writes are done; an error names `span`, the expression
     /// that needed it.
     pub(super) fn wait_slot(&mut self, slot: &Arc<Slot>, span: Span) -> Result<Tensor, RunError> {
+        let line = self.line(span);
         let waited = match self.scope.abandon_check {
-            Some(give_up) => self.scope.engine.wait_var_or(&slot.var, give_up),
-            None => Some(self.scope.engine.wait_var(&slot.var)),
+            Some(give_up) => self.scope.engine.wait_var_or(&slot.var, line, give_up),
+            None => Some(self.scope.engine.wait_var(&slot.var, line)),
         };
         let Some(waited) = waited else {
             return Err(self.abandoned_wait(span));

@@ -148,7 +148,7 @@ impl Runner<'_> {
         self.scope.push_shared(op.shared_op());
         let had_temporaries = !temporaries.is_empty();
         for temporary in temporaries {
-            self.delete_slot(temporary);
+            self.delete_slot(temporary, line);
         }
         Some(Pushed {
             op,
@@ -156,13 +156,17 @@ impl Runner<'_> {
         })
     }
 
-    pub(super) fn delete_slot(&mut self, slot: Arc<Slot>) {
+    /// Deletes `slot`'s variable once its accesses end, by an op of source line `line` (a `del`,
+    /// or the statement whose temporary it was).
+    pub(super) fn delete_slot(&mut self, slot: Arc<Slot>, line: u32) {
         if self.recording.is_some() {
             // A graph's own buffer: released by liveness when the graph runs.
             return;
         }
         let var = slot.var.clone();
-        self.scope.engine.delete_var(var, move || slot.clear());
+        self.scope
+            .engine
+            .delete_var(var, line, move || slot.clear());
     }
 
     pub(super) fn new_temporary(&mut self, hint: &str) -> Arc<Slot> {

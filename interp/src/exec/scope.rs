@@ -207,12 +207,14 @@ impl Runner<'_> {
         };
         match removed {
             Some((Binding::Tensor(slot), true)) => {
-                self.delete_slot(slot);
+                let line = self.line(name.span);
+                self.delete_slot(slot, line);
                 Ok(())
             }
             Some((Binding::Slots(slots), true)) => {
+                let line = self.line(name.span);
                 for slot in slots.iter() {
-                    self.delete_slot(slot.clone());
+                    self.delete_slot(slot.clone(), line);
                 }
                 Ok(())
             }

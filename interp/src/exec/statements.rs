@@ -221,7 +221,8 @@ impl Runner<'_> {
                     let value = self.wait_slot(&result, expr.span)?;
                     self.write_line(&value.to_string());
                 }
-                self.delete_slot(result);
+                let line = self.line(expr.span);
+                self.delete_slot(result, line);
             }
             return Ok(());
         }
@@ -233,7 +234,8 @@ impl Runner<'_> {
         let compiled = self.compile(expr)?;
         let temporary = self.new_temporary("_");
         self.push_compute(stmt, compiled, vec![temporary.clone()], None);
-        self.delete_slot(temporary);
+        let line = self.line(stmt.span);
+        self.delete_slot(temporary, line);
         Ok(())
     }
 
