@@ -667,3 +667,31 @@ fn an_op_failing_in_a_loop_is_reported_at_its_statement() {
         run.stdout
     );
 }
+
+/// Under the simulated engine each input ends with its virtual clock run to the end, as a
+/// notebook's cell does, so the DAG (from the virtual clock's events) and the queues and
+/// variables (from the engine) show the same state: every op done.
+#[test]
+fn simulated_inputs_show_one_state_in_every_view() {
+    let dir = TestDir::new();
+    let input = ":engine sim\nA = ones(100, 100)\nB = A @ A\nC = B + 1\n:vars\n:dag\n";
+    let run = run_piped(&dir, input, &[("NO_COLOR", "1")]).expect_code(0);
+    assert!(
+        run.stdout.contains("C     [100, 100]  cpu     ready"),
+        "{}",
+        run.stdout
+    );
+    for (op, line) in [
+        ("A = ones(100, 100)", 2),
+        ("B = A @ A", 3),
+        ("C = B + 1", 4),
+    ] {
+        assert!(
+            run.stdout
+                .contains(&format!("[label=\"{op}\\n<stdin>:{line} · done · cpu:0 · ")),
+            "{}",
+            run.stdout
+        );
+    }
+    assert!(!run.stdout.contains("waiting"), "{}", run.stdout);
+}

@@ -367,11 +367,24 @@ impl Driver {
     }
 
     /// Gives the ops pushed so far up to `time` to finish (most statements take microseconds):
-    /// the REPL's prompt then reports their failures at once and shows no panel for them.
+    /// the REPL's prompt then reports their failures at once and shows no panel for them. Then
+    /// [`Driver::end_virtual_time`].
     pub fn settle(&self, session: &Session, time: Duration) {
         let deadline = Instant::now() + time;
         while session.n_unfinished() > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
+        }
+        self.end_virtual_time(session);
+    }
+
+    /// Under the simulated policy, once every op pushed has run (their values are computed at
+    /// push), runs the virtual clock to its end, as at the end of a notebook's cell: every view
+    /// then shows the same final state (`:ops`, `:queues` and `:vars` read the queues, `:dag`
+    /// and `:timeline` the virtual clock's events). With an op still running (an asynchronous
+    /// one), it leaves the clock for the next look.
+    pub fn end_virtual_time(&self, session: &Session) {
+        if session.engine().policy() == engine::Policy::Sim && session.n_unfinished() == 0 {
+            session.wait_all();
         }
     }
 }

@@ -683,6 +683,7 @@ fn run_piped(config: SessionConfig) -> ExitCode {
             let source = std::mem::take(&mut buffer);
             if !source.trim().is_empty() {
                 ctx.run_source_from_line(STDIN_PATH, buffer_first_line, &source);
+                ctx.driver.end_virtual_time(&ctx.session);
                 ctx.report_new_failures();
             }
         }
