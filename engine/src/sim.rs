@@ -362,6 +362,13 @@ impl Simulator {
             );
         }
         self.emit(sink, EventKind::Ready { op: op.id });
+        if op.state == OpState::Cancelled {
+            // As on the real engines, a cancelled op never starts: it takes no lane and ends
+            // when it would have started.
+            self.ops[index].end_ns = Some(self.now_ns);
+            self.running.push(Reverse((self.now_ns, index)));
+            return;
+        }
         let key = (op.priority, Reverse(index));
         self.ready.entry(op.device).or_default().push(key);
     }

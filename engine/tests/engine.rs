@@ -759,7 +759,12 @@ fn a_cancelled_op_leaves_its_written_variables_as_the_last_completed_write_left_
 
 #[test]
 fn a_cancelled_op_finishes_without_starting() {
-    for policy in [Policy::Threaded, Policy::PerDevice, Policy::Naive] {
+    for policy in [
+        Policy::Threaded,
+        Policy::PerDevice,
+        Policy::Naive,
+        Policy::Sim,
+    ] {
         let log = Arc::new(EventLog::new());
         let engine = Engine::new(EngineConfig {
             policy,
