@@ -474,6 +474,56 @@ fn replay_of_the_last_events_of_a_trace() {
     assert_eq!(step_headers(&roomy.stdout).len(), n_events + 1);
 }
 
+/// A cut replay carries the ops unfinished at its cut; those that finished before it are left
+/// out, and the listing counts them where they were pushed: before, between and after the ops
+/// it shows. Under the simulated engine the schedule, so the cut, is the same every run.
+#[test]
+fn a_cut_replay_counts_the_ops_left_out_between_those_it_carries() {
+    let dir = TestDir::new();
+    // B runs long on one lane while the loop's ops run and end on the other.
+    let script = dir.write(
+        "gap.dep",
+        "A = ones(200, 200)\nB = A @ A\nfor i in 0..20 {\n  C = A + 1\n}\nE = B + 1\n",
+    );
+    Run::of(
+        dir.dep()
+            .arg("run")
+            .arg(&script)
+            .args(["--engine", "sim", "--trace", "t.json"]),
+    )
+    .expect_code(0);
+    let last = Run::of(
+        dir.dep()
+            .args(["replay", "t.json", "--end", "--last", "10"]),
+    )
+    .expect_code(0);
+    let ops: Vec<&str> = last
+        .stdout
+        .lines()
+        .skip_while(|line| !line.starts_with("op "))
+        .skip(1)
+        .take_while(|line| !line.starts_with("summary: "))
+        .map(|line| line.split("  ").next().unwrap())
+        .collect();
+    assert_eq!(
+        ops,
+        ["", "B = A @ A", "", "C = A + 1", "E = B + 1"],
+        "{}",
+        last.stdout
+    );
+    assert!(
+        last.stdout.contains("\n  … 1 earlier op\nB = A @ A "),
+        "{}",
+        last.stdout
+    );
+    assert!(
+        last.stdout
+            .contains(" 0.32 ms\n  … 19 ops done before the cut\nC = A + 1 "),
+        "{}",
+        last.stdout
+    );
+}
+
 /// `dep replay` on a terminal, as a user steps through a long run: each key redraws the step it
 /// moves to, and the screen shows the ops around the step's event, not the run's first ones.
 #[test]

@@ -167,7 +167,13 @@ fn step_tables(stepper: &Stepper, room: usize) -> String {
     let frame = stepper.frame_of(window.clone());
     let shown = stepper.ids(window.clone());
     let (n_earlier, n_later) = stepper.ops_outside(&window);
-    tables_where(&frame, |op| shown.contains(&op.id), n_earlier, n_later)
+    let left_out_between = stepper.ops_left_out_between(&window);
+    tables_where(
+        &frame,
+        |op| shown.contains(&op.id),
+        |op| left_out_between.get(&op.id).copied().unwrap_or(0),
+        (n_earlier, n_later),
+    )
 }
 
 fn scoped_css() -> String {
@@ -182,17 +188,18 @@ fn scoped_css() -> String {
 const MAX_QUEUE_ENTRIES: usize = 12;
 
 fn tables(frame: &Frame) -> String {
-    tables_where(frame, |_| true, 0, 0)
+    tables_where(frame, |_| true, |_| 0, (0, 0))
 }
 
 /// The queues, and the ops for which `shown` holds (the others are there to be named in the
 /// queues and the reasons for waiting), after a row counting `n_earlier` ops left out before
-/// them and before one counting `n_later` after.
+/// them and before one counting `n_later` after; each op after a row counting the ops a cut
+/// left out just before it (`left_out_before`), where there are any.
 fn tables_where(
     frame: &Frame,
     shown: impl Fn(&FrameOp) -> bool,
-    n_earlier: usize,
-    n_later: usize,
+    left_out_before: impl Fn(&FrameOp) -> usize,
+    (n_earlier, n_later): (usize, usize),
 ) -> String {
     let mut html = String::new();
     html.push_str(
@@ -232,16 +239,19 @@ fn tables_where(
         html.push_str("</td></tr>\n");
     }
     html.push_str("</table>\n<table class=\"dep-ops\"><tr><th>op</th><th>line</th><th>state</th><th>worker</th><th>start</th><th>duration</th></tr>\n");
-    let left_out = |html: &mut String, n: usize, which: &str| {
+    // "… 3 earlier ops", "… 1 op done before the cut".
+    let left_out = |html: &mut String, n: usize, before: &str, after: &str| {
         if n > 0 {
+            let ops = if n == 1 { "op" } else { "ops" };
             let _ = writeln!(
                 html,
-                "<tr><td colspan=\"6\"><span class=\"dep-dim\">… {n} {which} ops</span></td></tr>"
+                "<tr><td colspan=\"6\"><span class=\"dep-dim\">… {n} {before}{ops}{after}</span></td></tr>"
             );
         }
     };
-    left_out(&mut html, n_earlier, "earlier");
+    left_out(&mut html, n_earlier, "earlier ", "");
     for op in frame.ops.iter().filter(|op| shown(op)) {
+        left_out(&mut html, left_out_before(op), "", " done before the cut");
         let duration = match (op.started_ns, op.finished_ns) {
             (Some(start), Some(end)) => format_ns(end.saturating_sub(start)),
             _ => String::new(),
@@ -266,7 +276,7 @@ fn tables_where(
             );
         }
     }
-    left_out(&mut html, n_later, "later");
+    left_out(&mut html, n_later, "later ", "");
     html.push_str("</table>\n");
     html
 }
@@ -425,8 +435,10 @@ const PLAYER_JS: &str = r#"
   function runOpsBefore(p) {
     return p + (p < data.leftOutBefore.length ? data.leftOutBefore[p] : data.opsLeftOut);
   }
-  function leftOut(n, which) {
-    return n > 0 ? '<tr><td colspan="6"><span class="dep-dim">… ' + n + ' ' + which + ' ops</span></td></tr>\n' : '';
+  // "… 3 earlier ops", "… 1 op done before the cut".
+  function leftOut(n, before, after) {
+    return n > 0 ? '<tr><td colspan="6"><span class="dep-dim">… ' + n + ' ' + before + (n === 1 ? 'op' : 'ops') + after +
+      '</span></td></tr>\n' : '';
   }
   function render(n) {
     goTo(n);
@@ -448,8 +460,9 @@ const PLAYER_JS: &str = r#"
     var w = windowOf(data.opsShown);
     var runPushed = state.pushed + data.opsLeftOut;
     var earlier = runOpsBefore(w[0]);
-    html += leftOut(earlier, 'earlier');
+    html += leftOut(earlier, 'earlier ', '');
     for (var p = w[0]; p < w[1]; p++) {
+      if (p > w[0]) html += leftOut(runOpsBefore(p) - runOpsBefore(p - 1) - 1, '', ' done before the cut');
       var o = view(order[p]);
       html += '<tr><td>' + esc(o.label) + '</td><td>' + (o.line > 0 ? o.line : '') + '</td><td><span class="dep-state dep-' + o.state + '">' +
         o.state + '</span></td><td>' + esc(o.worker || '') + '</td><td>' + (o.start === null ? '' : ns(o.start)) + '</td><td>' +
@@ -457,7 +470,7 @@ const PLAYER_JS: &str = r#"
       var reason = o.state === 'waiting' ? why(vars, order[p]) : null;
       if (reason) html += '<tr class="dep-why"><td colspan="6">↳ ' + esc(describe(o)) + ' ' + esc(reason) + '</td></tr>\n';
     }
-    html += leftOut(w[1] > w[0] ? runPushed - runOpsBefore(w[1] - 1) - 1 : runPushed - earlier, 'later');
+    html += leftOut(w[1] > w[0] ? runPushed - runOpsBefore(w[1] - 1) - 1 : runPushed - earlier, 'later ', '');
     frameBox.innerHTML = html + '</table>\n';
     var head = 'step ' + runStep(n) + '/' + runStep(events.length) + ' at ';
     if (n === start && before > 0) head += ns(data.cutTime) + ': the state after the run\'s first ' + before + ' events';
@@ -563,6 +576,7 @@ mod tests {
             crate::tests::threaded_mutation_replay(),
             crate::tests::self_update_replay(),
             crate::tests::long_chain_replay(200),
+            crate::tests::overtaken_replay(),
         ] {
             let n = replay.events().len();
             // Several cuts: where an op carried over was pushed before ops left out, the counts
@@ -584,6 +598,26 @@ mod tests {
             assert!(page.contains(&format!("step {n}/{n}: the end of the run")));
         }
         assert_waits_and_windows_were_drawn(&drawn);
+        // Where the cut carries the slow op that ten others overtook and left some of those
+        // out, the tables count them between the ops they show, as the script does (above).
+        let replay = crate::tests::overtaken_replay();
+        let events = replay.events();
+        let c10 = replay.ops()[11].id;
+        let c10_end = events
+            .iter()
+            .position(|event| {
+                matches!(event.kind, dep_engine::EventKind::Finished { op, .. } if op == c10)
+            })
+            .unwrap();
+        let cut = crate::LastEvents::cut(events.iter().cloned(), events.len() - c10_end - 1);
+        let cut_replay = Replay::new(cut.events, replay.worker_names().to_vec());
+        player_script_matches_rust(&cut_replay, &cut.prologue);
+        let stepper = crate::Stepper::after(&cut_replay, cut.prologue);
+        let tables = step_tables(&stepper, 100);
+        assert!(
+            tables.contains("… 10 ops done before the cut</span>"),
+            "{tables}"
+        );
     }
 
     /// Steps the player's script in Node.js through every step of `replay` (from the end of
@@ -651,7 +685,7 @@ mod tests {
             let expected = rust_step.lines().next().unwrap();
             assert_eq!(*step_text, expected, "step {step}");
             n_waiting_rows += markup.matches("dep-why").count();
-            n_windowed += usize::from(markup.contains("earlier ops"));
+            n_windowed += usize::from(markup.contains("earlier op"));
         }
         (n_waiting_rows, n_windowed)
     }

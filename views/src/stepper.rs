@@ -221,6 +221,22 @@ impl<'a> Stepper<'a> {
         (n_earlier, n_later)
     }
 
+    /// For each op at `window` after its first, how many of the run's ops left out of a cut
+    /// replay were pushed between it and the op before it, where there are any: a cut replay's
+    /// prologue carries the ops unfinished at its cut, and those that finished in between are
+    /// left out.
+    pub fn ops_left_out_between(&self, window: &Range<usize>) -> HashMap<OpId, usize> {
+        let prologue = &self.prologue;
+        (window.start + 1..window.end)
+            .filter_map(|position| {
+                let n_between =
+                    prologue.left_out_before(position) - prologue.left_out_before(position - 1);
+                let id = self.replay.op_at(position)?.id;
+                (n_between > 0).then_some((id, n_between))
+            })
+            .collect()
+    }
+
     /// The ids of the ops at `positions`.
     pub fn ids(&self, positions: Range<usize>) -> HashSet<OpId> {
         positions

@@ -157,6 +157,30 @@ pub(crate) fn long_chain_replay(n_events: usize) -> Replay {
     Replay::new(events, bench.engine.worker_names())
 }
 
+/// A slow op overtaken: `B = A + 1` runs 200 ms on one of two workers while ten reads of A
+/// after it (`C1 = A + 1` …) run and end on the other, then `D = B + 1` waits for B. Times
+/// renumbered. A cut while B runs carries B and D and leaves the ten between them out.
+pub(crate) fn overtaken_replay() -> Replay {
+    let mut bench = Bench::new(Policy::Threaded, 2);
+    let script: String = ["A = 1".to_string(), "B = A + 1".to_string()]
+        .into_iter()
+        .chain((1..=10).map(|index| format!("C{index} = A + 1")))
+        .chain(std::iter::once("D = B + 1".to_string()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    bench.push_script(&script, &|line| {
+        Box::new(move || {
+            if line == 2 {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    });
+    bench.engine.wait_all();
+    let mut events = bench.log.events();
+    crate::renumber_times(&mut events);
+    Replay::new(events, bench.engine.worker_names())
+}
+
 /// Ops that read and write the same variable (two accesses of one op in one queue), each taking
 /// a millisecond on two workers, times renumbered.
 pub(crate) fn self_update_replay() -> Replay {
@@ -1253,6 +1277,42 @@ fn the_fold_keeps_no_op_for_each_finished_read_of_a_var_not_yet_written() {
         .map(|(_, describe)| describe)
         .collect();
     assert_eq!(summary_shown, shown);
+}
+
+/// A cut replay's listing counts the ops it leaves out where they were pushed: the ten reads
+/// that overtook the slow `B = A + 1` and ended before the cut show as one line between B and
+/// `D = B + 1`, not among the ops before B.
+#[test]
+fn a_cut_listing_counts_the_ops_left_out_between_those_it_carries() {
+    let replay = overtaken_replay();
+    let events = replay.events();
+    // The last events from B's end on: B's end, then D's grants, readiness, start and end.
+    let b_end = events
+        .iter()
+        .rposition(|event| matches!(event.kind, dep_engine::EventKind::Finished { op, .. } if op == replay.ops()[1].id))
+        .unwrap();
+    let cut = crate::LastEvents::cut(events.iter().cloned(), events.len() - b_end);
+    assert_eq!(cut.prologue.left_out_before, [1, 11]);
+    let cut_replay = Replay::new(cut.events, replay.worker_names().to_vec());
+    let mut stepper = crate::Stepper::after(&cut_replay, cut.prologue);
+    stepper.go_to(cut_replay.events().len());
+    let listing = text::step(&stepper, &STYLE);
+    let ops: Vec<&str> = listing
+        .lines()
+        .skip_while(|line| !line.starts_with("op "))
+        .skip(1)
+        .map(|line| line.split("   ").next().unwrap().trim_end())
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "  … 1 earlier op",
+            "B = A + 1",
+            "  … 10 ops done before the cut",
+            "D = B + 1"
+        ],
+        "{listing}"
+    );
 }
 
 /// On a screen too short for a long run's ops, a step shows the ops around the one its event

@@ -112,12 +112,20 @@ pub fn queues(frame: &Frame, style: &TextStyle) -> String {
 /// The ops table: statement, line, state, worker, start and duration; under every waiting op,
 /// why it waits (`↳ D = B * C (line 4) waits for B: written by …, running on cpu:1`).
 pub fn ops(frame: &Frame, style: &TextStyle) -> String {
-    ops_where(frame, style, |_| true)
+    ops_where(frame, style, |_| true, |_| 0)
 }
 
 /// The ops table of the frame's ops for which `shown` holds; the others are still there to
 /// name in the reasons for waiting.
-fn ops_where(frame: &Frame, style: &TextStyle, shown: impl Fn(&FrameOp) -> bool) -> String {
+/// The ops table of the ops of `frame` that are `shown`, each after a line counting the ops left
+/// out just before it (`left_out_before`: a cut replay's ops finished before its cut, pushed
+/// between two ops it carries), where there are any.
+fn ops_where(
+    frame: &Frame,
+    style: &TextStyle,
+    shown: impl Fn(&FrameOp) -> bool,
+    left_out_before: impl Fn(&FrameOp) -> usize,
+) -> String {
     let shown_ops: Vec<&FrameOp> = frame.ops.iter().filter(|op| shown(op)).collect();
     // The line column: a number, or a place (`cell[2]:3`) where a front-end named it.
     let lines: Vec<String> = shown_ops
@@ -152,6 +160,12 @@ fn ops_where(frame: &Frame, style: &TextStyle, shown: impl Fn(&FrameOp) -> bool)
         return text;
     }
     for (op, line) in shown_ops.into_iter().zip(lines) {
+        let n_left_out = left_out_before(op);
+        if n_left_out > 0 {
+            let note = format!("  … {} done before the cut", n_ops(n_left_out));
+            text.push_str(&style.paint(&note, Role::Dim));
+            text.push('\n');
+        }
         let duration = match (op.started_ns, op.finished_ns) {
             (Some(start), Some(end)) => format_ns(end.saturating_sub(start)),
             (Some(start), None) => format!("{}+", format_ns(frame.time_ns.saturating_sub(start))),
@@ -352,21 +366,16 @@ pub fn summary(summary: &Summary, style: &TextStyle) -> String {
 }
 
 /// One step of a replay as a listing prints it: which event, then the queues and every op
-/// pushed so far (of a run's last events, every op they hold, after a line counting the ops
-/// before them).
+/// pushed so far (of a run's last events, every op they hold, with lines counting the ops left
+/// out before, between and after them).
 pub fn step(stepper: &Stepper, style: &TextStyle) -> String {
+    let window = 0..stepper.n_pushed();
     let frame = stepper.frame();
-    let mut table = ops(&frame, style);
-    let n_left_out = stepper.prologue().n_ops_left_out;
-    if n_left_out > 0 {
-        let after_header = table.find('\n').map_or(table.len(), |end| end + 1);
-        let line = style.paint(&format!("  … {n_left_out} earlier ops"), Role::Dim);
-        table.insert_str(after_header, &format!("{line}\n"));
-    }
     format!(
-        "{}\n{}{table}",
+        "{}\n{}{}",
         step_heading(stepper, &frame),
         queues(&frame, style),
+        ops_around(stepper, &frame, window, style)
     )
 }
 
@@ -413,8 +422,14 @@ fn ops_around(
     style: &TextStyle,
 ) -> String {
     let (n_earlier, n_later) = stepper.ops_outside(&window);
+    let left_out_between = stepper.ops_left_out_between(&window);
     let shown = stepper.ids(window);
-    let table = ops_where(frame, style, |op| shown.contains(&op.id));
+    let table = ops_where(
+        frame,
+        style,
+        |op| shown.contains(&op.id),
+        |op| left_out_between.get(&op.id).copied().unwrap_or(0),
+    );
     let mut text = String::new();
     let mut table_lines = table.lines();
     if let Some(header) = table_lines.next() {
@@ -422,7 +437,8 @@ fn ops_around(
         text.push('\n');
     }
     if n_earlier > 0 {
-        text.push_str(&style.paint(&format!("  … {n_earlier} earlier ops"), Role::Dim));
+        let note = format!("  … {n_earlier} earlier {}", ops_word(n_earlier));
+        text.push_str(&style.paint(&note, Role::Dim));
         text.push('\n');
     }
     for line in table_lines {
@@ -430,7 +446,8 @@ fn ops_around(
         text.push('\n');
     }
     if n_later > 0 {
-        text.push_str(&style.paint(&format!("  … {n_later} later ops"), Role::Dim));
+        let note = format!("  … {n_later} later {}", ops_word(n_later));
+        text.push_str(&style.paint(&note, Role::Dim));
         text.push('\n');
     }
     text
@@ -505,4 +522,18 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
         lines.push(line);
     }
     lines
+}
+
+/// "op" or "ops", for `n` of them.
+fn ops_word(n: usize) -> &'static str {
+    if n == 1 {
+        "op"
+    } else {
+        "ops"
+    }
+}
+
+/// "1 op", "2 ops".
+fn n_ops(n: usize) -> String {
+    format!("{n} {}", ops_word(n))
 }
