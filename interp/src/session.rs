@@ -759,6 +759,35 @@ mod tests {
         );
     }
 
+    /// A value made on a GPU stays there across a switch (here a simulated one, so that the
+    /// test needs none): `:vars` says where it lives as before.
+    #[test]
+    fn an_engine_switch_keeps_where_each_value_lives() {
+        let mut session = Session::new(SessionConfig {
+            policy: engine::Policy::Sim,
+            ..SessionConfig::default()
+        });
+        session
+            .run_source(
+                "<stdin>",
+                "with gpu0 {\n  a = ones(2) + 1\n}\nb = ones(2)",
+                &mut std::io::sink(),
+            )
+            .unwrap();
+        session.wait_all();
+        let homes = |session: &Session| -> Vec<String> {
+            session
+                .variables()
+                .into_iter()
+                .map(|info| info.device)
+                .collect()
+        };
+        assert_eq!(homes(&session), ["gpu0", "cpu"]);
+        session.set_engine(engine::Policy::Naive, 1);
+        assert_eq!(homes(&session), ["gpu0", "cpu"]);
+        assert_eq!(session.value("a").unwrap().to_string(), "[2. 2.]");
+    }
+
     #[test]
     fn the_failed_variable_after_a_switch_holds_the_same_error() {
         let mut session = Session::new(SessionConfig::default());

@@ -223,7 +223,8 @@ impl Slot {
 }
 
 /// Moves slots into another engine (an engine switch): each becomes a slot of the new engine
-/// with its value (downloaded, if it lives on a GPU) or the very error its variable holds, so
+/// with its value where it lives (host memory, a GPU or both: GPU memory is the process's, not
+/// an engine's) and its home device, or the very error its variable holds, so
 /// that reports after the switch read as before it; a slot reached twice (by a name, and by a
 /// recorded graph that reads it) becomes one new slot.
 pub(crate) struct SlotMover<'e> {
@@ -247,9 +248,9 @@ impl<'e> SlotMover<'e> {
         let engine = self.engine;
         let (_, moved) = self.moved.entry(Arc::as_ptr(slot)).or_insert_with(|| {
             let moved = Slot::new(moved_var(&slot.var, engine));
-            if let Ok(value) = slot.get() {
-                moved.set(value);
-            }
+            *lock(&moved.value) = lock(&slot.value).clone();
+            *lock(&moved.device_value) = lock(&slot.device_value).clone();
+            moved.set_home(slot.home());
             (slot.clone(), moved)
         });
         moved.clone()

@@ -411,6 +411,35 @@ fn host_updates_reach_later_gpu_readers() {
     }
 }
 
+/// `:engine` between two statements on gpu0: the value made there stays there (no download),
+/// and the next GPU op on the new engine reads it.
+#[test]
+fn an_engine_switch_keeps_a_gpu_value_on_its_gpu() {
+    let Some((_gpu, _)) = gpu0() else { return };
+    let mut session = dep_interp::Session::new(dep_interp::SessionConfig {
+        policy: dep_engine::Policy::Threaded,
+        threads: 2,
+        ..dep_interp::SessionConfig::default()
+    });
+    let mut out = Vec::new();
+    session
+        .run_source("a.dep", "with gpu0 { a = ones(1024) * 2 }", &mut out)
+        .unwrap();
+    session.wait_all();
+    session.set_engine(dep_engine::Policy::PerDevice, 2);
+    let a = session.variables();
+    assert_eq!((a[0].name.as_str(), a[0].device.as_str()), ("a", "gpu0"));
+    session
+        .run_source(
+            "b.dep",
+            "with gpu0 { b = a + 1 }\nprint sum(a), sum(b)",
+            &mut out,
+        )
+        .unwrap();
+    session.finish().unwrap();
+    assert_eq!(numbers(&String::from_utf8(out).unwrap()), [2048.0, 3072.0]);
+}
+
 /// `to(x, D)` puts the result on `D` whatever block it is written in, also when `x` is already
 /// there (the copy is then a no-op on `D`). Runs on the simulated engine: no GPU needed.
 #[test]
