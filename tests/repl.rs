@@ -695,3 +695,32 @@ fn simulated_inputs_show_one_state_in_every_view() {
     }
     assert!(!run.stdout.contains("waiting"), "{}", run.stdout);
 }
+
+/// A graph recorded among simulated ranks, then run alone again after `:engine naive`: its
+/// collectives run on the one rank left, and a message to or from a rank that is gone is an
+/// error at `run`, never a wait for that rank (a hang, before).
+#[test]
+fn a_graph_recorded_among_ranks_runs_or_fails_once_alone_again() {
+    let dir = TestDir::new();
+    let input = ":engine sim --ranks 2\nx = ones(2) * (rank() + 1)\n\
+                 graph g {\n  x = allreduce(x)\n}\n\
+                 graph h {\n  with rank = 0 {\n    x = recv(1, 2)\n  }\n  with rank = 1 {\n    send(x, 0)\n  }\n}\n\
+                 run g\nprint x\n:engine naive\nrun g\nprint x\nrun h\nprint x\n";
+    let run = Run::of(
+        Command::new("timeout")
+            .arg("60")
+            .arg(crate::util::dep_binary())
+            .env("HOME", dir.path())
+            .env("NO_COLOR", "1")
+            .stdin(std::fs::File::open(dir.write("in.dep", input)).expect("open")),
+    )
+    .expect_code(1);
+    assert_eq!(run.stdout, "[3. 3.]\n[3. 3.]\n[3. 3.]\n", "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "error: graph `h` was recorded with more ranks: its statement at <stdin>:8 (`x = recv(1, 2)`) communicates with rank 1, and this job has 1 rank (0 to 0); record it again"
+        ),
+        "{}",
+        run.stderr
+    );
+}

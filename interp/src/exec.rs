@@ -239,10 +239,24 @@ impl<'a> Runner<'a> {
                 self.refuse_while_recording(stmt, "run")?;
                 let options = self.replay_options;
                 self.scope.wait_for_backlog();
+                let size = self.scope.comm.size();
                 match self.scope.graphs.get_mut(&name.text) {
-                    Some(graph) => {
-                        graph.replay(self.scope.engine, self.scope.comm_counters, options)
-                    }
+                    Some(graph) => match graph.rank_outside(size) {
+                        None => graph.replay(self.scope.engine, self.scope.comm_counters, options),
+                        Some((op, rank)) => {
+                            let place = crate::sources::locate_line(self.scope.sources, op.line)
+                                .map_or_else(String::new, |(path, line, text)| {
+                                    format!(" at {path}:{line} (`{}`)", text.trim())
+                                });
+                            let message = format!(
+                                "graph `{}` was recorded with more ranks: its statement{place} communicates with rank {rank}, and this job has {size} rank{} (0 to {}); record it again",
+                                name.text,
+                                if size == 1 { "" } else { "s" },
+                                size - 1,
+                            );
+                            return Err(self.error(name.span, message, "recorded with more ranks"));
+                        }
+                    },
                     None => {
                         let message = match suggest::closest(
                             &name.text,

@@ -106,6 +106,12 @@ impl RecordedOp {
         }
     }
 
+    fn set_communicator(&mut self, comm: &Arc<dyn crate::comm::Communicator>) {
+        if let RecordedOp::Comm(op) = self {
+            op.comm = comm.clone();
+        }
+    }
+
     fn set_priority(&mut self, priority: i32) {
         match self {
             RecordedOp::Compute(op) => op.priority = priority,
@@ -236,6 +242,30 @@ impl Graph {
             *internal = slots.slot(internal);
         }
         self.segments = None;
+    }
+
+    /// Makes the graph's communications go through `comm` from its next run on: the session's
+    /// ranks changed (`:engine naive` after `:engine sim --ranks N` is one rank again), and a
+    /// communication posted to ranks that are gone would wait for them forever.
+    pub(crate) fn set_communicator(&mut self, comm: &Arc<dyn crate::comm::Communicator>) {
+        for op in &mut self.ops {
+            op.set_communicator(comm);
+        }
+        self.segments = None;
+    }
+
+    /// The first of the graph's communications that names a rank outside a job of `size`
+    /// ranks, with that rank: recorded with more ranks than the session has now, it would wait
+    /// for a rank that is not there.
+    pub(crate) fn rank_outside(&self, size: usize) -> Option<(&CommOp, usize)> {
+        self.ops.iter().find_map(|op| match op {
+            RecordedOp::Comm(op) => op
+                .kind
+                .named_rank()
+                .filter(|rank| *rank >= size)
+                .map(|rank| (op, rank)),
+            RecordedOp::Compute(_) => None,
+        })
     }
 
     /// HEFT's upward rank of every op, in microseconds: its estimated cost plus the largest rank

@@ -168,8 +168,11 @@ impl Session {
     }
 
     /// Makes this session one rank of a job: `rank()`, `ranks()`, `with rank = K` and the
-    /// communication statements go through `comm`. Set it before running any source.
+    /// communication statements, those of recorded graphs included, go through `comm`.
     pub fn set_communicator(&mut self, comm: Arc<dyn crate::comm::Communicator>) {
+        for graph in self.graphs.values_mut() {
+            graph.set_communicator(&comm);
+        }
         self.comm = comm;
         self.comm_counters = crate::comm::CommCounters::default();
     }

@@ -143,7 +143,7 @@ fn statement_span(line_text: &str, label: &str) -> grammar::Span {
 }
 
 /// The file, file line and text of a session-wide line number.
-fn locate_line(sources: &[SourceChunk], line: u32) -> Option<(String, u32, String)> {
+pub(crate) fn locate_line(sources: &[SourceChunk], line: u32) -> Option<(String, u32, String)> {
     let chunk = sources
         .iter()
         .rev()

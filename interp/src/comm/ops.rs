@@ -31,6 +31,17 @@ pub(crate) enum CommKind {
 }
 
 impl CommKind {
+    /// The one rank it names, if it names one: the peer of a `send` or `recv`, the root of a
+    /// `broadcast` or `reduce`.
+    pub(crate) fn named_rank(&self) -> Option<usize> {
+        match self {
+            CommKind::AllReduce { .. } | CommKind::AllGather { .. } => None,
+            CommKind::Broadcast { root, .. } | CommKind::Reduce { root, .. } => Some(*root),
+            CommKind::Send { to, .. } => Some(*to),
+            CommKind::Recv { from, .. } => Some(*from),
+        }
+    }
+
     /// The same communication numbered as this rank's next one of its kind: the next
     /// collective, or the next message to or from its peer. Every rank runs the same
     /// statements, so every rank gives a communication the same number, whether it is pushed
