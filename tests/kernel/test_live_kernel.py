@@ -137,19 +137,12 @@ def test_an_interrupt_stops_a_loop_at_its_next_statement(kernel):
     assert reply["content"]["ename"] == "Interrupted"
     printed = stdout_of(kernel.iopub_until_idle(msg_id)).splitlines()
     assert 0 < len(printed) < 500, printed
-    # x keeps its value, unless the interrupt came while the loop's next `x = work(...)` was
-    # pushed and not yet started: that op is cancelled, and x holds a `cancelled` error until
-    # written again (a rare race, on a loaded machine).
-    n_cancelled = int(re.search(r"(\d+) ops that had not started", reply["content"]["evalue"]).group(1))
+    # x keeps its last computed value: an op the interrupt cancelled (the loop's next
+    # `x = work(...)`, when it was pushed and not yet started) writes nothing.
     reply, messages = kernel.execute("print sum(x) > 0")
-    if n_cancelled == 0:
-        assert reply["content"]["status"] == "ok", reply["content"]
-        assert stdout_of(messages) == "1.0\n"
-    else:
-        assert reply["content"]["status"] in ("ok", "error"), reply["content"]
-        if reply["content"]["status"] == "error":
-            assert "cancelled" in reply["content"]["evalue"], reply["content"]
-    # Either way the kernel lives on, and x can be written again.
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert stdout_of(messages) == "1.0\n"
+    # The kernel lives on, and x can be written again.
     reply, messages = kernel.execute("x = ones(2)\nprint sum(x)")
     assert reply["content"]["status"] == "ok", reply["content"]
     assert stdout_of(messages) == "2.0\n"
