@@ -495,9 +495,25 @@ fn why(session: &Session, name: &str) -> Result<String, String> {
     let pending_write = frame.vars.iter().any(|candidate| {
         candidate.id == var.id() && candidate.queue.iter().any(|access| access.write)
     });
+    let variables = session.variables();
+    let state = variables
+        .iter()
+        .find(|info| info.name == name)
+        .map_or("ready", |info| info.state.as_str());
     let mut text = frame
         .why(name)
         .unwrap_or_else(|| format!("{name} is ready: nothing reads or writes it now"));
+    // Nothing pending, yet not ready: its last write failed, or nothing wrote it.
+    let not_ready = match state {
+        _ if state.starts_with("failed: ") => Some("failed"),
+        crate::session::NO_VALUE => Some("has no value"),
+        _ => None,
+    };
+    if let (Some(not_ready), Some(rest)) =
+        (not_ready, text.strip_prefix(&format!("{name} is ready")))
+    {
+        text = format!("{name} {not_ready}{rest}");
+    }
     text.push('\n');
     if !pending_write {
         if let Some(history) = replay(session).why_waited(var.id()) {
@@ -505,12 +521,7 @@ fn why(session: &Session, name: &str) -> Result<String, String> {
             text.push('\n');
         }
     }
-    let variables = session.variables();
-    let error = variables
-        .iter()
-        .filter(|info| info.name == name)
-        .find_map(|info| info.state.strip_prefix("failed: "));
-    if let Some(error) = error {
+    if let Some(error) = state.strip_prefix("failed: ") {
         let _ = writeln!(text, "{name} holds an error: {error}");
     }
     Ok(text)
@@ -758,6 +769,43 @@ mod tests {
             run(&mut session, Command::Why("w[2]".into())).err(),
             Some("no variable named `w[2]`".to_string())
         );
+    }
+
+    /// A variable with nothing pending is ready only when it holds a value: an entry of
+    /// `slots(n)` never set has none, and a variable whose last write failed holds an error.
+    #[test]
+    fn a_variable_without_a_value_is_not_called_ready() {
+        let mut session = Session::new(SessionConfig::default());
+        let mut sink = std::io::sink();
+        session
+            .run_source(
+                "t.dep",
+                "x = slots(2)\nA = ones(2)\nC = A @ ones(3, 3)",
+                &mut sink,
+            )
+            .ok();
+        session.engine().wait_all();
+        let Ok(Outcome::Table { rows, .. }) = run(&mut session, Command::Vars) else {
+            panic!("vars gives a table");
+        };
+        let states: Vec<&str> = rows.iter().map(|row| row[3].as_str()).collect();
+        assert_eq!(states[0], "ready");
+        assert!(states[1].starts_with("failed: matmul"), "{states:?}");
+        assert_eq!(states[2..], ["no value", "no value"]);
+        let why = |session: &mut Session, name: &str| match run(session, Command::Why(name.into()))
+        {
+            Ok(Outcome::Text(text)) => text,
+            _ => panic!("why gives text"),
+        };
+        assert!(why(&mut session, "x[0]")
+            .starts_with("x[0] has no value: nothing reads or writes it now\n"),);
+        let text = why(&mut session, "C");
+        assert!(
+            text.starts_with("C failed: nothing reads or writes it now\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nC holds an error: matmul"), "{text}");
+        assert!(why(&mut session, "A").starts_with("A is ready: "));
     }
 
     /// `:why` and the views name a line by its input (`cell[2]:2`), as error reports do,

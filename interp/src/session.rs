@@ -89,7 +89,8 @@ pub struct VariableInfo {
     pub shape: Option<Vec<usize>>,
     /// Where it lives.
     pub device: String,
-    /// `ready`, `pending` (an op writing it has not finished) or `failed: ...`.
+    /// `ready`, `pending` (an op writing it has not finished), `failed: ...` or `no value`
+    /// (nothing wrote it, or its writes were cancelled).
     pub state: String,
 }
 
@@ -581,6 +582,9 @@ impl Session {
     }
 }
 
+/// `:vars`'s state of a variable that nothing wrote, or whose every write was cancelled.
+pub(crate) const NO_VALUE: &str = "no value";
+
 /// What `:vars` says of the variable `name`, held in `slot`, given a snapshot of the queues.
 fn variable_info(name: String, slot: &Slot, snapshot: &engine::Snapshot) -> VariableInfo {
     // Pending: an op that writes it has not finished (reads leave the value as is; a `print`
@@ -590,15 +594,13 @@ fn variable_info(name: String, slot: &Slot, snapshot: &engine::Snapshot) -> Vari
         .iter()
         .find(|var| var.id == slot.var.id())
         .is_some_and(|var| var.queue.iter().any(|access| access.write));
+    let shape = if pending { None } else { slot.peek_shape() };
     let state = match slot.var.error() {
         _ if pending => "pending".to_string(),
         Some(error) => format!("failed: {}", error.message),
+        // Never written (an entry of `slots(n)` not set yet), or its writes were cancelled.
+        None if !slot.has_value() => NO_VALUE.to_string(),
         None => "ready".to_string(),
-    };
-    let shape = if pending {
-        None
-    } else {
-        slot.peek().map(|value| value.shape().to_vec())
     };
     VariableInfo {
         name,

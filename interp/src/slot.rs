@@ -196,6 +196,15 @@ impl Slot {
         self.value.try_lock().ok().and_then(|value| value.clone())
     }
 
+    /// The value's shape, wherever it lives, if there is one, without waiting or downloading.
+    pub fn peek_shape(&self) -> Option<Vec<usize>> {
+        if let Some(value) = self.value.try_lock().ok().and_then(|value| value.clone()) {
+            return Some(value.shape().to_vec());
+        }
+        let on_device = self.device_value.try_lock().ok()?;
+        on_device.as_ref().map(|value| value.shape().to_vec())
+    }
+
     /// Stores a new value.
     pub fn set(&self, value: Tensor) {
         *lock(&self.value) = Some(value);
