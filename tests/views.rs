@@ -762,7 +762,8 @@ fn summary_alone_prints_the_summary_and_writes_nothing() {
     );
 }
 
-/// A `print`'s wait and a `del` are ops of their statements' lines, as every other op is.
+/// A `print`'s wait and a `del` are ops of their statements' lines, as every other op is, on
+/// every engine (the simulator, too, shows them, naming the deleted variable as the script does).
 #[test]
 fn waits_and_deletions_carry_the_line_of_their_statement() {
     let dir = TestDir::new();
@@ -770,36 +771,49 @@ fn waits_and_deletions_carry_the_line_of_their_statement() {
         "del.dep",
         "A = ones(3)\nB = A + 1\nfor i in 0..2 {\n  print B\n}\ndel A\n",
     );
-    Run::of(
-        dir.dep()
-            .arg("run")
-            .arg(&script)
-            .args(["--trace", "t.json"]),
-    )
-    .expect_code(0);
-    let trace: serde_json::Value = serde_json::from_str(&read(&dir, "t.json")).unwrap();
-    let lines: Vec<(String, u64)> = trace["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|event| event["ph"] == "X")
-        .map(|slice| {
-            let name = slice["name"].as_str().unwrap().to_string();
-            (name, slice["args"]["line"].as_u64().unwrap())
-        })
-        .collect();
-    let expected = [
-        ("A = ones(3)", 1),
-        ("B = A + 1", 2),
-        ("wait B", 4),
-        ("wait B", 4),
-        ("del A", 6),
-    ];
-    assert_eq!(
-        lines,
-        expected.map(|(name, line)| (name.to_string(), line)),
-        "{trace}"
-    );
+    for engine in ["naive", "threaded", "per-device", "sim"] {
+        Run::of(
+            dir.dep()
+                .arg("run")
+                .arg(&script)
+                .args(["--engine", engine, "--trace", "t.json"]),
+        )
+        .expect_code(0);
+        let trace: serde_json::Value = serde_json::from_str(&read(&dir, "t.json")).unwrap();
+        let mut ops: Vec<(u64, String, u64, String)> = trace["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|event| event["ph"] == "X")
+            .map(|slice| {
+                let args = &slice["args"];
+                let name = slice["name"].as_str().unwrap().to_string();
+                let vars = format!("{} {}", args["reads"], args["writes"]);
+                (
+                    args["op"].as_u64().unwrap(),
+                    name,
+                    args["line"].as_u64().unwrap(),
+                    vars,
+                )
+            })
+            .collect();
+        ops.sort();
+        let ops: Vec<(&str, u64, &str)> = ops
+            .iter()
+            .map(|(_, name, line, vars)| (name.as_str(), *line, vars.as_str()))
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                ("A = ones(3)", 1, "[] [\"A\"]"),
+                ("B = A + 1", 2, "[\"A\"] [\"B\"]"),
+                ("wait B", 4, "[\"B\"] []"),
+                ("wait B", 4, "[\"B\"] []"),
+                ("del A", 6, "[] [\"A\"]")
+            ],
+            "{engine}"
+        );
+    }
 }
 
 #[test]

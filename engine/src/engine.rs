@@ -60,7 +60,7 @@ use crate::op::{
 };
 use crate::ready_queue::{runs_before, Group};
 use crate::sim::{self as simulation, Cost, SimDevice, Simulator};
-use crate::sim_feed::{SimFeed, SimOutcome};
+use crate::sim_feed::{Bookkeeping, SimFeed, SimOutcome};
 use crate::snapshot::{AccessSnapshot, Blocker, OpSnapshot, Snapshot, VarSnapshot};
 use crate::sync::thread::{Builder, JoinHandle};
 use crate::sync::{
@@ -441,8 +441,9 @@ impl Engine {
     /// Waits until every op pushed so far that writes `var` has finished (asynchronous ones
     /// completed; reads pushed before go on: the wait is a read too); returns the error the
     /// variable holds, if any. Must not be called from inside an op. Under the simulated policy
-    /// it first waits, in real time, for every op pushed before it to finish (only asynchronous
-    /// ones can be outstanding), then advances the virtual clock. `line` is the source line that
+    /// it first waits, in real time, for every op pushed before it and for the wait itself to be
+    /// in the simulator (a wait run by a completing thread enters there), then advances the
+    /// virtual clock, so that its events fall at the same place every run. `line` is the source line that
     /// waits (a `print`, a value read on the host; 0: none), which views show beside the wait.
     pub fn wait_var(&self, var: &Var, line: u32) -> Result<(), Arc<OpError>> {
         let signal = Arc::new(Signal::default());
@@ -458,7 +459,7 @@ impl Engine {
         let result = signal.wait();
         let id = var.id();
         self.shared
-            .simulate_until(wait.0, &move |sim: &Simulator| sim.var_is_idle(id));
+            .simulate_until(wait.0 + 1, &move |sim: &Simulator| sim.var_is_idle(id));
         result
     }
 
@@ -484,7 +485,7 @@ impl Engine {
         let result = signal.wait_or(give_up)?;
         let id = var.id();
         self.shared
-            .simulate_until(wait.0, &move |sim: &Simulator| sim.var_is_idle(id));
+            .simulate_until(wait.0 + 1, &move |sim: &Simulator| sim.var_is_idle(id));
         Some(result)
     }
 
@@ -1308,11 +1309,14 @@ impl Shared {
         op.set_state(outcome.state());
         if let Some(sim) = &self.sim {
             let sink = simulation::sink_or_none(&self.sink);
-            if op.inline {
-                sim.pass(sink, op.id);
+            let bookkeeping = op.inline.then_some(if deleted {
+                Bookkeeping::Delete
             } else {
-                sim.finished(sink, op.id, sim_outcome(op, &outcome), cost);
-            }
+                Bookkeeping::Wait
+            });
+            // Bookkeeping costs nothing simulated.
+            let cost = cost.or(bookkeeping.map(|_| Cost::default()));
+            sim.finished(sink, op.id, sim_outcome(op, &outcome, bookkeeping), cost);
         }
         // Observed, the end's time is also that of the grants its release gives: they follow it
         // at once, on this thread, and one reading of the clock serves them all.
@@ -1326,7 +1330,11 @@ impl Shared {
         if deleted {
             for var in &op.accesses.writes {
                 lock(&self.vars).remove(&var.id());
-                self.emit_structural(|| EventKind::VarDeleted { var: var.id() });
+                // Under the simulated policy the simulator says so, when the deletion ends in
+                // virtual time.
+                if self.sim.is_none() {
+                    self.emit_structural(|| EventKind::VarDeleted { var: var.id() });
+                }
             }
         }
         self.count_finished_here();
@@ -1822,7 +1830,7 @@ fn error_at(label: &Arc<str>, line: u32, message: String) -> Arc<OpError> {
 }
 
 /// What the simulator needs of a finished op.
-fn sim_outcome(op: &OpBlock, outcome: &Outcome) -> SimOutcome {
+fn sim_outcome(op: &OpBlock, outcome: &Outcome, bookkeeping: Option<Bookkeeping>) -> SimOutcome {
     let reads: Vec<VarId> = op.accesses.reads.iter().map(Var::id).collect();
     let writes: Vec<VarId> = op.accesses.writes.iter().map(Var::id).collect();
     SimOutcome {
@@ -1841,6 +1849,7 @@ fn sim_outcome(op: &OpBlock, outcome: &Outcome) -> SimOutcome {
         writes,
         state: outcome.state(),
         message: outcome.error().map(|error| error.message.clone()),
+        bookkeeping,
     }
 }
 

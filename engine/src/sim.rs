@@ -17,8 +17,12 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fmt;
 
 use crate::event::{Event, EventKind, EventSink};
+use crate::sim_feed::{Bookkeeping, SimOutcome};
 use crate::sync::Arc;
 use crate::{Device, OpId, OpState, VarId};
+
+/// The worker of the host thread that pushes ops and waits (`main`, the engine's first).
+const MAIN_WORKER: u32 = 0;
 
 /// What an op costs, as it reports while running under the simulated policy.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -211,6 +215,8 @@ struct SimOp {
     after_ns: u64,
     /// Its kernel, once launched: the device lane, start and end.
     kernel: Option<(Arc<str>, u64, u64)>,
+    /// Engine bookkeeping (a wait, a deletion): run by the host when ready, taking no lane.
+    bookkeeping: Option<Bookkeeping>,
 }
 
 /// A lane: one worker of a device (a CPU thread, a GPU stream, a link).
@@ -268,22 +274,20 @@ impl Simulator {
     }
 
     /// Adds an op that has run (its values are computed) with the cost it reported.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn add(
-        &mut self,
-        sink: &dyn EventSink,
-        pushed: EventKind,
-        id: OpId,
-        device: Device,
-        priority: i32,
-        reads: Vec<VarId>,
-        writes: Vec<VarId>,
-        cost: Cost,
-        state: OpState,
-        message: Option<String>,
-    ) {
+    pub(crate) fn add(&mut self, sink: &dyn EventSink, id: OpId, outcome: SimOutcome, cost: Cost) {
+        let SimOutcome {
+            pushed,
+            device,
+            priority,
+            reads,
+            writes,
+            state,
+            message,
+            bookkeeping,
+        } = outcome;
         let index = self.ops.len();
-        let duration_ns = if state == OpState::Done || state == OpState::Failed {
+        let ran = state == OpState::Done || state == OpState::Failed;
+        let duration_ns = if ran && bookkeeping.is_none() {
             self.model.device(device).duration_ns(cost)
         } else {
             0
@@ -335,6 +339,7 @@ impl Simulator {
             launch,
             after_ns,
             kernel: None,
+            bookkeeping,
         });
         self.n_unfinished += 1;
         self.emit(sink, pushed);
@@ -362,9 +367,20 @@ impl Simulator {
             );
         }
         self.emit(sink, EventKind::Ready { op: op.id });
-        if op.state == OpState::Cancelled {
-            // As on the real engines, a cancelled op never starts: it takes no lane and ends
-            // when it would have started.
+        if op.state == OpState::Cancelled || op.bookkeeping.is_some() {
+            // As on the real engines, a cancelled op never starts, and a wait or a deletion runs
+            // at once on the thread that makes it ready (here the host, `main`): neither takes a
+            // lane, and each ends when it becomes ready.
+            if op.state != OpState::Cancelled {
+                let id = op.id;
+                self.emit(
+                    sink,
+                    EventKind::Started {
+                        op: id,
+                        worker: MAIN_WORKER,
+                    },
+                );
+            }
             self.ops[index].end_ns = Some(self.now_ns);
             self.running.push(Reverse((self.now_ns, index)));
             return;
@@ -511,6 +527,13 @@ impl Simulator {
                 message: op.message.clone(),
             },
         );
+        if op.bookkeeping == Some(Bookkeeping::Delete) {
+            // Sent here, in virtual time, so that it follows every access to the variable.
+            for var in op.writes.clone() {
+                self.emit(sink, EventKind::VarDeleted { var });
+            }
+        }
+        let op = &self.ops[index];
         if let Some((lane, start_ns, end_ns)) = op.kernel.clone() {
             self.emit(
                 sink,

@@ -30,20 +30,29 @@ pub(crate) struct SimOutcome {
     pub(crate) writes: Vec<VarId>,
     pub(crate) state: OpState,
     pub(crate) message: Option<String>,
+    /// Engine bookkeeping (a wait, a deletion), which takes no lane and no time.
+    pub(crate) bookkeeping: Option<Bookkeeping>,
+}
+
+/// What an op of engine bookkeeping does, as the simulator shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bookkeeping {
+    /// A wait for a variable: the host, which waits, runs it when the variable is ready.
+    Wait,
+    /// A deletion: the variable is gone once it ends.
+    Delete,
 }
 
 /// An op on its way into the simulator.
 #[derive(Default)]
 struct Entry {
-    /// Not simulated (a wait, a deletion): it only has to pass.
-    pass: bool,
     cost: Option<Cost>,
     outcome: Option<SimOutcome>,
 }
 
 impl Entry {
     fn is_complete(&self) -> bool {
-        self.pass || (self.cost.is_some() && self.outcome.is_some())
+        self.cost.is_some() && self.outcome.is_some()
     }
 }
 
@@ -80,11 +89,6 @@ impl SimFeed {
     /// Runs `body` on the simulator, under its lock.
     pub(crate) fn with<T>(&self, body: impl FnOnce(&mut Simulator) -> T) -> T {
         body(&mut lock(&self.state).sim)
-    }
-
-    /// Lets op `id` pass without entering (it is not simulated).
-    pub(crate) fn pass(&self, sink: &dyn EventSink, id: OpId) {
-        self.update(sink, id, |entry| entry.pass = true);
     }
 
     /// Records the cost op `id` reported.
@@ -138,18 +142,7 @@ impl SimFeed {
         while let Some((id, entry)) = entering.take() {
             state.next = id + 1;
             if let (Some(cost), Some(outcome)) = (entry.cost, entry.outcome) {
-                state.sim.add(
-                    sink,
-                    outcome.pushed,
-                    OpId(id),
-                    outcome.device,
-                    outcome.priority,
-                    outcome.reads,
-                    outcome.writes,
-                    cost,
-                    outcome.state,
-                    outcome.message,
-                );
+                state.sim.add(sink, OpId(id), outcome, cost);
             }
             let next = state.next;
             if state

@@ -477,7 +477,8 @@ fn a_simulated_async_op_ends_when_its_cost_says_whenever_it_completes() {
             ("finished", 5_002_000)
         ]
     );
-    // Ops enter the simulation in push order, whenever the async one completes.
+    // Ops enter the simulation in push order, whenever the async one completes: the wait too,
+    // as it does on the real engines' logs.
     let pushed: Vec<&str> = events
         .iter()
         .filter_map(|event| match &event.kind {
@@ -485,7 +486,15 @@ fn a_simulated_async_op_ends_when_its_cost_says_whenever_it_completes() {
             _ => None,
         })
         .collect();
-    assert_eq!(pushed, ["a = recv()", "b = 1", "c = a"]);
+    assert_eq!(pushed, ["a = recv()", "b = 1", "c = a", "wait c"]);
+    assert_eq!(
+        op_events(&events, "wait c"),
+        [
+            ("pushed", 0),
+            ("started", 5_002_000),
+            ("finished", 5_002_000)
+        ]
+    );
     assert_eq!(
         simulated_run(Duration::ZERO),
         events,
