@@ -745,6 +745,8 @@ mod tests {
                 &mut sink,
             )
             .unwrap();
+        // Done before the cancel below, which would cancel it too otherwise.
+        session.engine().wait_all();
         session
             .run_source("cell[2]", "B = work(1000, A)\nset(w, 1, B * 2)", &mut sink)
             .unwrap();

@@ -50,12 +50,13 @@ impl SourceChunk {
         }
     }
 
-    /// The label of the statement at `span`: its text, trimmed.
+    /// The label of the statement at `span`: its text without comments, trimmed (a statement
+    /// inside a block spans the comment that ends its line).
     pub(crate) fn label(&mut self, span: grammar::Span) -> Arc<str> {
         let text = &self.text;
         self.labels
             .entry(span.start)
-            .or_insert_with(|| Arc::from(span.text(text).trim()))
+            .or_insert_with(|| Arc::from(without_comments(span.text(text)).trim()))
             .clone()
     }
 
@@ -117,6 +118,28 @@ pub(crate) fn render_op_error(
         rendered,
         line: located.map_or(0, |(_, line, _)| line),
     }
+}
+
+/// `text` with each line's comment (from a `#` outside a string literal to the line's end)
+/// left out, and the spaces before it.
+fn without_comments(text: &str) -> String {
+    let lines: Vec<&str> = text
+        .split('\n')
+        .map(|line| {
+            let (mut in_string, mut escaped) = (false, false);
+            for (offset, c) in line.char_indices() {
+                match c {
+                    _ if escaped => escaped = false,
+                    '\\' if in_string => escaped = true,
+                    '"' => in_string = !in_string,
+                    '#' if !in_string => return line[..offset].trim_end(),
+                    _ => {}
+                }
+            }
+            line
+        })
+        .collect();
+    lines.join("\n")
 }
 
 /// Where an op's statement lies on its line: its label without the loop counters a label in a
@@ -196,6 +219,24 @@ pub(crate) fn take_failures(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn labels_leave_comments_out_but_not_a_hash_in_a_string() {
+        use super::without_comments;
+        assert_eq!(without_comments("x = ones(2)   # a comment"), "x = ones(2)");
+        assert_eq!(
+            without_comments("print \"a # b\", x  # why"),
+            "print \"a # b\", x"
+        );
+        assert_eq!(
+            without_comments("print \"a \\\" # b\"  # why"),
+            "print \"a \\\" # b\""
+        );
+        assert_eq!(
+            without_comments("y = f(a,  # first\n      b)"),
+            "y = f(a,\n      b)"
+        );
+    }
+
     use super::statement_span;
 
     /// An op's statement is found on its line without the loop counters its label ends with;
