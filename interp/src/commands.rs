@@ -568,6 +568,10 @@ fn replay(session: &Session) -> views::Replay {
             .map(|var| (var.id, var.name)),
     );
     replay.name_places(&session.places());
+    // A run still going: its running ops' bars and the wall time reach now, not the last event.
+    if session.n_unfinished() > 0 {
+        replay.set_now(Some(session.now_ns()));
+    }
     replay
 }
 
@@ -771,6 +775,32 @@ mod tests {
             run(&mut session, Command::Why("w[2]".into())).err(),
             Some("no variable named `w[2]`".to_string())
         );
+    }
+
+    /// `:timeline` while an op runs draws it up to now: the wall time is the run's so far, not
+    /// the time of its last event.
+    #[test]
+    fn a_timeline_during_a_run_reaches_now() {
+        let mut session = Session::new(SessionConfig {
+            observe: true,
+            policy: engine::Policy::Threaded,
+            threads: 2,
+            ..SessionConfig::default()
+        });
+        session
+            .run_source("t.dep", "A = work(500)", &mut std::io::sink())
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let timeline = Command::Timeline {
+            path: None,
+            span_ns: None,
+        };
+        let Ok(Outcome::Timeline(replay, _)) = run(&mut session, timeline) else {
+            panic!("timeline gives a replay");
+        };
+        session.cancel();
+        let (start, end) = replay.span_ns();
+        assert!(end - start >= 200_000_000, "{} ns", end - start);
     }
 
     /// A variable with nothing pending is ready only when it holds a value: an entry of
