@@ -36,11 +36,13 @@ OUTRO = {
              "it drains: those idle corners are the bubble, the same 20 ms whatever m, so a smaller "
              "share of a longer run. Each GPU is busy 66% of the whole (190 of 290 ms), and the last "
              "run, pushed micro-batch by micro-batch, draws the same as the m = 4 one.",
-    "two_gpus": "Check it against the timeline: `gpu0:s0` and `gpu1:s0` run their forward and "
-                "backward at the same time, from 35 µs to 78 µs; `g2_0 = to(wgrad2_0, cpu)` crosses "
-                "the `gpu0->cpu` link from 64 µs to 74 µs while `wgrad1_0` still computes on "
-                "`gpu0:s0`, and fc2's new weights go back to the GPUs at 75.5 µs, before fc1's "
-                "update on the CPU has started (at 88 µs); the step takes 0.141 ms.",
+    "two_gpus": "Check it against the timeline: the CPU makes the data and the weights and the "
+                "`cpu->gpu` links carry them (fc1's 4 MB weights take 178 µs each way); then "
+                "`gpu0:s0` and `gpu1:s0` run their forward and backward at the same time, from "
+                "919 µs to 965 µs; `g2_0 = to(wgrad2_0, cpu)` crosses the `gpu0->cpu` link from "
+                "950 µs to 961 µs while `wgrad1_0` still computes on `gpu0:s0`, and fc2's new "
+                "weights go back to the GPUs at 972 µs, before fc1's update on the CPU has started "
+                "(at 1.14 ms); the step takes 2.37 ms.",
     "data_parallel_lesson": "Check it against the two timelines, on one scale: in the first step the "
                             "`net` lane's allreduces run beside the CPU's backward ops (the gradient "
                             "of W2 is summed while dH and gW1 are computed); in the second every "

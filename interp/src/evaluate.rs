@@ -20,11 +20,7 @@ pub(crate) fn eval<B: Backend>(
     backend: &mut B,
     cx: &OpContext,
 ) -> Result<B::Value, TensorError> {
-    let value = eval_node(plan, backend, cx)?;
-    if cx.is_simulated() && matches!(plan, Plan::Unary(..) | Plan::Binary(..)) {
-        report_flops(cx, numel::<B>(&value) as f64);
-    }
-    Ok(value)
+    eval_node(plan, backend, cx)
 }
 
 /// Evaluates `plan` to its values: several for a multi-result builtin at the top, else one.
@@ -49,13 +45,27 @@ pub(crate) fn eval_multi<B: Backend>(
     match plan {
         Plan::Call(builtin, args) => {
             let mut values = Vec::with_capacity(args.len());
+            let simulated = cx.is_simulated();
+            let mut bytes_read = 0.0;
             for arg in args {
                 values.push(match arg {
                     Plan::Str(text) => Arg::Str(text.clone()),
-                    plan => Arg::Value(eval(plan, backend, cx)?),
+                    plan => {
+                        let value = eval(plan, backend, cx)?;
+                        if simulated {
+                            bytes_read += bytes::<B>(&value);
+                        }
+                        Arg::Value(value)
+                    }
                 });
             }
-            call(*builtin, values, backend, cx)
+            let results = call(*builtin, values, backend, cx)?;
+            // `work(ms, ...)` stands for an op of that length, whatever it passes on.
+            if simulated && *builtin != Builtin::Work {
+                let written: f64 = results.iter().map(bytes::<B>).sum();
+                report_bytes(cx, bytes_read + written);
+            }
+            Ok(results)
         }
         plan => Ok(vec![eval(plan, backend, cx)?]),
     }
@@ -63,6 +73,11 @@ pub(crate) fn eval_multi<B: Backend>(
 
 fn numel<B: Backend>(value: &B::Value) -> usize {
     B::shape(value).iter().product()
+}
+
+/// The bytes of a value's elements (float32).
+fn bytes<B: Backend>(value: &B::Value) -> f64 {
+    (numel::<B>(value) * std::mem::size_of::<f32>()) as f64
 }
 
 fn eval_node<B: Backend>(
@@ -78,19 +93,38 @@ fn eval_node<B: Backend>(
         Plan::Input(index) => backend.input(*index),
         Plan::Unary(op, operand) => {
             let value = eval(operand, backend, cx)?;
-            backend.unary(*op, value)
+            if !cx.is_simulated() {
+                return backend.unary(*op, value);
+            }
+            let read = bytes::<B>(&value);
+            let result = backend.unary(*op, value)?;
+            report_elementwise::<B>(cx, read, &result);
+            Ok(result)
         }
         Plan::Binary(op, lhs, rhs) => {
             let lhs = eval(lhs, backend, cx)?;
             let rhs = eval(rhs, backend, cx)?;
-            backend.binary(*op, lhs, rhs)
+            if !cx.is_simulated() {
+                return backend.binary(*op, lhs, rhs);
+            }
+            let read = bytes::<B>(&lhs) + bytes::<B>(&rhs);
+            let result = backend.binary(*op, lhs, rhs)?;
+            report_elementwise::<B>(cx, read, &result);
+            Ok(result)
         }
         Plan::Matmul(lhs, rhs) => {
             let lhs = eval(lhs, backend, cx)?;
             let rhs = eval(rhs, backend, cx)?;
             let inner = B::shape(&lhs).last().copied().unwrap_or(1) as f64;
+            let read = bytes::<B>(&lhs) + bytes::<B>(&rhs);
             let result = backend.matmul(lhs, rhs)?;
-            report_flops(cx, 2.0 * inner * numel::<B>(&result) as f64);
+            if cx.is_simulated() {
+                cx.report_cost(dep_engine::sim::Cost {
+                    flops: 2.0 * inner * numel::<B>(&result) as f64,
+                    bytes: read + bytes::<B>(&result),
+                    ..Default::default()
+                });
+            }
             Ok(result)
         }
         Plan::Call(builtin, _) if builtin.is_multi() => Err(TensorError::new(format!(
@@ -123,7 +157,13 @@ fn eval_node<B: Backend>(
         // The op runs on the link's destination: on the host, the value is where it is (the
         // simulated engine charges the copy's bytes over the link); on a GPU, the inputs were
         // uploaded or copied there before the plan ran.
-        Plan::CopyTo(value, _) => eval(value, backend, cx),
+        Plan::CopyTo(value, _) => {
+            let value = eval(value, backend, cx)?;
+            if cx.is_simulated() {
+                report_bytes(cx, bytes::<B>(&value));
+            }
+            Ok(value)
+        }
         Plan::List(items) => {
             let values = items
                 .iter()
@@ -156,10 +196,20 @@ fn integer<B: Backend>(
     builtins::whole_number(&backend.to_host(value)?, what)
 }
 
-/// Counts floating-point work for the simulated engine's cost model (nothing otherwise).
-fn report_flops(cx: &OpContext, flops: f64) {
+/// Counts an elementwise operation for the simulated engine's cost model: a floating-point
+/// operation per element of its result, and the bytes it reads and writes.
+fn report_elementwise<B: Backend>(cx: &OpContext, read: f64, result: &B::Value) {
     cx.report_cost(dep_engine::sim::Cost {
-        flops,
+        flops: numel::<B>(result) as f64,
+        bytes: read + bytes::<B>(result),
+        ..Default::default()
+    });
+}
+
+/// Counts bytes moved for the simulated engine's cost model.
+fn report_bytes(cx: &OpContext, bytes: f64) {
+    cx.report_cost(dep_engine::sim::Cost {
+        bytes,
         ..Default::default()
     });
 }
