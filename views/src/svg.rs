@@ -79,14 +79,15 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
     );
     let _ = writeln!(
         svg,
-        r##"<rect width="100%" height="100%" fill="#ffffff"/><text x="12" y="22" font-size="13" font-weight="bold">timeline{}: {} ops, {} wall</text>"##,
+        r##"<rect width="100%" height="100%" fill="#ffffff"/><text x="12" y="22" font-size="13" font-weight="bold">timeline{}: {} ops, {} wall{}</text>"##,
         if options.simulated {
             " (simulated: virtual time)"
         } else {
             ""
         },
         replay.ops().len(),
-        escape_xml(&format_ns(end - start))
+        escape_xml(&format_ns(end - start)),
+        escape_xml(&crate::text::origin_note(start))
     );
     legend(&mut svg, replay, width);
 

@@ -245,7 +245,7 @@ fn seed000_ops_timeline_and_summary() {
     check_text(
         text::timeline(&replay, &STYLE),
         expect![[r#"
-            timeline  (36 µs wall; ━ critical path)
+            timeline  (36 µs wall, from the first push at 1 µs; ━ critical path)
               main │·······▕A ···············▕B···············▕C ·············▕A···············▕D ··········▕wa│
                    └ 0                                                                                     36 µs
         "#]],
@@ -687,7 +687,7 @@ fn gpu_kernels_show_on_a_device_lane_with_their_idle_gaps() {
     check_text(
         text::timeline(&replay, &STYLE),
         expect![[r#"
-            timeline  (58 µs wall; ━ critical path)
+            timeline  (58 µs wall, from the first push at 1 µs; ━ critical path)
               main        │····X·········Y·········▕Z··························································│
               dev:gpu0:s0 │························································▕X = 1─···▕Y = X ···▕Z = Y *│
                           └ 0                                                                              58 µs

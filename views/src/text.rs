@@ -217,8 +217,9 @@ pub fn timeline(replay: &Replay, style: &TextStyle) -> String {
     let mut text = String::new();
     text.push_str(&style.paint(
         &format!(
-            "timeline  ({} wall; ━ critical path)",
-            format_ns(end - start)
+            "timeline  ({} wall{}; ━ critical path)",
+            format_ns(end - start),
+            origin_note(start)
         ),
         Role::Dim,
     ));
@@ -522,6 +523,15 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
         lines.push(line);
     }
     lines
+}
+
+/// Where a timeline's 0 lies on the run's clock (the one traces, replays and their steps count
+/// in), when the first op was pushed after that clock's start: `, from the first push at 1.15 ms`.
+pub(crate) fn origin_note(first_push_ns: u64) -> String {
+    if first_push_ns == 0 {
+        return String::new();
+    }
+    format!(", from the first push at {}", format_ns(first_push_ns))
 }
 
 /// "op" or "ops", for `n` of them.
