@@ -116,6 +116,7 @@ impl RunArgs {
     /// The session configuration: flags first, then `DEP_ENGINE` / `DEP_THREADS`, then defaults.
     pub(crate) fn session_config(&self) -> Result<SessionConfig, String> {
         let from_env = engine::EngineConfig::from_env()?;
+        dep_interp::comm::timeout_from_env()?;
         let policy = match &self.engine {
             Some(name) => name
                 .parse::<engine::Policy>()

@@ -12,8 +12,10 @@ pub(crate) fn kernel(args: &KernelArgs) -> ExitCode {
     match (&args.action, &args.connection_file) {
         (Some(KernelAction::Install(install_args)), _) => install(install_args),
         (None, Some(connection_file)) => {
-            let config = engine::EngineConfig::from_env()
-                .and_then(|engine| Ok((engine, dep_interp::interactive_kept_events()?)));
+            let config = engine::EngineConfig::from_env().and_then(|engine| {
+                dep_interp::comm::timeout_from_env()?;
+                Ok((engine, dep_interp::interactive_kept_events()?))
+            });
             let session_config = match config {
                 Ok((engine_config, kept_events)) => SessionConfig {
                     policy: engine_config.policy,

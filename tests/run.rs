@@ -76,6 +76,37 @@ fn engine_and_threads_come_from_the_environment_too() {
         "{}",
         run.stderr
     );
+    // The communications' timeout: a usage error when it is not a number of seconds in range
+    // (a huge one used to panic, and a bad one to mean the default without a word), in a run
+    // and in the REPL alike.
+    for bad in ["abc", "0", "-1", "nan", "inf", "1e30"] {
+        let message = format!(
+            "dep: DEP_COMM_TIMEOUT: `{bad}` is not a time in seconds (expected a number above 0 and at most 1000000)\n"
+        );
+        let run = Run::of(
+            dir.dep()
+                .arg("run")
+                .arg(&script)
+                .env("DEP_COMM_TIMEOUT", bad),
+        )
+        .expect_code(2);
+        assert_eq!(run.stderr, message);
+        let repl = Run::of(
+            dir.dep()
+                .env("DEP_COMM_TIMEOUT", bad)
+                .stdin(std::process::Stdio::null()),
+        )
+        .expect_code(2);
+        assert_eq!(repl.stderr, message);
+    }
+    let run = Run::of(
+        dir.dep()
+            .arg("run")
+            .arg(&script)
+            .env("DEP_COMM_TIMEOUT", "2.5"),
+    )
+    .expect_code(0);
+    assert_eq!(run.stdout, expected_output("random"));
 }
 
 #[test]

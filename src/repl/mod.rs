@@ -99,6 +99,7 @@ pub(crate) fn run() -> ExitCode {
 /// (for `:timeline`, `:trace`) and shows the values of expression statements.
 fn session_config() -> Result<SessionConfig, String> {
     let engine_config = engine::EngineConfig::from_env()?;
+    dep_interp::comm::timeout_from_env()?;
     Ok(SessionConfig {
         policy: engine_config.policy,
         threads: engine_config.threads,

@@ -103,14 +103,32 @@ pub trait Communicator: Send + Sync {
     fn abandon(&self, what: String);
 }
 
-/// How long a communication may wait for its peers: `DEP_COMM_TIMEOUT` seconds (a positive
-/// number), 60 by default.
+/// How long a communication waits for its peers when `DEP_COMM_TIMEOUT` does not say.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The longest `DEP_COMM_TIMEOUT`, in seconds (about 11.6 days).
+const MAX_TIMEOUT_S: f64 = 1e6;
+
+/// How long a communication may wait for its peers: `DEP_COMM_TIMEOUT` seconds (a number above
+/// 0 and at most 1,000,000), 60 by default; an error saying so when the variable holds anything
+/// else. Front-ends check it at start ([`timeout`] then never meets a bad value).
+pub fn timeout_from_env() -> Result<Duration, String> {
+    let Ok(text) = std::env::var("DEP_COMM_TIMEOUT") else {
+        return Ok(DEFAULT_TIMEOUT);
+    };
+    match text.trim().parse::<f64>() {
+        Ok(seconds) if seconds > 0.0 && seconds <= MAX_TIMEOUT_S => {
+            Ok(Duration::from_secs_f64(seconds))
+        }
+        _ => Err(format!(
+            "DEP_COMM_TIMEOUT: `{text}` is not a time in seconds (expected a number above 0 and at most {MAX_TIMEOUT_S})"
+        )),
+    }
+}
+
+/// [`timeout_from_env`], or the default where the variable is bad.
 pub fn timeout() -> Duration {
-    std::env::var("DEP_COMM_TIMEOUT")
-        .ok()
-        .and_then(|text| text.trim().parse::<f64>().ok())
-        .filter(|seconds| seconds.is_finite() && *seconds > 0.0)
-        .map_or(Duration::from_secs(60), Duration::from_secs_f64)
+    timeout_from_env().unwrap_or(DEFAULT_TIMEOUT)
 }
 
 /// The error of a communication that waited past [`timeout`]: names both ranks.
