@@ -3,6 +3,24 @@
 //! The binary owns the final word: it prints errors with a `dep:` prefix where they have no
 //! place of their own, and maps them to exit codes: 0 ok, 1 runtime error, 2 usage or parse error.
 
+/// `std`'s `eprint!`, shadowed in this crate by one that shrugs off a closed stderr (`dep run
+/// … 2>&1 | head -1`; `std`'s panics there): the run goes on, and its exit code still says how
+/// it ended. Defined before the modules, so that every one of them uses it.
+macro_rules! eprint {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `std`'s `eprintln!`, shadowed as [`eprint!`] is.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod cli;
 mod fresh_file;
 mod kernel_cmd;

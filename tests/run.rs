@@ -228,3 +228,22 @@ fn usage_errors_exit_2() {
     let help = Run::of(dir.dep().arg("--help")).expect_code(0);
     assert!(help.stdout.contains("run"), "{}", help.stdout);
 }
+
+/// A closed stderr (`dep run FILE 2>&1 | head -1`) does not stop a run with a panic: its errors
+/// are written while they can be, and the exit code still says the run failed.
+#[test]
+fn a_closed_stderr_ends_no_run_with_a_panic() {
+    let dir = TestDir::new();
+    let script = dir.write("flood.dep", "for i in 0..300 { B = ones(2) @ ones(3) }\n");
+    let mut child = dir
+        .dep()
+        .arg("run")
+        .arg(&script)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn dep");
+    drop(child.stderr.take());
+    let status = child.wait().expect("wait for dep");
+    assert_eq!(status.code(), Some(1), "{status:?}");
+}
