@@ -233,3 +233,48 @@ fn simulated_ops_are_charged_the_bytes_they_move() {
     assert_eq!(durations["S = sum(G)"], 201.0, "{durations:?}");
     assert_eq!(durations["W = work(2, G)"], 2001.0, "{durations:?}");
 }
+
+/// A simulated device's fields are bounded so that every duration fits the virtual clock: a
+/// value out of range is an error naming the field and its range (a huge latency stopped the
+/// clock, a tiny flop rate wrapped to no time at all, `streams=0` was "an unknown field").
+#[test]
+fn a_device_field_out_of_range_is_an_error_at_its_value() {
+    let dir = TestDir::new();
+    for (field, message) in [
+        (
+            "tflops=1e-16",
+            "tflops must be a number from 0.000001 to 1000000",
+        ),
+        (
+            "latency_us=1e17",
+            "latency_us must be a number from 0 to 1000000000",
+        ),
+        (
+            "streams=0",
+            "streams must be a whole number from 1 to 64, got 0",
+        ),
+        ("sync=2", "sync must be a whole number from 0 to 1, got 2"),
+        (
+            "gbps=0",
+            "gbps must be a number from 0.000001 to 1000000, got 0",
+        ),
+    ] {
+        let script = dir.write(
+            "device.dep",
+            &format!("device gpu1 = sim({field})\nwith gpu1 {{ A = ones(2) }}\nprint A\n"),
+        );
+        let run = Run::of(dir.dep().arg("run").arg(&script).args([
+            "--engine",
+            "sim",
+            "--timeline",
+            "t.svg",
+        ]))
+        .expect_code(1);
+        assert!(run.stderr.contains(message), "{field}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("device.dep:1:"),
+            "{field}: {}",
+            run.stderr
+        );
+    }
+}

@@ -130,7 +130,11 @@ impl SimDevice {
         } else {
             0.0
         };
-        self.latency_ns + (compute.max(memory) * 1e9).round() as u64 + cost.fixed_ns
+        // Saturating: a duration past the clock's limit stays at the limit, never wraps.
+        let busy_ns = (compute.max(memory) * 1e9).round() as u64;
+        self.latency_ns
+            .saturating_add(busy_ns)
+            .saturating_add(cost.fixed_ns)
     }
 }
 

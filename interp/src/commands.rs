@@ -539,8 +539,12 @@ fn parse_span(text: &str) -> Option<u64> {
     .into_iter()
     .find_map(|(unit, ns)| Some((text.strip_suffix(unit)?, ns)))?;
     let value: f64 = number.parse().ok()?;
-    (value.is_finite() && value > 0.0).then(|| (value * unit_ns).round() as u64)
+    let span_ns = value * unit_ns;
+    (span_ns > 0.0 && span_ns <= MAX_SPAN_NS).then(|| span_ns.round() as u64)
 }
+
+/// The longest SPAN a timeline takes: a million seconds (about 11.6 days).
+const MAX_SPAN_NS: f64 = 1e15;
 
 /// The engine's queues and live ops now.
 fn live_frame(session: &Session) -> views::Frame {
@@ -634,6 +638,16 @@ fn write_file(path: &Path, contents: &str, what: &str) -> Result<Outcome, String
 mod tests {
     use super::*;
     use crate::SessionConfig;
+
+    /// A timeline's SPAN is at most a million seconds: one past the clock's range drew ticks
+    /// forever.
+    #[test]
+    fn a_span_beyond_a_million_seconds_is_refused() {
+        assert_eq!(parse_span("1000000s"), Some(1_000_000_000_000_000));
+        assert_eq!(parse_span("2e10s"), None);
+        assert_eq!(parse_span("0ms"), None);
+        assert!(parse(':', "timeline t.svg 2e10s").is_err());
+    }
 
     #[test]
     fn commands_parse_with_their_arguments_under_either_sigil() {

@@ -485,7 +485,11 @@ fn axis(svg: &mut String, start: u64, end: u64, y: f64, x_of: &dyn Fn(u64) -> f6
             Role::Dim.hex(),
             escape_xml(&tick_label(offset))
         );
-        offset += step;
+        // A span near the clock's limit (`:timeline 2e10s`) ends the ticks rather than wrap.
+        match offset.checked_add(step) {
+            Some(next) => offset = next,
+            None => break,
+        }
     }
 }
 

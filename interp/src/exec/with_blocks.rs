@@ -9,6 +9,18 @@ use super::{Flow, Runner};
 use crate::error::RunError;
 use crate::graph::MAX_BULK;
 
+/// The fields of `device NAME = sim(...)`: name, lowest and highest value, whether whole.
+const DEVICE_FIELDS: [(&str, f64, f64, bool); 8] = [
+    ("tflops", 1e-6, 1e6, false),
+    ("gflops", 1e-3, 1e9, false),
+    ("gbps", 1e-6, 1e6, false),
+    ("latency_us", 0.0, 1e9, false),
+    ("launch_us", 0.0, 1e9, false),
+    ("sync", 0.0, 1.0, true),
+    ("streams", 1.0, 64.0, true),
+    ("lanes", 1.0, 64.0, true),
+];
+
 impl Runner<'_> {
     pub(super) fn exec_with(
         &mut self,
@@ -155,14 +167,23 @@ impl Runner<'_> {
         let mut sync_chosen = None;
         for arg in args {
             let value = self.host_number(&arg.value)?;
-            if !(value.is_finite() && value >= 0.0) {
+            let field = arg.name.text.as_str();
+            let Some(&(_, low, high, whole)) =
+                DEVICE_FIELDS.iter().find(|(name, ..)| *name == field)
+            else {
+                return Err(self.error(arg.name.span, format!("unknown field `{field}` (expected tflops, gflops, gbps, latency_us, launch_us, sync, or a whole number of streams)"), "this field"));
+            };
+            // Bounded so that every simulated duration fits the clock (the ranges span far
+            // more than real devices do).
+            if !(value >= low && value <= high && (!whole || value.fract() == 0.0)) {
+                let what = if whole { "a whole number" } else { "a number" };
                 return Err(self.error(
                     arg.value.span,
-                    format!("{} must be a number from 0 up, got {value}", arg.name.text),
+                    format!("{field} must be {what} from {low} to {high}, got {value}"),
                     "this value",
                 ));
             }
-            match arg.name.text.as_str() {
+            match field {
                 "tflops" => model.flops_per_s = value * 1e12,
                 "gflops" => model.flops_per_s = value * 1e9,
                 "gbps" => model.bytes_per_s = value * 1e9,
@@ -172,12 +193,7 @@ impl Runner<'_> {
                     model.sync = value != 0.0;
                     sync_chosen = Some(model.sync);
                 }
-                "streams" | "lanes" if value >= 1.0 && value.fract() == 0.0 => {
-                    model.lanes = value as usize
-                }
-                other => {
-                    return Err(self.error(arg.name.span, format!("unknown field `{other}` (expected tflops, gflops, gbps, latency_us, launch_us, sync, or a whole number of streams)"), "this field"));
-                }
+                _ => model.lanes = value as usize,
             }
         }
         self.scope.engine.set_sim_device(&name.text, model);
