@@ -79,6 +79,22 @@ fn dep_memory_limit_sets_the_budget() {
         "{}",
         run.stderr
     );
+    // A list of variables too long for the budget is refused before its variables are made
+    // (100,000,000 of them took the machine's memory).
+    dir.write("slots.dep", "x = slots(1000)\nprint 1\n");
+    let run = Run::of(
+        dir.dep()
+            .env("DEP_MEMORY_LIMIT", "512K")
+            .args(["run", "slots.dep"]),
+    )
+    .expect_code(1);
+    assert!(
+        run.stderr.contains(
+            "cannot make 1000 variables: about 1.0 MiB (1.1 KiB each), and only 512.0 KiB is available"
+        ) && run.stderr.contains("--> slots.dep:1:5"),
+        "{}",
+        run.stderr
+    );
 }
 
 /// Starts `dep run FILE` in `dir` under a 4 GB address-space limit, with its outputs piped.
