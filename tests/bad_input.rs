@@ -295,4 +295,25 @@ fn a_whole_number_float32_cannot_hold_is_an_error_at_its_place_not_its_neighbour
     );
     let run = Run::of(dir.dep().args(["run", "fine.dep"])).expect_code(0);
     assert_eq!(run.stdout, "1.6777216e+07\n1.2345679e+08\n3e+30\n");
+    // Written with digits only, a whole number is held to the rule however large (past 2^53
+    // its float64 is not exact either), and the nearest float32 is shown in full.
+    for (written, nearest) in [
+        ("1000000000000", "999999995904"),
+        ("99999999999999999999", "100000002004087734272"),
+    ] {
+        dir.write("huge.dep", &format!("x = {written}\nprint x\n"));
+        let run = Run::of(dir.dep().args(["run", "huge.dep"])).expect_code(1);
+        assert!(
+            run.stderr.contains(&format!(
+                "{written} is not a float32 number: tensors hold float32, whose whole numbers are \
+                 exact up to 16777216; the nearest is {nearest}"
+            )),
+            "{}",
+            run.stderr
+        );
+    }
+    // One that float32 holds exactly (2^60) is taken.
+    dir.write("exact.dep", "print 1152921504606846976 + 0\n");
+    let run = Run::of(dir.dep().args(["run", "exact.dep"])).expect_code(0);
+    assert_eq!(run.stdout, "1.1529215e+18\n");
 }

@@ -37,15 +37,27 @@ impl Runner<'_> {
     /// elements). Other numbers are rounded, as any float32 computation rounds them.
     fn float32(&self, value: f64, expr: &grammar::Expr) -> Result<f32, RunError> {
         let single = value as f32;
-        let whole_and_changed = value.fract() == 0.0
-            && value.abs() <= MAX_EXACT_F64_INTEGER
-            && f64::from(single) != value;
+        // A whole number written with digits only is checked however large (past 2^53 its
+        // float64 is not exact either); `1e30` is plainly approximate.
+        let written = matches!(expr.kind, ExprKind::Number(_))
+            .then(|| self.text(expr.span))
+            .filter(|text| text.bytes().all(|byte| byte.is_ascii_digit()));
+        let whole_and_changed = match written {
+            Some(digits) => digits.parse::<u128>().ok() != Some(single as u128),
+            None => {
+                value.fract() == 0.0
+                    && value.abs() <= MAX_EXACT_F64_INTEGER
+                    && f64::from(single) != value
+            }
+        };
         if whole_and_changed {
+            let shown = written.map_or_else(|| value.to_string(), str::to_string);
             return Err(self.error(
                 expr.span,
                 format!(
-                    "{value} is not a float32 number: tensors hold float32, whose whole numbers are \
-                     exact up to 16777216; the nearest is {single}"
+                    "{shown} is not a float32 number: tensors hold float32, whose whole numbers are \
+                     exact up to 16777216; the nearest is {:.0}",
+                    f64::from(single)
                 ),
                 "not exact in float32",
             ));
