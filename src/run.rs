@@ -38,6 +38,9 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
         Ok(config) => config,
         Err(message) => return usage_code(&message),
     };
+    if let Some(Err(message)) = ViewPlan::from_args(args).map(|plan| plan.check_paths()) {
+        return usage_code(&message);
+    }
     let core_share = ranks.share_cores(&mut config, args.threads_chosen());
     let (path, source) = match read_script(&args.file) {
         Ok(read) => read,

@@ -112,6 +112,38 @@ impl ViewPlan {
         ))
     }
 
+    /// Checks, before the run, that every file it is to write can be written, so that a long
+    /// run does not end with its views lost (`--trace /missing/t.json`): a folder that does not
+    /// exist, is not a folder or refuses a new file, or a path that is a folder, is a usage error.
+    pub(crate) fn check_paths(&self) -> Result<(), String> {
+        let files = self
+            .traces
+            .iter()
+            .map(|path| ("--trace", path))
+            .chain(self.timeline.iter().map(|path| ("--timeline", path)))
+            .chain(self.dot.iter().map(|path| ("--dot", path)))
+            .chain(self.replay.iter().map(|path| ("--replay", path)));
+        for (flag, path) in files {
+            let cannot = |why: String| format!("{flag}: cannot write {}: {why}", path.display());
+            if path.is_dir() {
+                return Err(cannot("it is a folder".to_string()));
+            }
+            let folder = match path.parent() {
+                Some(folder) if !folder.as_os_str().is_empty() => folder,
+                _ => Path::new("."),
+            };
+            if !folder.is_dir() {
+                return Err(cannot(format!("no folder {}", folder.display())));
+            }
+            // A file made and removed at once: what the run will do there, tried first.
+            tempfile::Builder::new()
+                .prefix(".dep-check-")
+                .tempfile_in(folder)
+                .map_err(|error| cannot(error.to_string()))?;
+        }
+        Ok(())
+    }
+
     /// What the recorder keeps of the events: every one for a job's merged views and a replay
     /// page of every event; else the op records for the timeline and the DAG, which draw
     /// nothing else, and the last events for a replay page.

@@ -392,6 +392,26 @@ fn thin_bars_are_grouped_in_the_order_they_start() {
 
 /// A script with a syntax error runs nothing and writes no view: a trace and a timeline of an
 /// earlier run stay as they were, and no summary of nothing is printed before the error.
+/// A view file that cannot be written is a usage error before the run, not a loss after it:
+/// the script does not run (a long run used to end with its trace lost).
+#[test]
+fn a_view_file_that_cannot_be_written_stops_the_run_before_it_starts() {
+    let dir = TestDir::new();
+    let script = dir.write("p.dep", "print 1\n");
+    for (flag, path, why) in [
+        ("--trace", "missing/t.json", "no folder missing"),
+        ("--timeline", ".", "it is a folder"),
+        ("--replay", "missing/r.html", "no folder missing"),
+    ] {
+        let run = Run::of(dir.dep().arg("run").arg(&script).args([flag, path])).expect_code(2);
+        assert_eq!(run.stdout, "", "{flag}: the script did not run");
+        assert_eq!(
+            run.stderr,
+            format!("dep: {flag}: cannot write {path}: {why}\n")
+        );
+    }
+}
+
 #[test]
 fn a_syntax_error_leaves_the_views_of_an_earlier_run_alone() {
     let dir = TestDir::new();
