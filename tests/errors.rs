@@ -130,3 +130,51 @@ fn an_error_inside_a_bulk_names_the_failing_statement_as_without_bulking() {
         }
     }
 }
+
+/// Inputs an audit found taken without a word or failing late: each is an error at its place
+/// on every engine, before anything waits.
+#[test]
+fn a_parameter_named_twice_and_a_zero_sized_huge_shape_are_handled_at_their_place() {
+    let dir = TestDir::new();
+    for (_, run) in on_every_engine(&dir, "def f(x, y, x) {\n  return x\n}\nprint 1\n", 1) {
+        assert_eq!(run.stdout, "");
+        assert!(
+            run.stderr.starts_with(
+                "error: `x` names two parameters of `f` (parameter 3)\n --> case.dep:1:13\n"
+            ),
+            "{}",
+            run.stderr
+        );
+    }
+    // Any dimension 0 makes an empty tensor, however large the others' product.
+    let source = "x = zeros(16777216, 16777216, 16777216, 16777216, 0)\nprint sum(x)\n";
+    for (engine, run) in on_every_engine(&dir, source, 0) {
+        assert_eq!(run.stdout, "0.0\n", "{engine}: {}", run.stderr);
+    }
+}
+
+/// A rank that would send to or receive from itself is told so at its statement, at once, not
+/// after the communications' timeout.
+#[test]
+fn a_rank_cannot_send_to_or_receive_from_itself() {
+    let dir = TestDir::new();
+    for (source, what, column) in [
+        ("x = recv(rank(), 2)\nprint x\n", "receive from", 10),
+        ("send(ones(2), rank())\nprint 1\n", "send to", 15),
+    ] {
+        dir.write("self.dep", source);
+        let run = Run::of(
+            dir.dep()
+                .args(["run", "self.dep", "--engine", "sim", "--ranks", "2"])
+                .env("DEP_COMM_TIMEOUT", "30"),
+        )
+        .expect_code(1);
+        assert!(
+            run.stderr.contains(&format!(
+                "rank 0 cannot {what} itself: name another rank\n --> self.dep:1:{column}\n"
+            )),
+            "{}",
+            run.stderr
+        );
+    }
+}

@@ -72,7 +72,10 @@ pub(crate) fn eval_multi<B: Backend>(
 }
 
 fn numel<B: Backend>(value: &B::Value) -> usize {
-    B::shape(value).iter().product()
+    // Saturating: an empty tensor's other dimensions may multiply past the machine's words.
+    B::shape(value)
+        .iter()
+        .fold(1, |product: usize, dim| product.saturating_mul(*dim))
 }
 
 /// The bytes of a value's elements (float32).

@@ -217,6 +217,22 @@ impl<'a> Runner<'a> {
                         "defined here",
                     ));
                 }
+                if let Some((index, param)) = params.iter().enumerate().find(|(index, param)| {
+                    params[..*index]
+                        .iter()
+                        .any(|earlier| earlier.text == param.text)
+                }) {
+                    return Err(self.error(
+                        param.span,
+                        format!(
+                            "`{}` names two parameters of `{}` (parameter {})",
+                            param.text,
+                            name.text,
+                            index + 1
+                        ),
+                        "a parameter named twice",
+                    ));
+                }
                 let function = Function {
                     params: params.iter().map(|param| param.text.clone()).collect(),
                     body: body.clone(),

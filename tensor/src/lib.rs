@@ -97,7 +97,7 @@ impl Tensor {
 
     /// Internal constructor for callers that already checked the sizes.
     pub(crate) fn from_parts(shape: Vec<usize>, data: Vec<f32>) -> Tensor {
-        debug_assert_eq!(shape.iter().product::<usize>(), data.len());
+        debug_assert_eq!(shape::numel(&shape).ok(), Some(data.len()));
         Tensor {
             shape: SmallVec::from_vec(shape),
             data: Arc::new(Storage::new(data)),

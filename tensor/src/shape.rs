@@ -15,6 +15,10 @@ pub fn fmt_shape(shape: &[usize]) -> String {
 /// The number of elements of `shape` (1 for the 0-d shape `[]`), or an error
 /// if that number does not fit in memory addresses.
 pub fn numel(shape: &[usize]) -> Result<usize> {
+    // Any 0 makes none, however large the others (their product may not fit).
+    if shape.contains(&0) {
+        return Ok(0);
+    }
     shape
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
