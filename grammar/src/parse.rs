@@ -88,6 +88,9 @@ pub fn parse(source: &str) -> ParseOutput {
                         header
                             .label
                             .push_str(" (a block's `{` must be on the same line as its header)");
+                        // Said once: a `{` after this block is a mistake of its own.
+                        previous_failed = false;
+                        continue;
                     }
                     _ if reported == MAX_DIAGNOSTICS => {
                         output.diagnostics.push(Diagnostic::new(

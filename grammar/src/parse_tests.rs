@@ -331,6 +331,28 @@ fn brackets_strings_and_junk() {
     );
 }
 
+/// The hint about a block's `{` is given once, to the statement before it; a `{` after that
+/// block is an error of its own (it used to repeat the hint and hide the unclosed `{`).
+#[test]
+fn a_stray_brace_after_a_hinted_block_is_reported_on_its_own() {
+    check_errors(
+        "}\n{\n}\n{",
+        expect![[r#"
+        error: unmatched `}`
+         --> test.dep:1:1
+          |
+        1 | }
+          | ^ this bracket closes nothing (a block's `{` must be on the same line as its header)
+
+        error: unclosed `{`
+         --> test.dep:4:1
+          |
+        4 | {
+          | ^ this `{` is never closed with `}`
+    "#]],
+    );
+}
+
 #[test]
 fn blocks_need_their_brace_on_the_header_line() {
     check_errors(
