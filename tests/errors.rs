@@ -153,28 +153,40 @@ fn a_parameter_named_twice_and_a_zero_sized_huge_shape_are_handled_at_their_plac
     }
 }
 
-/// A rank that would send to or receive from itself is told so at its statement, at once, not
-/// after the communications' timeout.
+/// A statement that fails on every iteration of a loop is reported once, with how many more
+/// times it failed; past 10,000 failures the engine counts them instead of keeping them, so a
+/// loop failing a million times keeps the memory of a short one (it kept some 780 bytes each).
 #[test]
-fn a_rank_cannot_send_to_or_receive_from_itself() {
+fn a_loop_failing_at_every_iteration_is_reported_once_with_its_count() {
     let dir = TestDir::new();
-    for (source, what, column) in [
-        ("x = recv(rank(), 2)\nprint x\n", "receive from", 10),
-        ("send(ones(2), rank())\nprint 1\n", "send to", 15),
-    ] {
-        dir.write("self.dep", source);
-        let run = Run::of(
-            dir.dep()
-                .args(["run", "self.dep", "--engine", "sim", "--ranks", "2"])
-                .env("DEP_COMM_TIMEOUT", "30"),
-        )
-        .expect_code(1);
+    for (engine, run) in on_every_engine(
+        &dir,
+        "for i in 0..5 { B = ones(2) @ ones(3) }\nprint 1\n",
+        1,
+    ) {
+        assert_eq!(run.stdout, "1.0\n", "{engine}");
+        assert_eq!(
+            run.stderr.matches("error: matmul").count(),
+            1,
+            "{engine}: {}",
+            run.stderr
+        );
         assert!(
-            run.stderr.contains(&format!(
-                "rank 0 cannot {what} itself: name another rank\n --> self.dep:1:{column}\n"
-            )),
-            "{}",
+            run.stderr
+                .contains("  = it failed so 4 more times at this statement"),
+            "{engine}: {}",
             run.stderr
         );
     }
+    dir.write("many.dep", "for i in 0..10005 { B = ones(2) @ ones(3) }\n");
+    let run = Run::of(dir.dep().args(["run", "many.dep", "--engine", "naive"])).expect_code(1);
+    assert!(
+        run.stderr
+            .contains("  = it failed so 9999 more times at this statement")
+            && run
+                .stderr
+                .contains("error: 5 more ops failed after the first 10000, not kept"),
+        "{}",
+        run.stderr
+    );
 }

@@ -233,7 +233,7 @@ pub(crate) struct Shared {
     groups: [OnceLock<Arc<Group>>; N_GROUP_SLOTS],
     worker_names: Mutex<Vec<String>>,
     threads_started: Mutex<Vec<JoinHandle<()>>>,
-    failures: Mutex<Vec<Arc<OpError>>>,
+    failures: Mutex<Failures>,
     /// Whether a snapshot was ever taken: from then on an observed naive engine's ops take the
     /// queued path, where a snapshot sees them running (see [`Shared::lock_if_grantable`]).
     snapshots_taken: AtomicBool,
@@ -310,7 +310,7 @@ impl Engine {
             groups: std::array::from_fn(|_| OnceLock::new()),
             worker_names: Mutex::new(vec!["main".to_string()]),
             threads_started: Mutex::new(Vec::new()),
-            failures: Mutex::new(Vec::new()),
+            failures: Mutex::new(Failures::default()),
             snapshots_taken: AtomicBool::new(false),
         });
         if shared.policy == Policy::Threaded {
@@ -539,9 +539,17 @@ impl Engine {
         self.shared.cancel_pending();
     }
 
-    /// The ops that failed (not skipped nor cancelled) since the last call, in finishing order.
+    /// The ops that failed (not skipped nor cancelled) since the last call, in finishing order:
+    /// the first [`MAX_KEPT_FAILURES`] of them ([`Engine::take_n_failures_not_kept`] counts the
+    /// rest, so that a loop failing millions of times keeps the memory of a few).
     pub fn take_failures(&self) -> Vec<Arc<OpError>> {
-        std::mem::take(&mut *lock(&self.shared.failures))
+        std::mem::take(&mut lock(&self.shared.failures).kept)
+    }
+
+    /// How many failures since the last call were counted and not kept (past
+    /// [`MAX_KEPT_FAILURES`] untaken).
+    pub fn take_n_failures_not_kept(&self) -> u64 {
+        std::mem::take(&mut lock(&self.shared.failures).n_not_kept)
     }
 
     /// Adds `failures`, seen by another engine and not taken yet, to those the next
@@ -549,8 +557,8 @@ impl Engine {
     /// engine this one replaces.
     pub fn adopt_failures(&self, failures: Vec<Arc<OpError>>) {
         let mut kept = lock(&self.shared.failures);
-        let own = std::mem::replace(&mut *kept, failures);
-        kept.extend(own);
+        let own = std::mem::replace(&mut kept.kept, failures);
+        kept.kept.extend(own);
     }
 
     /// How many ops are pushed and not yet finished.
@@ -1062,7 +1070,7 @@ impl Shared {
             run_caught(label, line, run)
         };
         if let Outcome::Failed(error) = &outcome {
-            lock(&self.failures).push(error.clone());
+            lock(&self.failures).add(error);
         }
         let error = outcome.error();
         for (index, state) in guards.iter_mut().enumerate().skip(n_reads) {
@@ -1304,7 +1312,7 @@ impl Shared {
         ready: &mut Vec<OpRef>,
     ) {
         if let Outcome::Failed(error) = &outcome {
-            lock(&self.failures).push(error.clone());
+            lock(&self.failures).add(error);
         }
         op.set_state(outcome.state());
         if let Some(sim) = &self.sim {
@@ -1495,7 +1503,7 @@ impl Shared {
     /// An async op's start function panicked after its handle was completed or handed on: the
     /// op's outcome is the handle's, and the panic is reported as a failure of its own.
     fn report_late_panic(&self, op: &OpBlock, message: String) {
-        lock(&self.failures).push(op_error(op, message));
+        lock(&self.failures).add(&op_error(op, message));
     }
 
     /// Runs `body` as `op`'s execution, with its device clock current when observed.
@@ -1797,6 +1805,26 @@ fn first_read_error(op: &OpBlock) -> Option<Arc<OpError>> {
 /// The error of `op` failing with `message`.
 fn op_error(op: &OpBlock, message: String) -> Arc<OpError> {
     error_at(&op.label, op.line, message)
+}
+
+/// The most failures an engine keeps untaken; those past it are counted, not kept.
+pub const MAX_KEPT_FAILURES: usize = 10_000;
+
+/// The failures not taken yet.
+#[derive(Default)]
+struct Failures {
+    kept: Vec<Arc<OpError>>,
+    n_not_kept: u64,
+}
+
+impl Failures {
+    fn add(&mut self, error: &Arc<OpError>) {
+        if self.kept.len() < MAX_KEPT_FAILURES {
+            self.kept.push(error.clone());
+        } else {
+            self.n_not_kept += 1;
+        }
+    }
 }
 
 /// The outcome of the op labelled `label`, at `line`, cancelled before it started.

@@ -72,7 +72,9 @@ pub use crate::{
     config::{parse_threads, EngineConfig, Policy},
     device::{Device, MAX_GPUS},
     device_time::DeviceClock,
-    engine::{current_lane, Engine, Monitor, SharedOp, Var, VarId, CALLER_WORKER},
+    engine::{
+        current_lane, Engine, Monitor, SharedOp, Var, VarId, CALLER_WORKER, MAX_KEPT_FAILURES,
+    },
     event::{Event, EventKind, EventLog, EventSink, Push, ReadRoom},
     memory::{MemoryMeter, MemoryStats},
     op::{AsyncOpFn, OpBody, OpContext, OpError, OpFn, OpId, OpSpec, OpState, Outcome},

@@ -192,15 +192,46 @@ pub(crate) fn take_failures(
     graphs: &HashMap<String, Graph>,
 ) -> Result<(), RunError> {
     let failures = engine.take_failures();
-    let mut reports: Vec<Report> = failures
+    let n_not_kept = engine.take_n_failures_not_kept();
+    // The same failure of the same statement (a loop's) is reported once, with its count.
+    let mut distinct: Vec<(Arc<engine::OpError>, u64)> = Vec::new();
+    let mut index_of: HashMap<(u32, Arc<str>, String), usize> = HashMap::default();
+    for failure in failures {
+        if reported
+            .iter()
+            .any(|reported| Arc::ptr_eq(reported, &failure))
+        {
+            continue;
+        }
+        let key = (failure.line, failure.label.clone(), failure.message.clone());
+        match index_of.get(&key) {
+            Some(&index) => distinct[index].1 += 1,
+            None => {
+                index_of.insert(key, distinct.len());
+                distinct.push((failure, 0));
+            }
+        }
+    }
+    let mut reports: Vec<Report> = distinct
         .into_iter()
-        .filter(|failure| {
-            !reported
-                .iter()
-                .any(|reported| Arc::ptr_eq(reported, failure))
+        .map(|(failure, n_more)| {
+            let mut report = render_op_error(sources, graphs, &failure);
+            if n_more > 0 {
+                let times = if n_more == 1 { "time" } else { "times" };
+                report.rendered = format!(
+                    "{}\n  = it failed so {n_more} more {times} at this statement",
+                    report.rendered.trim_end()
+                );
+            }
+            report
         })
-        .map(|failure| render_op_error(sources, graphs, &failure))
         .collect();
+    if n_not_kept > 0 {
+        reports.push(Report::unplaced(format!(
+            "{n_not_kept} more ops failed after the first {}, not kept (their statements as above, or others)",
+            engine::MAX_KEPT_FAILURES
+        )));
+    }
     reports.extend(
         crate::gpu::take_deferred_errors()
             .into_iter()

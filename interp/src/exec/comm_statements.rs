@@ -71,7 +71,7 @@ impl Runner<'_> {
                 (CommKind::Broadcast { seq: 0, root }, Some(x))
             }
             ("recv", [from, dims @ ..]) => {
-                let from = self.peer_argument(from, "receive from")?;
+                let from = self.rank_argument(from)?;
                 let shape = dims
                     .iter()
                     .map(|dim| self.host_count(dim))
@@ -116,7 +116,7 @@ impl Runner<'_> {
         self.check_comm_call(func, kwargs)?;
         match (func.text.as_str(), args) {
             ("send", [x, to]) => {
-                let to = self.peer_argument(to, "send to")?;
+                let to = self.rank_argument(to)?;
                 let input = self.comm_input(stmt, x)?;
                 self.push_comm(stmt, CommKind::Send { to, tag: 0 }, Some(input), None);
             }
@@ -181,21 +181,6 @@ impl Runner<'_> {
             format!("wrong arguments: the form is {}", comm_form(&func.text)),
             "in this call",
         )
-    }
-
-    /// The other rank of a `send` or `recv` (`what`: "send to", "receive from"): a rank of the
-    /// job other than this one, which would wait for itself until the timeout.
-    fn peer_argument(&mut self, expr: &grammar::Expr, what: &str) -> Result<usize, RunError> {
-        let peer = self.rank_argument(expr)?;
-        let own = self.scope.comm.rank();
-        if peer == own {
-            return Err(self.error(
-                expr.span,
-                format!("rank {own} cannot {what} itself: name another rank"),
-                "this rank",
-            ));
-        }
-        Ok(peer)
     }
 
     /// A rank named in a statement: a whole number from 0 to `ranks() - 1`.
