@@ -25,6 +25,9 @@ pub struct Report {
     pub rendered: String,
     /// The 1-based line within its file (0: none).
     pub line: u32,
+    /// How many more times the same failure of the same statement happened (a loop's), told
+    /// in `rendered` and not reported again.
+    pub repeats: u64,
 }
 
 impl Report {
@@ -34,6 +37,7 @@ impl Report {
             rendered: format!("error: {message}\n"),
             message,
             line: 0,
+            repeats: 0,
         }
     }
 }
@@ -61,6 +65,7 @@ impl RunError {
             message: rendered.clone(),
             rendered,
             line: 0,
+            repeats: 0,
         })
     }
 

@@ -334,6 +334,7 @@ impl Session {
                     line: line_index.line_column(diagnostic.span.start).line as u32
                         + file_first_line
                         - 1,
+                    repeats: 0,
                 })
                 .collect();
             return Err(RunError {

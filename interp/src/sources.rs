@@ -68,6 +68,7 @@ impl SourceChunk {
             rendered: diagnostic.render_from_line(&self.path, &line_index, first as usize),
             line: line_index.line_column(diagnostic.span.start).line as u32 + first - 1,
             message: diagnostic.message,
+            repeats: 0,
         }
     }
 
@@ -117,6 +118,7 @@ pub(crate) fn render_op_error(
         message: format!("`{}`: {}", error.label, error.message),
         rendered,
         line: located.map_or(0, |(_, line, _)| line),
+        repeats: 0,
     }
 }
 
@@ -216,6 +218,7 @@ pub(crate) fn take_failures(
         .into_iter()
         .map(|(failure, n_more)| {
             let mut report = render_op_error(sources, graphs, &failure);
+            report.repeats = n_more;
             if n_more > 0 {
                 let times = if n_more == 1 { "time" } else { "times" };
                 report.rendered = format!(

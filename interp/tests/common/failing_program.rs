@@ -677,7 +677,11 @@ pub fn run_failing(program: &Program, dir: &Path, policy: Policy, threads: usize
         let mut reports: Vec<Reported> = error
             .reports
             .into_iter()
-            .map(|report| (report.line, report.message.replace(&dir_text, "{DIR}")))
+            // A failure repeated at one statement is reported once with its count.
+            .flat_map(|report| {
+                let reported = (report.line, report.message.replace(&dir_text, "{DIR}"));
+                std::iter::repeat_n(reported, 1 + report.repeats as usize)
+            })
             .collect();
         reports.sort();
         reports
