@@ -745,16 +745,21 @@ mod tests {
         }
     }
 
-    /// The entries of a list made with `slots(n)` are variables like any other: `:vars` lists
-    /// them and `:why` explains them, named as a script reads them (`w[1]`).
-    #[test]
-    fn slots_entries_are_listed_and_explained() {
-        let mut session = Session::new(SessionConfig {
+    /// A session on two worker threads with an event log, as the REPL's.
+    fn observed_threaded_session() -> Session {
+        Session::new(SessionConfig {
             observe: true,
             policy: engine::Policy::Threaded,
             threads: 2,
             ..SessionConfig::default()
-        });
+        })
+    }
+
+    /// The entries of a list made with `slots(n)` are variables like any other: `:vars` lists
+    /// them and `:why` explains them, named as a script reads them (`w[1]`).
+    #[test]
+    fn slots_entries_are_listed_and_explained() {
+        let mut session = observed_threaded_session();
         let mut sink = std::io::sink();
         session
             .run_source(
@@ -795,12 +800,7 @@ mod tests {
     /// the time of its last event.
     #[test]
     fn a_timeline_during_a_run_reaches_now() {
-        let mut session = Session::new(SessionConfig {
-            observe: true,
-            policy: engine::Policy::Threaded,
-            threads: 2,
-            ..SessionConfig::default()
-        });
+        let mut session = observed_threaded_session();
         session
             .run_source("t.dep", "A = work(500)", &mut std::io::sink())
             .unwrap();
@@ -858,12 +858,7 @@ mod tests {
     /// not by its number in the session.
     #[test]
     fn why_names_lines_by_their_input() {
-        let mut session = Session::new(SessionConfig {
-            observe: true,
-            policy: engine::Policy::Threaded,
-            threads: 2,
-            ..SessionConfig::default()
-        });
+        let mut session = observed_threaded_session();
         let mut sink = std::io::sink();
         session
             .run_source("cell[1]", "A = ones(2)\nB = ones(2)", &mut sink)
