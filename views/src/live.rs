@@ -253,6 +253,8 @@ impl LiveFold {
             arrows: n_ops <= MAX_ARROW_OPS,
             simulated: source.policy == engine::Policy::Sim,
             span_ns: None,
+            // Its tables count from the same first push as the axis.
+            origin_note: false,
         };
         Some(views::svg::timeline(&self.replay, &options))
     }
@@ -951,6 +953,8 @@ mod tests {
             .find("<div class=\"dep-timeline\"")
             .expect("a timeline");
         assert!(html[timeline..].contains("<svg") && html[timeline..].contains("A = A + 1"));
+        // Its times count from the first push, as the tables' do: no other clock named.
+        assert!(!html.contains("from the first push"), "{html}");
         // Its dependency arrows show while the pointer is over it.
         assert!(html[timeline..].contains("class=\"dep-arrow\""));
         assert!(html.contains(".dep-timeline:hover .dep-arrow { opacity: 1; }"));

@@ -28,6 +28,9 @@ pub struct TimelineOptions {
     /// The time axis covers at least this long (ns), so that timelines of different runs drawn
     /// with the same span share one scale.
     pub span_ns: Option<u64>,
+    /// The title says where the axis's 0 lies on the clock traces and replays use (`, from the
+    /// first push at 0.84 ms`); a live display, whose tables count from the same 0, leaves it.
+    pub origin_note: bool,
 }
 
 impl Default for TimelineOptions {
@@ -37,6 +40,7 @@ impl Default for TimelineOptions {
             arrows: false,
             simulated: false,
             span_ns: None,
+            origin_note: true,
         }
     }
 }
@@ -87,7 +91,11 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
         },
         replay.ops().len(),
         escape_xml(&format_ns(end - start)),
-        escape_xml(&crate::text::origin_note(start))
+        escape_xml(&if options.origin_note {
+            crate::text::origin_note(start)
+        } else {
+            String::new()
+        })
     );
     legend(&mut svg, replay, width);
 

@@ -270,8 +270,7 @@ fn seed000_svg_and_dot() {
         &svg::TimelineOptions {
             width_px: 900,
             arrows: true,
-            simulated: false,
-            span_ns: None,
+            ..Default::default()
         },
     ));
     expect_file!["../test_data/seed000.dot"].assert_eq(&dot::dag(&replay));
