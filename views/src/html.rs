@@ -602,14 +602,14 @@ mod tests {
         // out, the tables count them between the ops they show, as the script does (above).
         let replay = crate::tests::overtaken_replay();
         let events = replay.events();
-        let c10 = replay.ops()[11].id;
-        let c10_end = events
+        let reads: Vec<_> = replay.ops()[2..12].iter().map(|op| op.id).collect();
+        let last_read_end = events
             .iter()
-            .position(|event| {
-                matches!(event.kind, dep_engine::EventKind::Finished { op, .. } if op == c10)
+            .rposition(|event| {
+                matches!(event.kind, dep_engine::EventKind::Finished { op, .. } if reads.contains(&op))
             })
             .unwrap();
-        let cut = crate::LastEvents::cut(events.iter().cloned(), events.len() - c10_end - 1);
+        let cut = crate::LastEvents::cut(events.iter().cloned(), events.len() - last_read_end - 1);
         let cut_replay = Replay::new(cut.events, replay.worker_names().to_vec());
         player_script_matches_rust(&cut_replay, &cut.prologue);
         let stepper = crate::Stepper::after(&cut_replay, cut.prologue);

@@ -8,6 +8,7 @@
 //! engine runs them as empty ops, so the views see exactly the accesses a session would push.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -157,8 +158,8 @@ pub(crate) fn long_chain_replay(n_events: usize) -> Replay {
     Replay::new(events, bench.engine.worker_names())
 }
 
-/// A slow op overtaken: `B = A + 1` runs 200 ms on one of two workers while ten reads of A
-/// after it (`C1 = A + 1` …) run and end on the other, then `D = B + 1` waits for B. Times
+/// A slow op overtaken: `B = A + 1` runs on one of two workers until ten reads of A after it
+/// (`C1 = A + 1` …) have run and ended on the other, then `D = B + 1` waits for B. Times
 /// renumbered. A cut while B runs carries B and D and leaves the ten between them out.
 pub(crate) fn overtaken_replay() -> Replay {
     let mut bench = Bench::new(Policy::Threaded, 2);
@@ -168,11 +169,23 @@ pub(crate) fn overtaken_replay() -> Replay {
         .chain(std::iter::once("D = B + 1".to_string()))
         .collect::<Vec<_>>()
         .join("\n");
+    // B ends only once the ten reads have ended, whichever order the workers take them in
+    // (a loaded machine may ready them all at once when A ends, and a worker's own queue is
+    // last in, first out); a deadline keeps a broken engine from hanging the test.
+    let reads_done = Arc::new(AtomicUsize::new(0));
     bench.push_script(&script, &|line| {
-        Box::new(move || {
-            if line == 2 {
-                std::thread::sleep(Duration::from_millis(200));
+        let reads_done = Arc::clone(&reads_done);
+        Box::new(move || match line {
+            2 => {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while reads_done.load(Ordering::SeqCst) < 10 && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
             }
+            3..=12 => {
+                reads_done.fetch_add(1, Ordering::SeqCst);
+            }
+            _ => {}
         })
     });
     bench.engine.wait_all();
