@@ -3,7 +3,7 @@
 //! This follows NumPy's default `str()` of a `float32` array: the shortest
 //! digits that identify each value, at most 8 after the point; integer
 //! values as `1.`; one width for every element; scientific notation when
-//! the non-zero magnitudes span more than 1000x or leave `[1e-4, 1e8)`;
+//! the non-zero magnitudes span more than 1000x or leave `[1e-4, 1e6)`;
 //! lines wrapped at 75 characters; and arrays of more than 1000 elements
 //! summarised with `...` around 3 edge items per axis. A 0-d tensor prints
 //! like a NumPy `float32` scalar (`3.5`, `1.0`, `1e-05`).
@@ -29,10 +29,34 @@ pub(crate) fn plain(v: f32) -> String {
     }
 }
 
+/// `v`'s shortest positional digits that identify it, a tie between two as short broken
+/// half to even as NumPy does (433975.625 is `433975.62`; Rust's shortest digits say `.63`).
+fn shortest_positional(v: f32) -> String {
+    let shortest = v.to_string();
+    match shortest.split_once('.') {
+        // The exact value rounded to as many digits is the nearest of them: the shortest digits
+        // themselves, but where two are equally near.
+        Some((_, frac)) => format!("{:.*}", frac.len(), f64::from(v)),
+        None => shortest,
+    }
+}
+
+/// `v`'s shortest scientific digits, a tie broken as [`shortest_positional`] breaks it.
+fn shortest_scientific(v: f32) -> String {
+    let shortest = format!("{v:e}");
+    match shortest
+        .split_once('e')
+        .and_then(|(m, _)| m.split_once('.'))
+    {
+        Some((_, frac)) => format!("{:.*e}", frac.len(), f64::from(v)),
+        None => shortest,
+    }
+}
+
 /// Splits `v`'s shortest positional digits into integer and fraction
 /// parts, keeping at most [`PRECISION`] fraction digits (rounded).
 fn positional_parts(v: f32) -> (String, String) {
-    let mut s = v.to_string();
+    let mut s = shortest_positional(v);
     if s.split_once('.').is_some_and(|(_, f)| f.len() > PRECISION) {
         s = format!("{v:.PRECISION$}");
         while s.ends_with('0') {
@@ -48,7 +72,7 @@ fn positional_parts(v: f32) -> (String, String) {
 /// Splits `v`'s shortest scientific digits into mantissa integer part,
 /// mantissa fraction digits and the exponent.
 fn scientific_parts(v: f32) -> (String, String, i32) {
-    let mut s = format!("{v:e}");
+    let mut s = shortest_scientific(v);
     if s.split_once('e')
         .and_then(|(m, _)| m.split_once('.'))
         .is_some_and(|(_, f)| f.len() > PRECISION)
@@ -59,6 +83,20 @@ fn scientific_parts(v: f32) -> (String, String, i32) {
     let exp: i32 = exp.parse().unwrap_or(0);
     let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
     let frac = frac.trim_end_matches('0');
+    (int.to_string(), frac.to_string(), exp)
+}
+
+/// `v`'s scientific digits with `precision` fraction digits, as NumPy prints an element of an
+/// array whose longest shortest mantissa has that many (no element has more): the value's own
+/// digits to that length, rounded half to even, never zeros added (`1e-05` beside
+/// `3.3333334e-01` is `9.9999997e-06`, the float32 nearest 1e-5; 2818778.25 is
+/// `2.8187782e+06`).
+fn scientific_parts_with(v: f32, precision: usize) -> (String, String, i32) {
+    // Exact: a float32 is an f64, whose formatting rounds its exact value.
+    let s = format!("{:.precision$e}", f64::from(v));
+    let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
     (int.to_string(), frac.to_string(), exp)
 }
 
@@ -74,7 +112,9 @@ pub fn format_scalar(v: f32) -> String {
     if !v.is_finite() {
         return plain(v);
     }
-    let a = v.abs();
+    // Compared as NumPy's scalar printing compares, in double precision: the float32 nearest
+    // 1e-4 is below 1e-4 (`1e-04`).
+    let a = f64::from(v.abs());
     if a == 0.0 || (1e-4..1e6).contains(&a) {
         let (int, frac) = positional_parts_unbounded(v);
         let frac = if frac.is_empty() {
@@ -140,7 +180,7 @@ pub fn format_for_reading(v: f32) -> String {
 /// Like [`positional_parts`] but without the precision cut (scalars print
 /// every digit needed to identify them).
 fn positional_parts_unbounded(v: f32) -> (String, String) {
-    let s = v.to_string();
+    let s = shortest_positional(v);
     match s.split_once('.') {
         Some((i, f)) => (i.to_string(), f.to_string()),
         None => (s, String::new()),
@@ -172,7 +212,8 @@ impl FloatFormat {
             lo = lo.min(a);
             hi = hi.max(a);
         }
-        if hi > 0.0 && (hi >= 1e8 || lo < 1e-4 || hi / lo > 1000.0) {
+        // NumPy's cutoff for a `float32` array: 10 to the power of its 6 decimal digits.
+        if hi > 0.0 && (hi >= 1e6 || lo < 1e-4 || hi / lo > 1000.0) {
             scientific = true;
         }
         let mut f = FloatFormat {
@@ -219,8 +260,8 @@ impl FloatFormat {
         }
         let pl = self.pad_left;
         if self.scientific {
-            let (int, frac, exp) = scientific_parts(v);
             let prec = self.precision;
+            let (int, frac, exp) = scientific_parts_with(v, prec);
             format!(
                 "{int:>pl$}.{frac:0<prec$}{}",
                 exponent(exp, self.exp_digits)
@@ -449,6 +490,29 @@ mod tests {
         assert_eq!(s(-1e6), "-1e+06");
         assert_eq!(s(f32::NAN), "nan");
         assert_eq!(s(f32::NEG_INFINITY), "-inf");
+        // The float32 nearest 1e-4 is below 1e-4, as NumPy compares.
+        assert_eq!(s(1e-4), "1e-04");
+        // Two shortest digits as near: the even one, as NumPy's.
+        assert_eq!(s(433975.625), "433975.62");
+    }
+
+    /// As NumPy 2.4 prints these float32 arrays (checked against `str(np.array(..., dtype=np.float32))`).
+    #[test]
+    fn arrays_print_numpys_digits() {
+        // A shorter mantissa beside a longer one shows the value's own digits, not zeros.
+        check(
+            &t(&[2], &[1.0 / 3.0, 1e-5]),
+            expect!["[3.3333334e-01 9.9999997e-06]"],
+        );
+        // Scientific from 1e6 on, the cutoff of a float32 array.
+        check(&t(&[1], &[1000000.1]), expect!["[1.0000001e+06]"]);
+        check(&t(&[1], &[999999.5]), expect!["[999999.5]"]);
+        // Ties broken half to even.
+        check(
+            &t(&[2], &[2818778.25, 1.5e6]),
+            expect!["[2.8187782e+06 1.5000000e+06]"],
+        );
+        check(&t(&[1], &[433975.625]), expect!["[433975.62]"]);
     }
 
     #[test]
