@@ -147,6 +147,18 @@ fn run_source_as_rank(
     };
     let own_run = keep_run.then(|| crate::rank_views::recorded(&session, ranks.rank(), kept));
     let code = match (outcome.error, waited.failures) {
+        // Every statement pushed, then Ctrl-C while the last ops ran: the run did not end as
+        // written, whatever ran.
+        (None, None) if waited.interrupted => {
+            eprintln!(
+                "{}",
+                ranks.label_error(
+                    "error: interrupted (Ctrl-C) while the script's last ops ran: those that had \
+                     not started are cancelled (they wrote nothing), running ones finished"
+                )
+            );
+            EXIT_RUNTIME
+        }
         (None, None) if views_written.is_err() => EXIT_RUNTIME,
         (None, None) => 0,
         (Some(error), None) | (None, Some(error)) => report(ranks, &error),

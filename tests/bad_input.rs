@@ -203,6 +203,72 @@ fn one_ctrl_c_in_a_batch_run_stops_a_blocked_print_at_its_place_and_the_run_fini
     );
 }
 
+/// Ctrl-C while `save` waits: the ops not started are cancelled and write nothing, so the
+/// value is not the script's; nothing is saved, and the run fails at the `save`. Ops that ran
+/// after cancelled ones (the run's bookkeeping) do not put the cancelled ones on the critical
+/// path.
+#[test]
+fn ctrl_c_while_save_waits_saves_nothing_and_fails_at_the_save() {
+    let dir = TestDir::new();
+    dir.write(
+        "s.dep",
+        "Y = zeros(1)\nfor i in 0..400 {\n  X = work(5, Y)\n  Y = Y + X * 0 + 1\n}\nsave(Y, \"y.npy\")\n",
+    );
+    let child = spawn_limited(&dir, "--engine threaded s.dep --summary");
+    std::thread::sleep(Duration::from_millis(700));
+    interrupt(&child);
+    let (code, stderr) = finish(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: interrupted while waiting (Ctrl-C)")
+            && stderr.contains("--> s.dep:6:6"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("y.npy").exists(),
+        "a value the cancel left stale was saved"
+    );
+    let counts = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("summary: "))
+        .unwrap_or_else(|| panic!("no summary: {stderr}"));
+    let n_done: usize = counts
+        .split_once(" ops (")
+        .and_then(|(_, rest)| rest.split_once(" done"))
+        .and_then(|(done, _)| done.parse().ok())
+        .unwrap_or_else(|| panic!("{counts}"));
+    let n_on_path: usize = stderr
+        .split_once("critical path: ")
+        .and_then(|(_, rest)| rest.split_once(" over "))
+        .and_then(|(_, rest)| rest.split_once(" ops"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        n_on_path <= n_done,
+        "cancelled ops on the critical path: {stderr}"
+    );
+}
+
+/// Ctrl-C once every statement is pushed, while the last ops run: the run did not end as
+/// written, and says so with a failing exit code.
+#[test]
+fn ctrl_c_while_the_last_ops_run_fails_the_run() {
+    let dir = TestDir::new();
+    dir.write(
+        "s.dep",
+        "for i in 0..400 {\n  X = work(5)\n  Y = work(5, X)\n}\n",
+    );
+    let child = spawn_limited(&dir, "--engine threaded s.dep");
+    std::thread::sleep(Duration::from_millis(700));
+    interrupt(&child);
+    let (code, stderr) = finish(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: interrupted (Ctrl-C) while the script's last ops ran"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn ctrl_c_in_a_batch_run_says_the_run_stops_and_its_trace_shows_cancelled_ops_as_never_run() {
     for engine in ["threaded", "per-device"] {

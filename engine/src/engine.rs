@@ -1232,19 +1232,17 @@ impl Shared {
     /// deletion is bookkeeping, never cancelled).
     fn execute(self: &Arc<Self>, op: OpRef, worker: u32, ready: &mut Vec<OpRef>) {
         let work = lock(&op.work).take();
-        if let Some(Work::Run(_) | Work::Shared(_) | Work::Async(_)) = &work {
-            if self.is_cancelled(op.id) {
-                if let Some(Work::Shared(body)) = work {
-                    // Kept for the block's next op of the same statement (see `OpBlock::refill`).
-                    *lock(&op.work) = Some(Work::Ran(body));
-                }
-                // Its work is dropped unrun (a communication's start function, dropped, abandons
-                // the communication).
-                let cost = self.sim.as_ref().map(|_| Cost::default());
-                self.finish(&op, cancelled(&op.label, op.line), cost, false, ready);
-                self.blocks.recycle(op);
-                return;
+        if work.as_ref().is_some_and(Work::is_users) && self.is_cancelled(op.id) {
+            if let Some(Work::Shared(body)) = work {
+                // Kept for the block's next op of the same statement (see `OpBlock::refill`).
+                *lock(&op.work) = Some(Work::Ran(body));
             }
+            // Its work is dropped unrun (a communication's start function, dropped, abandons
+            // the communication).
+            let cost = self.sim.as_ref().map(|_| Cost::default());
+            self.finish(&op, cancelled(&op.label, op.line), cost, false, ready);
+            self.blocks.recycle(op);
+            return;
         }
         op.set_worker(worker);
         op.set_state(OpState::Running);
@@ -1748,11 +1746,26 @@ impl Shared {
         }
         let ops = ops
             .into_values()
-            .map(|(op, waits_on)| OpSnapshot {
+            .map(|(op, waits_on)| {
+                // An op cancelled before it started stays in its queues until its turn comes
+                // (then it finishes at once, having run nothing): shown cancelled from the
+                // cancel on, with nothing to wait for.
+                let mut state = op.state();
+                let mut waits_on = waits_on;
+                if matches!(state, OpState::Waiting | OpState::Ready)
+                    && self.is_cancelled(op.id)
+                    && lock(&op.work).as_ref().is_some_and(Work::is_users)
+                {
+                    state = OpState::Cancelled;
+                    waits_on.clear();
+                }
+                (op, state, waits_on)
+            })
+            .map(|(op, state, waits_on)| OpSnapshot {
                 id: op.id,
                 label: op.label.clone(),
                 line: op.line,
-                state: op.state(),
+                state,
                 device: op.device,
                 priority: op.priority,
                 worker: op.worker(),

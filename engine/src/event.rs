@@ -1643,7 +1643,11 @@ mod tests {
                 n_read += events.len();
                 next = after;
                 log.forget_before(next);
-                assert!(log.n_stored() <= 2 * CHUNK, "{} events held", log.n_stored());
+                assert!(
+                    log.n_stored() <= 2 * CHUNK,
+                    "{} events held",
+                    log.n_stored()
+                );
                 assert_eq!(log.unread(), 0);
             }
         }

@@ -414,6 +414,14 @@ pub(crate) enum Work {
     Ran(std::sync::Arc<dyn OpBody>),
 }
 
+impl Work {
+    /// Whether it is a caller's work (which a cancel stops before it starts), not the engine's
+    /// bookkeeping (a wait, a deletion), which always runs.
+    pub(crate) fn is_users(&self) -> bool {
+        matches!(self, Work::Run(_) | Work::Shared(_) | Work::Async(_))
+    }
+}
+
 /// A new op's work as its pusher hands it over: owned, or a shared body borrowed from whoever
 /// keeps the op to push again, counted a new reference only when the block does not hold it.
 pub(crate) enum NewWork<'a> {

@@ -666,6 +666,39 @@ fn gated(
     (spec, gate, started)
 }
 
+/// An op cancelled while it waits stays in its queues until its turn, but a snapshot shows it
+/// cancelled from the cancel on, waiting for nothing; a wait pushed before the cancel is
+/// bookkeeping, not cancelled.
+#[test]
+fn a_snapshot_shows_an_op_cancelled_while_it_waits_as_cancelled() {
+    let engine = engine(Policy::Threaded, 1);
+    let (a, b) = (engine.new_var("A"), engine.new_var("B"));
+    let (slow, gate, started) = gated("slow");
+    engine.push(slow.writes(&[a.clone()]));
+    started.recv().unwrap();
+    engine.push(
+        OpSpec::new("B = A", || Ok(()))
+            .reads(&[a.clone()])
+            .writes(&[b.clone()]),
+    );
+    let state_of = |label: &str| {
+        let snapshot = engine.snapshot();
+        let op = snapshot
+            .ops
+            .iter()
+            .find(|op| &*op.label == label)
+            .unwrap_or_else(|| panic!("no {label}"));
+        (op.state, op.waits_on.len())
+    };
+    assert_eq!(state_of("B = A"), (OpState::Waiting, 1));
+    engine.cancel_pending();
+    assert_eq!(state_of("B = A"), (OpState::Cancelled, 0));
+    assert_eq!(state_of("slow").0, OpState::Running);
+    drop(gate);
+    engine.wait_all();
+    assert_eq!(b.version(), 0);
+}
+
 #[test]
 fn a_cancelled_op_leaves_its_written_variables_as_the_last_completed_write_left_them() {
     for (name, engine) in all_engines() {

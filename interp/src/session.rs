@@ -430,7 +430,8 @@ impl Session {
 
     /// Sets what a blocked `print` or `wait` asks every few milliseconds: when `check()` says
     /// the user gave up waiting (the REPL's second Ctrl-C), the wait stops and the run ends
-    /// with an error saying so; the awaited ops go on running and the value arrives later.
+    /// with an error saying so; the awaited ops that had started go on running, and a later
+    /// `print` shows what they wrote.
     /// `reset` forgets it.
     pub fn set_abandon_check(&mut self, check: Option<InterruptCheck>) {
         self.abandon_check = check;
@@ -589,12 +590,23 @@ pub(crate) const NO_VALUE: &str = "no value";
 /// What `:vars` says of the variable `name`, held in `slot`, given a snapshot of the queues.
 fn variable_info(name: String, slot: &Slot, snapshot: &engine::Snapshot) -> VariableInfo {
     // Pending: an op that writes it has not finished (reads leave the value as is; a `print`
-    // that just returned may still hold its read for a moment).
+    // that just returned may still hold its read for a moment), and was not cancelled (it
+    // stays queued until its turn, then writes nothing).
+    let cancelled = |op: engine::OpId| {
+        snapshot
+            .ops
+            .iter()
+            .any(|candidate| candidate.id == op && candidate.state == engine::OpState::Cancelled)
+    };
     let pending = snapshot
         .vars
         .iter()
         .find(|var| var.id == slot.var.id())
-        .is_some_and(|var| var.queue.iter().any(|access| access.write));
+        .is_some_and(|var| {
+            var.queue
+                .iter()
+                .any(|access| access.write && !cancelled(access.op))
+        });
     let shape = if pending { None } else { slot.peek_shape() };
     let state = match slot.var.error() {
         _ if pending => "pending".to_string(),

@@ -351,7 +351,7 @@ struct Step(OpId, u32, u32);
 
 /// A chain of dependent ops, kept as its length, its run time, its first ops and its last three:
 /// all a summary shows of it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 struct Path {
     ns: u64,
     n_ops: usize,
@@ -884,9 +884,15 @@ impl RunFold {
             None => before,
         }
         .map(|(path, _)| path);
-        let path = Path::extend(before, Step(op, live.label, live.line), own_ns);
+        // An op that never started (cancelled, or skipped for a failed input) is no step of a
+        // path: what leads to it leads on through it.
+        let path = match live.started {
+            Some(_) => Path::extend(before, Step(op, live.label, live.line), own_ns),
+            None => before.cloned().unwrap_or_default(),
+        };
         let position = live.position;
         let better = match self.critical() {
+            _ if path.n_ops == 0 => false,
             None => true,
             Some((best, best_position)) => {
                 path.ns > best.ns || (path.ns == best.ns && position < best_position)

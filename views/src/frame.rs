@@ -121,7 +121,12 @@ impl Frame {
                     worker: op.worker.map(|worker| worker_name(worker_names, worker)),
                     started_ns: None,
                     finished_ns: None,
-                    waits_on: waits.remove(&op.id).unwrap_or_default(),
+                    // A cancelled op waits for nothing: it only holds its place in the
+                    // queues until its turn, then finishes without running.
+                    waits_on: match op.state {
+                        OpState::Cancelled => Vec::new(),
+                        _ => waits.remove(&op.id).unwrap_or_default(),
+                    },
                 })
                 .collect(),
         }
@@ -231,12 +236,22 @@ impl Frame {
     /// not done. `None` when no variable of that name is live.
     pub fn why(&self, name: &str) -> Option<String> {
         let var = self.vars.iter().find(|var| &*var.name == name)?;
-        let writer = var
-            .queue
-            .iter()
-            .rev()
-            .filter(|access| access.write)
-            .find_map(|access| self.op(access.op));
+        let writes = || {
+            var.queue
+                .iter()
+                .rev()
+                .filter(|access| access.write)
+                .filter_map(|access| self.op(access.op))
+        };
+        // A cancelled write holds its place in the queue but will write nothing.
+        let writer = writes().find(|op| op.state != OpState::Cancelled);
+        if let (None, Some(cancelled)) = (writer, writes().next()) {
+            return Some(format!(
+                "{name} will not be written: {} was cancelled before it started, and {name} \
+                 keeps what the last write that ran left",
+                cancelled.describe()
+            ));
+        }
         let Some(writer) = writer else {
             let n_reads = var.queue.len();
             return Some(match n_reads {
@@ -303,5 +318,52 @@ mod internal_tests {
         assert!(frame.vars.iter().any(|var| &*var.name == "A"));
         assert!(frame.vars.iter().all(|var| &*var.name != "_#1"));
         assert!(frame.ops.iter().all(|op| &*op.label != "_#1"));
+    }
+
+    /// A write cancelled while it waits: the frame shows it cancelled, waiting for nothing, and
+    /// `why` says the variable will not be written.
+    #[test]
+    fn why_a_variable_whose_write_was_cancelled_will_not_be_written() {
+        let engine = engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::Threaded,
+            threads: 1,
+            ..engine::EngineConfig::default()
+        });
+        let (a, b) = (engine.new_var("A"), engine.new_var("B"));
+        let (open, gate) = std::sync::mpsc::channel::<()>();
+        let gate = std::sync::Mutex::new(gate);
+        engine.push(
+            engine::OpSpec::new("A = 1", move || {
+                let _ = gate.lock().map(|gate| gate.recv());
+                Ok(())
+            })
+            .writes(&[a.clone()]),
+        );
+        engine.push(
+            engine::OpSpec::new("B = A + 1", || Ok(()))
+                .reads(&[a])
+                .writes(&[b]),
+        );
+        let before = Frame::from_snapshot(&engine.snapshot(), &engine.worker_names());
+        engine.cancel_pending();
+        let after = Frame::from_snapshot(&engine.snapshot(), &engine.worker_names());
+        let _ = open.send(());
+        engine.wait_all();
+        let b_op = |frame: &Frame| {
+            let op = frame
+                .ops
+                .iter()
+                .find(|op| &*op.label == "B = A + 1")
+                .unwrap();
+            (op.state, op.waits_on.len())
+        };
+        assert_eq!(b_op(&before), (OpState::Waiting, 1));
+        assert_eq!(b_op(&after), (OpState::Cancelled, 0));
+        assert!(before.why("B").unwrap().contains("which waits for A"));
+        assert_eq!(
+            after.why("B").unwrap(),
+            "B will not be written: B = A + 1 was cancelled before it started, and B keeps what \
+             the last write that ran left"
+        );
     }
 }

@@ -517,7 +517,7 @@ impl Replay {
     }
 
     /// The critical path: the chain of dependent ops with the largest total run time, in order.
-    /// Unfinished ops count as taking no time.
+    /// Running ops count as taking no time; ops that never started are left out.
     pub fn critical_path(&self) -> Vec<OpId> {
         let graph = self.graph();
         // Push order is a topological order (see the invariant), which `toposort` confirms.
@@ -545,6 +545,9 @@ impl Replay {
             at = best[node.index()].1;
         }
         path.reverse();
+        // An op that never started (cancelled, or skipped) took no time and is no step: the
+        // path leads on through it.
+        path.retain(|id| self.op(*id).is_some_and(|op| op.started_ns.is_some()));
         path
     }
 

@@ -46,8 +46,8 @@ impl Runner<'_> {
             "interrupted while waiting (Ctrl-C): the run stops here; ops that had not started \
              are cancelled, running ones finish"
         } else {
-            "interrupted while waiting (Ctrl-C): the awaited ops go on running; `print` the value \
-             again to see it"
+            "interrupted while waiting (Ctrl-C): ops that had not started are cancelled and \
+             write nothing; running ones go on, and a later `print` shows what they wrote"
         };
         self.error(span, message, "waiting for this")
     }
@@ -83,10 +83,10 @@ impl Runner<'_> {
             // before it started, and they write nothing. When that interrupt also gives up the
             // wait (a script's first), the wait's end and its give-up race: either way, the
             // give-up's message.
-            Ok(())
-                if !slot.has_value()
-                    && self.scope.abandon_check.is_some_and(|give_up| give_up()) =>
-            {
+            // Given up as the wait ended: the value may be one the cancel left stale (a
+            // script's Ctrl-C cancels every op not started, then gives up), never to be saved or
+            // printed as the run's.
+            Ok(()) if self.scope.abandon_check.is_some_and(|give_up| give_up()) => {
                 Err(self.abandoned_wait(span))
             }
             Ok(()) if !slot.has_value() => Err(self.error(
