@@ -370,7 +370,7 @@ impl Recorder {
                     log.forget_before(after.min(open.read_up_to()));
                     if let Some(live) = &live {
                         // Locked once a batch, and not while the log is read.
-                        feed(&mut lock(live), fed.drain(..));
+                        feed(&mut lock(live), fed.drain(..), after);
                     }
                     // Events were read (perhaps only grants, passed over).
                     let read_some = after != next;
@@ -414,10 +414,11 @@ impl Recorder {
 }
 
 /// Feeds the events a streaming reader read to a live fold, in order.
-fn feed(fold: &mut LiveFold, events: impl IntoIterator<Item = engine::Event>) {
+fn feed(fold: &mut LiveFold, events: impl IntoIterator<Item = engine::Event>, next_seq: u64) {
     for event in events {
         fold.push(event);
     }
+    fold.fed_up_to(next_seq);
 }
 
 /// Writes a view's file for `flag`; says why not on stderr, and whether it was written.
@@ -597,6 +598,22 @@ struct Panel {
     last_progress: Option<Instant>,
 }
 
+/// The watched run now: a snapshot, then the fold once the recorder has fed it every event
+/// logged before the snapshot (see `LiveFold::view`), so that no op shows as running after its
+/// end; a recorder more than [`CATCH_UP`] behind is not waited for longer.
+fn fresh_view(source: &LiveSource, fold: &Mutex<LiveFold>) -> dep_views::live::LiveView {
+    let snapshot = source.monitor.snapshot();
+    let logged = source.log.next_seq();
+    let deadline = Instant::now() + CATCH_UP;
+    while lock(fold).folded_up_to() < logged && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    lock(fold).draw_with(source, &snapshot, false)
+}
+
+/// How long a redraw of `--watch` waits for the recorder to fold what was logged before it.
+const CATCH_UP: Duration = Duration::from_millis(100);
+
 impl Panel {
     fn new(terminal: bool) -> Panel {
         Panel {
@@ -611,7 +628,7 @@ impl Panel {
             let due = !matches!(self.last_progress, Some(last) if last.elapsed() < PROGRESS_PERIOD);
             if due {
                 self.last_progress = Some(Instant::now());
-                let view = lock(fold).draw(source, false);
+                let view = fresh_view(source, fold);
                 eprintln!("{}", view.heading);
             }
             return;
@@ -624,7 +641,7 @@ impl Panel {
             finished_ops: true,
             max_lines: rows.saturating_sub(2).max(4),
         };
-        let text = lock(fold).draw(source, false).text_with(None, &layout);
+        let text = fresh_view(source, fold).text_with(None, &layout);
         let mut out = String::new();
         out.push_str(&self.erase());
         for line in text.lines() {

@@ -751,6 +751,31 @@ fn watch_with_a_trace_and_the_summary_still_counts_every_op() {
     assert!(trace.contains("Y = X + 1"), "the trace has every op");
 }
 
+/// A chain that runs one op at a time never shows two running: each redraw's snapshot is
+/// drawn with every event logged before it, so an op that ended is not still shown running
+/// beside the next (it was, in about three redraws of four).
+#[test]
+fn watch_never_shows_two_ops_of_a_serial_chain_running() {
+    let dir = TestDir::new();
+    let script = dir.write(
+        "chain.dep",
+        "for i in 0..1500 {\n  X = work(1)\n  Y = work(1, X)\n}\n",
+    );
+    let run = Run::of(
+        dir.dep()
+            .arg("run")
+            .arg(&script)
+            .args(["--engine", "threaded", "--watch", "--trace", "t.json"]),
+    )
+    .expect_code(0);
+    let progress = progress_lines(&run.stderr, &script);
+    assert!(!progress.is_empty(), "{}", run.stderr);
+    assert!(
+        progress.iter().all(|line| !line.contains(" 2 running")),
+        "{progress:?}"
+    );
+}
+
 #[test]
 fn summary_alone_prints_the_summary_and_writes_nothing() {
     let dir = TestDir::new();

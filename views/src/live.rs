@@ -210,18 +210,45 @@ impl LiveFold {
     /// waiting op waits behind from a snapshot. Reads the events that arrived since the last
     /// call; `finished` (the final state) first waits for every event numbered before this
     /// call.
+    ///
+    /// The snapshot is taken before the log is read, so the log is at least as new: an op
+    /// gone from the snapshot has its end in the log (an op's end is logged before it leaves
+    /// its queues), and no op shows as running after it ended.
     pub fn view(&mut self, source: &LiveSource, finished: bool) -> LiveView {
+        let snapshot = source.monitor.snapshot();
         self.read(source, finished);
-        self.draw(source, finished)
+        self.draw_with(source, &snapshot, finished)
+    }
+
+    /// Says that the events fed through [`LiveFold::push`] are those numbered below
+    /// `next_seq`: what [`LiveFold::folded_up_to`] then answers.
+    pub fn fed_up_to(&mut self, next_seq: u64) {
+        self.next_seq = next_seq;
+    }
+
+    /// The log's number of the first event this fold has not folded.
+    pub fn folded_up_to(&self) -> u64 {
+        self.next_seq
     }
 
     /// The input now from the events folded so far, without reading the log: the view of a
     /// fold fed through [`LiveFold::push`].
     pub fn draw(&mut self, source: &LiveSource, finished: bool) -> LiveView {
-        let worker_names = source.monitor.worker_names();
         let snapshot = source.monitor.snapshot();
+        self.draw_with(source, &snapshot, finished)
+    }
+
+    /// [`LiveFold::draw`] with `snapshot`, taken by the caller: a fed fold's drawer takes it,
+    /// then waits for the fold to hold every event logged before it (see [`LiveFold::view`]).
+    pub fn draw_with(
+        &mut self,
+        source: &LiveSource,
+        snapshot: &engine::Snapshot,
+        finished: bool,
+    ) -> LiveView {
+        let worker_names = source.monitor.worker_names();
         let now_ns = source.monitor.now_ns();
-        let live = views::Frame::from_snapshot(&snapshot, &worker_names);
+        let live = views::Frame::from_snapshot(snapshot, &worker_names);
         let mut view = self.cell_view(
             &source.title,
             source.policy,
@@ -694,13 +721,28 @@ fn cut(text: &str, width: usize) -> String {
 }
 
 /// An op's row: the snapshot's live state (and what it waits behind) while it has not
-/// finished, else the log's record; `worker` names the worker the log saw.
+/// finished, else the log's record; `worker` names the worker the log saw. Where the log saw
+/// the op further along than the snapshot (it started after the snapshot was taken), the
+/// log's state.
 fn row_of(
     record: &views::OpRecord,
     live_op: Option<&views::FrameOp>,
     worker: Option<String>,
 ) -> views::FrameOp {
+    let progress = |state: engine::OpState| match state {
+        engine::OpState::Waiting => 0,
+        engine::OpState::Ready => 1,
+        engine::OpState::Running => 2,
+        _ => 3,
+    };
     match live_op {
+        Some(live_op) if progress(record.state) > progress(live_op.state) => views::FrameOp {
+            worker: live_op.worker.clone().or(worker),
+            started_ns: record.started_ns,
+            state: record.state,
+            waits_on: Vec::new(),
+            ..live_op.clone()
+        },
         Some(live_op) => views::FrameOp {
             worker: live_op.worker.clone().or(worker),
             started_ns: record.started_ns,
