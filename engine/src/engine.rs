@@ -484,9 +484,15 @@ impl Engine {
         );
         let result = signal.wait_or(give_up)?;
         let id = var.id();
+        // Under the simulated policy an op pushed before may still wait (for a peer's
+        // message): giving up stops that wait too.
         self.shared
-            .simulate_until(wait.0 + 1, &move |sim: &Simulator| sim.var_is_idle(id));
-        Some(result)
+            .simulate_until_or(
+                wait.0 + 1,
+                &move |sim: &Simulator| sim.var_is_idle(id),
+                give_up,
+            )
+            .then_some(result)
     }
 
     /// [`Engine::wait_all`] that the caller can abandon (see [`Engine::wait_var_or`]); says
@@ -661,7 +667,18 @@ impl Shared {
     /// Advances a simulated run until `done`, once every op pushed before op `before` is in the
     /// simulator; nothing under the real policies.
     fn simulate_until(&self, before: u64, done: &dyn Fn(&Simulator) -> bool) {
-        let Some(sim) = &self.sim else { return };
+        self.simulate_until_or(before, done, &|| false);
+    }
+
+    /// [`Self::simulate_until`] that the caller can abandon while an op before `before` has
+    /// not ended (see [`Engine::wait_var_or`]); says whether the clock ran.
+    fn simulate_until_or(
+        &self,
+        before: u64,
+        done: &dyn Fn(&Simulator) -> bool,
+        give_up: &dyn Fn() -> bool,
+    ) -> bool {
+        let Some(sim) = &self.sim else { return true };
         let sink = simulation::sink_or_none(&self.sink);
         let mut new_lane = |device: Device, lane: usize| {
             let mut names = lock(&self.worker_names);
@@ -674,7 +691,7 @@ impl Shared {
             });
             (names.len() - 1) as u32
         };
-        sim.run_until(before, sink, &mut new_lane, done);
+        sim.run_until(before, sink, &mut new_lane, done, give_up)
     }
 
     /// The sink that op events go to directly: none when unobserved, or when simulated (the

@@ -16,8 +16,9 @@
 use std::collections::BTreeMap;
 
 use crate::event::{EventKind, EventSink};
+use crate::op::GIVE_UP_SLICE;
 use crate::sim::{Cost, Simulator};
-use crate::sync::{lock, wait, Condvar, Mutex};
+use crate::sync::{lock, wait_timeout, Condvar, Mutex};
 use crate::{Device, OpId, OpState, VarId};
 
 /// What the simulator needs of a finished op besides its cost.
@@ -113,21 +114,28 @@ impl SimFeed {
     }
 
     /// Waits until every op numbered below `before` has entered, then advances the virtual clock
-    /// until `done` holds (see [`Simulator::run_until`]).
+    /// until `done` holds (see [`Simulator::run_until`]). Asks `give_up` every
+    /// [`GIVE_UP_SLICE`] while it waits (an op before may wait for a peer that never comes),
+    /// and returns false, the clock untouched, once it says so.
     pub(crate) fn run_until(
         &self,
         before: u64,
         sink: &dyn EventSink,
         new_lane: &mut dyn FnMut(Device, usize) -> u32,
         done: &dyn Fn(&Simulator) -> bool,
-    ) {
+        give_up: &dyn Fn() -> bool,
+    ) -> bool {
         let mut state = lock(&self.state);
         while state.next < before {
+            if give_up() {
+                return false;
+            }
             state.n_waiting += 1;
-            state = wait(&self.entered, state);
+            state = wait_timeout(&self.entered, state, GIVE_UP_SLICE);
             state.n_waiting -= 1;
         }
         state.sim.run_until(sink, new_lane, done);
+        true
     }
 
     fn update(&self, sink: &dyn EventSink, id: OpId, change: impl FnOnce(&mut Entry)) {

@@ -44,3 +44,37 @@ fn an_abandoned_wait_returns_while_the_op_runs_and_a_later_wait_sees_its_end() {
     assert!(engine.wait_all_or(&|| false));
     assert!(finished.load(Ordering::SeqCst));
 }
+
+/// Under the simulated policy a wait first waits for every op pushed before it to end (the
+/// virtual clock needs them all): an earlier communication that waits for a peer that never
+/// comes must not hold a wait for something else past the caller's giving up.
+#[test]
+fn a_simulated_wait_behind_an_op_that_never_ends_can_be_abandoned() {
+    let engine = Engine::new(EngineConfig {
+        policy: Policy::Sim,
+        threads: 1,
+        ..EngineConfig::default()
+    });
+    let (message, other) = (engine.new_var("x"), engine.new_var("y"));
+    let (hand_over, completion) = mpsc::channel();
+    engine.push(
+        OpSpec::new_async("x = recv(1, 2)", move |_, done| {
+            hand_over.send(done).unwrap();
+        })
+        .writes(&[message.clone()]),
+    );
+    engine.push(OpSpec::new("y = 7", || Ok(())).writes(&[other.clone()]));
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let give_up = {
+        let asked = asked.clone();
+        move || asked.fetch_add(1, Ordering::SeqCst) >= 3
+    };
+    assert!(engine.wait_var_or(&other, 0, &give_up).is_none());
+    // The communication ends: the wait, asked again, sees y.
+    let done: dep_engine::OpCompletion = completion.recv().unwrap();
+    done.complete(Ok(()));
+    assert!(matches!(
+        engine.wait_var_or(&other, 0, &|| false),
+        Some(Ok(()))
+    ));
+}
