@@ -696,6 +696,37 @@ fn simulated_inputs_show_one_state_in_every_view() {
     assert!(!run.stdout.contains("waiting"), "{}", run.stdout);
 }
 
+/// Another simulated rank's failing op is reported at the next prompt and ends the job (a
+/// later collective fails at once), and one left unreported when `:engine` goes back to one
+/// rank is reported then, not lost.
+#[test]
+fn another_ranks_failure_is_reported_at_once_and_never_lost() {
+    let dir = TestDir::new();
+    let input = ":engine sim --ranks 2\nx = ones(2)\nwith rank = 1 { z = x @ ones(5,5) }\nprint x\ny = allreduce(x)\n";
+    let run = run_piped(&dir, input, &[("NO_COLOR", "1")]).expect_code(1);
+    assert!(
+        run.stderr
+            .contains("error (rank 1): matmul: shapes [2] and [5, 5] are not aligned"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("error: the job ended: rank 1 failed\n --> <stdin>:5:1"),
+        "{}",
+        run.stderr
+    );
+    let input = ":engine sim --ranks 2\nx = ones(2)\nwith rank = 1 { z = (ones(900, 900) @ ones(900, 900)) @ ones(5, 5) }\n:engine sim\nprint x\n";
+    let run = run_piped(&dir, input, &[("NO_COLOR", "1")]).expect_code(1);
+    assert!(
+        run.stderr
+            .contains("error (rank 1): matmul: shapes [900, 900] and [5, 5] are not aligned"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.contains("[1. 1.]"), "{}", run.stdout);
+}
+
 /// A graph recorded among simulated ranks, then run alone again after `:engine naive`: its
 /// collectives run on the one rank left, and a message to or from a rank that is gone is an
 /// error at `run`, never a wait for that rank (a hang, before).

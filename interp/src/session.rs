@@ -125,6 +125,9 @@ pub struct Session {
     /// Ranks 1..N when this session is rank 0 of ranks simulated in this process (the REPL's
     /// and the kernel's `engine sim --ranks N`): the driver runs every input on them too.
     peers: Option<crate::comm::PeerRanks>,
+    /// Failures of simulated ranks that were let go (`:engine` back to one rank) before they
+    /// were reported: the next [`Session::take_failures`] reports them.
+    peer_errors: Vec<RunError>,
 }
 
 /// Says whether the user asked to stop (see [`Session::set_interrupt_check`]).
@@ -158,6 +161,7 @@ impl Session {
             comm: crate::comm::LocalRanks::solo(),
             comm_counters: crate::comm::CommCounters::default(),
             peers: None,
+            peer_errors: Vec::new(),
         }
     }
 
@@ -185,7 +189,12 @@ impl Session {
         if peers.is_none() {
             self.set_communicator(crate::comm::LocalRanks::solo());
         }
-        self.peers = peers;
+        // The ranks left behind finish their ops first; their failures are reported by the
+        // next `take_failures`, not lost with them.
+        if let Some(old) = std::mem::replace(&mut self.peers, peers) {
+            self.peer_errors
+                .extend(old.wait().into_iter().flat_map(|report| report.errors));
+        }
     }
 
     /// The other ranks this session runs its inputs with, when it is rank 0 of simulated ranks.
@@ -406,13 +415,34 @@ impl Session {
 
     /// Reports failures the engine saw and nobody reported yet, without waiting; and errors of
     /// the GPUs opened so far that no op could report (a failed stream-ordered free).
+    ///
+    /// Rank 0 of simulated ranks also reports the other ranks' failures (each naming its
+    /// rank), which end the job.
     pub fn take_failures(&mut self) -> Result<(), RunError> {
-        crate::sources::take_failures(
+        let own = crate::sources::take_failures(
             &self.engine,
             &mut self.reported,
             &self.sources,
             &self.graphs,
-        )
+        );
+        let mut errors: Vec<RunError> = own.err().into_iter().collect();
+        errors.append(&mut self.peer_errors);
+        if let Some(peers) = &self.peers {
+            errors.extend(
+                peers
+                    .take_failures()
+                    .into_iter()
+                    .flat_map(|report| report.errors),
+            );
+        }
+        let mut errors = errors.into_iter();
+        let Some(mut first) = errors.next() else {
+            return Ok(());
+        };
+        for error in errors {
+            first.reports.extend(error.reports);
+        }
+        Err(first)
     }
 
     /// Cancels every pushed op that has not started (Ctrl-C, a kernel interrupt).

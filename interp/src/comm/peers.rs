@@ -52,6 +52,8 @@ enum Job {
     },
     /// Wait for every op, in its final state, and report the failures.
     Wait,
+    /// Report the failures of ops that ended since the last report, without waiting.
+    TakeFailures,
     /// Call this on the session, and end.
     Finish(Box<dyn FnOnce(&Session) + Send>),
 }
@@ -133,6 +135,16 @@ impl PeerRanks {
         self.collect()
     }
 
+    /// The failures of the peers' ops that ended since they last reported, after giving the
+    /// running ones a moment ([`SETTLE_TIME`]) but without waiting for them, in rank order. A
+    /// peer that reports one ends the job.
+    pub fn take_failures(&self) -> Vec<PeerReport> {
+        for peer in &self.peers {
+            let _ = peer.jobs.send(Job::TakeFailures);
+        }
+        self.collect()
+    }
+
     /// Interrupts the input every peer runs now (see `driver::Interrupt`).
     pub fn interrupt(&self) {
         for peer in &self.peers {
@@ -192,6 +204,9 @@ impl PeerRanks {
     }
 }
 
+/// How long a peer asked for its failures waits for its running ops to end first.
+const SETTLE_TIME: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// What a peer prints, kept until it is reported.
 struct Kept(Vec<u8>);
 
@@ -234,6 +249,11 @@ fn serve(
             Job::Wait => {
                 let waited = driver.wait(&mut session, driver.mark());
                 waited.failures.into_iter().collect()
+            }
+            Job::TakeFailures => {
+                // As rank 0's prompt does, give ops just pushed a moment to end.
+                driver.settle(&session, SETTLE_TIME);
+                session.take_failures().err().into_iter().collect()
             }
             Job::Finish(last) => {
                 let _ = driver.wait(&mut session, driver.mark());
