@@ -181,7 +181,8 @@ impl Listener for Output<'_> {
 
 /// Ctrl-C during `dep run`: the first stops the script at its next statement (or the `print`
 /// or `wait` it blocks in), cancels the ops that have not started, lets running ops finish and
-/// writes the views of what ran; a second one leaves at once with exit code 130.
+/// writes the views of what ran; a second one leaves at once with exit code 130, removing the
+/// trace files it would leave cut off.
 fn watch_interrupts(interrupt: Interrupt) {
     let mut signals = match signal_hook::iterator::Signals::new([SIGINT]) {
         Ok(signals) => signals,
@@ -195,6 +196,17 @@ fn watch_interrupts(interrupt: Interrupt) {
         .spawn(move || {
             for _ in signals.forever() {
                 if interrupt.interrupt() >= 2 {
+                    let removed = crate::trace_files::remove_unfinished();
+                    if !removed.is_empty() {
+                        let names: Vec<String> = removed
+                            .iter()
+                            .map(|path| path.display().to_string())
+                            .collect();
+                        eprintln!(
+                            "dep: left at once (a second Ctrl-C): removed the unfinished trace {}",
+                            names.join(", ")
+                        );
+                    }
                     std::process::exit(130);
                 }
             }

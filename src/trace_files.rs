@@ -15,12 +15,13 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use dep_engine as engine;
 use dep_views as views;
+use engine::lock;
 use views::trace::{DepEventsWriter, JsonTrace};
 
 use crate::output_file::OutputFile;
@@ -110,6 +111,20 @@ enum TraceFile {
 /// The trace files being written, each with its path.
 pub(crate) struct Traces(Vec<(PathBuf, TraceFile)>);
 
+/// The paths of the trace files opened and not yet finished: what a second Ctrl-C, which leaves
+/// at once, removes rather than leave them cut off.
+static UNFINISHED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Removes the trace files still being written (the process is about to leave without
+/// finishing them: a JSON trace cut off is no trace); returns those removed.
+pub(crate) fn remove_unfinished() -> Vec<PathBuf> {
+    let paths = std::mem::take(&mut *lock(&UNFINISHED));
+    paths
+        .into_iter()
+        .filter(|path| std::fs::remove_file(path).is_ok())
+        .collect()
+}
+
 impl Traces {
     /// Opens a trace file at each path (in the format its name says), to be fed the events of
     /// `log` from number `first` on; returns those opened and, apart, each path that could not be
@@ -123,7 +138,10 @@ impl Traces {
         let (mut open, mut failed) = (Vec::new(), Vec::new());
         for path in paths {
             match open_trace(path, log, first, threads) {
-                Ok(trace) => open.push((path.clone(), trace)),
+                Ok(trace) => {
+                    lock(&UNFINISHED).push(path.clone());
+                    open.push((path.clone(), trace));
+                }
                 Err(error) => failed.push((path.clone(), error)),
             }
         }
@@ -157,7 +175,11 @@ impl Traces {
     pub(crate) fn finish(self) -> Vec<(PathBuf, io::Result<()>)> {
         self.0
             .into_iter()
-            .map(|(path, trace)| (path, trace.finish()))
+            .map(|(path, trace)| {
+                let finished = trace.finish();
+                lock(&UNFINISHED).retain(|unfinished| *unfinished != path);
+                (path, finished)
+            })
             .collect()
     }
 }

@@ -175,13 +175,20 @@ fn ctrl_c_in_a_batch_run_stops_a_blocked_print_and_a_second_one_leaves_at_once()
         "slow.dep",
         "A = work(30000, ones(2))\nprint A\nB = ones(2)\n",
     );
-    let child = spawn_limited(&dir, "slow.dep");
+    let child = spawn_limited(&dir, "slow.dep --trace t.json --trace t.pftrace");
     std::thread::sleep(Duration::from_millis(500));
     interrupt(&child);
     std::thread::sleep(Duration::from_millis(300));
     interrupt(&child);
     let (code, stderr) = finish(child);
     assert_eq!(code, Some(130), "{stderr}");
+    // No trace cut off is left behind, and the user is told.
+    assert!(
+        stderr.contains("removed the unfinished trace t.json, t.pftrace"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("t.json").exists());
+    assert!(!dir.path().join("t.pftrace").exists());
 }
 
 #[test]
