@@ -696,6 +696,20 @@ fn simulated_inputs_show_one_state_in_every_view() {
     assert!(!run.stdout.contains("waiting"), "{}", run.stdout);
 }
 
+/// A recorded graph's DAG names each op's line as every other view does (`<stdin>:4`, where
+/// colon commands and blank lines count), not by the session's own numbering.
+#[test]
+fn a_graphs_dag_names_lines_as_the_other_views_do() {
+    let dir = TestDir::new();
+    let input = "W = ones(2)\n:vars\n\ngraph g { W = W * 2 }\n:dag g\n";
+    let run = run_piped(&dir, input, &[("NO_COLOR", "1")]).expect_code(0);
+    assert!(
+        run.stdout.contains("[label=\"W = W * 2 (<stdin>:4)\""),
+        "{}",
+        run.stdout
+    );
+}
+
 /// Another simulated rank's failing op is reported at the next prompt and ends the job (a
 /// later collective fails at once), and one left unreported when `:engine` goes back to one
 /// rank is reported then, not lost.

@@ -470,8 +470,9 @@ impl Graph {
     }
 
     /// The DAG in Graphviz DOT, edges labelled with their variable and RAW/WAR/WAW (`A RAW`),
-    /// the critical path in bold.
-    pub(crate) fn dot(&self) -> String {
+    /// the critical path in bold; each op's line named as the reader numbers it (`<stdin>:4`,
+    /// `cell[2]:1`) where `places` knows its input, as the session's other views name it.
+    pub(crate) fn dot(&self, places: &dep_views::Places) -> String {
         let critical = self.critical_path();
         let mut dot = format!("digraph \"{}\" {{\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fillcolor=\"#eef2f7\", fontname=\"monospace\"];\n", self.name);
         for (op_index, op) in self.ops.iter().enumerate() {
@@ -480,11 +481,14 @@ impl Graph {
             } else {
                 ""
             };
+            let place = places
+                .name(op.line())
+                .map_or_else(|| format!("line {}", op.line()), |place| place.to_string());
             let _ = writeln!(
                 dot,
-                "  op{op_index} [label=\"{} (line {})\"{bold}];",
+                "  op{op_index} [label=\"{} ({})\"{bold}];",
                 escape(op.label()),
-                op.line()
+                escape(&place)
             );
         }
         for edge in self.dag.edge_references() {

@@ -509,7 +509,7 @@ impl Session {
 
     /// A recorded graph's DAG in Graphviz DOT (for `:dag NAME` and `%dag NAME`).
     pub fn graph_dot(&self, name: &str) -> Option<String> {
-        self.graphs.get(name).map(crate::graph::Graph::dot)
+        self.graphs.get(name).map(|graph| graph.dot(&self.places))
     }
 
     /// The names of the recorded graphs, sorted.
