@@ -190,3 +190,28 @@ fn a_loop_failing_at_every_iteration_is_reported_once_with_its_count() {
         run.stderr
     );
 }
+
+/// Updating a global inside a function would update a local copy and leave the global as it
+/// was: an error at the update, on every engine. A parameter updated there is the function's
+/// own, and a name it assigns shadows the global of that name.
+#[test]
+fn a_function_that_updates_a_global_is_an_error_at_the_update() {
+    let dir = TestDir::new();
+    let source =
+        "W = ones(2)\ndef sgd(g) {\n  W -= 0.5 * g\n  return W\n}\nR = sgd(ones(2))\nprint R\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert_eq!(run.stdout, "", "{engine}");
+        assert!(
+            run.stderr.starts_with(
+                "error: `W` is a global: a function reads globals but cannot update them; return \
+                 the new value and assign it where you call the function (`W = f(...)`)\n --> case.dep:3:3\n"
+            ),
+            "{engine}: {}",
+            run.stderr
+        );
+    }
+    let source = "W = ones(2)\ndef f(g) {\n  g -= 1\n  W = g * 2\n  return W\n}\nprint f(ones(2))\nprint W\n";
+    for (engine, run) in on_every_engine(&dir, source, 0) {
+        assert_eq!(run.stdout, "[0. 0.]\n[1. 1.]\n", "{engine}");
+    }
+}

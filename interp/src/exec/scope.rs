@@ -183,6 +183,17 @@ impl Runner<'_> {
         Ok(slot)
     }
 
+    /// Whether `name` is, from inside a function's body, a global (not a parameter or a
+    /// local of the function): an update of it there (`W -= lr * g`) would make a local copy
+    /// and leave the global as it was, which is never what it means.
+    pub(super) fn is_global_seen_from_a_function(&self, name: &grammar::Name) -> bool {
+        self.frames.last().is_some_and(|frame| {
+            !frame.writes_globals
+                && !frame.locals.contains_key(&name.text)
+                && self.scope.globals.contains_key(&name.text)
+        })
+    }
+
     /// A new slot; while recording a graph, one of the graph's own buffers.
     pub(super) fn create_slot(&mut self, var_name: String) -> Arc<Slot> {
         let slot = Slot::new(self.scope.engine.new_var(var_name));

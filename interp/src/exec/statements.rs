@@ -136,6 +136,18 @@ impl Runner<'_> {
         };
         let owned_slot = match self.lookup(&target.text) {
             Some((Binding::Tensor(slot), true)) => slot,
+            Some((Binding::Tensor(_), false)) if self.is_global_seen_from_a_function(target) => {
+                return Err(self.error(
+                    target.span,
+                    format!(
+                        "`{name}` is a global: a function reads globals but cannot update them; \
+                         return the new value and assign it where you call the function \
+                         (`{name} = f(...)`)",
+                        name = target.text
+                    ),
+                    "a global, updated inside a function",
+                ));
+            }
             Some((Binding::Tensor(_), false)) => {
                 // A parameter: `x += 1` makes a local `x = x + 1`, leaving the caller's variable.
                 let lhs = grammar::Expr {
