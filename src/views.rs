@@ -229,13 +229,13 @@ impl ViewPlan {
         // come from the GPU layer when the run used one.
         let memory = dep_interp::tensor::cpu_memory();
         eprintln!(
-            "  memory{}: cpu peak {}, {} in use at the end, {} allocations",
+            "  memory{}: cpu peak {}, {} in use at the end, {}",
             self.simulated_ranks
                 .map(|n| format!(" (the {n} simulated ranks together)"))
                 .unwrap_or_default(),
             dep_interp::tensor::format_bytes(memory.peak_bytes),
             dep_interp::tensor::format_bytes(memory.current_bytes),
-            memory.allocations
+            views::text::count(memory.allocations, "allocation")
         );
         for name in session.graph_names() {
             if let Some(report) = session.graph_report(&name) {
@@ -732,6 +732,12 @@ const LISTED_OPS: usize = 100;
 /// summary.
 pub(crate) fn replay(args: &ReplayArgs) -> ExitCode {
     let path = args.file.display().to_string();
+    if crate::trace_files::is_perfetto(&args.file) {
+        eprintln!(
+            "dep: cannot replay {path}: dep replay reads the JSON trace (`dep run FILE --trace t.json`), not Perfetto's protobuf"
+        );
+        return ExitCode::from(2);
+    }
     let read = std::fs::File::open(&args.file)
         .map_err(|error| error.to_string())
         .and_then(|file| {

@@ -480,7 +480,7 @@ fn a_graph_recorded_before_an_engine_switch_updates_the_same_variables() {
                  :threads 1\nrun g\na\n:engine sim\nrun g\na\n:graph g\n:dag g\n";
     let run = run_piped(&dir, input, &[("NO_COLOR", "1")]).expect_code(0);
     assert!(
-        run.stdout.starts_with("2.0\n3.0\n4.0\n5.0\ngraph g: 1 ops"),
+        run.stdout.starts_with("2.0\n3.0\n4.0\n5.0\ngraph g: 1 op,"),
         "{}",
         run.stdout
     );
@@ -535,7 +535,7 @@ fn graph_reports_a_recorded_graph_and_dag_draws_it() {
     .expect_code(0);
     assert!(
         run.stdout
-            .starts_with("recorded graphs: step\ngraph step: 2 ops, 1 edges (1 RAW, 0 WAR, 0 WAW)"),
+            .starts_with("recorded graphs: step\ngraph step: 2 ops, 1 edge (1 RAW, 0 WAR, 0 WAW)"),
         "{}",
         run.stdout
     );
@@ -575,7 +575,7 @@ fn graph_names_complete_after_graph_and_dag() {
     repl.send(":graph st\t");
     repl.expect(":graph step");
     let shown = repl.run("");
-    assert!(shown.contains("graph step: 1 ops"), "{shown:?}");
+    assert!(shown.contains("graph step: 1 op,"), "{shown:?}");
     repl.send(":dag st\t");
     repl.expect(":dag step");
     let shown = repl.run("");
@@ -768,4 +768,31 @@ fn a_graph_recorded_among_ranks_runs_or_fails_once_alone_again() {
         "{}",
         run.stderr
     );
+}
+
+/// `:timeline SPAN` on the terminal draws an axis at least SPAN long, as the SVG does; a wrong
+/// span or a file not ending in .svg is refused, and no file is written under its name.
+#[test]
+fn timeline_honours_its_span_and_refuses_a_wrong_one() {
+    let dir = TestDir::new();
+    let input = ":engine sim\nA = work(2)\n:timeline 10ms\n:timeline 0ms\n:timeline abc\n\
+                 :timeline t3.txt\n";
+    let run = run_piped(&dir, input, &[("NO_COLOR", "1")]).expect_code(2);
+    let axis = run.stdout.lines().find(|line| line.contains("└ 0"));
+    assert!(
+        axis.is_some_and(|line| line.ends_with(" 10.00 ms")),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("(2.00 ms wall"), "{}", run.stdout);
+    for refused in [
+        "dep: `0ms` is not a SPAN: ",
+        "dep: `abc` is not a FILE.svg: ",
+        "dep: `t3.txt` is not a FILE.svg: ",
+    ] {
+        assert!(run.stderr.contains(refused), "{}", run.stderr);
+    }
+    for file in ["0ms", "abc", "t3.txt"] {
+        assert!(!dir.path().join(file).exists(), "{file} written");
+    }
 }

@@ -639,6 +639,48 @@ fn replay_into_a_closed_pipe_ends_quietly() {
     }
 }
 
+/// The worker column is as wide as the longest worker's name: two copies' links read
+/// `cpu->gpu0` and `cpu->gpu1`, not both `cpu->gp…`.
+#[test]
+fn replay_shows_whole_worker_names() {
+    let dir = TestDir::new();
+    dir.write(
+        "copies.dep",
+        "x = ones(2)\na = to(x, gpu0)\nb = to(x, gpu1)\n",
+    );
+    Run::of(
+        dir.dep()
+            .args(["run", "copies.dep", "--engine", "sim", "--trace", "t.json"]),
+    )
+    .expect_code(0);
+    let run = Run::of(dir.dep().args(["replay", "t.json", "--end"])).expect_code(0);
+    for (label, worker) in [
+        ("a = to(x, gpu0)", "cpu->gpu0"),
+        ("b = to(x, gpu1)", "cpu->gpu1"),
+    ] {
+        let row = run.stdout.lines().find(|line| line.starts_with(label));
+        assert!(
+            row.is_some_and(|row| row.contains(&format!(" done      {worker} "))),
+            "{}",
+            run.stdout
+        );
+    }
+}
+
+/// A Perfetto trace is not what `dep replay` reads: it says which trace is (it said "not JSON").
+#[test]
+fn replay_of_a_perfetto_trace_names_the_json_trace() {
+    let dir = TestDir::new();
+    dir.write("t.dep", "x = 1\n");
+    Run::of(dir.dep().args(["run", "t.dep", "--trace", "t.pftrace"])).expect_code(0);
+    let run = Run::of(dir.dep().args(["replay", "t.pftrace"])).expect_code(2);
+    assert_eq!(
+        run.stderr,
+        "dep: cannot replay t.pftrace: dep replay reads the JSON trace \
+         (`dep run FILE --trace t.json`), not Perfetto's protobuf\n"
+    );
+}
+
 #[test]
 fn replay_of_a_file_without_dep_events_is_a_usage_error() {
     let dir = TestDir::new();

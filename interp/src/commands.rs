@@ -53,9 +53,9 @@ pub const COMMANDS: &[CommandInfo] = &[
     CommandInfo { name: "timeline", aliases: &[], args: "[FILE.svg] [SPAN]", doc: "what ran when, on which worker, critical path outlined (SVG to a file); a SPAN such as 30ms draws at least that long, so that two timelines share a scale" },
     CommandInfo { name: "dag", aliases: &[], args: "[NAME|FILE.dot|FILE.svg]", doc: "the dependency graph (RAW, WAR, WAW edges) of the ops, or of the graph NAME recorded with `graph NAME { ... }` (Graphviz DOT, or SVG)" },
     CommandInfo { name: "graph", aliases: &[], args: "[NAME]", doc: "the report of the recorded graph NAME (ops, edges, critical path, memory); alone, the recorded graphs" },
-    CommandInfo { name: "trace", aliases: &[], args: "FILE.json", doc: "write the ops as Chrome trace JSON (open it in Perfetto)" },
+    CommandInfo { name: "trace", aliases: &[], args: "FILE.json|FILE.pftrace", doc: "write the ops as a trace: Chrome's JSON (open it in Perfetto; `dep replay` steps through it), or Perfetto's protobuf for a FILE.pftrace" },
     CommandInfo { name: "engine", aliases: &[], args: "POLICY [THREADS] [--ranks N]", doc: "switch the engine policy, keeping every variable (waits for pending ops first); `sim --ranks N` starts N simulated ranks instead, every variable forgotten: each input then runs on every rank, rank 0's output shown" },
-    CommandInfo { name: "threads", aliases: &[], args: "N", doc: "set the number of CPU worker threads, keeping every variable" },
+    CommandInfo { name: "threads", aliases: &[], args: "N", doc: "set the number of CPU worker threads, keeping every variable (of one rank: simulated ranks take their lanes from `engine sim N --ranks R`, which starts them afresh)" },
     CommandInfo { name: "load", aliases: &[], args: "FILE.dep", doc: "run a script in this session" },
     CommandInfo { name: "reset", aliases: &[], args: "", doc: "forget every variable and function and start a fresh engine" },
     CommandInfo { name: "watch", aliases: &[], args: "on|off", doc: "show or hide the live display of queues and ops" },
@@ -94,7 +94,7 @@ pub enum Command {
     Dag(Option<String>),
     /// A recorded graph's report, or the list of recorded graphs.
     Graph(Option<String>),
-    /// A Chrome trace written to a file.
+    /// A trace written to a file: Chrome's JSON, or Perfetto's protobuf for a `.pftrace`.
     Trace(PathBuf),
     /// A new engine policy (and thread count).
     Engine {
@@ -163,9 +163,11 @@ pub fn parse(sigil: char, text: &str) -> Result<Command, String> {
         ("timeline", args) if args.len() <= 2 => {
             let mut timeline = (None, None);
             for arg in args {
-                match parse_span(arg) {
-                    Some(span_ns) if timeline.1.is_none() => timeline.1 = Some(span_ns),
-                    None if timeline.0.is_none() => timeline.0 = Some(path(arg)),
+                match timeline_argument(arg, sigil)? {
+                    TimelineArgument::Span(span_ns) if timeline.1.is_none() => {
+                        timeline.1 = Some(span_ns)
+                    }
+                    TimelineArgument::File if timeline.0.is_none() => timeline.0 = Some(path(arg)),
                     _ => return Err(usage()),
                 }
             }
@@ -178,7 +180,10 @@ pub fn parse(sigil: char, text: &str) -> Result<Command, String> {
         ("dag", [argument]) => Command::Dag(Some(argument.to_string())),
         ("graph", []) => Command::Graph(None),
         ("graph", [name]) => Command::Graph(Some(name.to_string())),
-        ("trace", [file]) => Command::Trace(path(file)),
+        ("trace", [file]) => {
+            trace_format(Path::new(file)).map_err(|error| format!("{error} ({})", usage()))?;
+            Command::Trace(path(file))
+        }
         ("engine", [policy, rest @ ..]) => parse_engine(policy, rest, sigil)?,
         ("threads", [threads]) => Command::Threads(engine::parse_threads(threads)?),
         ("load", [file]) => Command::Load(path(file)),
@@ -196,6 +201,11 @@ fn parse_engine(policy: &str, rest: &[&str], sigil: char) -> Result<Command, Str
     let policy: engine::Policy = policy.parse()?;
     let (threads, ranks) = match rest {
         [] => (None, None),
+        ["--ranks"] | [_, "--ranks"] => {
+            return Err(format!(
+                "--ranks needs a number of ranks: {sigil}engine sim --ranks N"
+            ))
+        }
         [threads] => (Some(*threads), None),
         ["--ranks", ranks] => (None, Some(*ranks)),
         [threads, "--ranks", ranks] => (Some(*threads), Some(*ranks)),
@@ -320,7 +330,13 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
                         written => written,
                     }
                 }
-                Some("dot") => write_file(path, &views::dot::dag(&replay), "DAG")?,
+                Some("dot") => write_file(path, views::dot::dag(&replay), "DAG")?,
+                // `.svg` alone is a file name with no extension, and no graph's name.
+                _ if [".dot", ".svg"].iter().any(|end| argument.ends_with(end)) => {
+                    return Err(format!(
+                        "`{argument}` names no file: give a name before the extension (FILE.dot or FILE.svg)"
+                    ))
+                }
                 _ => return Err(no_graph(session, &argument)),
             };
             with_forgotten(session, written)
@@ -360,12 +376,26 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
         },
         Command::Trace(path) => {
             let replay = replay(session);
-            let trace = views::trace::chrome_trace(&replay);
-            let what = format!(
-                "Chrome trace of {} ops (open it in Perfetto or chrome://tracing)",
-                replay.ops().len()
-            );
-            with_forgotten(session, write_file(&path, &trace, &what)?)
+            let n_ops = replay.ops().len();
+            let written = match trace_format(&path)? {
+                TraceFormat::Chrome => write_file(
+                    &path,
+                    views::trace::chrome_trace(&replay),
+                    &format!(
+                        "Chrome trace of {} (open it in Perfetto or chrome://tracing)",
+                        views::text::count(n_ops, "op")
+                    ),
+                )?,
+                TraceFormat::Perfetto => write_file(
+                    &path,
+                    views::perfetto::perfetto_trace(&replay),
+                    &format!(
+                        "Perfetto trace of {} (open it in Perfetto)",
+                        views::text::count(n_ops, "op")
+                    ),
+                )?,
+            };
+            with_forgotten(session, written)
         }
         Command::Engine {
             policy,
@@ -379,6 +409,14 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
             }
         }
         Command::Threads(threads) => {
+            if let Some(peers) = session.peers() {
+                let n = peers.size();
+                return Err(format!(
+                    "threads keeps one rank's variables, and this session runs {n} simulated \
+                     ranks: `engine sim {threads} --ranks {n}` starts them afresh with {threads} \
+                     CPU lanes each (every variable forgotten)"
+                ));
+            }
             let policy = session.config().policy;
             switch_engine(session, policy, threads)
         }
@@ -421,24 +459,14 @@ fn switch_engine(session: &mut Session, policy: engine::Policy, threads: usize) 
 /// threads only for the threaded and per-device engines (the simulator's are virtual lanes,
 /// and the naive engine runs every op on the thread that pushes it).
 fn workers_phrase(policy: engine::Policy, threads: usize) -> String {
-    let cpu_workers = if threads == 1 {
-        "1 CPU worker thread".to_string()
-    } else {
-        format!("{threads} CPU worker threads")
-    };
+    let cpu_workers = views::text::count(threads, "CPU worker thread");
     match policy {
         engine::Policy::Naive => {
             format!("every op runs on main, the thread that pushes it ({cpu_workers} kept for the other engines)")
         }
         engine::Policy::Threaded => cpu_workers,
         engine::Policy::PerDevice => format!("{cpu_workers}, and a worker per GPU stream"),
-        engine::Policy::Sim => {
-            if threads == 1 {
-                "1 simulated CPU lane".to_string()
-            } else {
-                format!("{threads} simulated CPU lanes")
-            }
-        }
+        engine::Policy::Sim => views::text::count(threads, "simulated CPU lane"),
     }
 }
 
@@ -457,7 +485,8 @@ fn start_sim_ranks(session: &mut Session, threads: usize, n: usize) -> Outcome {
     session.set_peers(Some(peers));
     let lanes = workers_phrase(engine::Policy::Sim, threads);
     Outcome::EngineReplaced(format!(
-        "engine: sim, {lanes}, {n} simulated ranks; every variable forgotten: each input runs on every rank, rank 0's output shown"
+        "engine: sim, {lanes}, {}; every variable forgotten: each input runs on every rank, rank 0's output shown",
+        views::text::count(n, "simulated rank")
     ))
 }
 
@@ -489,7 +518,14 @@ fn vars(session: &Session) -> Outcome {
 /// once nothing is pending, why its last write waited when it did (from the event log).
 fn why(session: &Session, name: &str) -> Result<String, String> {
     let Some(var) = session.var_of(name) else {
-        return Err(format!("no variable named `{name}`"));
+        return Err(match session.slots_len(name) {
+            Some(n) => format!(
+                "`{name}` is a list of {}: ask why of one of them, `{name}[i]` for i from 0 to {}",
+                views::text::count(n, "slot"),
+                n.saturating_sub(1)
+            ),
+            None => format!("no variable named `{name}`"),
+        });
     };
     let frame = live_frame(session);
     let pending_write = frame.vars.iter().any(|candidate| {
@@ -525,6 +561,44 @@ fn why(session: &Session, name: &str) -> Result<String, String> {
         let _ = writeln!(text, "{name} holds an error: {error}");
     }
     Ok(text)
+}
+
+/// What an argument of `timeline` is.
+enum TimelineArgument {
+    /// The SVG file to write.
+    File,
+    /// The least length of the axis, in nanoseconds.
+    Span(u64),
+}
+
+/// Reads an argument of `timeline`: a file ending in `.svg`, or a SPAN. An argument that reads as
+/// a number (and a unit) but not as a span is a wrong span, any other a wrong file name: neither
+/// becomes a file written under that name.
+fn timeline_argument(text: &str, sigil: char) -> Result<TimelineArgument, String> {
+    if let Some(span_ns) = parse_span(text) {
+        return Ok(TimelineArgument::Span(span_ns));
+    }
+    let usage = format!("{sigil}timeline [FILE.svg] [SPAN]");
+    if let Some(stem) = text.strip_suffix(".svg") {
+        return if stem.is_empty() || stem.ends_with('/') {
+            Err(format!(
+                "`{text}` names no file: give a name before .svg ({usage})"
+            ))
+        } else {
+            Ok(TimelineArgument::File)
+        };
+    }
+    let number = text.trim_end_matches(|c: char| c.is_alphabetic());
+    if number.parse::<f64>().is_ok() {
+        return Err(format!(
+            "`{text}` is not a SPAN: a SPAN is a length of time above 0 and at most 1000000s, \
+             such as 30ms, 1.5s or 200us ({usage})"
+        ));
+    }
+    Err(format!(
+        "`{text}` is not a FILE.svg: the timeline is written as SVG, to a file whose name ends \
+         in .svg ({usage})"
+    ))
 }
 
 /// A span of time as a command argument: `30ms`, `1.5s`, `200us` (or `µs`), in nanoseconds.
@@ -625,7 +699,28 @@ fn with_forgotten(session: &Session, outcome: Outcome) -> Outcome {
     }
 }
 
-fn write_file(path: &Path, contents: &str, what: &str) -> Result<Outcome, String> {
+/// The formats `trace` writes, chosen by the file's extension as `dep run --trace` chooses.
+enum TraceFormat {
+    /// Chrome's JSON (`.json`), which `dep replay` steps through.
+    Chrome,
+    /// Perfetto's protobuf (`.pftrace`, `.perfetto-trace`).
+    Perfetto,
+}
+
+/// The format of a trace written to `path`, or why none: a name with another extension would
+/// hold a format it does not say.
+fn trace_format(path: &Path) -> Result<TraceFormat, String> {
+    match path.extension().and_then(|extension| extension.to_str()) {
+        Some("json") => Ok(TraceFormat::Chrome),
+        Some("pftrace" | "perfetto-trace") => Ok(TraceFormat::Perfetto),
+        _ => Err(format!(
+            "`{}` names no trace format: FILE.json writes Chrome's JSON, FILE.pftrace Perfetto's protobuf",
+            path.display()
+        )),
+    }
+}
+
+fn write_file(path: &Path, contents: impl AsRef<[u8]>, what: &str) -> Result<Outcome, String> {
     std::fs::write(path, contents)
         .map_err(|error| format!("cannot write {}: {error}", path.display()))?;
     Ok(Outcome::Note(format!(
@@ -647,6 +742,37 @@ mod tests {
         assert_eq!(parse_span("2e10s"), None);
         assert_eq!(parse_span("0ms"), None);
         assert!(parse(':', "timeline t.svg 2e10s").is_err());
+    }
+
+    /// A wrong SPAN, or a file not ending in .svg, is refused with what was wrong: they were taken
+    /// for file names, and SVG written to `0ms`, `abc` or `t3.txt`.
+    #[test]
+    fn a_timeline_refuses_a_wrong_span_and_a_file_not_svg() {
+        for span in ["0ms", "-5ms", "5", "2e10s", "1.5parsecs"] {
+            let error = parse(':', &format!("timeline {span}")).unwrap_err();
+            assert!(
+                error.starts_with(&format!("`{span}` is not a SPAN: ")),
+                "{error}"
+            );
+        }
+        for file in ["abc", "t3.txt", "t.svg.bak"] {
+            let error = parse(':', &format!("timeline {file} 30ms")).unwrap_err();
+            assert!(
+                error.starts_with(&format!("`{file}` is not a FILE.svg: ")),
+                "{error}"
+            );
+        }
+        for file in [".svg", "out/.svg"] {
+            let error = parse('%', &format!("timeline {file}")).unwrap_err();
+            assert!(error.contains("names no file"), "{error}");
+        }
+        assert_eq!(
+            parse(':', "timeline 2.5us out/t.svg"),
+            Ok(Command::Timeline {
+                path: Some("out/t.svg".into()),
+                span_ns: Some(2_500)
+            })
+        );
     }
 
     #[test]
@@ -753,6 +879,89 @@ mod tests {
             threads: 2,
             ..SessionConfig::default()
         })
+    }
+
+    /// `trace t.pftrace` writes Perfetto's protobuf, as `dep run --trace t.pftrace` does (it
+    /// wrote Chrome's JSON under that name), and a name of no trace format is refused.
+    #[test]
+    fn a_trace_is_written_in_the_format_its_extension_names() {
+        let mut session = observed_threaded_session();
+        session
+            .run_source("t.dep", "A = ones(2)\nB = A + 1", &mut std::io::sink())
+            .unwrap();
+        session.engine().wait_all();
+        let dir = tempfile::tempdir().unwrap();
+        let (json, pftrace) = (dir.path().join("t.json"), dir.path().join("t.pftrace"));
+        for path in [&json, &pftrace] {
+            let Ok(Outcome::Note(note)) = run(&mut session, Command::Trace(path.clone())) else {
+                panic!("trace writes a file");
+            };
+            assert!(note.ends_with(&path.display().to_string()), "{note}");
+        }
+        let json = views::trace::read_trace(&std::fs::read_to_string(json).unwrap());
+        let pftrace = views::perfetto::read(&std::fs::read(pftrace).unwrap()).unwrap();
+        assert!(json.is_ok());
+        assert_eq!(pftrace.slices.len(), 2, "{pftrace:?}");
+        for file in ["t.txt", "t", ".json.gz"] {
+            let error = parse(':', &format!("trace {file}")).unwrap_err();
+            assert!(
+                error.starts_with(&format!("`{file}` names no trace format: ")),
+                "{error}"
+            );
+        }
+    }
+
+    /// `threads` among simulated ranks is refused, the ranks kept, with how to change their
+    /// lanes: it went back to one rank, and said so only in passing.
+    #[test]
+    fn threads_among_simulated_ranks_keeps_them_and_says_how_to_change_lanes() {
+        let mut session = observed_threaded_session();
+        let ranks = Command::Engine {
+            policy: engine::Policy::Sim,
+            threads: None,
+            ranks: Some(2),
+        };
+        assert!(matches!(
+            run(&mut session, ranks),
+            Ok(Outcome::EngineReplaced(_))
+        ));
+        let Err(error) = run(&mut session, Command::Threads(3)) else {
+            panic!("threads among ranks is refused");
+        };
+        assert!(error.contains("`engine sim 3 --ranks 2`"), "{error}");
+        assert_eq!(session.ranks(), 2);
+        assert!(session.peers().is_some());
+    }
+
+    /// `why` of a list, `dag .svg` and `engine sim --ranks` without N say what is wrong: they
+    /// said "no variable named", "no graph named `.svg`" and "`--ranks` is not a thread count".
+    #[test]
+    fn a_list_a_bare_extension_and_ranks_without_a_number_are_explained() {
+        let mut session = observed_threaded_session();
+        session
+            .run_source("t.dep", "x = slots(3)", &mut std::io::sink())
+            .unwrap();
+        assert_eq!(
+            run(&mut session, Command::Why("x".into())).err().as_deref(),
+            Some("`x` is a list of 3 slots: ask why of one of them, `x[i]` for i from 0 to 2")
+        );
+        for file in [".svg", ".dot"] {
+            let error = run(&mut session, Command::Dag(Some(file.into()))).err();
+            assert!(
+                error
+                    .as_deref()
+                    .is_some_and(|error| error.starts_with(&format!(
+                        "`{file}` names no file: give a name before the extension"
+                    ))),
+                "{error:?}"
+            );
+        }
+        for args in ["sim --ranks", "sim 2 --ranks"] {
+            assert_eq!(
+                parse(':', &format!("engine {args}")),
+                Err("--ranks needs a number of ranks: :engine sim --ranks N".into())
+            );
+        }
     }
 
     /// The entries of a list made with `slots(n)` are variables like any other: `:vars` lists

@@ -37,6 +37,7 @@ use crate::compute::ComputeOp;
 use crate::segment::{FailedStep, FailedSteps, Segment, SegmentBuilder, SegmentContext};
 use crate::slot::{RngSlot, Slot, SlotMover};
 use crate::tensor::{format_bytes, BufferPool};
+use dep_views::text::count;
 
 /// One op of a recorded block: a computation, or a communication with another rank.
 pub(crate) enum RecordedOp {
@@ -422,21 +423,20 @@ impl Graph {
             counts[*edge as usize] += 1;
         }
         let mut report = format!(
-            "graph {}: {} ops, {} edges ({} RAW, {} WAR, {} WAW), critical path {} ops, {} run{}\n",
+            "graph {}: {}, {} ({} RAW, {} WAR, {} WAW), critical path {}, {}\n",
             self.name,
-            self.ops.len(),
-            self.dag.edge_count(),
+            count(self.ops.len(), "op"),
+            count(self.dag.edge_count(), "edge"),
             counts[0],
             counts[1],
             counts[2],
-            self.critical_path().len(),
-            self.runs,
-            if self.runs == 1 { "" } else { "s" }
+            count(self.critical_path().len(), "op"),
+            count(self.runs, "run"),
         );
         let _ = writeln!(
             report,
-            "  {} internal buffers, released after their last reader",
-            self.internals.len()
+            "  {}, released after their last reader",
+            count(self.internals.len(), "internal buffer")
         );
         match self.memory_estimate() {
             Some((eager, graph)) => {

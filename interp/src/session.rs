@@ -535,6 +535,14 @@ impl Session {
         }
     }
 
+    /// How many slots the list `name` made with `slots(n)` holds, if `name` is one.
+    pub fn slots_len(&self, name: &str) -> Option<usize> {
+        match self.globals.get(name) {
+            Some(Binding::Slots(slots)) => Some(slots.len()),
+            _ => None,
+        }
+    }
+
     /// Waits for `name` and returns its value.
     pub fn value(&mut self, name: &str) -> Result<Tensor, String> {
         let Some(Binding::Tensor(slot)) = self.globals.get(name) else {

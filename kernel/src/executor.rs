@@ -371,7 +371,7 @@ impl Executor {
                 let text_style = views::TextStyle::plain(TEXT_WIDTH);
                 output.send(jp::DisplayData::new(jp::Media::new(vec![
                     jp::MediaType::Svg(views::svg::timeline(&replay, &options)),
-                    jp::MediaType::Plain(views::text::timeline(&replay, &text_style)),
+                    jp::MediaType::Plain(views::text::timeline(&replay, &text_style, span_ns)),
                 ])));
                 if let Some(forgotten) = commands::forgotten_events(&self.session) {
                     output.stdout(&format!("{forgotten}\n"));

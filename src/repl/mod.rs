@@ -238,7 +238,7 @@ impl Ctx {
         if n_unfinished > 0 {
             self.note(&format!(
                 "waiting for {n_unfinished} pending op{} {why}",
-                plural(n_unfinished)
+                views::text::plural(n_unfinished)
             ));
         }
     }
@@ -275,7 +275,7 @@ impl Ctx {
         let mut message = format!(
             "cancelled {} op{} that had not started",
             cancelled.len(),
-            plural(cancelled.len())
+            views::text::plural(cancelled.len())
         );
         if !cancelled.is_empty() {
             message.push_str(&format!(": {}", summarize(&cancelled)));
@@ -314,9 +314,11 @@ impl Ctx {
             Outcome::Live(LiveView::Ops, frame) => {
                 say!("{}", views::text::ops(&frame, &self.text_style()));
             }
-            // The text timeline fits the terminal's width whatever the span.
-            Outcome::Timeline(replay, _) => {
-                say!("{}", views::text::timeline(&replay, &self.text_style()));
+            Outcome::Timeline(replay, span_ns) => {
+                say!(
+                    "{}",
+                    views::text::timeline(&replay, &self.text_style(), span_ns)
+                );
                 if let Some(forgotten) = commands::forgotten_events(&self.session) {
                     self.note(&forgotten);
                 }
@@ -701,14 +703,6 @@ fn run_piped(config: SessionConfig) -> ExitCode {
         None => ExitCode::SUCCESS,
         Some(ErrorKind::Runtime) => ExitCode::from(EXIT_RUNTIME),
         Some(_) => ExitCode::from(EXIT_USAGE),
-    }
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
     }
 }
 

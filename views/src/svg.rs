@@ -83,13 +83,13 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
     );
     let _ = writeln!(
         svg,
-        r##"<rect width="100%" height="100%" fill="#ffffff"/><text x="12" y="22" font-size="13" font-weight="bold">timeline{}: {} ops, {} wall{}</text>"##,
+        r##"<rect width="100%" height="100%" fill="#ffffff"/><text x="12" y="22" font-size="13" font-weight="bold">timeline{}: {}, {} wall{}</text>"##,
         if options.simulated {
             " (simulated: virtual time)"
         } else {
             ""
         },
-        replay.ops().len(),
+        crate::text::count(replay.ops().len(), "op"),
         escape_xml(&format_ns(end - start)),
         escape_xml(&if options.origin_note {
             crate::text::origin_note(start)

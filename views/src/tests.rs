@@ -256,7 +256,7 @@ fn seed000_ops_timeline_and_summary() {
         "#]],
     );
     check_text(
-        text::timeline(&replay, &STYLE),
+        text::timeline(&replay, &STYLE, None),
         expect![[r#"
             timeline  (36 µs wall, from the first push at 1 µs; ━ critical path)
               main │·······▕A ···············▕B···············▕C ·············▕A···············▕D ··········▕wa│
@@ -272,6 +272,45 @@ fn seed000_ops_timeline_and_summary() {
               critical path: 5 µs over 5 ops: A = 2 (line 1) → C = A + 2 (line 3) → A = C * 2 (line 4) →
               D = A + 3 (line 5) → wait D
         "#]],
+    );
+}
+
+/// A SPAN longer than the run draws the text timeline on an axis that long, the run in its first
+/// part, so that two timelines share a scale (the REPL's `:timeline 72us`).
+#[test]
+fn a_text_timeline_spans_at_least_its_span() {
+    let replay = naive_replay(SEED_000);
+    check_text(
+        text::timeline(&replay, &STYLE, Some(72_000)),
+        expect![[r#"
+            timeline  (36 µs wall, from the first push at 1 µs; ━ critical path)
+              main │···▕A·······B········C·······A·······▕D·····w··············································│
+                   └ 0                                                                                     72 µs
+        "#]],
+    );
+}
+
+/// One op is "1 op", and a run of none says so instead of `0 ops (), wall 0 ns` and an empty
+/// critical path; the SVG timeline's title counts alike.
+#[test]
+fn a_summary_of_one_op_or_none_reads_as_english() {
+    let one = naive_replay("x = 1");
+    let summary = text::summary(&Summary::of(&one), &STYLE);
+    assert!(
+        summary.starts_with("summary: 1 op (1 done), wall "),
+        "{summary}"
+    );
+    assert!(summary.contains(" over 1 op: x = 1 (line 1)"), "{summary}");
+    let svg = svg::timeline(&one, &svg::TimelineOptions::default());
+    assert!(svg.contains(">timeline: 1 op, "), "{svg}");
+    let none = naive_replay("");
+    assert_eq!(
+        text::summary(&Summary::of(&none), &STYLE),
+        "summary: no ops\n"
+    );
+    assert_eq!(
+        [text::count(1usize, "edge"), text::count(0u64, "edge")],
+        ["1 edge", "0 edges"]
     );
 }
 
@@ -697,7 +736,7 @@ fn gpu_chain_replay() -> Replay {
 fn gpu_kernels_show_on_a_device_lane_with_their_idle_gaps() {
     let replay = gpu_chain_replay();
     check_text(
-        text::timeline(&replay, &STYLE),
+        text::timeline(&replay, &STYLE, None),
         expect![[r#"
             timeline  (58 µs wall, from the first push at 1 µs; ━ critical path)
               main        │····X·········Y·········▕Z··························································│
@@ -1002,7 +1041,7 @@ fn no_view_shows_the_bookkeeping_of_temporaries() {
     assert!(frame.vars.iter().all(|var| &*var.name != "_#1"));
     for shown in [
         text::ops(&frame, &STYLE),
-        text::timeline(&replay, &STYLE),
+        text::timeline(&replay, &STYLE, None),
         text::summary(&summary, &STYLE),
         svg::timeline(&replay, &svg::TimelineOptions::default()),
         dot::dag(&replay),

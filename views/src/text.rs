@@ -141,11 +141,18 @@ fn ops_where(
         .iter()
         .map(|line| line.chars().count())
         .fold(5, usize::max);
-    let fixed = line_width + 1 + 9 + 1 + 8 + 1 + 10 + 1 + 10;
+    // The worker column: as wide as the longest worker's name (`cpu->gpu1`), so that no two
+    // read the same.
+    let worker_width = shown_ops
+        .iter()
+        .filter_map(|op| op.worker.as_deref())
+        .map(|worker| worker.chars().count())
+        .fold(8, usize::max);
+    let fixed = line_width + 1 + 9 + 1 + worker_width + 1 + 10 + 1 + 10;
     let label_width = style.columns().saturating_sub(fixed + 1).max(12);
     let mut text = String::new();
     let header = format!(
-        "{} {:>line_width$} {:<9} {:<8} {:>10} {:>10}",
+        "{} {:>line_width$} {:<9} {:<worker_width$} {:>10} {:>10}",
         pad("op", label_width),
         "line",
         "state",
@@ -162,7 +169,7 @@ fn ops_where(
     for (op, line) in shown_ops.into_iter().zip(lines) {
         let n_left_out = left_out_before(op);
         if n_left_out > 0 {
-            let note = format!("  … {} done before the cut", n_ops(n_left_out));
+            let note = format!("  … {} done before the cut", count(n_left_out, "op"));
             text.push_str(&style.paint(&note, Role::Dim));
             text.push('\n');
         }
@@ -172,11 +179,11 @@ fn ops_where(
             _ => "-".to_string(),
         };
         let row = format!(
-            "{} {:>line_width$} {} {:<8} {:>10} {:>10}",
+            "{} {:>line_width$} {} {:<worker_width$} {:>10} {:>10}",
             pad(&op.label, label_width),
             line,
             style.paint(&format!("{:<9}", op.state.name()), Role::State(op.state)),
-            truncate(op.worker.as_deref().unwrap_or("-"), 8),
+            op.worker.as_deref().unwrap_or("-"),
             op.started_ns.map_or_else(|| "-".to_string(), format_ns),
             duration,
         );
@@ -200,8 +207,9 @@ fn ops_where(
 
 /// A compact Gantt chart: one lane per worker (then one per device lane, where GPU kernels ran),
 /// each op a bar holding as much of its statement as fits, `·` where the lane is idle; bars of
-/// the critical path are drawn with `━`.
-pub fn timeline(replay: &Replay, style: &TextStyle) -> String {
+/// the critical path are drawn with `━`. Its axis is at least `span_ns` long when given, so that
+/// two timelines share a scale.
+pub fn timeline(replay: &Replay, style: &TextStyle, span_ns: Option<u64>) -> String {
     let lanes = replay.timeline_lanes();
     let name_width = lanes
         .iter()
@@ -211,7 +219,8 @@ pub fn timeline(replay: &Replay, style: &TextStyle) -> String {
         .clamp(4, 12);
     let n_cols = style.columns().saturating_sub(name_width + 5).max(10);
     let (start, end) = replay.span_ns();
-    let span = (end - start).max(1) as f64;
+    let axis_end = span_ns.map_or(end, |span_ns| end.max(start.saturating_add(span_ns)));
+    let span = (axis_end - start).max(1) as f64;
     let column = |time: u64| ((time.saturating_sub(start)) as f64 / span * n_cols as f64) as usize;
     let critical: HashSet<_> = replay.critical_path().into_iter().collect();
     let mut text = String::new();
@@ -265,7 +274,7 @@ pub fn timeline(replay: &Replay, style: &TextStyle) -> String {
         text.push_str("│\n");
     }
     let axis_left = format!("  {} └ 0", " ".repeat(name_width));
-    let axis_right = format_ns(end - start);
+    let axis_right = format_ns(axis_end - start);
     let gap = (name_width + 4 + n_cols + 1)
         .saturating_sub(axis_left.chars().count() + axis_right.chars().count());
     text.push_str(&style.paint(
@@ -292,9 +301,13 @@ pub fn summary(summary: &Summary, style: &TextStyle) -> String {
             style.paint(&format!("{count} {}", state.name()), Role::State(*state))
         })
         .collect();
+    // An empty run has no states, no busy time and no critical path to show.
+    if summary.n_ops == 0 {
+        return "summary: no ops\n".to_string();
+    }
     let mut text = format!(
-        "summary: {} ops ({}), wall {}\n",
-        summary.n_ops,
+        "summary: {} ({}), wall {}\n",
+        count(summary.n_ops, "op"),
         states.join(", "),
         format_ns(summary.wall_ns)
     );
@@ -326,11 +339,10 @@ pub fn summary(summary: &Summary, style: &TextStyle) -> String {
         let mut line = format!("kernels: {}", kernels.join(", "));
         if let Some(gaps) = &summary.kernel_gaps {
             line.push_str(&format!(
-                "; device idle between dependent kernels: mean {}, max {} over {} pair{}",
+                "; device idle between dependent kernels: mean {}, max {} over {}",
                 format_ns(gaps.mean_ns),
                 format_ns(gaps.max_ns),
-                gaps.n_pairs,
-                if gaps.n_pairs == 1 { "" } else { "s" }
+                count(gaps.n_pairs, "pair")
             ));
         }
         for line in wrap(&line, style.columns() - 2) {
@@ -349,10 +361,9 @@ pub fn summary(summary: &Summary, style: &TextStyle) -> String {
         path.insert(path.len().min(3), elided.as_str());
     }
     let mut path_text = format!(
-        "critical path: {} over {} op{}:",
+        "critical path: {} over {}:",
         format_ns(summary.critical_path_ns),
-        n_path,
-        if n_path == 1 { "" } else { "s" },
+        count(n_path, "op"),
     );
     for (index, op) in path.iter().enumerate() {
         // Non-breaking spaces keep each statement on one line; `wrap` breaks at the arrows.
@@ -534,6 +545,21 @@ pub(crate) fn origin_note(first_push_ns: u64) -> String {
     format!(", from the first push at {}", format_ns(first_push_ns))
 }
 
+/// The plural ending of a regular noun for `n` of it: "" for 1, "s" for any other count.
+pub fn plural<N: Copy + PartialEq + From<u8>>(n: N) -> &'static str {
+    if n == N::from(1) {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// `n` and a regular noun agreeing with it: "1 op", "2 ops", "0 edges".
+pub fn count<N: Copy + std::fmt::Display + PartialEq + From<u8>>(n: N, noun: &str) -> String {
+    let ending = plural(n);
+    format!("{n} {noun}{ending}")
+}
+
 /// "op" or "ops", for `n` of them.
 fn ops_word(n: usize) -> &'static str {
     if n == 1 {
@@ -541,9 +567,4 @@ fn ops_word(n: usize) -> &'static str {
     } else {
         "ops"
     }
-}
-
-/// "1 op", "2 ops".
-fn n_ops(n: usize) -> String {
-    format!("{n} {}", ops_word(n))
 }
