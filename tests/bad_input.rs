@@ -378,6 +378,18 @@ fn a_whole_number_float32_cannot_hold_is_an_error_at_its_place_not_its_neighbour
             run.stderr
         );
     }
+    // A number written with a point or an exponent is rounded however whole its value: dep
+    // reads back what it prints (`print 82497608` prints 8.249761e+07, which was "82497610 is
+    // not a float32 number"), and 1e11..1e15 were refused while 1e16 was taken.
+    dir.write(
+        "written.dep",
+        "x = 8.249761e+07\nprint x\nprint x == 82497608\nprint 1e11, 1e15, 20000001.0\n",
+    );
+    let run = Run::of(dir.dep().args(["run", "written.dep"])).expect_code(0);
+    assert_eq!(
+        run.stdout,
+        "8.249761e+07\n1.0\n99999997952 999999986991104 20000000\n"
+    );
     // One that float32 holds exactly (2^60) is taken.
     dir.write("exact.dep", "print 1152921504606846976 + 0\n");
     let run = Run::of(dir.dep().args(["run", "exact.dep"])).expect_code(0);

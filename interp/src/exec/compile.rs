@@ -33,17 +33,20 @@ impl Runner<'_> {
 
     /// `value`, a number written in the source or a loop counter, as the float32 a tensor holds:
     /// an error at `expr` for a whole number that float32 cannot hold exactly (past 16777216,
-    /// 2^24), which would otherwise become its neighbour unseen (`ones(20000001)` making 20000000
-    /// elements). Other numbers are rounded, as any float32 computation rounds them.
+    /// 2^24), written with digits only or counted, which would otherwise become its neighbour
+    /// unseen (`ones(20000001)` making 20000000 elements). Other numbers, and every number
+    /// written with a point or an exponent (`2.5`, `1e30`, `8.249761e+07`, as `print` writes
+    /// them), are rounded, as any float32 computation rounds them.
     fn float32(&self, value: f64, expr: &grammar::Expr) -> Result<f32, RunError> {
         let single = value as f32;
         // A whole number written with digits only is checked however large (past 2^53 its
-        // float64 is not exact either); `1e30` is plainly approximate.
-        let written = matches!(expr.kind, ExprKind::Number(_))
-            .then(|| self.text(expr.span))
-            .filter(|text| text.bytes().all(|byte| byte.is_ascii_digit()));
+        // float64 is not exact either).
+        let written = matches!(expr.kind, ExprKind::Number(_)).then(|| self.text(expr.span));
         let whole_and_changed = match written {
-            Some(digits) => digits.parse::<u128>().ok() != Some(single as u128),
+            Some(text) if text.bytes().all(|byte| byte.is_ascii_digit()) => {
+                text.parse::<u128>().ok() != Some(single as u128)
+            }
+            Some(_) => false,
             None => {
                 value.fract() == 0.0
                     && value.abs() <= MAX_EXACT_F64_INTEGER
