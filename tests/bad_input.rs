@@ -20,6 +20,56 @@ fn a_swapped_pair_of_letters_gets_a_suggestion() {
     );
 }
 
+/// Calls that cannot be made say why, at their place: they said "unknown name `A` (did you
+/// mean `A`?)", "unknown name `rank` (did you mean `rand`?)" and, for a `split` printed, "the
+/// right side gives 2 values but 1 names are assigned".
+#[test]
+fn a_call_that_cannot_be_made_says_why_and_never_suggests_the_name_typed() {
+    let dir = TestDir::new();
+    for (source, message, place) in [
+        (
+            "A = ones(2)\nprint A(1)\n",
+            "error: `A` is a tensor, not a function: index it with `A[...]`",
+            "2:7",
+        ),
+        (
+            "for i in 0..2 { x = i(1) }\n",
+            "error: `i` is a loop counter, not a function",
+            "1:21",
+        ),
+        (
+            "print rank(1)\n",
+            "error: wrong arguments: the form is rank(), with no arguments: this process's rank",
+            "1:7",
+        ),
+        (
+            "x = ranks(2) + 1\n",
+            "error: wrong arguments: the form is ranks(), with no arguments: how many ranks the job has",
+            "1:5",
+        ),
+        (
+            "print split(arange(4), 2, 0)\n",
+            "error: split gives several values and must be assigned to as many names, as in `a, b = split(x, 2, 0)`",
+            "1:7",
+        ),
+    ] {
+        dir.write("call.dep", source);
+        let run = Run::of(dir.dep().args(["run", "call.dep"])).expect_code(1);
+        assert!(
+            run.stderr.starts_with(&format!("{message}\n --> call.dep:{place}\n")),
+            "{source}: {}",
+            run.stderr
+        );
+    }
+    // Assigned to as many names, a split still runs.
+    dir.write(
+        "split.dep",
+        "a, b = split(arange(4), 2, 0)\nprint b\nc = split(arange(2), 1, 0)\nprint c\n",
+    );
+    let run = Run::of(dir.dep().args(["run", "split.dep"])).expect_code(0);
+    assert_eq!(run.stdout, "[2. 3.]\n[0. 1.]\n");
+}
+
 #[test]
 fn a_tensor_larger_than_the_machine_fails_with_its_size_and_what_is_available() {
     let dir = TestDir::new();

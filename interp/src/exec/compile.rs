@@ -19,7 +19,27 @@ use crate::tensor::{self, Tensor};
 const MAX_EXACT_F64_INTEGER: f64 = 9_007_199_254_740_992.0;
 
 impl Runner<'_> {
+    /// `expr` compiled for one value: a builtin giving several (`split`) is an error at it.
     pub(super) fn compile(&mut self, expr: &grammar::Expr) -> Result<Compiled, RunError> {
+        let compiled = self.compile_values(expr)?;
+        if let Plan::Call(builtin, _) = &compiled.plan {
+            if builtin.is_multi() {
+                let name = builtins::name_of(*builtin);
+                return Err(self.error(
+                    expr.span,
+                    format!(
+                        "{name} gives several values and must be assigned to as many names, \
+                         as in `a, b = {name}(x, 2, 0)`"
+                    ),
+                    "several values",
+                ));
+            }
+        }
+        Ok(compiled)
+    }
+
+    /// `expr` compiled for the right side of an assignment, which may give several values.
+    pub(super) fn compile_values(&mut self, expr: &grammar::Expr) -> Result<Compiled, RunError> {
         self.compiled_pure = true;
         let mut inputs = Vec::new();
         let mut temporaries = Vec::new();
@@ -143,10 +163,10 @@ impl Runner<'_> {
                     return Ok(Plan::Input(input_index(inputs, result)));
                 }
                 match (func.text.as_str(), args.as_slice()) {
-                    ("rank", []) => {
+                    ("rank", []) if kwargs.is_empty() => {
                         return Ok(Plan::Const(Tensor::scalar(self.scope.comm.rank() as f32)))
                     }
-                    ("ranks", []) => {
+                    ("ranks", []) if kwargs.is_empty() => {
                         return Ok(Plan::Const(Tensor::scalar(self.scope.comm.size() as f32)))
                     }
                     ("clock", []) => {
@@ -168,11 +188,12 @@ impl Runner<'_> {
                         let value = self.compile_into(value, inputs, temporaries)?;
                         return Ok(Plan::CopyTo(Box::new(value), device));
                     }
-                    ("to", _) | ("clock", _) => {
-                        let usage = if func.text == "to" {
-                            "to(x, device), e.g. to(X, gpu1)"
-                        } else {
-                            "clock(), with no arguments"
+                    ("to", _) | ("clock", _) | ("rank", _) | ("ranks", _) => {
+                        let usage = match func.text.as_str() {
+                            "to" => "to(x, device), e.g. to(X, gpu1)",
+                            "clock" => "clock(), with no arguments",
+                            "rank" => "rank(), with no arguments: this process's rank",
+                            _ => "ranks(), with no arguments: how many ranks the job has",
                         };
                         return Err(self.error(
                             expr.span,
@@ -195,7 +216,24 @@ impl Runner<'_> {
                             "{} is a statement of its own (x = allreduce(x), broadcast(x, root), y = reduce(x, root), y = allgather(x), send(x, to), x = recv(from, shape...)), not part of an expression",
                             func.text
                         ),
-                        _ => return Err(self.unknown_name(func)),
+                        _ => match self.lookup(&func.text) {
+                            Some((binding, _)) => {
+                                let name = &func.text;
+                                let message = match binding {
+                                    Binding::Tensor(_) => format!(
+                                        "`{name}` is a tensor, not a function: index it with `{name}[...]`"
+                                    ),
+                                    Binding::Counter(_) => {
+                                        format!("`{name}` is a loop counter, not a function")
+                                    }
+                                    Binding::Slots(_) => format!(
+                                        "`{name}` is a list of variables made with slots(n), not a function: read one with `{name}[i]`"
+                                    ),
+                                };
+                                return Err(self.error(func.span, message, "not a function"));
+                            }
+                            None => return Err(self.unknown_name(func)),
+                        },
                     };
                     return Err(self.error(expr.span, message, "here"));
                 };
