@@ -70,6 +70,55 @@ fn a_call_that_cannot_be_made_says_why_and_never_suggests_the_name_typed() {
     assert_eq!(run.stdout, "[2. 3.]\n[0. 1.]\n");
 }
 
+/// A number too large for a count, an index, a seed or a loop bound says so, with the limit: it
+/// said "index 9223372036854775807 is out of range" and "expected a whole number, got
+/// 1000000000000000000000000000000".
+#[test]
+fn a_number_too_large_for_a_count_says_so_and_its_limit() {
+    let dir = TestDir::new();
+    for (source, message, place) in [
+        (
+            "X = ones(3)\nprint X[1e30]\n",
+            "error: an index is too large: 1e30 is beyond ±9007199254740992",
+            "2:7",
+        ),
+        (
+            "x = zeros(-1e30)\n",
+            "error: a dimension is too large: -1e30 is beyond ±9007199254740992",
+            "1:1",
+        ),
+        (
+            "for i in 0..1e30 { x = 1 }\n",
+            "error: the number is too large: 1e30 is beyond ±9007199254740992",
+            "1:13",
+        ),
+        (
+            "seed 1e16\n",
+            "error: the number is too large: 1e16 is beyond ±9007199254740992",
+            "1:6",
+        ),
+        (
+            "with priority = 1e30 { x = 1 }\n",
+            "error: the number is too large: 1e30 is beyond ±9007199254740992",
+            "1:17",
+        ),
+        (
+            "seed 2.5\n",
+            "error: expected a whole number, got 2.5",
+            "1:6",
+        ),
+    ] {
+        dir.write("big.dep", source);
+        let run = Run::of(dir.dep().args(["run", "big.dep"])).expect_code(1);
+        assert!(
+            run.stderr
+                .starts_with(&format!("{message}\n --> big.dep:{place}\n")),
+            "{source}: {}",
+            run.stderr
+        );
+    }
+}
+
 #[test]
 fn a_tensor_larger_than_the_machine_fails_with_its_size_and_what_is_available() {
     let dir = TestDir::new();
