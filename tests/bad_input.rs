@@ -20,6 +20,105 @@ fn a_swapped_pair_of_letters_gets_a_suggestion() {
     );
 }
 
+/// Calls that cannot be made say why, at their place: they said "unknown name `A` (did you
+/// mean `A`?)", "unknown name `rank` (did you mean `rand`?)" and, for a `split` printed, "the
+/// right side gives 2 values but 1 names are assigned".
+#[test]
+fn a_call_that_cannot_be_made_says_why_and_never_suggests_the_name_typed() {
+    let dir = TestDir::new();
+    for (source, message, place) in [
+        (
+            "A = ones(2)\nprint A(1)\n",
+            "error: `A` is a tensor, not a function: index it with `A[...]`",
+            "2:7",
+        ),
+        (
+            "for i in 0..2 { x = i(1) }\n",
+            "error: `i` is a loop counter, not a function",
+            "1:21",
+        ),
+        (
+            "print rank(1)\n",
+            "error: wrong arguments: the form is rank(), with no arguments: this process's rank",
+            "1:7",
+        ),
+        (
+            "x = ranks(2) + 1\n",
+            "error: wrong arguments: the form is ranks(), with no arguments: how many ranks the job has",
+            "1:5",
+        ),
+        (
+            "print split(arange(4), 2, 0)\n",
+            "error: split gives several values and must be assigned to as many names, as in `a, b = split(x, 2, 0)`",
+            "1:7",
+        ),
+    ] {
+        dir.write("call.dep", source);
+        let run = Run::of(dir.dep().args(["run", "call.dep"])).expect_code(1);
+        assert!(
+            run.stderr.starts_with(&format!("{message}\n --> call.dep:{place}\n")),
+            "{source}: {}",
+            run.stderr
+        );
+    }
+    // Assigned to as many names, a split still runs.
+    dir.write(
+        "split.dep",
+        "a, b = split(arange(4), 2, 0)\nprint b\nc = split(arange(2), 1, 0)\nprint c\n",
+    );
+    let run = Run::of(dir.dep().args(["run", "split.dep"])).expect_code(0);
+    assert_eq!(run.stdout, "[2. 3.]\n[0. 1.]\n");
+}
+
+/// A number too large for a count, an index, a seed or a loop bound says so, with the limit: it
+/// said "index 9223372036854775807 is out of range" and "expected a whole number, got
+/// 1000000000000000000000000000000".
+#[test]
+fn a_number_too_large_for_a_count_says_so_and_its_limit() {
+    let dir = TestDir::new();
+    for (source, message, place) in [
+        (
+            "X = ones(3)\nprint X[1e30]\n",
+            "error: an index is too large: 1e30 is beyond ±9007199254740992",
+            "2:7",
+        ),
+        (
+            "x = zeros(-1e30)\n",
+            "error: a dimension is too large: -1e30 is beyond ±9007199254740992",
+            "1:1",
+        ),
+        (
+            "for i in 0..1e30 { x = 1 }\n",
+            "error: the number is too large: 1e30 is beyond ±9007199254740992",
+            "1:13",
+        ),
+        (
+            "seed 1e16\n",
+            "error: the number is too large: 1e16 is beyond ±9007199254740992",
+            "1:6",
+        ),
+        (
+            "with priority = 1e30 { x = 1 }\n",
+            "error: the number is too large: 1e30 is beyond ±9007199254740992",
+            "1:17",
+        ),
+        (
+            "seed 2.5\n",
+            "error: expected a whole number, got 2.5",
+            "1:6",
+        ),
+    ] {
+        dir.write("big.dep", source);
+        let run = Run::of(dir.dep().args(["run", "big.dep"])).expect_code(1);
+        assert!(
+            run.stderr
+                .starts_with(&format!("{message}\n --> big.dep:{place}\n")),
+            "{source}: {}",
+            run.stderr
+        );
+    }
+}
+
 #[test]
 fn a_tensor_larger_than_the_machine_fails_with_its_size_and_what_is_available() {
     let dir = TestDir::new();
@@ -385,6 +484,18 @@ fn a_whole_number_float32_cannot_hold_is_an_error_at_its_place_not_its_neighbour
             run.stderr
         );
     }
+    // A number written with a point or an exponent is rounded however whole its value: dep
+    // reads back what it prints (`print 82497608` prints 8.249761e+07, which was "82497610 is
+    // not a float32 number"), and 1e11..1e15 were refused while 1e16 was taken.
+    dir.write(
+        "written.dep",
+        "x = 8.249761e+07\nprint x\nprint x == 82497608\nprint 1e11, 1e15, 20000001.0\n",
+    );
+    let run = Run::of(dir.dep().args(["run", "written.dep"])).expect_code(0);
+    assert_eq!(
+        run.stdout,
+        "8.249761e+07\n1.0\n99999997952 999999986991104 20000000\n"
+    );
     // One that float32 holds exactly (2^60) is taken.
     dir.write("exact.dep", "print 1152921504606846976 + 0\n");
     let run = Run::of(dir.dep().args(["run", "exact.dep"])).expect_code(0);

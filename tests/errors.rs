@@ -215,3 +215,21 @@ fn a_function_that_updates_a_global_is_an_error_at_the_update() {
         assert_eq!(run.stdout, "[0. 0.]\n[1. 1.]\n", "{engine}");
     }
 }
+
+/// Failures reported together at the end of a run come in source order on every engine: the
+/// threaded engine reported the line-7 error before the line-2 one when it finished first.
+#[test]
+fn failures_reported_together_come_in_source_order_on_every_engine() {
+    let dir = TestDir::new();
+    let source = "A = ones(300, 300)\nX = A @ ones(5)\nB = A @ A\nfor k in 0..3 {\n  B = B @ A\n}\nY = ones(2) + ones(3)\nprint \"mid\", B[0, 0]\nZ = log(A) @ ones(7)\nprint \"end\"\n";
+    let runs = on_every_engine(&dir, source, 1);
+    for (engine, run) in &runs {
+        let lines: Vec<&str> = run
+            .stderr
+            .lines()
+            .filter_map(|line| line.strip_prefix(" --> case.dep:"))
+            .collect();
+        assert_eq!(lines, ["2:1", "7:1", "9:1"], "{engine}: {}", run.stderr);
+        assert_eq!(run.stderr, runs[0].1.stderr, "{engine}");
+    }
+}

@@ -545,11 +545,13 @@ impl Engine {
         self.shared.cancel_pending();
     }
 
-    /// The ops that failed (not skipped nor cancelled) since the last call, in finishing order:
-    /// the first [`MAX_KEPT_FAILURES`] of them ([`Engine::take_n_failures_not_kept`] counts the
-    /// rest, so that a loop failing millions of times keeps the memory of a few).
+    /// The ops that failed (not skipped nor cancelled) since the last call, in push order (so
+    /// that every policy reports them alike, whatever order they finished in), after those
+    /// adopted from a replaced engine: the first [`MAX_KEPT_FAILURES`] to finish
+    /// ([`Engine::take_n_failures_not_kept`] counts the rest, so that a loop failing millions of
+    /// times keeps the memory of a few).
     pub fn take_failures(&self) -> Vec<Arc<OpError>> {
-        std::mem::take(&mut lock(&self.shared.failures).kept)
+        lock(&self.shared.failures).take()
     }
 
     /// How many failures since the last call were counted and not kept (past
@@ -562,9 +564,7 @@ impl Engine {
     /// [`Engine::take_failures`] returns (ahead of this engine's own): the failures of an
     /// engine this one replaces.
     pub fn adopt_failures(&self, failures: Vec<Arc<OpError>>) {
-        let mut kept = lock(&self.shared.failures);
-        let own = std::mem::replace(&mut kept.kept, failures);
-        kept.kept.extend(own);
+        lock(&self.shared.failures).adopted.extend(failures);
     }
 
     /// How many ops are pushed and not yet finished.
@@ -1087,7 +1087,7 @@ impl Shared {
             run_caught(label, line, run)
         };
         if let Outcome::Failed(error) = &outcome {
-            lock(&self.failures).add(error);
+            lock(&self.failures).add(op.id, error);
         }
         let error = outcome.error();
         for (index, state) in guards.iter_mut().enumerate().skip(n_reads) {
@@ -1327,7 +1327,7 @@ impl Shared {
         ready: &mut Vec<OpRef>,
     ) {
         if let Outcome::Failed(error) = &outcome {
-            lock(&self.failures).add(error);
+            lock(&self.failures).add(op.id, error);
         }
         op.set_state(outcome.state());
         if let Some(sim) = &self.sim {
@@ -1518,7 +1518,7 @@ impl Shared {
     /// An async op's start function panicked after its handle was completed or handed on: the
     /// op's outcome is the handle's, and the panic is reported as a failure of its own.
     fn report_late_panic(&self, op: &OpBlock, message: String) {
-        lock(&self.failures).add(&op_error(op, message));
+        lock(&self.failures).add(op.id, &op_error(op, message));
     }
 
     /// Runs `body` as `op`'s execution, with its device clock current when observed.
@@ -1843,17 +1843,30 @@ pub const MAX_KEPT_FAILURES: usize = 10_000;
 /// The failures not taken yet.
 #[derive(Default)]
 struct Failures {
-    kept: Vec<Arc<OpError>>,
+    /// Those of a replaced engine (`Engine::adopt_failures`), whose op numbers are not ours.
+    adopted: Vec<Arc<OpError>>,
+    /// This engine's, with the op that failed, in finishing order.
+    kept: Vec<(OpId, Arc<OpError>)>,
     n_not_kept: u64,
 }
 
 impl Failures {
-    fn add(&mut self, error: &Arc<OpError>) {
+    fn add(&mut self, op: OpId, error: &Arc<OpError>) {
         if self.kept.len() < MAX_KEPT_FAILURES {
-            self.kept.push(error.clone());
+            self.kept.push((op, error.clone()));
         } else {
             self.n_not_kept += 1;
         }
+    }
+
+    /// Every failure kept, the adopted first, then this engine's in push order.
+    fn take(&mut self) -> Vec<Arc<OpError>> {
+        let mut own = std::mem::take(&mut self.kept);
+        // Stable: a late panic's failure stays after its op's own.
+        own.sort_by_key(|(op, _)| *op);
+        let mut failures = std::mem::take(&mut self.adopted);
+        failures.extend(own.into_iter().map(|(_, error)| error));
+        failures
     }
 }
 

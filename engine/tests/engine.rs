@@ -291,6 +291,35 @@ fn errors_propagate_skip_and_clear() {
     }
 }
 
+/// Failures taken together come in push order whatever order they finished in, so every
+/// policy reports them alike: here the first op fails last on a pool of several workers.
+#[test]
+fn failures_are_taken_in_push_order() {
+    for (name, engine) in all_engines() {
+        let (a, b) = (engine.new_var("A"), engine.new_var("B"));
+        engine.push(
+            OpSpec::new("A = slow and bad", || {
+                std::thread::sleep(Duration::from_millis(50));
+                Err("first".to_string())
+            })
+            .writes(&[a.clone()])
+            .line(1),
+        );
+        engine.push(
+            OpSpec::new("B = bad", || Err("second".to_string()))
+                .writes(&[b.clone()])
+                .line(2),
+        );
+        engine.wait_all();
+        let messages: Vec<String> = engine
+            .take_failures()
+            .iter()
+            .map(|failure| failure.message.clone())
+            .collect();
+        assert_eq!(messages, ["first", "second"], "{name}");
+    }
+}
+
 /// A variable carried over from another engine with its error: readers are skipped and pass
 /// that very error on, a plain write clears it; the old engine's failures are reported once.
 #[test]

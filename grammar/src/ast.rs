@@ -287,6 +287,19 @@ impl BinaryOp {
         }
     }
 
+    /// Whether the operator compares (`<` ... `!=`), giving 1.0 or 0.0.
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Less
+                | BinaryOp::LessEqual
+                | BinaryOp::Greater
+                | BinaryOp::GreaterEqual
+                | BinaryOp::Equal
+                | BinaryOp::NotEqual
+        )
+    }
+
     /// The operator written `symbol`, if there is one.
     pub fn from_symbol(symbol: &str) -> Option<BinaryOp> {
         Some(match symbol {

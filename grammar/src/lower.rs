@@ -121,6 +121,22 @@ fn chain_too_long(operator: Span) -> Diagnostic {
     )
 }
 
+/// The error for a comparison whose left operand is an unparenthesized comparison, `a < b < c`
+/// (written `[a, <, b, <, c]`), at its operator: it would compare the 1.0 or 0.0 of `a < b`,
+/// which is seldom what was meant.
+fn chained_comparison(texts: [&str; 5], operator: Span) -> Diagnostic {
+    let [a, first, b, second, c] = texts.map(str::trim);
+    Diagnostic::new(
+        format!(
+            "comparisons do not chain: `{second}` would compare the 1.0 or 0.0 of `{a} {first} {b}` with {c}"
+        ),
+        operator,
+        format!(
+            "parenthesize it, as in `({a} {first} {b}) {second} {c}`, or combine with `*` for and: `({a} {first} {b}) * ({b} {second} {c})`"
+        ),
+    )
+}
+
 /// Turns the parse tree of one statement into syntax-tree nodes.
 pub(crate) struct Lowerer {
     /// The byte offset of the parsed text in the whole source.
@@ -525,11 +541,29 @@ impl Lowerer {
     ) -> Lowering<DeepExpr> {
         let mut parts = parts.into_iter();
         let first = parts.next().ok_or_else(|| self.unexpected_shape(span))?;
+        let first_text = first.as_str();
         let mut result = self.expression(first, nesting)?;
+        // The last comparison of this chain, as its operator and right operand's text.
+        let mut comparison: Option<(&str, &str)> = None;
         while let Some(operator) = parts.next() {
             let op = BinaryOp::from_symbol(operator.as_str())
                 .ok_or_else(|| self.unexpected_shape(self.span(&operator)))?;
             let operand = parts.next().ok_or_else(|| self.unexpected_shape(span))?;
+            if op.is_comparison() {
+                if let Some((first_op, middle)) = comparison {
+                    return Err(chained_comparison(
+                        [
+                            first_text,
+                            first_op,
+                            middle,
+                            operator.as_str(),
+                            operand.as_str(),
+                        ],
+                        self.span(&operator),
+                    ));
+                }
+                comparison = Some((operator.as_str(), operand.as_str()));
+            }
             let operand = self.expression(operand, nesting)?;
             if result.depth.max(operand.depth) >= MAX_EXPRESSION_DEPTH {
                 return Err(chain_too_long(self.span(&operator)));

@@ -46,7 +46,7 @@ fn assignments_and_literals() {
 #[test]
 fn operators_and_precedence() {
     check(
-        "B = A + 1\nM = X @ W\nc = -2**2\nd = a+b*c@d\ne = a<b+1\nf = 2**3**2\ng = 2**-1\nh = (a+b)*c\ni = a-b-c\nj = a == b != c\nk = a / b * c\nl = --a",
+        "B = A + 1\nM = X @ W\nc = -2**2\nd = a+b*c@d\ne = a<b+1\nf = 2**3**2\ng = 2**-1\nh = (a+b)*c\ni = a-b-c\nj = (a == b) != c\nk = a / b * c\nl = --a",
         expect![[r#"
             (= [B] (+ A 1))
             (= [M] (@ X W))
@@ -256,6 +256,29 @@ fn every_bad_statement_of_a_file_is_reported() {
               |
             6 | Y = 1; Z = = 2; W = 3
               |            ^ expected an expression
+        "#]],
+    );
+}
+
+/// `3 > 2 > 1` compared the 1.0 of `3 > 2` with 1 and gave 0.0: a comparison of an
+/// unparenthesized comparison is an error at its operator, which says how to write either
+/// meaning; parenthesized, and beside `+` or `*`, comparisons are taken as before.
+#[test]
+fn comparisons_do_not_chain() {
+    check_errors(
+        "print 3 > 2 > 1\nok = (a < b) * (b <= c) + (a == b) != (c > 1)\ny = a < b+1 == c < d",
+        expect![[r#"
+            error: comparisons do not chain: `>` would compare the 1.0 or 0.0 of `3 > 2` with 1
+             --> test.dep:1:13
+              |
+            1 | print 3 > 2 > 1
+              |             ^ parenthesize it, as in `(3 > 2) > 1`, or combine with `*` for and: `(3 > 2) * (2 > 1)`
+
+            error: comparisons do not chain: `==` would compare the 1.0 or 0.0 of `a < b+1` with c
+             --> test.dep:3:13
+              |
+            3 | y = a < b+1 == c < d
+              |             ^^ parenthesize it, as in `(a < b+1) == c`, or combine with `*` for and: `(a < b+1) * (b+1 == c)`
         "#]],
     );
 }

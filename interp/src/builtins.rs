@@ -133,9 +133,21 @@ pub const OTHER_FUNCTIONS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The largest magnitude of a whole number taken as a count, an index, a seed or a loop bound:
+/// 2^53, up to which every whole number is exact in float64 and fits an `i64`.
+pub(crate) const MAX_WHOLE: f64 = 9_007_199_254_740_992.0;
+
+/// The message for `number`, given as `what` (`a dimension`), beyond [`MAX_WHOLE`].
+pub(crate) fn too_large(what: &str, number: impl std::fmt::LowerExp) -> String {
+    format!("{what} is too large: {number:e} is beyond ±{MAX_WHOLE}")
+}
+
 /// The whole number a 0-d (or one-element) tensor holds: an axis, an index, a count.
 pub(crate) fn whole_number(value: &Tensor, what: &str) -> Result<i64, TensorError> {
     match value.to_scalar() {
+        Some(number) if number.is_finite() && f64::from(number).abs() > MAX_WHOLE => {
+            Err(TensorError::new(too_large(what, number)))
+        }
         Some(number) if number.fract() == 0.0 && number.is_finite() => Ok(number as i64),
         Some(number) => Err(TensorError::new(format!(
             "{what} must be a whole number, not {number}"

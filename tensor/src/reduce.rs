@@ -4,7 +4,8 @@
 //! Sums use NumPy's pairwise summation along contiguous rows (eight
 //! accumulators in blocks of 128), so results are accurate and usually
 //! bit-identical to NumPy's. Max and min propagate NaN; argmax returns the
-//! first maximum (or the first NaN) as an `f32` index.
+//! first maximum (or the first NaN) as an `f32` index, an error past what
+//! `f32` holds exactly.
 
 use super::error::{terr, Result};
 use super::shape::{alloc, alloc_filled, fmt_shape, normalize_axis};
@@ -22,7 +23,7 @@ pub enum ReduceOp {
     /// The smallest value, NaN if any is NaN; an error for no elements.
     Min,
     /// The index of the first largest value (or first NaN) as `f32`; an
-    /// error for no elements.
+    /// error for no elements, or for an index `f32` cannot hold exactly.
     Argmax,
 }
 
@@ -128,14 +129,29 @@ fn argmax_of(x: &[f32]) -> usize {
     at
 }
 
-fn reduce_run(op: ReduceOp, x: &[f32]) -> f32 {
-    match op {
+/// `index` as the float32 an index is held in, or an error if float32 cannot hold it exactly
+/// (past 16777216, 2^24): the index would silently be its neighbour.
+fn index_f32(op: ReduceOp, index: usize) -> Result<f32> {
+    let single = index as f32;
+    if single as usize == index {
+        Ok(single)
+    } else {
+        Err(terr!(
+            "{}: the index {index} is not a float32 number: tensors hold float32, whose whole \
+             numbers are exact up to 16777216; the nearest is {single:.0}",
+            op.name()
+        ))
+    }
+}
+
+fn reduce_run(op: ReduceOp, x: &[f32]) -> Result<f32> {
+    Ok(match op {
         ReduceOp::Sum => numpy_sum(x),
         ReduceOp::Mean => numpy_sum(x) / x.len() as f32,
         ReduceOp::Max => extreme(x, true),
         ReduceOp::Min => extreme(x, false),
-        ReduceOp::Argmax => argmax_of(x) as f32,
-    }
+        ReduceOp::Argmax => index_f32(op, argmax_of(x))?,
+    })
 }
 
 /// Reduces `x` with `op` over everything (`axis` is `None`, giving a 0-d
@@ -150,7 +166,7 @@ pub fn reduce(op: ReduceOp, x: &Tensor, axis: Option<i64>) -> Result<Tensor> {
                 fmt_shape(x.shape())
             ));
         }
-        return Ok(Tensor::scalar(reduce_run(op, x.data())));
+        return Ok(Tensor::scalar(reduce_run(op, x.data())?));
     };
     let ax = normalize_axis(axis, x.ndim())?;
     let shape = x.shape();
@@ -170,7 +186,9 @@ pub fn reduce(op: ReduceOp, x: &Tensor, axis: Option<i64>) -> Result<Tensor> {
     let count = outer * inner;
     if inner == 1 {
         let mut out = alloc(count)?;
-        out.extend((0..outer).map(|o| reduce_run(op, &d[o * n..(o + 1) * n])));
+        for o in 0..outer {
+            out.push(reduce_run(op, &d[o * n..(o + 1) * n])?);
+        }
         return Ok(Tensor::from_parts(out_shape, out));
     }
     let mut out = alloc_filled(count, 0.0)?;
@@ -216,7 +234,7 @@ pub fn reduce(op: ReduceOp, x: &Tensor, axis: Option<i64>) -> Result<Tensor> {
                     for ((b, a), &v) in best.iter_mut().zip(acc.iter_mut()).zip(row) {
                         if !b.is_nan() && (v.is_nan() || v > *b) {
                             *b = v;
-                            *a = i as f32;
+                            *a = index_f32(op, i)?;
                         }
                     }
                 }
@@ -289,6 +307,36 @@ mod tests {
             reduce(ReduceOp::Argmax, &z, Some(0)).unwrap().data(),
             &[1., 0.]
         );
+    }
+
+    /// An index past 2^24 that float32 cannot hold is an error, not its neighbour (argmax of
+    /// 16777218 elements whose last is largest gave 16777216); one float32 holds is taken.
+    #[test]
+    fn an_index_float32_cannot_hold_is_an_error() {
+        const N: usize = 16_777_218;
+        let message = "argmax: the index 16777217 is not a float32 number: tensors hold \
+                       float32, whose whole numbers are exact up to 16777216; the nearest is \
+                       16777216";
+        let mut data = vec![0f32; N];
+        data[N - 1] = 1.0;
+        let x = t(&[N], &data);
+        let error = reduce(ReduceOp::Argmax, &x, None).unwrap_err();
+        assert_eq!(error.to_string(), message);
+        let column = reduce(ReduceOp::Argmax, &t(&[N, 1], &data), Some(0)).unwrap_err();
+        assert_eq!(column.to_string(), message);
+        data[N - 1] = 0.0;
+        data[N - 2] = 1.0;
+        let x = t(&[N], &data);
+        assert_eq!(
+            reduce(ReduceOp::Argmax, &x, None).unwrap().data(),
+            &[16_777_216.]
+        );
+        drop((x, data));
+        // Over an axis with several columns: the second column's maximum is past 2^24.
+        let mut data = vec![0f32; N * 2];
+        data[2 * (N - 1) + 1] = 1.0;
+        let error = reduce(ReduceOp::Argmax, &t(&[N, 2], &data), Some(0)).unwrap_err();
+        assert_eq!(error.to_string(), message);
     }
 
     #[test]

@@ -19,7 +19,27 @@ use crate::tensor::{self, Tensor};
 const MAX_EXACT_F64_INTEGER: f64 = 9_007_199_254_740_992.0;
 
 impl Runner<'_> {
+    /// `expr` compiled for one value: a builtin giving several (`split`) is an error at it.
     pub(super) fn compile(&mut self, expr: &grammar::Expr) -> Result<Compiled, RunError> {
+        let compiled = self.compile_values(expr)?;
+        if let Plan::Call(builtin, _) = &compiled.plan {
+            if builtin.is_multi() {
+                let name = builtins::name_of(*builtin);
+                return Err(self.error(
+                    expr.span,
+                    format!(
+                        "{name} gives several values and must be assigned to as many names, \
+                         as in `a, b = {name}(x, 2, 0)`"
+                    ),
+                    "several values",
+                ));
+            }
+        }
+        Ok(compiled)
+    }
+
+    /// `expr` compiled for the right side of an assignment, which may give several values.
+    pub(super) fn compile_values(&mut self, expr: &grammar::Expr) -> Result<Compiled, RunError> {
         self.compiled_pure = true;
         let mut inputs = Vec::new();
         let mut temporaries = Vec::new();
@@ -33,17 +53,20 @@ impl Runner<'_> {
 
     /// `value`, a number written in the source or a loop counter, as the float32 a tensor holds:
     /// an error at `expr` for a whole number that float32 cannot hold exactly (past 16777216,
-    /// 2^24), which would otherwise become its neighbour unseen (`ones(20000001)` making 20000000
-    /// elements). Other numbers are rounded, as any float32 computation rounds them.
+    /// 2^24), written with digits only or counted, which would otherwise become its neighbour
+    /// unseen (`ones(20000001)` making 20000000 elements). Other numbers, and every number
+    /// written with a point or an exponent (`2.5`, `1e30`, `8.249761e+07`, as `print` writes
+    /// them), are rounded, as any float32 computation rounds them.
     fn float32(&self, value: f64, expr: &grammar::Expr) -> Result<f32, RunError> {
         let single = value as f32;
         // A whole number written with digits only is checked however large (past 2^53 its
-        // float64 is not exact either); `1e30` is plainly approximate.
-        let written = matches!(expr.kind, ExprKind::Number(_))
-            .then(|| self.text(expr.span))
-            .filter(|text| text.bytes().all(|byte| byte.is_ascii_digit()));
+        // float64 is not exact either).
+        let written = matches!(expr.kind, ExprKind::Number(_)).then(|| self.text(expr.span));
         let whole_and_changed = match written {
-            Some(digits) => digits.parse::<u128>().ok() != Some(single as u128),
+            Some(text) if text.bytes().all(|byte| byte.is_ascii_digit()) => {
+                text.parse::<u128>().ok() != Some(single as u128)
+            }
+            Some(_) => false,
             None => {
                 value.fract() == 0.0
                     && value.abs() <= MAX_EXACT_F64_INTEGER
@@ -140,10 +163,10 @@ impl Runner<'_> {
                     return Ok(Plan::Input(input_index(inputs, result)));
                 }
                 match (func.text.as_str(), args.as_slice()) {
-                    ("rank", []) => {
+                    ("rank", []) if kwargs.is_empty() => {
                         return Ok(Plan::Const(Tensor::scalar(self.scope.comm.rank() as f32)))
                     }
-                    ("ranks", []) => {
+                    ("ranks", []) if kwargs.is_empty() => {
                         return Ok(Plan::Const(Tensor::scalar(self.scope.comm.size() as f32)))
                     }
                     ("clock", []) => {
@@ -165,11 +188,12 @@ impl Runner<'_> {
                         let value = self.compile_into(value, inputs, temporaries)?;
                         return Ok(Plan::CopyTo(Box::new(value), device));
                     }
-                    ("to", _) | ("clock", _) => {
-                        let usage = if func.text == "to" {
-                            "to(x, device), e.g. to(X, gpu1)"
-                        } else {
-                            "clock(), with no arguments"
+                    ("to", _) | ("clock", _) | ("rank", _) | ("ranks", _) => {
+                        let usage = match func.text.as_str() {
+                            "to" => "to(x, device), e.g. to(X, gpu1)",
+                            "clock" => "clock(), with no arguments",
+                            "rank" => "rank(), with no arguments: this process's rank",
+                            _ => "ranks(), with no arguments: how many ranks the job has",
                         };
                         return Err(self.error(
                             expr.span,
@@ -192,7 +216,24 @@ impl Runner<'_> {
                             "{} is a statement of its own (x = allreduce(x), broadcast(x, root), y = reduce(x, root), y = allgather(x), send(x, to), x = recv(from, shape...)), not part of an expression",
                             func.text
                         ),
-                        _ => return Err(self.unknown_name(func)),
+                        _ => match self.lookup(&func.text) {
+                            Some((binding, _)) => {
+                                let name = &func.text;
+                                let message = match binding {
+                                    Binding::Tensor(_) => format!(
+                                        "`{name}` is a tensor, not a function: index it with `{name}[...]`"
+                                    ),
+                                    Binding::Counter(_) => {
+                                        format!("`{name}` is a loop counter, not a function")
+                                    }
+                                    Binding::Slots(_) => format!(
+                                        "`{name}` is a list of variables made with slots(n), not a function: read one with `{name}[i]`"
+                                    ),
+                                };
+                                return Err(self.error(func.span, message, "not a function"));
+                            }
+                            None => return Err(self.unknown_name(func)),
+                        },
                     };
                     return Err(self.error(expr.span, message, "here"));
                 };

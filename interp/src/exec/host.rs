@@ -8,6 +8,7 @@ use grammar::{ExprKind, Span};
 
 use super::Runner;
 use crate::bindings::Binding;
+use crate::builtins;
 use crate::error::RunError;
 use crate::slot::Slot;
 use crate::tensor::{self, Tensor};
@@ -177,7 +178,14 @@ impl Runner<'_> {
 
     pub(super) fn host_int(&mut self, expr: &grammar::Expr) -> Result<i64, RunError> {
         let value = self.host_number(expr)?;
-        if value.fract() != 0.0 || !value.is_finite() || value.abs() > 9.0e15 {
+        if value.is_finite() && value.abs() > builtins::MAX_WHOLE {
+            return Err(self.error(
+                expr.span,
+                builtins::too_large("the number", value),
+                "too large",
+            ));
+        }
+        if value.fract() != 0.0 || !value.is_finite() {
             return Err(self.error(
                 expr.span,
                 format!("expected a whole number, got {value}"),

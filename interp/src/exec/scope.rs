@@ -285,6 +285,8 @@ impl Runner<'_> {
         }
         candidates.extend(self.scope.functions.keys().map(String::as_str));
         candidates.extend(builtins::BUILTINS.iter().map(|info| info.name));
+        // A name that is defined but not usable here (a tensor called) is never its own fix.
+        candidates.retain(|candidate| *candidate != name.text);
         let message = match suggest::closest(&name.text, candidates) {
             Some(close) => format!("unknown name `{}` (did you mean `{close}`?)", name.text),
             None => format!("unknown name `{}`", name.text),

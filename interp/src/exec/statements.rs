@@ -101,7 +101,7 @@ impl Runner<'_> {
             return Ok(());
         }
         let epoch = self.cache.epoch();
-        let compiled = self.compile(value)?;
+        let compiled = self.compile_values(value)?;
         if targets.len() > 1 && !compiled.plan.is_multi() {
             return Err(self.error(
                 stmt.span,
