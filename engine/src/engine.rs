@@ -231,7 +231,7 @@ pub(crate) struct Shared {
     /// Live variables, for snapshots; touched at creation and deletion only.
     vars: Mutex<BTreeMap<VarId, Weak<VarInner>>>,
     groups: [OnceLock<Arc<Group>>; N_GROUP_SLOTS],
-    worker_names: Mutex<Vec<String>>,
+    worker_names: Arc<Mutex<Vec<String>>>,
     threads_started: Mutex<Vec<JoinHandle<()>>>,
     failures: Mutex<Failures>,
     /// Whether a snapshot was ever taken: from then on an observed naive engine's ops take the
@@ -289,13 +289,18 @@ impl Engine {
     /// Starts an engine: under the threaded policy its worker pool starts now; per-device
     /// groups start on their first op.
     pub fn new(config: EngineConfig) -> Engine {
+        let worker_names = Arc::new(Mutex::new(vec!["main".to_string()]));
         let shared = Arc::new(Shared {
             policy: config.policy,
             threads: config.threads.max(1),
             gpu_streams: config.gpu_streams.max(1),
             clock: Clock::start(),
             sim: (config.policy == Policy::Sim).then(|| {
-                SimFeed::new(Simulator::new(config.threads, config.gpu_streams), FIRST_OP)
+                SimFeed::new(
+                    Simulator::new(config.threads, config.gpu_streams),
+                    FIRST_OP,
+                    worker_names.clone(),
+                )
             }),
             sink: config.sink,
             next_op: CachePadded::new(AtomicU64::new(FIRST_OP)),
@@ -308,7 +313,7 @@ impl Engine {
             cancel_below: AtomicU64::new(0),
             vars: Mutex::new(BTreeMap::new()),
             groups: std::array::from_fn(|_| OnceLock::new()),
-            worker_names: Mutex::new(vec!["main".to_string()]),
+            worker_names,
             threads_started: Mutex::new(Vec::new()),
             failures: Mutex::new(Failures::default()),
             snapshots_taken: AtomicBool::new(false),
@@ -680,18 +685,7 @@ impl Shared {
     ) -> bool {
         let Some(sim) = &self.sim else { return true };
         let sink = simulation::sink_or_none(&self.sink);
-        let mut new_lane = |device: Device, lane: usize| {
-            let mut names = lock(&self.worker_names);
-            names.push(match device {
-                Device::Cpu => format!("cpu:{lane}"),
-                Device::Gpu(index) => format!("gpu{index}:s{lane}"),
-                Device::Copy => format!("copy:{lane}"),
-                Device::Net => format!("net:{lane}"),
-                Device::Link(..) => device.to_string(),
-            });
-            (names.len() - 1) as u32
-        };
-        sim.run_until(before, sink, &mut new_lane, done, give_up)
+        sim.run_until(before, sink, done, give_up)
     }
 
     /// The sink that op events go to directly: none when unobserved, or when simulated (the

@@ -235,7 +235,14 @@ struct Lane {
 pub(crate) struct Simulator {
     pub(crate) model: SimModel,
     now_ns: u64,
-    ops: Vec<SimOp>,
+    /// The ops not retired yet, by index (numbered in the order they entered): an op that has
+    /// ended and whose kernel has ended is retired, as nothing waits for it any more, so a
+    /// long run holds the ops of its recent past only. An index missing here is such an op.
+    ops: HashMap<usize, SimOp>,
+    /// The index the next op gets.
+    next_index: usize,
+    /// Ended ops whose kernel has not: retired once the clock reaches its end, by that end.
+    retiring: BinaryHeap<Reverse<(u64, usize)>>,
     /// Per variable: its last writer and the readers since (indices into `ops`).
     history: HashMap<VarId, (Option<usize>, Vec<usize>)>,
     ready: BTreeMap<Device, BinaryHeap<(i32, Reverse<usize>)>>,
@@ -261,7 +268,9 @@ impl Simulator {
         Simulator {
             model: SimModel::default(),
             now_ns: 0,
-            ops: Vec::new(),
+            ops: HashMap::new(),
+            next_index: 0,
+            retiring: BinaryHeap::new(),
             history: HashMap::new(),
             ready: BTreeMap::new(),
             running: BinaryHeap::new(),
@@ -289,7 +298,8 @@ impl Simulator {
             message,
             bookkeeping,
         } = outcome;
-        let index = self.ops.len();
+        let index = self.next_index;
+        self.next_index += 1;
         let ran = state == OpState::Done || state == OpState::Failed;
         let duration_ns = if ran && bookkeeping.is_none() {
             self.model.device(device).duration_ns(cost)
@@ -300,6 +310,11 @@ impl Simulator {
         for var in &reads {
             let (writer, readers) = self.history.entry(*var).or_default();
             predecessors.extend(*writer);
+            // A variable only read (`b` in a loop of `c = c + b`) would keep every reader:
+            // the retired ones are dropped each time the list doubles.
+            if readers.len() >= 64 && readers.len().is_power_of_two() {
+                readers.retain(|reader| self.ops.contains_key(reader));
+            }
             readers.push(index);
         }
         for var in &writes {
@@ -318,33 +333,40 @@ impl Simulator {
         // Kernels of ended predecessors may still run (launched, not done).
         let after_ns = predecessors
             .iter()
-            .filter_map(|&other| self.ops[other].kernel.as_ref().map(|kernel| kernel.2))
+            .filter_map(|other| self.ops.get(other)?.kernel.as_ref().map(|kernel| kernel.2))
             .max()
             .unwrap_or(0);
-        predecessors.retain(|&other| self.ops[other].end_ns.is_none_or(|end| end > self.now_ns));
-        for &other in &predecessors {
-            self.ops[other].successors.push(index);
+        predecessors.retain(|other| {
+            self.ops
+                .get(other)
+                .is_some_and(|op| op.end_ns.is_none_or(|end| end > self.now_ns))
+        });
+        for other in &predecessors {
+            self.op_mut(*other).successors.push(index);
         }
         let model = self.model.device(device);
         let launch = (matches!(device, Device::Gpu(_)) && model.launch_ns > 0)
             .then_some((model.launch_ns, model.sync));
-        self.ops.push(SimOp {
-            id,
-            device,
-            priority,
-            reads,
-            writes,
-            duration_ns,
-            state,
-            message,
-            deps_left: predecessors.len(),
-            successors: Vec::new(),
-            end_ns: None,
-            launch,
-            after_ns,
-            kernel: None,
-            bookkeeping,
-        });
+        self.ops.insert(
+            index,
+            SimOp {
+                id,
+                device,
+                priority,
+                reads,
+                writes,
+                duration_ns,
+                state,
+                message,
+                deps_left: predecessors.len(),
+                successors: Vec::new(),
+                end_ns: None,
+                launch,
+                after_ns,
+                kernel: None,
+                bookkeeping,
+            },
+        );
         self.n_unfinished += 1;
         self.emit(sink, pushed);
         if predecessors.is_empty() {
@@ -359,8 +381,18 @@ impl Simulator {
         });
     }
 
+    /// The op numbered `index`, which has not been retired.
+    fn op(&self, index: usize) -> &SimOp {
+        self.ops.get(&index).expect("an op not retired")
+    }
+
+    /// [`Self::op`], to change.
+    fn op_mut(&mut self, index: usize) -> &mut SimOp {
+        self.ops.get_mut(&index).expect("an op not retired")
+    }
+
     fn make_ready(&mut self, sink: &dyn EventSink, index: usize) {
-        let op = &self.ops[index];
+        let op = self.op(index);
         for var in op.reads.iter().chain(&op.writes) {
             self.emit(
                 sink,
@@ -385,8 +417,9 @@ impl Simulator {
                     },
                 );
             }
-            self.ops[index].end_ns = Some(self.now_ns);
-            self.running.push(Reverse((self.now_ns, index)));
+            let now = self.now_ns;
+            self.op_mut(index).end_ns = Some(now);
+            self.running.push(Reverse((now, index)));
             return;
         }
         let key = (op.priority, Reverse(index));
@@ -418,6 +451,15 @@ impl Simulator {
             {
                 self.kernels.pop();
             }
+            while let Some(Reverse((_, index))) = self
+                .retiring
+                .peek()
+                .copied()
+                .filter(|Reverse((end, _))| *end <= end_ns)
+            {
+                self.retiring.pop();
+                self.ops.remove(&index);
+            }
             while let Some(Reverse((end, index))) = self.running.peek().copied() {
                 if end != end_ns {
                     break;
@@ -434,16 +476,30 @@ impl Simulator {
     /// A wait is a CPU consumer: it also waits for the writer's kernel.
     pub(crate) fn var_is_idle(&self, var: VarId) -> bool {
         match self.history.get(&var) {
-            Some((Some(writer), _)) => {
-                let writer = &self.ops[*writer];
-                writer.end_ns.is_some_and(|end| end <= self.now_ns)
-                    && writer
-                        .kernel
-                        .as_ref()
-                        .is_none_or(|kernel| kernel.2 <= self.now_ns)
-            }
+            Some((Some(writer), _)) => match self.ops.get(writer) {
+                Some(writer) => {
+                    writer.end_ns.is_some_and(|end| end <= self.now_ns)
+                        && writer
+                            .kernel
+                            .as_ref()
+                            .is_none_or(|kernel| kernel.2 <= self.now_ns)
+                }
+                // Retired: it and its kernel have ended.
+                None => true,
+            },
             Some((None, _)) | None => true,
         }
+    }
+
+    /// How many ops it holds, not retired (see [`Simulator::ops`]).
+    #[cfg(test)]
+    pub(crate) fn n_held(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// How many ops have entered and not ended.
+    pub(crate) fn n_unfinished(&self) -> usize {
+        self.n_unfinished
     }
 
     /// Whether every op and every kernel has ended.
@@ -492,7 +548,7 @@ impl Simulator {
                 else {
                     break;
                 };
-                let op = &mut self.ops[index];
+                let op = self.ops.get_mut(&index).expect("a ready op is not retired");
                 let end = match op.launch {
                     Some((launch_ns, sync)) => {
                         // The host launches; the stream runs the kernel when it can.
@@ -522,7 +578,7 @@ impl Simulator {
     }
 
     fn finish(&mut self, sink: &dyn EventSink, index: usize) {
-        let op = &self.ops[index];
+        let op = self.op(index);
         self.emit(
             sink,
             EventKind::Finished {
@@ -535,9 +591,11 @@ impl Simulator {
             // Sent here, in virtual time, so that it follows every access to the variable.
             for var in op.writes.clone() {
                 self.emit(sink, EventKind::VarDeleted { var });
+                // Gone: no later op names it.
+                self.history.remove(&var);
             }
         }
-        let op = &self.ops[index];
+        let op = self.op(index);
         if let Some((lane, start_ns, end_ns)) = op.kernel.clone() {
             self.emit(
                 sink,
@@ -550,15 +608,21 @@ impl Simulator {
             );
         }
         self.n_unfinished -= 1;
-        let kernel_end = self.ops[index].kernel.as_ref().map_or(0, |kernel| kernel.2);
-        let successors = std::mem::take(&mut self.ops[index].successors);
+        let kernel_end = self.op(index).kernel.as_ref().map_or(0, |kernel| kernel.2);
+        let successors = std::mem::take(&mut self.op_mut(index).successors);
         for successor in successors {
-            let after = &mut self.ops[successor].after_ns;
-            *after = (*after).max(kernel_end);
-            self.ops[successor].deps_left -= 1;
-            if self.ops[successor].deps_left == 0 {
+            let successor_op = self.op_mut(successor);
+            successor_op.after_ns = successor_op.after_ns.max(kernel_end);
+            successor_op.deps_left -= 1;
+            if successor_op.deps_left == 0 {
                 self.make_ready(sink, successor);
             }
+        }
+        // Nothing waits for an ended op but for its kernel: retired now, or once that ends.
+        if kernel_end <= self.now_ns {
+            self.ops.remove(&index);
+        } else {
+            self.retiring.push(Reverse((kernel_end, index)));
         }
     }
 }

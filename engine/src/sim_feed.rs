@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use crate::event::{EventKind, EventSink};
 use crate::op::GIVE_UP_SLICE;
 use crate::sim::{Cost, Simulator};
-use crate::sync::{lock, wait_timeout, Condvar, Mutex};
+use crate::sync::{lock, wait_timeout, Arc, Condvar, Mutex};
 use crate::{Device, OpId, OpState, VarId};
 
 /// What the simulator needs of a finished op besides its cost.
@@ -71,12 +71,39 @@ struct FeedState {
 pub(crate) struct SimFeed {
     state: Mutex<FeedState>,
     entered: Condvar,
+    /// The engine's worker names, to which each lane the simulator opens adds its own.
+    worker_names: Arc<Mutex<Vec<String>>>,
+}
+
+/// How many ops the simulated host may have pushed and not seen end before the virtual clock
+/// runs (until half are left), as the interpreter of a real engine waits when it leads the
+/// workers by that many (`interp`'s backlog): a long loop then holds the ops of a few thousand
+/// statements, and the clock runs at the same places every run.
+const HOST_LEAD: usize = 4096;
+
+/// Names the new lane `lane` of `device` among the engine's workers; its worker number.
+fn new_lane(names: &Mutex<Vec<String>>, device: Device, lane: usize) -> u32 {
+    let mut names = lock(names);
+    names.push(match device {
+        Device::Cpu => format!("cpu:{lane}"),
+        Device::Gpu(index) => format!("gpu{index}:s{lane}"),
+        Device::Copy => format!("copy:{lane}"),
+        Device::Net => format!("net:{lane}"),
+        Device::Link(..) => device.to_string(),
+    });
+    (names.len() - 1) as u32
 }
 
 impl SimFeed {
-    /// A feed into `sim` whose first op is numbered `first`.
-    pub(crate) fn new(sim: Simulator, first: u64) -> SimFeed {
+    /// A feed into `sim` whose first op is numbered `first`, naming its lanes in
+    /// `worker_names`.
+    pub(crate) fn new(
+        sim: Simulator,
+        first: u64,
+        worker_names: Arc<Mutex<Vec<String>>>,
+    ) -> SimFeed {
         SimFeed {
+            worker_names,
             state: Mutex::new(FeedState {
                 sim,
                 next: first,
@@ -121,7 +148,6 @@ impl SimFeed {
         &self,
         before: u64,
         sink: &dyn EventSink,
-        new_lane: &mut dyn FnMut(Device, usize) -> u32,
         done: &dyn Fn(&Simulator) -> bool,
         give_up: &dyn Fn() -> bool,
     ) -> bool {
@@ -134,7 +160,12 @@ impl SimFeed {
             state = wait_timeout(&self.entered, state, GIVE_UP_SLICE);
             state.n_waiting -= 1;
         }
-        state.sim.run_until(sink, new_lane, done);
+        let names = &self.worker_names;
+        state.sim.run_until(
+            sink,
+            &mut |device, lane| new_lane(names, device, lane),
+            done,
+        );
         true
     }
 
@@ -151,6 +182,14 @@ impl SimFeed {
             state.next = id + 1;
             if let (Some(cost), Some(outcome)) = (entry.cost, entry.outcome) {
                 state.sim.add(sink, OpId(id), outcome, cost);
+                if state.sim.n_unfinished() >= HOST_LEAD {
+                    let names = &self.worker_names;
+                    state.sim.run_until(
+                        sink,
+                        &mut |device, lane| new_lane(names, device, lane),
+                        &|sim| sim.n_unfinished() <= HOST_LEAD / 2,
+                    );
+                }
             }
             let next = state.next;
             if state
@@ -164,5 +203,60 @@ impl SimFeed {
         if state.n_waiting > 0 {
             self.entered.notify_all();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::NoSink;
+
+    /// A chain of ops writing one variable and reading another, entering in order.
+    fn feed_chain(feed: &SimFeed, n: u64) {
+        let (a, b) = (VarId(1), VarId(2));
+        for id in FIRST..FIRST + n {
+            let outcome = SimOutcome {
+                pushed: EventKind::Pushed {
+                    op: OpId(id),
+                    label: Arc::from("a = a + b"),
+                    line: 1,
+                    reads: vec![a, b],
+                    writes: vec![a],
+                    device: Device::Cpu,
+                    priority: 0,
+                },
+                device: Device::Cpu,
+                priority: 0,
+                reads: vec![a, b],
+                writes: vec![a],
+                state: OpState::Done,
+                message: None,
+                bookkeeping: None,
+            };
+            let cost = Cost {
+                flops: 1e6,
+                ..Cost::default()
+            };
+            feed.finished(&NoSink, OpId(id), outcome, Some(cost));
+        }
+    }
+
+    const FIRST: u64 = 1;
+
+    /// The simulated host leads its lanes by at most `HOST_LEAD` ops, and the ops that ended
+    /// are retired: a long run holds what a short one holds.
+    #[test]
+    fn a_long_run_holds_only_its_recent_ops() {
+        let feed = SimFeed::new(
+            Simulator::new(1, 1),
+            FIRST,
+            Arc::new(Mutex::new(vec!["main".to_string()])),
+        );
+        feed_chain(&feed, 20_000);
+        let (unfinished, held) = feed.with(|sim| (sim.n_unfinished(), sim.n_held()));
+        assert!(unfinished < HOST_LEAD, "{unfinished} ops not simulated");
+        assert!(held <= HOST_LEAD, "{held} ops held");
+        feed.run_until(FIRST + 20_000, &NoSink, &Simulator::is_idle, &|| false);
+        assert_eq!(feed.with(|sim| sim.n_held()), 0);
     }
 }

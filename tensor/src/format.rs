@@ -492,8 +492,8 @@ mod tests {
         assert_eq!(s(f32::NEG_INFINITY), "-inf");
         // The float32 nearest 1e-4 is below 1e-4, as NumPy compares.
         assert_eq!(s(1e-4), "1e-04");
-        // Two shortest digits as near: the even one, as NumPy's.
-        assert_eq!(s(433975.625), "433975.62");
+        // Two shortest digits as near: the even one, as NumPy's (433975.625, exact in f32).
+        assert_eq!(s(433_975.5 + 0.125), "433975.62");
     }
 
     /// As NumPy 2.4 prints these float32 arrays (checked against `str(np.array(..., dtype=np.float32))`).
@@ -509,10 +509,10 @@ mod tests {
         check(&t(&[1], &[999999.5]), expect!["[999999.5]"]);
         // Ties broken half to even.
         check(
-            &t(&[2], &[2818778.25, 1.5e6]),
+            &t(&[2], &[2_818_778.0 + 0.25, 1.5e6]),
             expect!["[2.8187782e+06 1.5000000e+06]"],
         );
-        check(&t(&[1], &[433975.625]), expect!["[433975.62]"]);
+        check(&t(&[1], &[433_975.5 + 0.125]), expect!["[433975.62]"]);
     }
 
     #[test]
