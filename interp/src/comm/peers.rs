@@ -136,7 +136,7 @@ impl PeerRanks {
     }
 
     /// The failures of the peers' ops that ended since they last reported, after giving the
-    /// running ones a moment ([`SETTLE_TIME`]) but without waiting for them, in rank order. A
+    /// running ones a moment (50 ms) but without waiting for them, in rank order. A
     /// peer that reports one ends the job.
     pub fn take_failures(&self) -> Vec<PeerReport> {
         for peer in &self.peers {
