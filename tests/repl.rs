@@ -542,7 +542,7 @@ fn graph_reports_a_recorded_graph_and_dag_draws_it() {
     assert!(run.stdout.contains("peak memory per run"), "{}", run.stdout);
     assert!(run.stdout.contains("digraph \"step\" {"), "{}", run.stdout);
     assert!(
-        run.stdout.contains("[label=\"B = A + 1 (line 3)\""),
+        run.stdout.contains("[label=\"B = A + 1 (<stdin>:3)\""),
         "{}",
         run.stdout
     );
