@@ -233,3 +233,32 @@ fn failures_reported_together_come_in_source_order_on_every_engine() {
         assert_eq!(run.stderr, runs[0].1.stderr, "{engine}");
     }
 }
+
+/// A statement that fails on every iteration of a loop with another message each time (other
+/// shapes) is reported once, with how many more times it failed and the last message, on every
+/// engine and observed too (where each iteration's op is labelled with its counter): it was
+/// 298 reports.
+#[test]
+fn a_loop_statement_failing_with_other_messages_is_reported_once() {
+    let dir = TestDir::new();
+    let source = "for i in 1..300 { B = ones(i) + ones(i + 1) }\nprint \"done\"\n";
+    let folded = "  = it failed so 297 more times at this statement, every time with other \
+                  messages (the last: cannot broadcast shapes [299] and [300])";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert_eq!(
+            run.stderr.matches("error:").count(),
+            1,
+            "{engine}: {}",
+            run.stderr
+        );
+        assert!(
+            run.stderr
+                .starts_with("error: cannot broadcast shapes [2] and [3]\n")
+                && run.stderr.contains(folded),
+            "{engine}: {}",
+            run.stderr
+        );
+    }
+    let run = Run::of(dir.dep().args(["run", "case.dep", "--summary"])).expect_code(1);
+    assert!(run.stderr.contains(folded), "{}", run.stderr);
+}

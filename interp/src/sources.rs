@@ -184,6 +184,70 @@ pub(crate) fn locate_line(sources: &[SourceChunk], line: u32) -> Option<(String,
     ))
 }
 
+/// The failures of one statement, folded into one report (see [`take_failures`]).
+struct Folded {
+    first: Arc<engine::OpError>,
+    n_more: u64,
+    /// How many of the others had another message than the first's.
+    n_other_messages: u64,
+    last_other_message: Option<String>,
+}
+
+impl Folded {
+    fn add(&mut self, failure: Arc<engine::OpError>) {
+        self.n_more += 1;
+        if failure.message != self.first.message {
+            self.n_other_messages += 1;
+            self.last_other_message = Some(failure.message.clone());
+        }
+    }
+
+    /// The first failure's report, then how many more there were.
+    fn report(self, sources: &[SourceChunk], graphs: &HashMap<String, Graph>) -> Report {
+        let mut report = render_op_error(sources, graphs, &self.first);
+        report.repeats = self.n_more;
+        if self.n_more > 0 {
+            let times = if self.n_more == 1 { "time" } else { "times" };
+            let mut more = format!(
+                "it failed so {} more {times} at this statement",
+                self.n_more
+            );
+            if let Some(last) = &self.last_other_message {
+                let n_other = self.n_other_messages;
+                let (them, message) = match n_other {
+                    1 => ("that time", "another message"),
+                    _ if n_other == self.n_more => ("every time", "other messages"),
+                    _ => ("", "other messages"),
+                };
+                more = match them {
+                    "" => format!("{more}, {n_other} of them with {message} (the last: {last})"),
+                    them => format!("{more}, {them} with {message} (the last: {last})"),
+                };
+            }
+            report.rendered = format!("{}\n  = {more}", report.rendered.trim_end());
+        }
+        report
+    }
+}
+
+/// A label's statement, without the iteration an observed loop's op adds to it (` i=5 j=2`,
+/// see `labels::with_iteration`).
+fn statement_of(label: &str) -> &str {
+    let mut statement = label;
+    while let Some((head, tail)) = statement.rsplit_once(' ') {
+        let is_counter = tail.split_once('=').is_some_and(|(name, value)| {
+            !name.is_empty()
+                && name.chars().all(|c| c.is_alphanumeric() || c == '_')
+                && value.trim_start_matches('-').parse::<u64>().is_ok()
+        });
+        if !is_counter {
+            break;
+        }
+        statement = head;
+    }
+    statement
+}
+
 /// Reports the failures `engine` saw that are not in `reported` (already reported by a `print`
 /// or `wait`), without waiting, and errors of the GPUs opened so far that no op could report (a
 /// failed stream-ordered free); empties `reported`.
@@ -195,9 +259,11 @@ pub(crate) fn take_failures(
 ) -> Result<(), RunError> {
     let failures = engine.take_failures();
     let n_not_kept = engine.take_n_failures_not_kept();
-    // The same failure of the same statement (a loop's) is reported once, with its count.
-    let mut distinct: Vec<(Arc<engine::OpError>, u64)> = Vec::new();
-    let mut index_of: HashMap<(u32, Arc<str>, String), usize> = HashMap::default();
+    // The failures of one statement (a loop's, each iteration's op labelled with its counters
+    // when observed) are reported once, with how many more there were and, where their
+    // messages differ (other shapes each iteration), how many of those and the last.
+    let mut distinct: Vec<Folded> = Vec::new();
+    let mut index_of: HashMap<(u32, String), usize> = HashMap::default();
     for failure in failures {
         if reported
             .iter()
@@ -205,29 +271,23 @@ pub(crate) fn take_failures(
         {
             continue;
         }
-        let key = (failure.line, failure.label.clone(), failure.message.clone());
+        let key = (failure.line, statement_of(&failure.label).to_string());
         match index_of.get(&key) {
-            Some(&index) => distinct[index].1 += 1,
+            Some(&index) => distinct[index].add(failure),
             None => {
                 index_of.insert(key, distinct.len());
-                distinct.push((failure, 0));
+                distinct.push(Folded {
+                    first: failure,
+                    n_more: 0,
+                    n_other_messages: 0,
+                    last_other_message: None,
+                });
             }
         }
     }
     let mut reports: Vec<Report> = distinct
         .into_iter()
-        .map(|(failure, n_more)| {
-            let mut report = render_op_error(sources, graphs, &failure);
-            report.repeats = n_more;
-            if n_more > 0 {
-                let times = if n_more == 1 { "time" } else { "times" };
-                report.rendered = format!(
-                    "{}\n  = it failed so {n_more} more {times} at this statement",
-                    report.rendered.trim_end()
-                );
-            }
-            report
-        })
+        .map(|folded| folded.report(sources, graphs))
         .collect();
     if n_not_kept > 0 {
         reports.push(Report::unplaced(format!(
