@@ -696,6 +696,33 @@ fn simulated_inputs_show_one_state_in_every_view() {
     assert!(!run.stdout.contains("waiting"), "{}", run.stdout);
 }
 
+/// A script `:load`ed from a pipe has its failures reported right after it, before the next
+/// line's output, as a statement's are (they came at the end of the input).
+#[test]
+fn a_loaded_scripts_failure_is_reported_before_the_next_line() {
+    let dir = TestDir::new();
+    dir.write(
+        "s1.dep",
+        "Y = ones(3)\nZ = Y @ ones(7, 7)\nprint \"done\"\n",
+    );
+    dir.write("in.txt", ":engine naive\n:load s1.dep\n:vars\n");
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "'{}' < in.txt 2>&1",
+            crate::util::dep_binary().display()
+        ))
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run dep");
+    let both = String::from_utf8_lossy(&output.stdout);
+    let error = both.find("error: matmul: shapes [3] and [7, 7]");
+    let vars = both.find("name  shape");
+    assert!(error.is_some() && vars.is_some() && error < vars, "{both}");
+}
+
 /// A recorded graph's DAG names each op's line as every other view does (`<stdin>:4`, where
 /// colon commands and blank lines count), not by the session's own numbering.
 #[test]

@@ -673,6 +673,10 @@ fn run_piped(config: SessionConfig) -> ExitCode {
                 if flow == Flow::Quit {
                     break;
                 }
+                // As the prompt does: a `:load`ed script's ops get a moment to end, and their
+                // failures are reported here, before the next line.
+                ctx.settle();
+                ctx.report_new_failures();
                 continue;
             }
         } else {
