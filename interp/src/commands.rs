@@ -625,7 +625,45 @@ fn live_frame(session: &Session) -> views::Frame {
     let engine = session.engine();
     let mut frame = views::Frame::from_snapshot(&engine.snapshot(), &engine.worker_names());
     frame.name_places(&session.places());
+    add_start_times(session, &mut frame);
     frame
+}
+
+/// Gives the frame's running ops the start times the event log holds (a snapshot has none),
+/// so `:ops` shows when each started and for how long it has run, as the live panel does.
+fn add_start_times(session: &Session, frame: &mut views::Frame) {
+    let running: std::collections::HashSet<engine::OpId> = frame
+        .ops
+        .iter()
+        .filter(|op| op.state == engine::OpState::Running)
+        .map(|op| op.id)
+        .collect();
+    let Some(log) = session.event_log().filter(|_| !running.is_empty()) else {
+        return;
+    };
+    let mut started = std::collections::HashMap::new();
+    let mut next = log.first_seq();
+    loop {
+        let after = log.read_since(next, |event| {
+            if let engine::EventKind::Started { op, .. } = event.kind {
+                if running.contains(&op) {
+                    started.insert(op, event.time_ns);
+                }
+            }
+        });
+        if after == next {
+            break;
+        }
+        next = after;
+    }
+    for op in &mut frame.ops {
+        if let Some(time_ns) = started.get(&op.id) {
+            op.started_ns = Some(*time_ns);
+            // The snapshot reads the clock before the queues: an op that started meanwhile
+            // has run no time yet, not a negative one.
+            frame.time_ns = frame.time_ns.max(*time_ns);
+        }
+    }
 }
 
 /// What the session's event log holds: everything since the engine started in the REPL, the
@@ -879,6 +917,42 @@ mod tests {
             threads: 2,
             ..SessionConfig::default()
         })
+    }
+
+    /// `ops` shows a running op's start, from the event log (a snapshot has none).
+    #[test]
+    fn ops_shows_when_a_running_op_started() {
+        let mut session = observed_threaded_session();
+        session
+            .run_source("t.dep", "A = work(400, ones(2))", &mut std::io::sink())
+            .unwrap();
+        // Until the op is seen running.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let frame = loop {
+            let Ok(Outcome::Live(LiveView::Ops, frame)) = run(&mut session, Command::Ops) else {
+                panic!("ops shows a frame");
+            };
+            let running = frame
+                .ops
+                .iter()
+                .any(|op| op.state == engine::OpState::Running);
+            if running || std::time::Instant::now() > deadline {
+                break frame;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let op = frame
+            .ops
+            .iter()
+            .find(|op| op.state == engine::OpState::Running)
+            .expect("the op runs for 400 ms");
+        assert!(
+            op.started_ns.is_some_and(|start| start <= frame.time_ns),
+            "{:?} {}",
+            op.started_ns,
+            frame.time_ns
+        );
+        session.engine().wait_all();
     }
 
     /// `trace t.pftrace` writes Perfetto's protobuf, as `dep run --trace t.pftrace` does (it
