@@ -65,7 +65,8 @@ pub fn placement_error(device_index: u16, availability: &GpuAvailability) -> Opt
         GpuAvailability::Unavailable { reason } => Some(format!(
             "`{device}` is not available: this machine has 0 GPUs ({reason}); \
              to run on the CPU, remove `with {device}` (or `to(..., {device})`), \
-             or simulate GPUs with `--engine sim`"
+             or simulate GPUs with the sim engine (`dep run --engine sim`, `:engine sim` in the \
+             REPL, `%engine sim` in a notebook)"
         )),
     }
 }
@@ -156,7 +157,7 @@ mod tests {
         let none = GpuAvailability::Unavailable {
             reason: "libcuda not found".to_string(),
         };
-        expect_test::expect![[r#"`gpu0` is not available: this machine has 0 GPUs (libcuda not found); to run on the CPU, remove `with gpu0` (or `to(..., gpu0)`), or simulate GPUs with `--engine sim`"#]]
+        expect_test::expect![[r#"`gpu0` is not available: this machine has 0 GPUs (libcuda not found); to run on the CPU, remove `with gpu0` (or `to(..., gpu0)`), or simulate GPUs with the sim engine (`dep run --engine sim`, `:engine sim` in the REPL, `%engine sim` in a notebook)"#]]
         .assert_eq(&placement_error(0, &none).unwrap());
         let two = GpuAvailability::Available { n_devices: 2 };
         assert_eq!(placement_error(1, &two), None);
