@@ -95,6 +95,14 @@ impl Frame {
                 waits.entry(op).or_default().push(blocker);
             }
         }
+        // A variable whose deletion waits in its queue (`del A` while A is read) is shown as
+        // such: a new `A` may already be live beside it.
+        let deleted: Vec<VarId> = snapshot
+            .ops
+            .iter()
+            .filter(|op| op.label.starts_with("del ") && op.reads.is_empty())
+            .flat_map(|op| op.writes.iter().copied())
+            .collect();
         Frame {
             time_ns: snapshot.time_ns,
             vars: snapshot
@@ -103,7 +111,10 @@ impl Frame {
                 .filter(|var| !is_internal_name(&var.name))
                 .map(|var| FrameVar {
                     id: var.id,
-                    name: var.name.clone(),
+                    name: match deleted.contains(&var.id) {
+                        true => Arc::from(format!("{} (deleted)", var.name)),
+                        false => var.name.clone(),
+                    },
                     queue: var.queue.clone(),
                 })
                 .collect(),
@@ -318,6 +329,40 @@ mod internal_tests {
         assert!(frame.vars.iter().any(|var| &*var.name == "A"));
         assert!(frame.vars.iter().all(|var| &*var.name != "_#1"));
         assert!(frame.ops.iter().all(|op| &*op.label != "_#1"));
+    }
+
+    /// `del A` while A is still read, then a new `A`: the frame names the old one deleted, so
+    /// two rows never both read `A`, and `why A` is about the new one.
+    #[test]
+    fn a_variable_whose_deletion_waits_is_named_deleted() {
+        let engine = engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::Threaded,
+            threads: 1,
+            ..engine::EngineConfig::default()
+        });
+        let old = engine.new_var("A");
+        let (open, gate) = std::sync::mpsc::channel::<()>();
+        let gate = std::sync::Mutex::new(gate);
+        engine.push(
+            engine::OpSpec::new("B = work(A)", move || {
+                let _ = gate.lock().map(|gate| gate.recv());
+                Ok(())
+            })
+            .reads(&[old.clone()]),
+        );
+        engine.delete_var(old, 3, || ());
+        let new = engine.new_var("A");
+        engine.push(engine::OpSpec::new("A = 7", || Ok(())).writes(&[new.clone()]));
+        let frame = Frame::from_snapshot(&engine.snapshot(), &engine.worker_names());
+        let _ = open.send(());
+        engine.wait_all();
+        let names: Vec<&str> = frame.vars.iter().map(|var| &*var.name).collect();
+        assert!(names.contains(&"A (deleted)"), "{names:?}");
+        assert_eq!(
+            names.iter().filter(|name| **name == "A").count(),
+            1,
+            "{names:?}"
+        );
     }
 
     /// A write cancelled while it waits: the frame shows it cancelled, waiting for nothing, and
