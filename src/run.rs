@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use signal_hook::consts::SIGINT;
 
+use dep_interp::comm::LocalRanks;
 use dep_interp::driver::{Driver, Input, Interrupt, Listener};
 use dep_interp::{ErrorKind, RunError, Session};
 
@@ -82,7 +83,11 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
                     .collect();
                 rank_views.write(runs);
             }
-            OtherRanks::report(outcomes, code)
+            let code = OtherRanks::report(outcomes, code);
+            if let (Ranks::Simulated(comms), 0) = (ranks, code) {
+                warn_of_unreceived(&comms[0]);
+            }
+            code
         }
         None => {
             if let (Some(rank_views), Some(own_run), 0) = (&rank_views, own_run, code) {
@@ -94,6 +99,18 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
             }
             code
         }
+    }
+}
+
+/// Warns of every message of the job's simulated ranks that no `recv` took: a lost message
+/// is a script's mistake that nothing else shows (the sender's op ended when it was sent).
+fn warn_of_unreceived(comm: &LocalRanks) {
+    for (from, to, tag) in comm.unreceived() {
+        eprintln!(
+            "warning: rank {from}'s send number {} to rank {to} was never received: rank {to} \
+             has no matching recv({from}, ...)",
+            tag + 1
+        );
     }
 }
 

@@ -922,3 +922,21 @@ fn a_simulated_allreduce_takes_a_rings_share_of_its_bytes_over_the_net_model() {
         assert_eq!(run.stdout, format!("{ms}\n"), "{n} ranks");
     }
 }
+
+/// A message no rank receives is a script's mistake nothing else shows (its send ended when
+/// sent): the run warns of it, naming both ranks and which send it was.
+#[test]
+fn a_simulated_message_never_received_is_warned_of() {
+    let dir = TestDir::new();
+    let script = "x = ones(3)\nwith rank = 0 {\n  send(x, 1)\n  send(x * 2, 1)\n}\nwith rank = 1 {\n  y = recv(0, 3)\n}\nprint sum(x)\n";
+    let run = simulated(&dir, 2, script, &[]).expect_code(0);
+    assert!(
+        run.stderr.contains(
+            "warning: rank 0's send number 2 to rank 1 was never received: rank 1 has no \
+             matching recv(0, ...)"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("send number 1 "), "{}", run.stderr);
+}

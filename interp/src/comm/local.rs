@@ -120,6 +120,15 @@ impl LocalRanks {
         }
     }
 
+    /// The messages sent and never received, as (from, to, tag) in that order: once every rank
+    /// has ended, each is a `send` that no `recv` matched (tag k: the (k+1)-th send from that
+    /// rank to that one).
+    pub fn unreceived(&self) -> Vec<(usize, usize, u64)> {
+        let mut keys: Vec<(usize, usize, u64)> = self.lock().messages.keys().copied().collect();
+        keys.sort_unstable();
+        keys
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.shared
             .state
