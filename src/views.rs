@@ -758,10 +758,16 @@ pub(crate) fn replay(args: &ReplayArgs) -> ExitCode {
     if args.end {
         stepper.go_to(n_steps);
         let summary = summary.unwrap_or_else(|| views::Summary::of(&replay));
+        let ranks = match ranks_of(replay.worker_names()) {
+            n if n > 1 => format!(
+                "  (the {n} ranks of the trace together; the run's own summary was rank 0's)\n"
+            ),
+            _ => String::new(),
+        };
         // A closed pipe (`| head`) ends the output, as success.
         let _ = write!(
             stdout,
-            "{}{}",
+            "{}{}{ranks}",
             views::text::step(&stepper, &style),
             views::text::summary(&summary, &style)
         );
@@ -785,6 +791,23 @@ pub(crate) fn replay(args: &ReplayArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// How many ranks a trace's workers belong to: those of a trace of several ranks are named
+/// `r1 cpu:0`; one rank's have no prefix (1).
+fn ranks_of(worker_names: &[String]) -> usize {
+    let mut ranks: Vec<&str> = worker_names
+        .iter()
+        .filter_map(|name| name.split_once(' ').map(|(rank, _)| rank))
+        .filter(|rank| {
+            rank.strip_prefix('r').is_some_and(|number| {
+                !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit())
+            })
+        })
+        .collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    ranks.len().max(1)
 }
 
 /// Restores the terminal when the stepper ends, however it ends.

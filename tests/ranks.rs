@@ -940,3 +940,22 @@ fn a_simulated_message_never_received_is_warned_of() {
     );
     assert!(!run.stderr.contains("send number 1 "), "{}", run.stderr);
 }
+
+/// `dep replay` of a trace of several ranks sums them all, where `dep run`'s summary was rank
+/// 0's: its summary says so.
+#[test]
+fn a_replayed_summary_of_several_ranks_says_it_adds_them_up() {
+    let dir = TestDir::new();
+    let script = "x = ones(2) * (rank() + 1)\nx = allreduce(x)\nprint x\n";
+    simulated(&dir, 3, script, &["--trace", "t.json"]).expect_code(0);
+    let run = Run::of(dir.dep().args(["replay", "--end", "t.json"])).expect_code(0);
+    assert!(
+        run.stdout
+            .contains("(the 3 ranks of the trace together; the run's own summary was rank 0's)"),
+        "{}",
+        run.stdout
+    );
+    simulated(&dir, 1, script, &["--trace", "one.json"]).expect_code(0);
+    let run = Run::of(dir.dep().args(["replay", "--end", "one.json"])).expect_code(0);
+    assert!(!run.stdout.contains("ranks of the trace"), "{}", run.stdout);
+}
