@@ -377,24 +377,24 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
         Command::Trace(path) => {
             let replay = replay(session);
             let n_ops = replay.ops().len();
-            let written = match trace_format(&path)? {
-                TraceFormat::Chrome => write_file(
-                    &path,
-                    views::trace::chrome_trace(&replay),
-                    &format!(
-                        "Chrome trace of {} (open it in Perfetto or chrome://tracing)",
-                        views::text::count(n_ops, "op")
-                    ),
-                )?,
-                TraceFormat::Perfetto => write_file(
-                    &path,
+            let (contents, format, opener) = match trace_format(&path)? {
+                TraceFormat::Chrome => (
+                    views::trace::chrome_trace(&replay).into_bytes(),
+                    "Chrome",
+                    "Perfetto or chrome://tracing",
+                ),
+                TraceFormat::Perfetto => (
                     views::perfetto::perfetto_trace(&replay),
-                    &format!(
-                        "Perfetto trace of {} (open it in Perfetto)",
-                        views::text::count(n_ops, "op")
-                    ),
-                )?,
+                    "Perfetto",
+                    "Perfetto",
+                ),
             };
+            let ops = views::text::count(n_ops, "op");
+            let written = write_file(
+                &path,
+                contents,
+                &format!("{format} trace of {ops} (open it in {opener})"),
+            )?;
             with_forgotten(session, written)
         }
         Command::Engine {

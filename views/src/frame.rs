@@ -290,6 +290,27 @@ impl Frame {
 mod internal_tests {
     use super::*;
 
+    /// A threaded engine of one worker.
+    fn one_worker_engine() -> engine::Engine {
+        engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::Threaded,
+            threads: 1,
+            ..engine::EngineConfig::default()
+        })
+    }
+
+    /// An op labelled `label` that holds its variables until the sender sends (or is
+    /// dropped), so the ops behind it stay in the snapshot.
+    fn gated(label: &str) -> (engine::OpSpec, std::sync::mpsc::Sender<()>) {
+        let (open, gate) = std::sync::mpsc::channel::<()>();
+        let gate = std::sync::Mutex::new(gate);
+        let spec = engine::OpSpec::new(label.to_string(), move || {
+            let _ = gate.lock().map(|gate| gate.recv());
+            Ok(())
+        });
+        (spec, open)
+    }
+
     #[test]
     fn temporaries_and_their_bookkeeping_are_internal() {
         for label in ["_#1", "wait _#1", "del _#12", "del return#3"] {
@@ -302,24 +323,13 @@ mod internal_tests {
 
     #[test]
     fn a_frame_leaves_out_internal_ops_and_variables() {
-        let engine = engine::Engine::new(engine::EngineConfig {
-            policy: engine::Policy::Threaded,
-            threads: 1,
-            ..engine::EngineConfig::default()
-        });
+        let engine = one_worker_engine();
         let a = engine.new_var("A");
         let temporary = engine.new_var("_#1");
         // A gate holds both variables, so the ops behind it stay in the snapshot.
-        let (open, gate) = std::sync::mpsc::channel::<()>();
-        let gate = std::sync::Mutex::new(gate);
         let both = [a.clone(), temporary.clone()];
-        engine.push(
-            engine::OpSpec::new("gate", move || {
-                let _ = gate.lock().map(|gate| gate.recv());
-                Ok(())
-            })
-            .writes(&both),
-        );
+        let (gate, open) = gated("gate");
+        engine.push(gate.writes(&both));
         engine.push(engine::OpSpec::new("_#1", || Ok(())).writes(&[temporary.clone()]));
         engine.push(engine::OpSpec::new("A = 1", || Ok(())).writes(&[a]));
         let frame = Frame::from_snapshot(&engine.snapshot(), &engine.worker_names());
@@ -335,21 +345,10 @@ mod internal_tests {
     /// two rows never both read `A`, and `why A` is about the new one.
     #[test]
     fn a_variable_whose_deletion_waits_is_named_deleted() {
-        let engine = engine::Engine::new(engine::EngineConfig {
-            policy: engine::Policy::Threaded,
-            threads: 1,
-            ..engine::EngineConfig::default()
-        });
+        let engine = one_worker_engine();
         let old = engine.new_var("A");
-        let (open, gate) = std::sync::mpsc::channel::<()>();
-        let gate = std::sync::Mutex::new(gate);
-        engine.push(
-            engine::OpSpec::new("B = work(A)", move || {
-                let _ = gate.lock().map(|gate| gate.recv());
-                Ok(())
-            })
-            .reads(&[old.clone()]),
-        );
+        let (reader, open) = gated("B = work(A)");
+        engine.push(reader.reads(&[old.clone()]));
         engine.delete_var(old, 3, || ());
         let new = engine.new_var("A");
         engine.push(engine::OpSpec::new("A = 7", || Ok(())).writes(&[new.clone()]));
@@ -369,21 +368,10 @@ mod internal_tests {
     /// `why` says the variable will not be written.
     #[test]
     fn why_a_variable_whose_write_was_cancelled_will_not_be_written() {
-        let engine = engine::Engine::new(engine::EngineConfig {
-            policy: engine::Policy::Threaded,
-            threads: 1,
-            ..engine::EngineConfig::default()
-        });
+        let engine = one_worker_engine();
         let (a, b) = (engine.new_var("A"), engine.new_var("B"));
-        let (open, gate) = std::sync::mpsc::channel::<()>();
-        let gate = std::sync::Mutex::new(gate);
-        engine.push(
-            engine::OpSpec::new("A = 1", move || {
-                let _ = gate.lock().map(|gate| gate.recv());
-                Ok(())
-            })
-            .writes(&[a.clone()]),
-        );
+        let (writer, open) = gated("A = 1");
+        engine.push(writer.writes(&[a.clone()]));
         engine.push(
             engine::OpSpec::new("B = A + 1", || Ok(()))
                 .reads(&[a])
