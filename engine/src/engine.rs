@@ -158,6 +158,15 @@ pub struct SharedOp<'a> {
 /// the stack.
 const FAST_ACCESSES: usize = 4;
 
+/// Which ops granted at once the fast path runs on the pushing thread (see
+/// `Shared::runs_here`).
+enum RunsHere {
+    /// Every one (the naive policy).
+    Always,
+    /// The cheap ones ([`OpBody::is_cheap`]: the threaded policies).
+    IfCheap,
+}
+
 /// The locks the naive fast path holds while its op runs, by access index.
 type FastGuards<'a> = [Option<MutexGuard<'a, VarState>>; FAST_ACCESSES];
 
@@ -396,7 +405,10 @@ impl Engine {
     /// does, cloning the op's parts only when it must wait in the queues (the naive engine runs
     /// an unobserved op that waits for nothing at once, and then needs no copy of them).
     pub fn push_shared(&self, op: SharedOp<'_>) -> OpId {
-        if let Some(mut guards) = self.shared.lock_if_grantable(op.accesses) {
+        if let Some(mut guards) =
+            self.shared
+                .lock_if_grantable(op.accesses, op.device, Some(op.body))
+        {
             let granted =
                 self.shared
                     .numbered(op.label, op.line, op.device, op.priority, op.accesses);
@@ -882,10 +894,12 @@ impl Shared {
         accesses: &AccessSet,
         work: Work,
     ) -> Result<OpId, Work> {
-        if !matches!(work, Work::Run(_) | Work::Shared(_)) {
-            return Err(work);
-        }
-        let Some(guards) = self.lock_if_grantable(accesses) else {
+        let body = match &work {
+            Work::Shared(body) => Some(body),
+            Work::Run(_) => None,
+            Work::Async(_) | Work::Wait(_) | Work::Delete(_) | Work::Ran(_) => return Err(work),
+        };
+        let Some(guards) = self.lock_if_grantable(accesses, device, body) else {
             return Err(work);
         };
         let mut guards = guards;
@@ -903,11 +917,19 @@ impl Shared {
     }
 
     /// The locks of `accesses`' variables, taken in id order, when the fast path may run the op
-    /// now (see [`Self::run_unqueued`]): the naive policy, a handful of accesses, each grantable
-    /// at once, and, when observed, no snapshot taken yet. A snapshot cannot see an op that runs
-    /// under its variables' locks (it waits for it), so once a live view asks for snapshots the
-    /// observed ops take the queued path, where snapshots see them waiting and running.
-    fn lock_if_grantable<'a>(&self, accesses: &'a Accesses) -> Option<FastGuards<'a>> {
+    /// now (see [`Self::run_unqueued`]): an op the policy runs on the pushing thread (see
+    /// [`Self::runs_here`]; under the threaded policies, a cheap one), a handful of accesses,
+    /// each grantable at once, and, when observed, no snapshot taken yet. A snapshot cannot see
+    /// an op that runs under its variables' locks (it waits for it), so once a live view asks
+    /// for snapshots the observed ops take the queued path, where snapshots see them waiting
+    /// and running.
+    fn lock_if_grantable<'a>(
+        &self,
+        accesses: &'a Accesses,
+        device: Device,
+        body: Option<&Arc<dyn OpBody>>,
+    ) -> Option<FastGuards<'a>> {
+        let runs_here = self.runs_here(device, body.is_some())?;
         if !self.may_run_unqueued() || accesses.len() > FAST_ACCESSES {
             return None;
         }
@@ -919,14 +941,28 @@ impl Shared {
             }
             guards[index] = Some(state);
         }
-        Some(guards)
+        match runs_here {
+            RunsHere::Always => Some(guards),
+            RunsHere::IfCheap => body.filter(|body| body.is_cheap()).map(|_| guards),
+        }
     }
 
-    /// Whether the naive fast path is open: the naive policy, unobserved or observed by nothing
-    /// that takes snapshots.
+    /// Which ops granted at once at their push the policy runs on the pushing thread: under the
+    /// naive policy every one; under the threaded and per-device ones a CPU op with a shared
+    /// body that says it is cheap (see [`OpBody::is_cheap`]); none when simulated.
+    fn runs_here(&self, device: Device, has_body: bool) -> Option<RunsHere> {
+        match self.policy {
+            Policy::Naive => Some(RunsHere::Always),
+            Policy::Threaded | Policy::PerDevice if device == Device::Cpu && has_body => {
+                Some(RunsHere::IfCheap)
+            }
+            Policy::Threaded | Policy::PerDevice | Policy::Sim => None,
+        }
+    }
+
+    /// Whether the fast path is open: unobserved, or observed by nothing that takes snapshots.
     fn may_run_unqueued(&self) -> bool {
-        self.policy == Policy::Naive
-            && (self.sink.is_none() || !self.snapshots_taken.load(Ordering::Relaxed))
+        self.sink.is_none() || !self.snapshots_taken.load(Ordering::Relaxed)
     }
 
     /// Runs a whole batch here and now, as [`Self::run_unqueued`] runs one op, when every op of
@@ -937,6 +973,14 @@ impl Shared {
     /// would be granted is known before the first runs. Returns the last op's id, or `None` when
     /// the batch must be pushed op by op.
     fn run_batch_unqueued(&self, batch: &OpBatch, context: impl Fn() -> OpContext) -> Option<OpId> {
+        let ask_cheap = match self.policy {
+            Policy::Naive => false,
+            Policy::Threaded | Policy::PerDevice => true,
+            Policy::Sim => return None,
+        };
+        if ask_cheap && batch.ops.iter().any(|op| op.device != Device::Cpu) {
+            return None;
+        }
         if !self.may_run_unqueued()
             || batch.vars.len() > BATCH_VARS
             || batch.ops.iter().any(|op| op.accesses.len() > FAST_ACCESSES)
@@ -960,7 +1004,7 @@ impl Shared {
                         })
                     })
             });
-        if !grantable {
+        if !grantable || (ask_cheap && !batch.ops.iter().all(|op| op.body.is_cheap())) {
             return None;
         }
         let first = self.number_ops(batch.ops.len());

@@ -18,6 +18,18 @@ pub type AsyncOpFn = Box<dyn FnOnce(&OpContext, OpCompletion) + Send + 'static>;
 pub trait OpBody: Send + Sync + 'static {
     /// Runs the op once, in `ctx`: `Err(message)` marks it failed.
     fn run(&self, ctx: &OpContext) -> Result<(), String>;
+
+    /// Whether running the op now costs less than handing it to a worker (on a machine of
+    /// many cores a hand-over moves the op's cache lines between cores: a few hundred
+    /// nanoseconds). The threaded and per-device policies run such a CPU op on the pushing
+    /// thread when every access of it would be granted at once, as the naive policy runs every
+    /// op (TensorFlow's executor runs its inexpensive kernels inline so). Asked at that push,
+    /// with the op's variables locked and its accesses grantable, so its inputs are there to
+    /// be measured; it must answer at once (never wait for a lock). The answer chooses only
+    /// the thread: the op runs, and is observed, as it would on a worker. Default: no.
+    fn is_cheap(&self) -> bool {
+        false
+    }
 }
 
 /// What an op's body may learn of where and how it runs, built by the engine for each run

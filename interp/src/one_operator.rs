@@ -73,6 +73,18 @@ impl OneOperator {
         reads_every_input.then_some(one)
     }
 
+    /// Its constant operands.
+    pub(crate) fn constants(&self) -> impl Iterator<Item = &Tensor> {
+        let operands = match self {
+            OneOperator::Binary(_, lhs, rhs) => [Some(lhs), Some(rhs)],
+            OneOperator::Unary(..) => [None, None],
+        };
+        operands.into_iter().flatten().filter_map(|operand| match operand {
+            Operand::Const(value) => Some(value),
+            Operand::Input(_) => None,
+        })
+    }
+
     /// Computes the operator over `inputs` into `output`, as the op's plan would: an input the
     /// op overwrites is taken out of its slot (so that its buffer may take the result), the
     /// others are read, and the old buffer of an output the op does not read may take the

@@ -296,6 +296,14 @@ impl Segment {
 }
 
 impl engine::OpBody for SegmentBody {
+    /// Cheap when every op of it is (a release only drops a value).
+    fn is_cheap(&self) -> bool {
+        self.steps.iter().all(|step| match step {
+            Step::Compute(op) => op.is_cheap_now(),
+            Step::Release(..) => true,
+        })
+    }
+
     fn run(&self, ctx: &engine::OpContext) -> Result<(), String> {
         run_steps(&self.steps, self.pool.as_ref(), &self.sizes, ctx).map_err(|(step, message)| {
             let Some(op) = step else {

@@ -196,6 +196,17 @@ impl Slot {
         self.value.try_lock().ok().and_then(|value| value.clone())
     }
 
+    /// `read` of the host value (`None`: no value at all), without waiting: `None` while another
+    /// thread holds the slot, or when the value lives only on a GPU. For the check of a cheap op
+    /// (see `compute::ComputeOp::is_cheap_now`), which must not wait for an op that holds it.
+    pub(crate) fn try_read_host<T>(&self, read: impl FnOnce(Option<&Tensor>) -> T) -> Option<T> {
+        let value = self.value.try_lock().ok()?;
+        if value.is_none() && self.device_value.try_lock().ok()?.is_some() {
+            return None;
+        }
+        Some(read(value.as_ref()))
+    }
+
     /// The value's shape, wherever it lives, if there is one, without waiting or downloading.
     pub fn peek_shape(&self) -> Option<Vec<usize>> {
         if let Some(value) = self.value.try_lock().ok().and_then(|value| value.clone()) {
