@@ -15,11 +15,14 @@
 //! - an op's closure: taken once, by the thread that runs it;
 //! - an asynchronous op's completion: taken once, by the first of its handle's `complete` and
 //!   `drop` (see `completion.rs`); it releases the op's accesses like a synchronous op's end;
-//! - the naive policy's fast path (`run_unqueued`): a synchronous op whose accesses would all be
-//!   granted at once runs on the pushing thread while it holds its variables' locks (taken in id
-//!   order, as an append does), never entering the queues: a push from another thread to one of
-//!   them waits for it, as its queue entries would make that push's op wait. Observed, it sends
-//!   the events the queued path would; once a snapshot was taken, observed ops take the queues;
+//! - the fast path (`run_unqueued`): a synchronous op whose accesses would all be granted at
+//!   once runs on the pushing thread while it holds its variables' locks (taken in id order, as
+//!   an append does), never entering the queues: a push from another thread to one of them waits
+//!   for it, as its queue entries would make that push's op wait. The naive policy runs every
+//!   op so; the threaded and per-device ones a CPU op whose body says it is cheap
+//!   ([`OpBody::is_cheap`]: handing it to a worker would cost more than running it), asked
+//!   once the locks are held. Observed, it sends the events the queued path would; once a
+//!   snapshot was taken, observed ops take the queues;
 //! - the count of unfinished ops: an atomic; the idle mutex is touched only when it reaches zero
 //!   while a thread waits for everything, and by that thread.
 //!

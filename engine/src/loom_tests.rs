@@ -2,8 +2,9 @@
 //! the workers of the threaded policy (`Group::pop_blocking`, `execute`, `release`, `route`),
 //! `wait_var`, `wait_all`, asynchronous completion from another thread, the network ops the
 //! thread that makes them ready starts itself (a completing thread, a worker, the pushing thread:
-//! `start_posts`, `Group::push_unless_first`), and a batch's push (`Engine::push_batch`) racing
-//! another thread's push, all compiled with loom's mutexes, condition variables, atomics and
+//! `start_posts`, `Group::push_unless_first`), a batch's push (`Engine::push_batch`) racing
+//! another thread's push, and cheap ops run where they are pushed (`Shared::runs_here`), all
+//! compiled with loom's mutexes, condition variables, atomics and
 //! threads (see `sync.rs`).
 //!
 //! Run with
@@ -165,6 +166,65 @@ fn loom_a_batch_is_pushed_whole_while_another_thread_pushes() {
         assert_eq!(r1, w0 + 1, "op 1 read op 0's write, no other write between");
         assert_eq!((w0.min(w2), w0.max(w2)), (0, 1), "the two writes ran alone");
         assert_eq!(value_b.seen(1), 0);
+    });
+}
+
+/// A body that says it is cheap: the threaded policy runs it on the pushing thread when every
+/// access of it is granted at its push (see `Shared::runs_here`).
+struct Cheap<F>(F);
+
+impl<F: Fn() -> Result<(), String> + Send + Sync + 'static> OpBody for Cheap<F> {
+    fn run(&self, _ctx: &OpContext) -> Result<(), String> {
+        (self.0)()
+    }
+
+    fn is_cheap(&self) -> bool {
+        true
+    }
+}
+
+/// Pushes op `op` as a cheap op reading or writing `var`, whose value is `value`.
+fn push_cheap(engine: &Engine, var: &Var, value: &Arc<Value>, op: usize, write: bool) {
+    let value = value.clone();
+    let body: Arc<dyn OpBody> = Arc::new(Cheap(move || value.access(op, write)));
+    let accesses = if write {
+        AccessSet::new(Vec::new(), vec![var.clone()])
+    } else {
+        AccessSet::new(vec![var.clone()], Vec::new())
+    };
+    engine.push_shared(crate::SharedOp {
+        label: &Arc::from(format!("op{op}")),
+        line: 1,
+        device: Device::Cpu,
+        priority: 0,
+        body: &body,
+        accesses: &accesses,
+    });
+}
+
+#[test]
+fn loom_cheap_ops_run_where_they_are_pushed_in_order_with_the_workers() {
+    loom::model(|| {
+        let engine = Arc::new(engine(Policy::Threaded));
+        let a = engine.new_var("a");
+        let value = Value::new(4);
+        // The main thread pushes W0 (to the worker), then R1 and W2, cheap: each runs where it
+        // is pushed if W0 has ended, else behind it on the worker. Another thread pushes R3,
+        // cheap, at the same time.
+        let other = {
+            let (engine, a, value) = (engine.clone(), a.clone(), value.clone());
+            loom::thread::spawn(move || push_cheap(&engine, &a, &value, 3, false))
+        };
+        push(&engine, &a, &value, 0, true);
+        push_cheap(&engine, &a, &value, 1, false);
+        push_cheap(&engine, &a, &value, 2, true);
+        other.join().unwrap();
+        engine.wait_all();
+        assert!(engine.take_failures().is_empty(), "an op ran twice");
+        let (w0, r1, w2, r3) = (value.seen(0), value.seen(1), value.seen(2), value.seen(3));
+        assert_eq!((w0, r1, w2), (0, 1, 1), "W0, then R1, then W2");
+        assert!(r3 <= 2);
+        assert_eq!(value.count.load(Ordering::Relaxed), 2);
     });
 }
 

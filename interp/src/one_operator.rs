@@ -79,10 +79,13 @@ impl OneOperator {
             OneOperator::Binary(_, lhs, rhs) => [Some(lhs), Some(rhs)],
             OneOperator::Unary(..) => [None, None],
         };
-        operands.into_iter().flatten().filter_map(|operand| match operand {
-            Operand::Const(value) => Some(value),
-            Operand::Input(_) => None,
-        })
+        operands
+            .into_iter()
+            .flatten()
+            .filter_map(|operand| match operand {
+                Operand::Const(value) => Some(value),
+                Operand::Input(_) => None,
+            })
     }
 
     /// Computes the operator over `inputs` into `output`, as the op's plan would: an input the
