@@ -13,11 +13,14 @@ use std::time::{Duration, Instant};
 
 use dep_engine as engine;
 
-/// How many unfinished ops make the interpreter wait before its next push.
+/// How many unfinished ops make the interpreter wait before its next push. The wait lasts
+/// until every op has ended: a cheap op pushed next then finds its variables free and runs where
+/// it is pushed (see `engine::OpBody::is_cheap`), and so does every one after it that the
+/// workers do not hold back. Resumed with ops still queued, a loop of cheap ops (`c = c + b`)
+/// would queue each behind the one before for ever, every op paying a hand-over to a worker
+/// where the interpreter could run it for less. The workers idle only while the interpreter
+/// pushes its first op again.
 pub(crate) const MAX_UNFINISHED: usize = 4096;
-/// The wait ends once this few are left: the workers then have work while the interpreter
-/// catches up.
-const RESUME_AT: usize = MAX_UNFINISHED / 2;
 /// How many unread events of a streamed log make the interpreter wait (a few megabytes).
 const MAX_UNREAD: u64 = 1 << 16;
 /// How long a log reader may read nothing before the interpreter stops waiting for it.
@@ -25,9 +28,9 @@ const READER_PATIENCE: Duration = Duration::from_secs(1);
 /// How long the interpreter sleeps between two looks.
 const LOOK_PERIOD: Duration = Duration::from_micros(100);
 
-/// Waits, if the engine has [`MAX_UNFINISHED`] ops unfinished, until at most [`RESUME_AT`] are
-/// left; then, if `log` is streamed and holds [`MAX_UNREAD`] unread events, until its reader
-/// has read half of them. `interrupted` is asked at each look: when the user interrupts, the
+/// Waits, if the engine has [`MAX_UNFINISHED`] ops unfinished, until every op has ended; then,
+/// if `log` is streamed and holds [`MAX_UNREAD`] unread events, until its reader has read half
+/// of them. `interrupted` is asked every few milliseconds: when the user interrupts, the
 /// pending ops are cancelled (they then finish at once) and the wait ends; the interrupted
 /// statement stops the run at its next check.
 pub(crate) fn wait_for_room(
@@ -35,14 +38,9 @@ pub(crate) fn wait_for_room(
     log: Option<&engine::EventLog>,
     interrupted: &dyn Fn() -> bool,
 ) {
-    if engine.n_unfinished() >= MAX_UNFINISHED {
-        while engine.n_unfinished() > RESUME_AT {
-            if interrupted() {
-                engine.cancel_pending();
-                return;
-            }
-            std::thread::sleep(LOOK_PERIOD);
-        }
+    if engine.n_unfinished() >= MAX_UNFINISHED && !engine.wait_all_or(interrupted) {
+        engine.cancel_pending();
+        return;
     }
     let Some(log) = log else { return };
     let mut unread = log.unread();
@@ -100,7 +98,29 @@ mod tests {
         engine.wait_all();
         let most = most_pending.load(Ordering::Relaxed);
         assert!(most < MAX_UNFINISHED, "{most} ops pending before a push");
-        assert!(most >= RESUME_AT, "the limit was reached: {most}");
+        assert!(most >= MAX_UNFINISHED / 2, "the limit was reached: {most}");
+    }
+
+    /// Once the lead reached its limit, the interpreter waits until every op has ended, so that
+    /// a cheap op pushed next finds its variables free.
+    #[test]
+    fn a_wait_for_room_lasts_until_every_op_has_ended() {
+        let engine = engine(engine::Policy::Threaded);
+        let var = engine.new_var("v");
+        // One op that holds the variable for a while, and the rest of the limit queued behind.
+        engine.push(
+            engine::OpSpec::new("hold", || {
+                std::thread::sleep(Duration::from_millis(20));
+                Ok(())
+            })
+            .writes(&[var.clone()]),
+        );
+        for _ in 1..MAX_UNFINISHED {
+            engine.push(engine::OpSpec::new("queued", || Ok(())).writes(&[var.clone()]));
+        }
+        wait_for_room(&engine, None, &|| false);
+        assert_eq!(engine.n_unfinished(), 0);
+        assert_eq!(var.version(), MAX_UNFINISHED as u64);
     }
 
     #[test]
