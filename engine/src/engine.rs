@@ -157,7 +157,7 @@ pub struct SharedOp<'a> {
     pub accesses: &'a AccessSet,
 }
 
-/// The most accesses an op run by the naive fast path has (nearly all ops): their locks stay on
+/// The most accesses an op run by the fast path has (nearly all ops): their locks stay on
 /// the stack.
 const FAST_ACCESSES: usize = 4;
 
@@ -170,7 +170,7 @@ enum RunsHere {
     IfCheap,
 }
 
-/// The locks the naive fast path holds while its op runs, by access index.
+/// The locks the fast path holds while its op runs, by access index.
 type FastGuards<'a> = [Option<MutexGuard<'a, VarState>>; FAST_ACCESSES];
 
 /// The most variables a batch run by the naive fast path locks at once (a replayed block of a
@@ -406,7 +406,8 @@ impl Engine {
 
     /// Pushes a shared op by reference: what `push` of `OpSpec::shared(...).access_set(...)`
     /// does, cloning the op's parts only when it must wait in the queues (the naive engine runs
-    /// an unobserved op that waits for nothing at once, and then needs no copy of them).
+    /// an op that waits for nothing at once, the threaded ones a cheap one, and then need no
+    /// copy of them).
     pub fn push_shared(&self, op: SharedOp<'_>) -> OpId {
         if let Some(mut guards) =
             self.shared
@@ -969,8 +970,8 @@ impl Shared {
     }
 
     /// Runs a whole batch here and now, as [`Self::run_unqueued`] runs one op, when every op of
-    /// it would be granted at once (the naive policy, no snapshot-taking observer, a handful of
-    /// variables and accesses per op): every variable locked once, in id order, for the whole
+    /// it would be granted at once (the naive policy, or the threaded ones when every op is a
+    /// cheap CPU op; no snapshot-taking observer; a handful of variables and accesses per op): every variable locked once, in id order, for the whole
     /// batch. The ops run in order, each numbered, refused, reported and counted as alone; their
     /// variables' queues do not change meanwhile (these ops never enter them), so whether each
     /// would be granted is known before the first runs. Returns the last op's id, or `None` when
