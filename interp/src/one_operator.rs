@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use crate::builtins::Builtin;
 use crate::input_uses::InputUses;
 use crate::plan::Plan;
 use crate::slot::Slot;
@@ -20,7 +21,7 @@ use crate::tensor::{self, BinaryOp, Tensor, UnaryOp};
 pub(crate) enum OneOperator {
     /// `a op b`.
     Binary(BinaryOp, Operand, Operand),
-    /// `op(x)` of input `x`.
+    /// `op(x)` of input `x` (`-x`, `relu(x)`).
     Unary(UnaryOp, usize),
 }
 
@@ -54,6 +55,11 @@ impl OneOperator {
             }
             Plan::Unary(op, operand) => match **operand {
                 Plan::Input(index) => OneOperator::Unary(*op, index),
+                _ => return None,
+            },
+            // `relu(z)`, `exp(x)`: the evaluator runs the same kernel on the argument's value.
+            Plan::Call(Builtin::Unary(op), args) => match args.as_slice() {
+                [Plan::Input(index)] => OneOperator::Unary(*op, *index),
                 _ => return None,
             },
             _ => return None,
@@ -276,6 +282,11 @@ mod tests {
         assert!(OneOperator::of(&twice, 1).is_some());
         assert!(OneOperator::of(&twice, 2).is_none());
         assert!(OneOperator::of(&Plan::Input(0), 1).is_none());
+        // A unary builtin of an input, not of an expression.
+        let relu = |arg: Plan| Plan::Call(Builtin::Unary(UnaryOp::Relu), vec![arg]);
+        assert!(OneOperator::of(&relu(Plan::Input(0)), 1).is_some());
+        let relu_of_sum = relu(binary(BinaryOp::Add, Plan::Input(0), Plan::Input(0)));
+        assert!(OneOperator::of(&relu_of_sum, 1).is_none());
     }
 
     #[test]

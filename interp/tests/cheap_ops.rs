@@ -47,12 +47,13 @@ h = ones(1, 32)
 wait
 c = c + b
 x = -c
+r = relu(x)
 e = d + 1
 f = g + h
 m = ones(4, 4) @ ones(4, 4)
 s = work(30, c)
 t = s + 1
-print t[0], e[0], f[0, 0], x[0], m[0, 0]
+print t[0], e[0], f[0, 0], x[0], m[0, 0], r[0]
 ";
 
 #[test]
@@ -64,9 +65,9 @@ fn the_threaded_engines_run_a_cheap_ready_op_where_it_is_pushed() {
                 .get(label)
                 .unwrap_or_else(|| panic!("{policy:?}: no `{label}` in {workers:?}"))
         };
-        assert_eq!(out, "3 2 2 -2 4\n", "{policy:?}");
+        assert_eq!(out, "3 2 2 -2 4 0\n", "{policy:?}");
         // Cheap and ready at once: on the pushing thread.
-        for label in ["c = c + b", "x = -c"] {
+        for label in ["c = c + b", "x = -c", "r = relu(x)"] {
             assert_eq!(on(label), CALLER_WORKER, "{policy:?}: {label}");
         }
         // Too large, growing by broadcasting, more than one operator, or behind an op that
