@@ -19,7 +19,7 @@ use dep_engine as engine;
 /// workers do not hold back. Resumed with ops still queued, a loop of cheap ops (`c = c + b`)
 /// would queue each behind the one before for ever, every op paying a hand-over to a worker
 /// where the interpreter could run it for less. The workers idle only while the interpreter
-/// pushes its first op again.
+/// pushes its first op again (at most [`LOOK_PERIOD`] late).
 pub(crate) const MAX_UNFINISHED: usize = 4096;
 /// How many unread events of a streamed log make the interpreter wait (a few megabytes).
 const MAX_UNREAD: u64 = 1 << 16;
@@ -30,7 +30,7 @@ const LOOK_PERIOD: Duration = Duration::from_micros(100);
 
 /// Waits, if the engine has [`MAX_UNFINISHED`] ops unfinished, until every op has ended; then,
 /// if `log` is streamed and holds [`MAX_UNREAD`] unread events, until its reader has read half
-/// of them. `interrupted` is asked every few milliseconds: when the user interrupts, the
+/// of them. `interrupted` is asked at each look: when the user interrupts, the
 /// pending ops are cancelled (they then finish at once) and the wait ends; the interrupted
 /// statement stops the run at its next check.
 pub(crate) fn wait_for_room(
@@ -38,9 +38,14 @@ pub(crate) fn wait_for_room(
     log: Option<&engine::EventLog>,
     interrupted: &dyn Fn() -> bool,
 ) {
-    if engine.n_unfinished() >= MAX_UNFINISHED && !engine.wait_all_or(interrupted) {
-        engine.cancel_pending();
-        return;
+    if engine.n_unfinished() >= MAX_UNFINISHED {
+        while engine.n_unfinished() > 0 {
+            if interrupted() {
+                engine.cancel_pending();
+                return;
+            }
+            std::thread::sleep(LOOK_PERIOD);
+        }
     }
     let Some(log) = log else { return };
     let mut unread = log.unread();
