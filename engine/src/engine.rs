@@ -21,7 +21,7 @@
 //!   for it, as its queue entries would make that push's op wait. The naive policy runs every
 //!   op so; the threaded and per-device ones a CPU op whose body says it is cheap
 //!   ([`OpBody::is_cheap`]: handing it to a worker would cost more than running it), asked
-//!   once the locks are held. Observed, it sends the events the queued path would; once a
+//!   before the locks are taken. Observed, it sends the events the queued path would; once a
 //!   snapshot was taken, observed ops take the queues;
 //! - the count of unfinished ops: an atomic; the idle mutex is touched only when it reaches zero
 //!   while a thread waits for everything, and by that thread.
@@ -160,15 +160,6 @@ pub struct SharedOp<'a> {
 /// The most accesses an op run by the fast path has (nearly all ops): their locks stay on
 /// the stack.
 const FAST_ACCESSES: usize = 4;
-
-/// Which ops granted at once the fast path runs on the pushing thread (see
-/// `Shared::runs_here`).
-enum RunsHere {
-    /// Every one (the naive policy).
-    Always,
-    /// The cheap ones ([`OpBody::is_cheap`]: the threaded policies).
-    IfCheap,
-}
 
 /// The locks the fast path holds while its op runs, by access index.
 type FastGuards<'a> = [Option<MutexGuard<'a, VarState>>; FAST_ACCESSES];
@@ -922,7 +913,7 @@ impl Shared {
 
     /// The locks of `accesses`' variables, taken in id order, when the fast path may run the op
     /// now (see [`Self::run_unqueued`]): an op the policy runs on the pushing thread (see
-    /// [`Self::runs_here`]; under the threaded policies, a cheap one), a handful of accesses,
+    /// [`Self::runs_here`]: under the threaded policies, a cheap one), a handful of accesses,
     /// each grantable at once, and, when observed, no snapshot taken yet. A snapshot cannot see
     /// an op that runs under its variables' locks (it waits for it), so once a live view asks
     /// for snapshots the observed ops take the queued path, where snapshots see them waiting
@@ -933,8 +924,10 @@ impl Shared {
         device: Device,
         body: Option<&Arc<dyn OpBody>>,
     ) -> Option<FastGuards<'a>> {
-        let runs_here = self.runs_here(device, body.is_some())?;
-        if !self.may_run_unqueued() || accesses.len() > FAST_ACCESSES {
+        if !self.runs_here(device, body)
+            || !self.may_run_unqueued()
+            || accesses.len() > FAST_ACCESSES
+        {
             return None;
         }
         let mut guards: FastGuards<'a> = Default::default();
@@ -945,22 +938,22 @@ impl Shared {
             }
             guards[index] = Some(state);
         }
-        match runs_here {
-            RunsHere::Always => Some(guards),
-            RunsHere::IfCheap => body.filter(|body| body.is_cheap()).map(|_| guards),
-        }
+        Some(guards)
     }
 
-    /// Which ops granted at once at their push the policy runs on the pushing thread: under the
-    /// naive policy every one; under the threaded and per-device ones a CPU op with a shared
-    /// body that says it is cheap (see [`OpBody::is_cheap`]); none when simulated.
-    fn runs_here(&self, device: Device, has_body: bool) -> Option<RunsHere> {
+    /// Whether the policy runs an op placed on `device` whose body is `body` (none: a closure)
+    /// on the pushing thread when every access of it is granted at its push: under the naive
+    /// policy every op; under the threaded and per-device ones a CPU op whose shared body says
+    /// it is cheap (see [`OpBody::is_cheap`], asked here, before the variables are locked, so
+    /// that an op that is not cheap locks them only once, on the queued path); none when
+    /// simulated.
+    fn runs_here(&self, device: Device, body: Option<&Arc<dyn OpBody>>) -> bool {
         match self.policy {
-            Policy::Naive => Some(RunsHere::Always),
-            Policy::Threaded | Policy::PerDevice if device == Device::Cpu && has_body => {
-                Some(RunsHere::IfCheap)
+            Policy::Naive => true,
+            Policy::Threaded | Policy::PerDevice => {
+                device == Device::Cpu && body.is_some_and(|body| body.is_cheap())
             }
-            Policy::Threaded | Policy::PerDevice | Policy::Sim => None,
+            Policy::Sim => false,
         }
     }
 
@@ -977,15 +970,11 @@ impl Shared {
     /// would be granted is known before the first runs. Returns the last op's id, or `None` when
     /// the batch must be pushed op by op.
     fn run_batch_unqueued(&self, batch: &OpBatch, context: impl Fn() -> OpContext) -> Option<OpId> {
-        let ask_cheap = match self.policy {
-            Policy::Naive => false,
-            Policy::Threaded | Policy::PerDevice => true,
-            Policy::Sim => return None,
-        };
-        if ask_cheap && batch.ops.iter().any(|op| op.device != Device::Cpu) {
-            return None;
-        }
-        if !self.may_run_unqueued()
+        if !batch
+            .ops
+            .iter()
+            .all(|op| self.runs_here(op.device, Some(&op.body)))
+            || !self.may_run_unqueued()
             || batch.vars.len() > BATCH_VARS
             || batch.ops.iter().any(|op| op.accesses.len() > FAST_ACCESSES)
         {
@@ -1008,7 +997,7 @@ impl Shared {
                         })
                     })
             });
-        if !grantable || (ask_cheap && !batch.ops.iter().all(|op| op.body.is_cheap())) {
+        if !grantable {
             return None;
         }
         let first = self.number_ops(batch.ops.len());

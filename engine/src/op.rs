@@ -23,10 +23,11 @@ pub trait OpBody: Send + Sync + 'static {
     /// many cores a hand-over moves the op's cache lines between cores: a few hundred
     /// nanoseconds). The threaded and per-device policies run such a CPU op on the pushing
     /// thread when every access of it would be granted at once, as the naive policy runs every
-    /// op (TensorFlow's executor runs its inexpensive kernels inline so). Asked at that push,
-    /// with the op's variables locked and its accesses grantable, so its inputs are there to
-    /// be measured; it must answer at once (never wait for a lock). The answer chooses only
-    /// the thread: the op runs, and is observed, as it would on a worker. Default: no.
+    /// op (TensorFlow's executor runs its inexpensive kernels inline so). Asked at the push,
+    /// before the op's variables are locked, so that an op that is not cheap locks them only
+    /// once: it must answer at once (never wait for a lock), and may measure an input that an
+    /// op still running is about to replace. The answer chooses only the thread: the op runs,
+    /// and is observed, as it would on a worker. Default: no.
     fn is_cheap(&self) -> bool {
         false
     }

@@ -124,8 +124,9 @@ impl ComputeOp {
     /// one elementwise operator (`one_operator.rs`) over constants and host values of at most
     /// [`CHEAP_ELEMENTS`] elements, each of one shape or of a single element, so that its
     /// result is no larger. An input with no value counts as small: in a graph's replay an
-    /// earlier op of the batch, itself cheap, writes it; elsewhere the op fails at once. An
-    /// input that another thread holds, or that lives on a GPU, makes the op not cheap.
+    /// earlier op of the batch, itself cheap, writes it; while an op that writes it has not
+    /// ended, the op waits in the queues anyway; otherwise it fails at once. An input that
+    /// another thread holds, or that lives on a GPU, makes the op not cheap.
     pub(crate) fn is_cheap_now(&self) -> bool {
         let Some(one_operator) = &self.one_operator else {
             return false;
