@@ -1051,7 +1051,10 @@ impl Shared {
 
     /// [`Self::run_granted`] with its events sent to `sink`. Kept out of line, so that the
     /// unobserved path stays as small as it was. A cancelled op (`cancel`) never starts: its push is
-    /// sent without a start, then its end.
+    /// sent without a start, then its end. A CPU op's push, start and end are sent together
+    /// once it has ended ([`EventSink::ran_at_once`]): it runs under its variables' locks, so
+    /// no other op's event about them can fall between them, and it reports no device work
+    /// meanwhile.
     #[inline(never)]
     fn run_granted_observed(
         &self,
@@ -1077,6 +1080,13 @@ impl Shared {
         let outcome = if cancel {
             sink.pushed(self.now_ns(), &push);
             self.settle_granted(&op, states, true, run)
+        } else if op.device == Device::Cpu {
+            let push_ns = self.now_ns();
+            let outcome =
+                DeviceClock::run_unclocked(|| self.settle_granted(&op, states, false, run));
+            let message = outcome.error().map(|error| error.message.as_str());
+            sink.ran_at_once(push_ns, &push, self.now_ns(), outcome.state(), message);
+            return;
         } else {
             sink.pushed_and_started(self.now_ns(), &push);
             observed_run(op.id, op.device, sink, self.clock, || {

@@ -9,6 +9,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::{Device, OpId, OpState, Var, VarId};
+use crossbeam_utils::CachePadded;
 
 mod reader;
 
@@ -188,6 +189,26 @@ pub trait EventSink: Send + Sync {
         self.started(time_ns, push.op, crate::CALLER_WORKER);
     }
 
+    /// Takes an op that ran the moment it was pushed, on the thread that pushed it, once it has
+    /// ended: its push at `push_ns` (every access granted, the op ready and started at once, as
+    /// [`EventSink::pushed_and_started`]), then its end at `end_ns` in `state`, with its error
+    /// message. The engine calls it instead of those two only where nothing else happens to
+    /// the op or its variables between them (a CPU op, under its variables' locks, with no
+    /// snapshots taken), so its events may all be numbered at its end. By default
+    /// [`EventSink::pushed_and_started`] then [`EventSink::finished`]; a sink may keep them as
+    /// one record.
+    fn ran_at_once(
+        &self,
+        push_ns: u64,
+        push: &Push<'_>,
+        end_ns: u64,
+        state: OpState,
+        message: Option<&str>,
+    ) {
+        self.pushed_and_started(push_ns, push);
+        self.finished(end_ns, push.op, state, message);
+    }
+
     /// Takes op `op`'s start on worker `worker` at `time_ns`: by default an
     /// [`EventKind::Started`]; a sink may keep it without building the event.
     fn started(&self, time_ns: u64, op: OpId, worker: u32) {
@@ -247,16 +268,16 @@ pub trait EventSink: Send + Sync {
 /// shard while an earlier one is appended to a shard it already read. Readers therefore only
 /// get the run of consecutive numbers that are all present, never skipping such a gap.
 pub struct EventLog {
-    shards: [Mutex<Shard>; N_SHARDS],
-    next_seq: AtomicU64,
+    shards: [CachePadded<Mutex<Shard>>; N_SHARDS],
+    next_seq: CachePadded<AtomicU64>,
     /// The number of the first event after the last clear: the log holds no event numbered
     /// below it. Written only while every shard is locked, so read under any shard's lock.
-    first_seq: AtomicU64,
+    first_seq: CachePadded<AtomicU64>,
     /// Whether a reader streams the log (has called [`EventLog::forget_before`]).
     streamed: AtomicBool,
     /// The room [`EventLog::read_since`] copies each shard's records into, and the room it
     /// decodes a push into, kept between calls.
-    reader: Mutex<(Vec<Run>, Event)>,
+    reader: CachePadded<Mutex<(Vec<Run>, Event)>>,
     /// Whether the grants that come after a push (a release's) are kept: not in a log made by
     /// [`EventLog::without_later_grants`].
     keeps_later_grants: bool,
@@ -304,8 +325,13 @@ const CHUNK: usize = 4096;
 /// `Shard::push_op`).
 const SMALL_PUSH: usize = 4;
 
-/// Words a chunk makes room for at first: enough for pushes of a few accesses each.
-const CHUNK_WORDS: usize = 4 * CHUNK;
+/// The words of such a push laid out on the stack: its head, its accesses, their grants' bits
+/// and its end.
+const SMALL_PUSH_WORDS: usize = 3 + SMALL_PUSH + 1 + 2;
+
+/// Words a chunk makes room for at first: enough for pushes of a few accesses each, and room
+/// for the stack's copy of one more (cut after), so that a chunk's words are seldom moved.
+const CHUNK_WORDS: usize = 8 * CHUNK + SMALL_PUSH_WORDS;
 
 /// An event as the log keeps it: the same 32 bytes whatever its kind.
 #[derive(Clone, Copy, Debug)]
@@ -316,9 +342,10 @@ struct Record {
     /// The op, or the variable of a creation or deletion.
     subject: u64,
     /// By kind: a string number (a variable's name), an offset into the chunk's words (a device
-    /// span; a push, with how many of its accesses were granted at once in bits 32-61, whether
-    /// it then started at once on the pushing thread in bit 62, `STARTED_AT_ONCE`, and whether
-    /// that made it ready in bit 63), a variable (a grant, with whether it made its op
+    /// span; a push, with how many of its accesses were granted at once in bits 32-60, whether
+    /// it also ended before it was kept in bit 61, `ENDED_AT_ONCE`, whether it started at once
+    /// on the pushing thread in bit 62, `STARTED_AT_ONCE`, and whether it was then ready in bit
+    /// 63), a variable (a grant, with whether it made its op
     /// ready in bit 63: `GRANT_READY`), a worker, or a state and message (a finish).
     payload: u64,
 }
@@ -348,9 +375,15 @@ impl Record {
     }
 
     /// For a push: whether it stands for the op's start too, at the same moment, on the pushing
-    /// thread ([`crate::CALLER_WORKER`]): its last event.
+    /// thread ([`crate::CALLER_WORKER`]): its last event, or the one before its end.
     fn starts_at_once(&self) -> bool {
         self.kind() == KIND_PUSHED && self.payload & STARTED_AT_ONCE != 0
+    }
+
+    /// For a push: whether it stands for the op's end too ([`EventSink::ran_at_once`]): its
+    /// last event, whose time and state follow the push's words.
+    fn ends_at_once(&self) -> bool {
+        self.kind() == KIND_PUSHED && self.payload & ENDED_AT_ONCE != 0
     }
 
     /// How many events it stands for: each takes one sequence number, from [`Record::seq`] on.
@@ -359,7 +392,10 @@ impl Record {
             return 1 + u64::from(self.grant_readies());
         }
         let (n_granted, ready) = self.grants();
-        1 + n_granted + u64::from(ready) + u64::from(self.starts_at_once())
+        1 + n_granted
+            + u64::from(ready)
+            + u64::from(self.starts_at_once())
+            + u64::from(self.ends_at_once())
     }
 
     /// The sequence number of its last event.
@@ -368,8 +404,13 @@ impl Record {
     }
 }
 
-/// The bits of a push record's payload that count its grants (bits 32-61).
-const GRANTS_MASK: u64 = (1 << 30) - 1;
+/// The bits of a push record's payload that count its grants (bits 32-60).
+const GRANTS_MASK: u64 = (1 << 29) - 1;
+
+/// The bit of a push record's payload that says the op ended before the push was kept: the
+/// record stands for its [`EventKind::Finished`] too, whose time and payload (a finish
+/// record's) are the two words after the push's.
+const ENDED_AT_ONCE: u64 = 1 << 61;
 
 /// The bit of a push record's payload that says the op started at once, on the pushing thread:
 /// the record stands for its [`EventKind::Started`] too.
@@ -614,8 +655,17 @@ impl Shard {
 
     /// Keeps a push, its grants and its readiness as one record, numbered from `seq` on (one
     /// number per event it stands for); `n_granted` is [`Push::n_granted`], `started`
-    /// [`STARTED_AT_ONCE`] when it stands for the op's start too, else 0.
-    fn push_op(&mut self, seq: u64, time_ns: u64, push: &Push<'_>, n_granted: u32, started: u64) {
+    /// [`STARTED_AT_ONCE`] when it stands for the op's start too, else 0; `end`, the time and
+    /// the state and message of its end when it stands for that too.
+    fn push_op(
+        &mut self,
+        seq: u64,
+        time_ns: u64,
+        push: &Push<'_>,
+        n_granted: u32,
+        started: u64,
+        end: Option<[u64; 2]>,
+    ) {
         let label = u64::from(self.strings.number(push.label));
         let chunk = self.open_chunk();
         let n_accesses = push.reads.len() + push.writes.len();
@@ -624,7 +674,11 @@ impl Shard {
             device_code(push.device) << 32 | u64::from(push.priority as u32),
             (push.reads.len() as u64) << 32 | push.writes.len() as u64,
         ];
-        let n_events = 1 + u64::from(n_granted) + u64::from(push.ready) + u64::from(started != 0);
+        let n_events = 1
+            + u64::from(n_granted)
+            + u64::from(push.ready)
+            + u64::from(started != 0)
+            + u64::from(end.is_some());
         let offset = chunk.words.len() as u64;
         let n_bits = if n_granted > 0 {
             n_accesses.div_ceil(64)
@@ -633,8 +687,9 @@ impl Shard {
         };
         if n_accesses <= SMALL_PUSH && n_bits <= 1 {
             // A push of a few accesses (nearly all) is laid out on the stack and appended at
-            // once: one check for room, one copy.
-            let mut words = [0; 4 + SMALL_PUSH];
+            // once: one check for room, and a copy of a length known when compiled (a copy of
+            // a length known only now is a call to `memmove`), then cut to its length.
+            let mut words = [0; SMALL_PUSH_WORDS];
             words[..3].copy_from_slice(&head);
             for (word, var) in words[3..]
                 .iter_mut()
@@ -642,12 +697,17 @@ impl Shard {
             {
                 *word = var.id().0;
             }
+            let mut len = 3 + n_accesses;
             if n_bits == 1 {
-                words[3 + n_accesses] = push.granted[0];
+                words[len] = push.granted[0];
+                len += 1;
             }
-            chunk
-                .words
-                .extend_from_slice(&words[..3 + n_accesses + n_bits]);
+            if let Some(end) = end {
+                words[len..len + 2].copy_from_slice(&end);
+                len += 2;
+            }
+            chunk.words.extend_from_slice(&words);
+            chunk.words.truncate(offset as usize + len);
         } else {
             // Each part appended from a slice or a mapped slice, whose length is known, so that
             // the room is made once per part (a chained iterator is appended an element at a
@@ -664,6 +724,7 @@ impl Shard {
                     .words
                     .resize(offset as usize + 3 + n_accesses + n_bits, 0);
             }
+            chunk.words.extend(end.into_iter().flatten());
         }
         chunk.push(
             Record {
@@ -672,6 +733,7 @@ impl Shard {
                 subject: push.op.0,
                 payload: offset
                     | u64::from(n_granted) << 32
+                    | if end.is_some() { ENDED_AT_ONCE } else { 0 }
                     | started
                     | u64::from(push.ready) << 63,
             },
@@ -744,11 +806,11 @@ impl Default for ReadRoom {
 impl Default for EventLog {
     fn default() -> EventLog {
         EventLog {
-            shards: std::array::from_fn(|_| Mutex::new(Shard::default())),
-            next_seq: AtomicU64::new(0),
-            first_seq: AtomicU64::new(0),
+            shards: std::array::from_fn(|_| CachePadded::new(Mutex::new(Shard::default()))),
+            next_seq: CachePadded::new(AtomicU64::new(0)),
+            first_seq: CachePadded::new(AtomicU64::new(0)),
             streamed: AtomicBool::new(false),
-            reader: Mutex::new((Vec::new(), push_room())),
+            reader: CachePadded::new(Mutex::new((Vec::new(), push_room()))),
             keeps_later_grants: true,
             keep_at_most: 0,
             n_forgotten: AtomicU64::new(0),
@@ -813,7 +875,7 @@ impl EventLog {
     /// Forgets the events numbered below `seq` (see [`EventLog::keep_within_limit`]).
     #[cold]
     fn forget_oldest(&self, seq: u64) {
-        let mut shards: Vec<_> = self.shards.iter().map(lock).collect();
+        let mut shards: Vec<_> = self.shards.iter().map(|shard| lock(shard)).collect();
         let first = self.first_seq.load(Ordering::Relaxed);
         if seq <= first {
             return; // another pusher forgot them first
@@ -876,8 +938,10 @@ impl EventLog {
 
     /// [`EventLog::read_since`] for a reader that has no use for grants
     /// ([`EventKind::Granted`]): they are passed over (and counted in the number returned)
-    /// without being decoded. A summary, or a trace without the event log in it, reads a third
-    /// fewer events per op.
+    /// without being decoded, and so is the readiness ([`EventKind::Ready`]) of an op that
+    /// started at once on the thread that pushed it, which its start, the next event, makes
+    /// moot. A summary, or a trace without the event log in it, reads a third to a half fewer
+    /// events per op.
     pub fn read_since_without_grants(&self, seq: u64, visit: impl FnMut(&Event)) -> u64 {
         self.read_up_to(seq, READ_BATCH, false, visit)
     }
@@ -947,7 +1011,7 @@ impl EventLog {
     pub fn len(&self) -> usize {
         // Every shard locked, as a clear does: no number is being taken, so every event
         // numbered below `next_seq` is in a shard or forgotten.
-        let _shards: Vec<_> = self.shards.iter().map(lock).collect();
+        let _shards: Vec<_> = self.shards.iter().map(|shard| lock(shard)).collect();
         let held = self.next_seq.load(Ordering::Relaxed) - self.first_seq.load(Ordering::Relaxed);
         usize::try_from(held).unwrap_or(usize::MAX)
     }
@@ -967,7 +1031,7 @@ impl EventLog {
     /// Forgets every event so far. Numbers keep increasing, and [`EventLog::events_since`] reads
     /// on from the first event after the clear.
     pub fn clear(&self) {
-        let mut shards: Vec<_> = self.shards.iter().map(lock).collect();
+        let mut shards: Vec<_> = self.shards.iter().map(|shard| lock(shard)).collect();
         // Every shard is locked, so no number is being taken: the events numbered below
         // `next_seq` are all in the shards, and the later ones come after this returns.
         self.first_seq
@@ -996,8 +1060,10 @@ impl EventLog {
     /// event once with [`EventLog::events_since`] and keeps what it needs): the log then holds
     /// only what that reader has not read yet. [`EventLog::events_since`] reads on from `seq`.
     pub fn forget_before(&self, seq: u64) {
-        self.streamed.store(true, Ordering::Relaxed);
-        let mut shards: Vec<_> = self.shards.iter().map(lock).collect();
+        if !self.streamed.load(Ordering::Relaxed) {
+            self.streamed.store(true, Ordering::Relaxed);
+        }
+        let mut shards: Vec<_> = self.shards.iter().map(|shard| lock(shard)).collect();
         let first = self.first_seq.load(Ordering::Relaxed).max(seq);
         self.first_seq.store(first, Ordering::Relaxed);
         for shard in &mut shards {
@@ -1056,7 +1122,7 @@ impl EventSink for EventLog {
         let shard = this_shard();
         let mut shard = lock(&self.shards[shard]);
         let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
-        shard.push_op(seq, time_ns, push, n_granted, 0);
+        shard.push_op(seq, time_ns, push, n_granted, 0, None);
         drop(shard);
         self.keep_within_limit(seq + n_events);
     }
@@ -1068,7 +1134,30 @@ impl EventSink for EventLog {
         let shard = this_shard();
         let mut shard = lock(&self.shards[shard]);
         let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
-        shard.push_op(seq, time_ns, push, n_granted, STARTED_AT_ONCE);
+        shard.push_op(seq, time_ns, push, n_granted, STARTED_AT_ONCE, None);
+        drop(shard);
+        self.keep_within_limit(seq + n_events);
+    }
+
+    fn ran_at_once(
+        &self,
+        push_ns: u64,
+        push: &Push<'_>,
+        end_ns: u64,
+        state: OpState,
+        message: Option<&str>,
+    ) {
+        let n_granted = push.n_granted();
+        // The push, its grants, its readiness, its start and its end.
+        let n_events = 3 + u64::from(n_granted) + u64::from(push.ready);
+        let shard = this_shard();
+        let mut shard = lock(&self.shards[shard]);
+        let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
+        let message = message.map_or(0, |message| {
+            u64::from(shard.strings.number_of_text(message)) + 1
+        });
+        let end = [end_ns, state as u64 | message << 8];
+        shard.push_op(seq, push_ns, push, n_granted, STARTED_AT_ONCE, Some(end));
         drop(shard);
         self.keep_within_limit(seq + n_events);
     }
@@ -1324,11 +1413,20 @@ mod tests {
     /// the indices `granted` granted at once, sent to a log and to a sink that keeps the events.
     /// An op's push (and, `at_once`, its start with it) kept by the log and sent as events by
     /// the trait's default methods, between two other events: the log, and the events sent.
+    /// How [`push_both_ways`] sends its push.
+    #[derive(Clone, Copy)]
+    enum Sent<'a> {
+        Pushed,
+        PushedAndStarted,
+        /// Ran at once, ending in a state with a message.
+        RanAtOnce(OpState, Option<&'a str>),
+    }
+
     fn push_both_ways(
         n_vars: usize,
         granted: &[usize],
         ready: bool,
-        at_once: bool,
+        sent: Sent<'_>,
     ) -> (EventLog, Vec<Event>) {
         let engine = crate::Engine::new(crate::EngineConfig::default());
         let vars: Vec<Var> = (0..n_vars)
@@ -1356,10 +1454,10 @@ mod tests {
         log.event(numbered(0, 0));
         keep.event(numbered(0, 0));
         for sink in [&log as &dyn EventSink, &keep] {
-            if at_once {
-                sink.pushed_and_started(77, &push);
-            } else {
-                sink.pushed(77, &push);
+            match sent {
+                Sent::Pushed => sink.pushed(77, &push),
+                Sent::PushedAndStarted => sink.pushed_and_started(77, &push),
+                Sent::RanAtOnce(state, message) => sink.ran_at_once(77, &push, 90, state, message),
             }
             sink.event(numbered(0, 9));
         }
@@ -1369,7 +1467,7 @@ mod tests {
 
     #[test]
     fn a_push_kept_as_one_record_reads_back_as_its_events() {
-        let (log, expected) = push_both_ways(4, &[0, 1, 3], false, false);
+        let (log, expected) = push_both_ways(4, &[0, 1, 3], false, Sent::Pushed);
         let kinds: Vec<String> = expected
             .iter()
             .map(|event| {
@@ -1394,11 +1492,11 @@ mod tests {
                 "from {from}"
             );
         }
-        let (log, expected) = push_both_ways(2, &[0, 1], true, false);
+        let (log, expected) = push_both_ways(2, &[0, 1], true, Sent::Pushed);
         assert!(matches!(expected[4].kind, EventKind::Ready { op: OpId(5) }));
         assert_eq!(log.events(), expected);
         // More accesses than one word of bits holds.
-        let (log, expected) = push_both_ways(150, &[0, 63, 64, 149], false, false);
+        let (log, expected) = push_both_ways(150, &[0, 63, 64, 149], false, Sent::Pushed);
         assert_eq!(expected.len(), 7);
         assert_eq!(log.events(), expected);
         assert_eq!(log.events_since(3).0, expected[3..]);
@@ -1406,7 +1504,7 @@ mod tests {
 
     #[test]
     fn a_push_and_its_start_kept_as_one_record_read_back_as_their_events() {
-        let (log, expected) = push_both_ways(3, &[0, 1, 2], true, true);
+        let (log, expected) = push_both_ways(3, &[0, 1, 2], true, Sent::PushedAndStarted);
         let kinds: Vec<&str> = expected
             .iter()
             .map(|event| match event.kind {
@@ -1441,19 +1539,96 @@ mod tests {
                 "from {from}"
             );
         }
-        // Without grants: the push, its readiness and its start, the grants counted.
+        // Without grants: the push and its start, the grants and the readiness counted.
         let mut seen = Vec::new();
         let next = log.read_since_without_grants(0, |event| seen.push(event.clone()));
         let without_grants: Vec<Event> = expected
             .iter()
-            .filter(|event| !matches!(event.kind, EventKind::Granted { .. }))
+            .filter(|event| {
+                !matches!(
+                    event.kind,
+                    EventKind::Granted { .. } | EventKind::Ready { .. }
+                )
+            })
             .cloned()
             .collect();
         assert_eq!((seen, next), (without_grants, 8));
         // Nothing granted at once: the push then its start (the record's words hold no bits).
-        let (log, expected) = push_both_ways(2, &[], false, true);
+        let (log, expected) = push_both_ways(2, &[], false, Sent::PushedAndStarted);
         assert_eq!(expected.len(), 4);
         assert_eq!(log.events(), expected);
+    }
+
+    #[test]
+    fn an_op_that_ran_at_once_kept_as_one_record_reads_back_as_its_events() {
+        let (log, expected) =
+            push_both_ways(3, &[0, 1, 2], true, Sent::RanAtOnce(OpState::Done, None));
+        let kinds: Vec<&str> = expected
+            .iter()
+            .map(|event| match event.kind {
+                EventKind::Pushed { .. } => "Pushed",
+                EventKind::Granted { .. } => "Granted",
+                EventKind::Ready { .. } => "Ready",
+                EventKind::Started { .. } => "Started",
+                EventKind::Finished { .. } => "Finished",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "Started", "Pushed", "Granted", "Granted", "Granted", "Ready", "Started",
+                "Finished", "Started"
+            ]
+        );
+        assert_eq!(
+            expected[7],
+            Event {
+                time_ns: 90,
+                kind: EventKind::Finished {
+                    op: OpId(5),
+                    state: OpState::Done,
+                    message: None
+                }
+            }
+        );
+        assert_eq!(log.events(), expected);
+        assert_eq!((log.len(), log.next_seq()), (9, 9));
+        // Read from inside the record: only the events from that number on.
+        for from in 0..=9 {
+            assert_eq!(
+                log.events_since(from),
+                (expected[from as usize..].to_vec(), 9),
+                "from {from}"
+            );
+        }
+        // Without grants: the push, its start and its end, the grants and the readiness
+        // counted.
+        let mut seen = Vec::new();
+        let next = log.read_since_without_grants(0, |event| seen.push(event.clone()));
+        let without_grants: Vec<Event> = expected
+            .iter()
+            .filter(|event| {
+                !matches!(
+                    event.kind,
+                    EventKind::Granted { .. } | EventKind::Ready { .. }
+                )
+            })
+            .cloned()
+            .collect();
+        assert_eq!((seen, next), (without_grants, 9));
+        // Failed, nothing granted at once (no bits among the words), and a push of more
+        // accesses than the stack's layout takes: the end's words are found after them all.
+        for (n_vars, granted) in [(2, &[][..]), (7, &[0, 6][..]), (70, &[3, 69][..])] {
+            let (log, expected) = push_both_ways(
+                n_vars,
+                granted,
+                false,
+                Sent::RanAtOnce(OpState::Failed, Some("shapes differ")),
+            );
+            assert_eq!(expected.len(), 5 + granted.len());
+            assert_eq!(log.events(), expected, "{n_vars} variables");
+        }
     }
 
     #[test]
@@ -1491,7 +1666,7 @@ mod tests {
 
     #[test]
     fn a_reader_without_grants_gets_every_other_event_and_the_same_numbers() {
-        let (log, expected) = push_both_ways(4, &[0, 1, 3], true, false);
+        let (log, expected) = push_both_ways(4, &[0, 1, 3], true, Sent::Pushed);
         // A grant at a release, as another thread (another shard) sends it.
         let grant = Event {
             time_ns: 90,

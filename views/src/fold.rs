@@ -157,6 +157,10 @@ pub struct RunFold {
     free: Vec<Slot>,
     /// Each live op's slot.
     ops: HashMap<OpId, Slot>,
+    /// The last op pushed and its slot, while it lives: the events after a push are most often
+    /// its own (an op run where it was pushed is pushed, made ready, started and ended in a
+    /// row), found here without a look-up in `ops`.
+    last_pushed: Option<(OpId, Slot)>,
     histories: HashMap<VarId, History>,
     var_names: HashMap<VarId, Arc<str>>,
     /// Ops placed on a device other than the CPU (or that reported device work), kept to the
@@ -481,10 +485,10 @@ impl RunFold {
                 let device_op = match self.device_ops.get_mut(op) {
                     Some(device_op) => device_op,
                     None => {
-                        let Some(slot) = self.ops.get(op) else {
+                        let Some(slot) = self.slot_of(*op) else {
                             return;
                         };
-                        let live = self.slot(*slot);
+                        let live = self.slot(slot);
                         let device_op = DeviceOp {
                             position: live.position,
                             label: self.labels.text(live.label).clone(),
@@ -685,6 +689,7 @@ impl RunFold {
         // An op pushed again under a live id (a log read from a file may do so) takes the
         // id; the earlier one lives on, unnamed, while records still name it.
         self.ops.insert(op, own);
+        self.last_pushed = Some((op, own));
         for slot in dropped_refs {
             self.unref(slot);
         }
@@ -752,15 +757,24 @@ impl RunFold {
             .expect("a slot named by a live record holds an op")
     }
 
+    /// The slot of live op `op`.
+    #[inline]
+    fn slot_of(&self, op: OpId) -> Option<Slot> {
+        match self.last_pushed {
+            Some((last, slot)) if last == op => Some(slot),
+            _ => self.ops.get(&op).copied(),
+        }
+    }
+
     /// The live op `op`, if it is live.
     fn live_mut(&mut self, op: OpId) -> Option<&mut LiveOp> {
-        let slot = *self.ops.get(&op)?;
+        let slot = self.slot_of(op)?;
         self.slots[slot as usize].as_mut()
     }
 
     fn started(&mut self, time_ns: u64, op: OpId, worker: u32, out: &mut dyn TraceOut) {
         self.last_ns = self.last_ns.max(time_ns);
-        let Some(slot) = self.ops.get(&op).copied() else {
+        let Some(slot) = self.slot_of(op) else {
             return;
         };
         let live = self.slots[slot as usize]
@@ -812,7 +826,7 @@ impl RunFold {
         out: &mut dyn TraceOut,
     ) {
         self.last_ns = self.last_ns.max(time_ns);
-        let Some(slot) = self.ops.get(&op).copied() else {
+        let Some(slot) = self.slot_of(op) else {
             return;
         };
         let live = self.slots[slot as usize]
@@ -939,6 +953,9 @@ impl RunFold {
             if *named.get() == slot {
                 named.remove();
             }
+        }
+        if self.last_pushed.is_some_and(|(_, last)| last == slot) {
+            self.last_pushed = None;
         }
         if matches!(self.critical, Some(Critical::InSlot(critical)) if critical == slot) {
             let path = live.path.take().expect("a forgotten op's path is made");

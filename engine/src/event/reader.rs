@@ -110,12 +110,13 @@ impl Record {
                 let offset = (self.payload & 0xffff_ffff) as usize;
                 let counts = words[offset + 2];
                 let n_accesses = (counts >> 32) + (counts & 0xffff_ffff);
-                // The grants' bits follow the accesses when some were granted at once.
+                // The grants' bits follow the accesses when some were granted at once, and the
+                // end's two words follow them when the op ended at once.
                 let n_bits = match self.grants() {
                     (0, _) => 0,
                     _ => n_accesses.div_ceil(64),
                 };
-                3 + n_accesses + n_bits
+                3 + n_accesses + n_bits + 2 * u64::from(self.ends_at_once())
             }
             KIND_DEVICE_SPAN => 3,
             _ => 0,
@@ -123,26 +124,53 @@ impl Record {
     }
 }
 
-/// Where a merge is in one run: the next event's record, its chunk, and its number.
+/// Where a merge is in one run: the next event's record, its chunk, and its number; and of that
+/// record, worked out once for all its events, the number of its last event and the numbers
+/// of the events a reader without grants passes over.
 struct Cursor<'a> {
     run: &'a Run,
     record: usize,
     segment: usize,
     seq: u64,
+    last: u64,
+    /// The first and last numbers of the record's events that a reader without grants passes
+    /// over (the first above the last when there are none): its grants, and the readiness of an
+    /// op that started at once (its start, the next event, says all it says).
+    passed_over: (u64, u64),
 }
 
 impl<'a> Cursor<'a> {
     fn new(run: &'a Run) -> Cursor<'a> {
-        let seq = run
-            .records
-            .first()
-            .map_or(0, |record| record.seq().max(run.from));
-        Cursor {
+        let mut cursor = Cursor {
             run,
             record: 0,
             segment: 0,
-            seq,
+            seq: 0,
+            last: 0,
+            passed_over: (1, 0),
+        };
+        if let Some(record) = run.records.first() {
+            cursor.enter(record);
+            cursor.seq = cursor.seq.max(run.from);
         }
+        cursor
+    }
+
+    /// Moves to the first event of `record`, the cursor's record now.
+    #[inline]
+    fn enter(&mut self, record: &Record) {
+        let seq = record.seq();
+        self.seq = seq;
+        self.last = record.last_seq();
+        self.passed_over = match record.kind() {
+            KIND_GRANTED => (seq, seq),
+            KIND_PUSHED => {
+                let (n_granted, ready) = record.grants();
+                let ready_then_started = ready && record.starts_at_once();
+                (seq + 1, seq + n_granted + u64::from(ready_then_started))
+            }
+            _ => (1, 0),
+        };
     }
 
     /// The number of its next event, if any.
@@ -151,15 +179,16 @@ impl<'a> Cursor<'a> {
     }
 
     /// Moves to the next event.
+    #[inline]
     fn advance(&mut self) {
-        let records = &self.run.records;
-        if self.seq < records[self.record].last_seq() {
+        if self.seq < self.last {
             self.seq += 1;
             return;
         }
+        let records = &self.run.records;
         self.record += 1;
         if let Some(record) = records.get(self.record) {
-            self.seq = record.seq();
+            self.enter(record);
             let segments = &self.run.segments;
             while segments
                 .get(self.segment + 1)
@@ -170,17 +199,11 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// Whether its next event is a grant: an access granted, at a push or at a release.
-    fn at_grant(&self) -> bool {
-        let record = &self.run.records[self.record];
-        match record.kind() {
-            KIND_GRANTED => self.seq == record.seq(),
-            KIND_PUSHED => {
-                let k = self.seq - record.seq();
-                k > 0 && k <= record.grants().0
-            }
-            _ => false,
-        }
+    /// Whether a reader without grants passes its next event over: a grant (an access granted,
+    /// at a push or at a release), or the readiness of an op that started at once.
+    #[inline]
+    fn passes_over(&self) -> bool {
+        (self.passed_over.0..=self.passed_over.1).contains(&self.seq)
     }
 
     /// Decodes its next event and lends it to `visit`; `pushed` is the room a push is decoded
@@ -216,18 +239,34 @@ impl<'a> Cursor<'a> {
                     }
                     return visit(self.seq, pushed);
                 }
-                // The k-th event after the push: a grant, in access order, the readiness, or
-                // the start at once (the last). The grants' bits follow the accesses only when
-                // some were granted.
+                // The k-th event after the push: a grant, in access order, the readiness, the
+                // start at once, or the end at once (the last). The grants' bits follow the
+                // accesses only when some were granted; the end's time and payload follow them.
+                let n_bits = match record.grants().0 {
+                    0 => 0,
+                    _ => vars.len().div_ceil(64),
+                };
+                let ends_at = self.seq == record.last_seq() && record.ends_at_once();
+                if ends_at {
+                    let end = &run.words[vars_at + vars.len() + n_bits..][..2];
+                    return visit(
+                        self.seq,
+                        &Event {
+                            time_ns: end[0],
+                            kind: finish(run, op, end[1]),
+                        },
+                    );
+                }
+                let started_at = record.last_seq() - u64::from(record.ends_at_once());
                 if k <= record.grants().0 {
-                    let bits = &run.words[vars_at + vars.len()..][..vars.len().div_ceil(64)];
+                    let bits = &run.words[vars_at + vars.len()..][..n_bits];
                     let mut granted = (0..vars.len()).filter(|index| is_set(bits, *index));
                     let index = granted.nth(k as usize - 1).expect("the k-th grant's bit");
                     EventKind::Granted {
                         op,
                         var: VarId(vars[index]),
                     }
-                } else if record.starts_at_once() && self.seq == record.last_seq() {
+                } else if record.starts_at_once() && self.seq == started_at {
                     EventKind::Started {
                         op,
                         worker: crate::CALLER_WORKER,
@@ -254,14 +293,7 @@ impl<'a> Cursor<'a> {
                 op,
                 worker: record.payload as u32,
             },
-            KIND_FINISHED => EventKind::Finished {
-                op,
-                state: STATES[(record.payload & 0xff) as usize],
-                message: match record.payload >> 8 {
-                    0 => None,
-                    number => Some(run.strings[number as usize - 1].to_string()),
-                },
-            },
+            KIND_FINISHED => finish(run, op, record.payload),
             _ => EventKind::DeviceSpan {
                 op,
                 lane: run.strings[word(record.payload) as usize].clone(),
@@ -270,6 +302,19 @@ impl<'a> Cursor<'a> {
             },
         };
         visit(self.seq, &Event { time_ns, kind });
+    }
+}
+
+/// The end of `op` kept as `payload` (its state, and its message's string number plus one, or
+/// 0), a finish record's or the end of a push that ended at once.
+fn finish(run: &Run, op: OpId, payload: u64) -> EventKind {
+    EventKind::Finished {
+        op,
+        state: STATES[(payload & 0xff) as usize],
+        message: match payload >> 8 {
+            0 => None,
+            number => Some(run.strings[number as usize - 1].to_string()),
+        },
     }
 }
 
@@ -325,7 +370,8 @@ pub(super) fn push_room() -> Event {
 /// `visit` in number order: with `Some(from)`, the consecutive numbers from `from` on, up to
 /// the first missing one; with `None`, all of them. Returns how many it handed out. Each event
 /// is decoded when its turn comes (a push into `pushed`), from the run that holds the next
-/// number (most often the same run as the event before); with `grants` false, the grants are
+/// number (most often the same run as the event before); with `grants` false, the grants (and
+/// the readiness of an op that started at once, see [`Cursor::passes_over`]) are
 /// counted and passed over, neither decoded nor handed out.
 pub(super) fn merge(
     runs: &[Run],
@@ -344,7 +390,7 @@ pub(super) fn merge(
         // up to the first gap, without looking for the run that holds each number.
         let mut n = 0;
         while cursor.head() == Some(from + n as u64) {
-            if grants || !cursor.at_grant() {
+            if grants || !cursor.passes_over() {
                 cursor.visit(pushed, &mut visit);
             }
             cursor.advance();
@@ -377,7 +423,7 @@ pub(super) fn merge(
         }
         let cursor = &mut cursors[current];
         let seq = cursor.seq;
-        if grants || !cursor.at_grant() {
+        if grants || !cursor.passes_over() {
             cursor.visit(pushed, &mut visit);
         }
         cursor.advance();
