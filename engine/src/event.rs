@@ -502,6 +502,13 @@ impl Hasher for AddressHasher {
 }
 
 impl Strings {
+    /// How an op's end is kept: its state in the low 8 bits, above them its message's number
+    /// plus one, or 0 without a message.
+    fn end_payload(&mut self, state: OpState, message: Option<&str>) -> u64 {
+        let message = message.map_or(0, |message| u64::from(self.number_of_text(message)) + 1);
+        state as u64 | message << 8
+    }
+
     /// The number of `text`, kept if new: copied, so that readers cloning the log's string
     /// never touch the reference count of the sender's (a statement's label, which the thread
     /// that pushes ops clones for each op), and this very `Arc` kept alive beside it, so that
@@ -630,11 +637,11 @@ impl Shard {
             EventKind::Granted { op, var } => (KIND_GRANTED, op.0, var.0),
             EventKind::Ready { op } => (KIND_READY, op.0, 0),
             EventKind::Started { op, worker } => (KIND_STARTED, op.0, u64::from(worker)),
-            EventKind::Finished { op, state, message } => {
-                let message =
-                    message.map_or(0, |message| u64::from(strings.number_of_text(&message)) + 1);
-                (KIND_FINISHED, op.0, state as u64 | message << 8)
-            }
+            EventKind::Finished { op, state, message } => (
+                KIND_FINISHED,
+                op.0,
+                strings.end_payload(state, message.as_deref()),
+            ),
             EventKind::DeviceSpan {
                 op,
                 lane,
@@ -1189,10 +1196,7 @@ impl EventSink for EventLog {
         let shard = this_shard();
         let mut shard = lock(&self.shards[shard]);
         let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
-        let message = message.map_or(0, |message| {
-            u64::from(shard.strings.number_of_text(message)) + 1
-        });
-        let end = [end_ns, state as u64 | message << 8];
+        let end = [end_ns, shard.strings.end_payload(state, message)];
         shard.push_op(seq, push_ns, push, n_granted, STARTED_AT_ONCE, Some(end));
         drop(shard);
         self.keep_within_limit(seq + n_events);
@@ -1204,9 +1208,7 @@ impl EventSink for EventLog {
 
     fn finished(&self, time_ns: u64, op: OpId, state: OpState, message: Option<&str>) {
         self.keep(KIND_FINISHED, 1, time_ns, op.0, |strings| {
-            let message =
-                message.map_or(0, |message| u64::from(strings.number_of_text(message)) + 1);
-            state as u64 | message << 8
+            strings.end_payload(state, message)
         });
     }
 
@@ -1538,44 +1540,35 @@ mod tests {
         assert_eq!(log.events_since(3).0, expected[3..]);
     }
 
-    #[test]
-    fn a_push_and_its_start_kept_as_one_record_read_back_as_their_events() {
-        let (log, expected) = push_both_ways(3, &[0, 1, 2], true, Sent::PushedAndStarted);
-        let kinds: Vec<&str> = expected
+    /// The kinds of `events`, by name.
+    fn kinds(events: &[Event]) -> Vec<&'static str> {
+        events
             .iter()
             .map(|event| match event.kind {
                 EventKind::Pushed { .. } => "Pushed",
                 EventKind::Granted { .. } => "Granted",
                 EventKind::Ready { .. } => "Ready",
                 EventKind::Started { .. } => "Started",
+                EventKind::Finished { .. } => "Finished",
                 _ => "other",
             })
-            .collect();
-        assert_eq!(
-            kinds,
-            ["Started", "Pushed", "Granted", "Granted", "Granted", "Ready", "Started", "Started"]
-        );
-        assert_eq!(
-            expected[6],
-            Event {
-                time_ns: 77,
-                kind: EventKind::Started {
-                    op: OpId(5),
-                    worker: crate::CALLER_WORKER
-                }
-            }
-        );
+            .collect()
+    }
+
+    /// Checks that a log whose pushes all started at once reads back as `expected`: whole, from
+    /// each number on (inside a record too), and without grants (nor the readiness of those
+    /// pushes), every number counted.
+    fn reads_back_from_each_number(log: &EventLog, expected: &[Event]) {
+        let n = expected.len() as u64;
         assert_eq!(log.events(), expected);
-        assert_eq!((log.len(), log.next_seq()), (8, 8));
-        // Read from inside the record: only the events from that number on.
-        for from in 0..=8 {
+        assert_eq!((log.len() as u64, log.next_seq()), (n, n));
+        for from in 0..=n {
             assert_eq!(
                 log.events_since(from),
-                (expected[from as usize..].to_vec(), 8),
+                (expected[from as usize..].to_vec(), n),
                 "from {from}"
             );
         }
-        // Without grants: the push and its start, the grants and the readiness counted.
         let mut seen = Vec::new();
         let next = log.read_since_without_grants(0, |event| seen.push(event.clone()));
         let without_grants: Vec<Event> = expected
@@ -1588,7 +1581,27 @@ mod tests {
             })
             .cloned()
             .collect();
-        assert_eq!((seen, next), (without_grants, 8));
+        assert_eq!((seen, next), (without_grants, n));
+    }
+
+    #[test]
+    fn a_push_and_its_start_kept_as_one_record_read_back_as_their_events() {
+        let (log, expected) = push_both_ways(3, &[0, 1, 2], true, Sent::PushedAndStarted);
+        assert_eq!(
+            kinds(&expected),
+            ["Started", "Pushed", "Granted", "Granted", "Granted", "Ready", "Started", "Started"]
+        );
+        assert_eq!(
+            expected[6],
+            Event {
+                time_ns: 77,
+                kind: EventKind::Started {
+                    op: OpId(5),
+                    worker: crate::CALLER_WORKER
+                }
+            }
+        );
+        reads_back_from_each_number(&log, &expected);
         // Nothing granted at once: the push then its start (the record's words hold no bits).
         let (log, expected) = push_both_ways(2, &[], false, Sent::PushedAndStarted);
         assert_eq!(expected.len(), 4);
@@ -1599,19 +1612,8 @@ mod tests {
     fn an_op_that_ran_at_once_kept_as_one_record_reads_back_as_its_events() {
         let (log, expected) =
             push_both_ways(3, &[0, 1, 2], true, Sent::RanAtOnce(OpState::Done, None));
-        let kinds: Vec<&str> = expected
-            .iter()
-            .map(|event| match event.kind {
-                EventKind::Pushed { .. } => "Pushed",
-                EventKind::Granted { .. } => "Granted",
-                EventKind::Ready { .. } => "Ready",
-                EventKind::Started { .. } => "Started",
-                EventKind::Finished { .. } => "Finished",
-                _ => "other",
-            })
-            .collect();
         assert_eq!(
-            kinds,
+            kinds(&expected),
             [
                 "Started", "Pushed", "Granted", "Granted", "Granted", "Ready", "Started",
                 "Finished", "Started"
@@ -1628,31 +1630,7 @@ mod tests {
                 }
             }
         );
-        assert_eq!(log.events(), expected);
-        assert_eq!((log.len(), log.next_seq()), (9, 9));
-        // Read from inside the record: only the events from that number on.
-        for from in 0..=9 {
-            assert_eq!(
-                log.events_since(from),
-                (expected[from as usize..].to_vec(), 9),
-                "from {from}"
-            );
-        }
-        // Without grants: the push, its start and its end, the grants and the readiness
-        // counted.
-        let mut seen = Vec::new();
-        let next = log.read_since_without_grants(0, |event| seen.push(event.clone()));
-        let without_grants: Vec<Event> = expected
-            .iter()
-            .filter(|event| {
-                !matches!(
-                    event.kind,
-                    EventKind::Granted { .. } | EventKind::Ready { .. }
-                )
-            })
-            .cloned()
-            .collect();
-        assert_eq!((seen, next), (without_grants, 9));
+        reads_back_from_each_number(&log, &expected);
         // Failed, nothing granted at once (no bits among the words), and a push of more
         // accesses than the stack's layout takes: the end's words are found after them all.
         for (n_vars, granted) in [(2, &[][..]), (7, &[0, 6][..]), (70, &[3, 69][..])] {
