@@ -180,14 +180,32 @@ fn lock_batch(batch: &OpBatch) -> BatchGuards<'_> {
     guards
 }
 
+/// The states of one batch op's variables as a slice by access index (see [`states_in`]), kept
+/// in `narrow` or, for an op of more than [`FAST_ACCESSES`] accesses, in `wide`: two locals of
+/// the caller's, so that the op's run is written once and inlined for both.
+macro_rules! batch_states {
+    ($narrow:ident, $wide:ident, $guards:expr, $accesses:expr, $indices:expr) => {{
+        let n_accesses = $accesses.len();
+        if n_accesses <= FAST_ACCESSES {
+            $narrow = states_in::<FAST_ACCESSES>($guards, $accesses, $indices);
+            &mut $narrow[..n_accesses]
+        } else {
+            $wide = states_in::<BATCH_VARS>($guards, $accesses, $indices);
+            &mut $wide[..n_accesses]
+        }
+    }};
+}
+
 /// The states of one batch op's variables, by access index, out of the batch's locks
-/// (`indices`: where each access of its lock order is among the batch's variables).
-fn states_in<'g>(
+/// (`indices`: where each access of its lock order is among the batch's variables), in room for
+/// `N`: [`FAST_ACCESSES`] for nearly every op, [`BATCH_VARS`] for a bulk of several statements
+/// (whose accesses are among the batch's variables, so never more). See [`batch_states`].
+fn states_in<'g, const N: usize>(
     guards: &'g mut BatchGuards<'_>,
     accesses: &Accesses,
     indices: &[usize],
-) -> [Option<&'g mut VarState>; FAST_ACCESSES] {
-    let mut states: [Option<&mut VarState>; FAST_ACCESSES] = Default::default();
+) -> [Option<&'g mut VarState>; N] {
+    let mut states: [Option<&mut VarState>; N] = std::array::from_fn(|_| None);
     // Both in id order: each access's variable is further on among the batch's than the last.
     let mut rest = &mut guards[..];
     let mut start = 0;
@@ -829,7 +847,6 @@ impl Shared {
     fn push_batch_queued(self: &Arc<Self>, batch: &OpBatch) -> Option<OpId> {
         if !matches!(self.policy, Policy::Threaded | Policy::PerDevice)
             || batch.vars.len() > BATCH_VARS
-            || batch.ops.iter().any(|op| op.accesses.len() > FAST_ACCESSES)
         {
             return None;
         }
@@ -861,8 +878,9 @@ impl Shared {
             .iter_mut()
             .zip(batch.ops.iter().zip(&batch.var_indices))
         {
-            let mut states = states_in(&mut guards, &op.accesses, indices);
-            *n_granted += self.append_locked(block, &mut states[..op.accesses.len()], time_ns);
+            let (mut narrow, mut wide);
+            let states = batch_states!(narrow, wide, &mut guards, &op.accesses, indices);
+            *n_granted += self.append_locked(block, states, time_ns);
         }
         drop(guards);
         let last = pushed.last().map(|(op, _)| op.id);
@@ -964,8 +982,9 @@ impl Shared {
 
     /// Runs a whole batch here and now, as [`Self::run_unqueued`] runs one op, when every op of
     /// it would be granted at once (the naive policy, or the threaded ones when every op is a
-    /// cheap CPU op; no snapshot-taking observer; a handful of variables and accesses per op): every variable locked once, in id order, for the whole
-    /// batch. The ops run in order, each numbered, refused, reported and counted as alone; their
+    /// cheap CPU op; no snapshot-taking observer; at most [`BATCH_VARS`] variables, so that a
+    /// bulk of several statements, one op of many accesses, runs here too): every variable
+    /// locked once, in id order, for the whole batch. The ops run in order, each numbered, refused, reported and counted as alone; their
     /// variables' queues do not change meanwhile (these ops never enter them), so whether each
     /// would be granted is known before the first runs. Returns the last op's id, or `None` when
     /// the batch must be pushed op by op.
@@ -976,7 +995,6 @@ impl Shared {
             .all(|op| self.runs_here(op.device, Some(&op.body)))
             || !self.may_run_unqueued()
             || batch.vars.len() > BATCH_VARS
-            || batch.ops.iter().any(|op| op.accesses.len() > FAST_ACCESSES)
         {
             return None;
         }
@@ -1004,7 +1022,6 @@ impl Shared {
         let mut last = None;
         for ((op, indices), id) in batch.ops.iter().zip(&batch.var_indices).zip(first.0..) {
             let accesses = &op.accesses;
-            let mut states = states_in(&mut guards, accesses, indices);
             let granted = OpHeader {
                 id: OpId(id),
                 label: &op.label,
@@ -1013,11 +1030,9 @@ impl Shared {
                 priority: op.priority,
                 accesses,
             };
-            last = Some(
-                self.run_granted(granted, &mut states[..accesses.len()], || {
-                    op.body.run(&context())
-                }),
-            );
+            let (mut narrow, mut wide);
+            let states = batch_states!(narrow, wide, &mut guards, accesses, indices);
+            last = Some(self.run_granted(granted, states, || op.body.run(&context())));
         }
         drop(guards);
         self.count_finished(batch.ops.len());
@@ -1065,7 +1080,7 @@ impl Shared {
         run: impl FnOnce() -> Result<(), String>,
     ) {
         let n_accesses = op.accesses.len();
-        debug_assert!(n_accesses <= FAST_ACCESSES);
+        debug_assert!(n_accesses <= BATCH_VARS);
         let push = Push {
             op: op.id,
             label: op.label,

@@ -186,3 +186,46 @@ fn a_batch_of_cheap_ops_runs_on_the_pushing_thread() {
         assert_eq!((b.version(), c.version()), (1, 1));
     }
 }
+
+/// A cheap op of more accesses than a single op's fast path holds (a bulk of several
+/// statements, replayed as one op of a batch) still runs where it is pushed, observed or not,
+/// and its push says every access was granted at once.
+#[test]
+fn a_cheap_batch_op_of_many_variables_runs_on_the_pushing_thread() {
+    let here = std::thread::current().id();
+    for observed in [false, true] {
+        let log = Arc::new(EventLog::new());
+        let engine = engine_with(Policy::Threaded, 2, observed.then(|| log.clone()));
+        let vars: Vec<Var> = (0..9).map(|i| engine.new_var(format!("v{i}"))).collect();
+        let (reads, writes) = vars.split_at(3);
+        let bulk = Noted::new(true);
+        let batch = OpBatch::new(vec![BatchOp {
+            label: Arc::from("bulk"),
+            line: 1,
+            device: Device::Cpu,
+            priority: 0,
+            body: bulk.clone(),
+            accesses: AccessSet::new(reads.to_vec(), writes.to_vec()),
+        }]);
+        engine.push_batch(&batch);
+        assert_eq!(bulk.ran_on(), vec![here], "observed: {observed}");
+        engine.wait_all();
+        assert!(writes.iter().all(|var| var.version() == 1));
+        if !observed {
+            continue;
+        }
+        let events = log.events();
+        let count = |matches: fn(&EventKind) -> bool| {
+            events.iter().filter(|event| matches(&event.kind)).count()
+        };
+        assert_eq!(count(|kind| matches!(kind, EventKind::Granted { .. })), 9);
+        let started: Vec<u32> = events
+            .iter()
+            .filter_map(|event| match event.kind {
+                EventKind::Started { worker, .. } => Some(worker),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(started, vec![CALLER_WORKER]);
+    }
+}
