@@ -189,10 +189,32 @@ fn a_batch_of_cheap_ops_runs_on_the_pushing_thread() {
 
 /// A cheap op of more accesses than a single op's fast path holds (a bulk of several
 /// statements, replayed as one op of a batch) still runs where it is pushed, observed or not,
-/// and its push says every access was granted at once.
+/// and its push says every access was granted at once; a costly one goes to a worker, its
+/// accesses appended with the batch's.
 #[test]
 fn a_cheap_batch_op_of_many_variables_runs_on_the_pushing_thread() {
     let here = std::thread::current().id();
+    let costly = Noted::new(false);
+    {
+        let engine = engine_with(Policy::Threaded, 2, None);
+        let vars: Vec<Var> = (0..9).map(|i| engine.new_var(format!("v{i}"))).collect();
+        let (reads, writes) = vars.split_at(3);
+        let batch = OpBatch::new(vec![BatchOp {
+            label: Arc::from("bulk"),
+            line: 1,
+            device: Device::Cpu,
+            priority: 0,
+            body: costly.clone(),
+            accesses: AccessSet::new(reads.to_vec(), writes.to_vec()),
+        }]);
+        engine.push_batch(&batch);
+        engine.push_batch(&batch);
+        engine.wait_all();
+        let ran_on = costly.ran_on();
+        assert_eq!(ran_on.len(), 2);
+        assert!(ran_on.iter().all(|thread| *thread != here), "{ran_on:?}");
+        assert!(writes.iter().all(|var| var.version() == 2));
+    }
     for observed in [false, true] {
         let log = Arc::new(EventLog::new());
         let engine = engine_with(Policy::Threaded, 2, observed.then(|| log.clone()));
