@@ -63,6 +63,29 @@ fn push(engine: &Engine, body: &Arc<Noted>, device: Device, reads: &[&Var], writ
     });
 }
 
+/// One op of a batch, running `body` on the CPU, reading `reads` and writing `writes`.
+fn batch_op(body: &Arc<Noted>, reads: &[Var], writes: &[Var]) -> BatchOp {
+    BatchOp {
+        label: Arc::from("op"),
+        line: 1,
+        device: Device::Cpu,
+        priority: 0,
+        body: body.clone(),
+        accesses: AccessSet::new(reads.to_vec(), writes.to_vec()),
+    }
+}
+
+/// The workers that ops started on, in the log's order.
+fn started_workers(log: &EventLog) -> Vec<u32> {
+    log.events()
+        .into_iter()
+        .filter_map(|event| match event.kind {
+            EventKind::Started { worker, .. } => Some(worker),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn a_cheap_ready_cpu_op_runs_on_the_pushing_thread() {
     let here = std::thread::current().id();
@@ -130,14 +153,7 @@ fn an_observed_cheap_op_starts_on_main_until_snapshots_are_expected() {
         let (a, b) = (engine.new_var("a"), engine.new_var("b"));
         push(&engine, &Noted::new(true), Device::Cpu, &[&a], &[&b]);
         engine.wait_all();
-        let workers: Vec<u32> = log
-            .events()
-            .into_iter()
-            .filter_map(|event| match event.kind {
-                EventKind::Started { worker, .. } => Some(worker),
-                _ => None,
-            })
-            .collect();
+        let workers = started_workers(&log);
         assert_eq!(workers.len(), 1, "{workers:?}");
         assert_eq!(
             workers[0] == CALLER_WORKER,
@@ -161,20 +177,17 @@ fn a_batch_of_cheap_ops_runs_on_the_pushing_thread() {
             engine.new_var("c"),
         );
         let bodies = [Noted::new(true), Noted::new(all_cheap)];
-        let op = |body: &Arc<Noted>, reads: &[&Var], writes: &[&Var]| BatchOp {
-            label: Arc::from("op"),
-            line: 1,
-            device: Device::Cpu,
-            priority: 0,
-            body: body.clone(),
-            accesses: AccessSet::new(
-                reads.iter().map(|var| (*var).clone()).collect(),
-                writes.iter().map(|var| (*var).clone()).collect(),
-            ),
-        };
         let batch = OpBatch::new(vec![
-            op(&bodies[0], &[&a], &[&b]),
-            op(&bodies[1], &[&b], &[&c]),
+            batch_op(
+                &bodies[0],
+                std::slice::from_ref(&a),
+                std::slice::from_ref(&b),
+            ),
+            batch_op(
+                &bodies[1],
+                std::slice::from_ref(&b),
+                std::slice::from_ref(&c),
+            ),
         ]);
         engine.push_batch(&batch);
         engine.wait_all();
@@ -199,14 +212,7 @@ fn a_cheap_batch_op_of_many_variables_runs_on_the_pushing_thread() {
         let engine = engine_with(Policy::Threaded, 2, None);
         let vars: Vec<Var> = (0..9).map(|i| engine.new_var(format!("v{i}"))).collect();
         let (reads, writes) = vars.split_at(3);
-        let batch = OpBatch::new(vec![BatchOp {
-            label: Arc::from("bulk"),
-            line: 1,
-            device: Device::Cpu,
-            priority: 0,
-            body: costly.clone(),
-            accesses: AccessSet::new(reads.to_vec(), writes.to_vec()),
-        }]);
+        let batch = OpBatch::new(vec![batch_op(&costly, reads, writes)]);
         engine.push_batch(&batch);
         engine.push_batch(&batch);
         engine.wait_all();
@@ -221,14 +227,7 @@ fn a_cheap_batch_op_of_many_variables_runs_on_the_pushing_thread() {
         let vars: Vec<Var> = (0..9).map(|i| engine.new_var(format!("v{i}"))).collect();
         let (reads, writes) = vars.split_at(3);
         let bulk = Noted::new(true);
-        let batch = OpBatch::new(vec![BatchOp {
-            label: Arc::from("bulk"),
-            line: 1,
-            device: Device::Cpu,
-            priority: 0,
-            body: bulk.clone(),
-            accesses: AccessSet::new(reads.to_vec(), writes.to_vec()),
-        }]);
+        let batch = OpBatch::new(vec![batch_op(&bulk, reads, writes)]);
         engine.push_batch(&batch);
         assert_eq!(bulk.ran_on(), vec![here], "observed: {observed}");
         engine.wait_all();
@@ -241,13 +240,6 @@ fn a_cheap_batch_op_of_many_variables_runs_on_the_pushing_thread() {
             events.iter().filter(|event| matches(&event.kind)).count()
         };
         assert_eq!(count(|kind| matches!(kind, EventKind::Granted { .. })), 9);
-        let started: Vec<u32> = events
-            .iter()
-            .filter_map(|event| match event.kind {
-                EventKind::Started { worker, .. } => Some(worker),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(started, vec![CALLER_WORKER]);
+        assert_eq!(started_workers(&log), vec![CALLER_WORKER]);
     }
 }
