@@ -292,7 +292,13 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
         Command::Help => Outcome::Help,
         Command::Vars => vars(session),
         Command::Queues => Outcome::Live(LiveView::Queues, live_frame(session)),
-        Command::Ops => Outcome::Live(LiveView::Ops, live_frame(session)),
+        Command::Ops => {
+            let frame = live_frame(session);
+            if frame.ops.is_empty() {
+                return Ok(Outcome::Note(NO_LIVE_OPS.to_string()));
+            }
+            Outcome::Live(LiveView::Ops, frame)
+        }
         Command::Why(name) => with_forgotten(session, Outcome::Text(why(session, &name)?)),
         Command::Timeline { path, span_ns } => {
             let replay = replay(session);
@@ -620,6 +626,11 @@ fn parse_span(text: &str) -> Option<u64> {
 /// The longest SPAN a timeline takes: a million seconds (about 11.6 days).
 const MAX_SPAN_NS: f64 = 1e15;
 
+/// What `ops` says when no op is live: a loop's ops end as it goes, and a user who asks after
+/// it would otherwise see an empty table and wonder whether it ran.
+const NO_LIVE_OPS: &str =
+    "no live ops (an op is live from its push to its end; the timeline shows those that ran)";
+
 /// The engine's queues and live ops now.
 fn live_frame(session: &Session) -> views::Frame {
     let engine = session.engine();
@@ -917,6 +928,27 @@ mod tests {
             threads: 2,
             ..SessionConfig::default()
         })
+    }
+
+    /// `ops` with no live op says what a live op is and where the others are, rather than
+    /// showing an empty table, before any op and after a loop's have ended.
+    #[test]
+    fn ops_without_live_ops_says_why() {
+        let mut session = observed_threaded_session();
+        let ops = |session: &mut Session| match run(session, Command::Ops) {
+            Ok(Outcome::Note(note)) => note,
+            _ => panic!("ops with no live op gives a note"),
+        };
+        assert_eq!(ops(&mut session), NO_LIVE_OPS);
+        session
+            .run_source(
+                "t.dep",
+                "b = ones(4)\nfor i in 0..3 { b = b + 1 }",
+                &mut std::io::sink(),
+            )
+            .unwrap();
+        session.engine().wait_all();
+        assert_eq!(ops(&mut session), NO_LIVE_OPS);
     }
 
     /// `ops` shows a running op's start, from the event log (a snapshot has none).
