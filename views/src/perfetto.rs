@@ -2,8 +2,10 @@
 //! the Chrome JSON ([`crate::trace`]), in a fraction of the bytes, written as the run goes.
 //!
 //! A trace is a stream of `TracePacket`s, all on one sequence. The first clears the sequence's
-//! incremental state and interns the categories and argument names; event names (labels) are
-//! interned on first use, so each statement's text is written once. Each worker is a thread
+//! incremental state and interns the categories and argument names; event names (labels) and
+//! the text values of arguments (variables' names, states, devices) are interned on first use,
+//! so each is written once, and only packets that name one say they need the sequence's
+//! interned state (a slice's end does not). Each worker is a thread
 //! track (its `tid` the worker index, as in the JSON), each device lane a thread track from
 //! `tid` 10000; their names come at the end, when the run knows them. An op is a
 //! `TYPE_SLICE_BEGIN` and `TYPE_SLICE_END` pair with its arguments as debug annotations; a
@@ -97,6 +99,8 @@ mod proto {
         pub(crate) string_value: Option<String>,
         #[prost(message, repeated, tag = "12")]
         pub(crate) array_values: Vec<DebugAnnotation>,
+        #[prost(uint64, optional, tag = "17")]
+        pub(crate) string_value_iid: Option<u64>,
     }
 
     /// `InternedData`.
@@ -108,6 +112,17 @@ mod proto {
         pub(crate) event_names: Vec<Interned>,
         #[prost(message, repeated, tag = "3")]
         pub(crate) debug_annotation_names: Vec<Interned>,
+        #[prost(message, repeated, tag = "29")]
+        pub(crate) debug_annotation_string_values: Vec<InternedString>,
+    }
+
+    /// `InternedString`: an interned argument value.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(crate) struct InternedString {
+        #[prost(uint64, optional, tag = "1")]
+        pub(crate) iid: Option<u64>,
+        #[prost(bytes = "vec", optional, tag = "2")]
+        pub(crate) str: Option<Vec<u8>>,
     }
 
     /// `EventCategory`, `EventName` and `DebugAnnotationName`: one interned string.
@@ -174,8 +189,9 @@ const SLICE_END: i32 = 2;
 /// The process's pid and track.
 const PID: i32 = 1;
 const PROCESS_UUID: u64 = 1;
-/// A thread track's uuid: this plus its tid.
-const THREAD_UUID: u64 = 1 << 32;
+/// A thread track's uuid: this plus its tid (small, so that the uuid every event names takes
+/// one or two bytes).
+const THREAD_UUID: u64 = 2;
 /// Launch flows' ids: this plus the op's id (dependency flows count from 1).
 const LAUNCH_FLOW: u64 = 1 << 62;
 /// Arrows between ranks' ops' ids ([`PerfettoTrace::comm_arrow`]): this plus the arrow's index.
@@ -199,7 +215,9 @@ const ARGUMENTS: [&str; 8] = [
 /// header, the tracks) are prost's messages.
 pub struct PerfettoTrace<W: Write> {
     out: W,
-    names: FxHashMap<Arc<str>, u64>,
+    /// The event names and argument values interned so far, and those to declare in the next
+    /// track event's packet.
+    interned: Interning,
     /// Each op label's interned id and last arguments.
     labels: PerLabel<LabelCache>,
     /// Each flow name's interned id, by its variable's address and its hazard (the variable's
@@ -218,7 +236,7 @@ pub struct PerfettoTrace<W: Write> {
     event: Vec<u8>,
     /// A message inside it: an argument, a legacy event, interned data.
     part: Vec<u8>,
-    /// A message inside that: an array's element, an interned name.
+    /// A message inside that: an array's element.
     item: Vec<u8>,
     /// The last slice's device and its name, written out (most slices run on the device of
     /// the slice before).
@@ -230,6 +248,79 @@ pub struct PerfettoTrace<W: Write> {
 struct LabelCache {
     iid: u64,
     arguments: Option<KeptArguments>,
+}
+
+/// The strings a trace interns (event names, and argument values: states, devices, variables'
+/// names), each written once with the first packet that uses it and named by its id after.
+#[derive(Default)]
+struct Interning {
+    names: FxHashMap<Arc<str>, u64>,
+    values: FxHashMap<Box<str>, u64>,
+    /// `InternedData.event_names` entries not declared yet.
+    new_names: Vec<u8>,
+    /// `InternedData.debug_annotation_string_values` entries not declared yet.
+    new_values: Vec<u8>,
+    /// An entry, while it is encoded.
+    entry: Vec<u8>,
+}
+
+impl Interning {
+    /// The interned id of event name `name`, declared with the next track event when new.
+    fn name(&mut self, name: &str) -> u64 {
+        if let Some(iid) = self.names.get(name) {
+            return *iid;
+        }
+        let iid = self.names.len() as u64 + 1;
+        self.names.insert(Arc::from(name), iid);
+        Self::declare(
+            &mut self.entry,
+            &mut self.new_names,
+            field::EVENT_NAMES,
+            iid,
+            name,
+        );
+        iid
+    }
+
+    /// The interned id of argument value `value`, declared with the next track event when new.
+    fn value(&mut self, value: &str) -> u64 {
+        if let Some(iid) = self.values.get(value) {
+            return *iid;
+        }
+        let iid = self.values.len() as u64 + 1;
+        self.values.insert(Box::from(value), iid);
+        let (entry, out) = (&mut self.entry, &mut self.new_values);
+        Self::declare(entry, out, field::STRING_VALUES, iid, value);
+        iid
+    }
+
+    /// Appends an interned entry (`iid`, `text`: both entry kinds number their fields alike)
+    /// to `out` as field `field` of `InternedData`.
+    fn declare(entry: &mut Vec<u8>, out: &mut Vec<u8>, field: u32, iid: u64, text: &str) {
+        entry.clear();
+        wire::uint(entry, field::IID, iid);
+        wire::bytes(entry, field::NAME, text.as_bytes());
+        wire::bytes(out, field, entry);
+    }
+
+    /// Whether some entries wait to be declared.
+    fn has_new(&self) -> bool {
+        !self.new_names.is_empty() || !self.new_values.is_empty()
+    }
+
+    /// The length of the `InternedData` message of the entries waiting.
+    fn new_len(&self) -> usize {
+        self.new_names.len() + self.new_values.len()
+    }
+
+    /// Appends the entries waiting, as one `InternedData` message's fields, in field order,
+    /// and forgets them.
+    fn write_new(&mut self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.new_names);
+        out.extend_from_slice(&self.new_values);
+        self.new_names.clear();
+        self.new_values.clear();
+    }
 }
 
 struct PendingFlow {
@@ -265,8 +356,10 @@ mod field {
     pub(super) const INT_VALUE: u32 = 4;
     pub(super) const STRING_VALUE: u32 = 6;
     pub(super) const ARRAY_VALUES: u32 = 12;
-    /// `InternedData` and `EventName`.
+    pub(super) const STRING_VALUE_IID: u32 = 17;
+    /// `InternedData`, and `EventName` and `InternedString` (whose `str` is field 2 as `name`).
     pub(super) const EVENT_NAMES: u32 = 2;
+    pub(super) const STRING_VALUES: u32 = 29;
     pub(super) const IID: u32 = 1;
     pub(super) const NAME: u32 = 2;
 }
@@ -285,20 +378,34 @@ fn annotation(
     wire::bytes(event, field::DEBUG_ANNOTATIONS, part);
 }
 
-/// Appends an argument whose value is a list of names.
+/// Appends an argument whose value is a list of names, each an interned value.
 fn names_annotation(
     event: &mut Vec<u8>,
-    part: &mut Vec<u8>,
-    item: &mut Vec<u8>,
+    (part, item): (&mut Vec<u8>, &mut Vec<u8>),
+    interned: &mut Interning,
     iid: usize,
     names: &[Arc<str>],
 ) {
     annotation(event, part, iid, |part| {
         for name in names {
             item.clear();
-            wire::bytes(item, field::STRING_VALUE, name.as_bytes());
+            wire::uint(item, field::STRING_VALUE_IID, interned.value(name));
             wire::bytes(part, field::ARRAY_VALUES, item);
         }
+    });
+}
+
+/// Appends an argument whose value is a text, an interned value.
+fn value_annotation(
+    event: &mut Vec<u8>,
+    part: &mut Vec<u8>,
+    interned: &mut Interning,
+    iid: usize,
+    value: &str,
+) {
+    let value = interned.value(value);
+    annotation(event, part, iid, |part| {
+        wire::uint(part, field::STRING_VALUE_IID, value);
     });
 }
 
@@ -307,7 +414,7 @@ impl<W: Write> PerfettoTrace<W> {
     pub fn new(out: W) -> PerfettoTrace<W> {
         let mut trace = PerfettoTrace {
             out,
-            names: FxHashMap::default(),
+            interned: Interning::default(),
             labels: PerLabel::default(),
             flow_names: FxHashMap::default(),
             tracks: Vec::new(),
@@ -422,79 +529,71 @@ impl<W: Write> PerfettoTrace<W> {
     }
 
     /// Writes the track event in `self.event` (without its name and track, its last fields) at
-    /// `time_ns` on `track`, named `name` by an interned id (declared in this packet when new).
+    /// `time_ns` on `track`, named `name` by an interned id.
     fn event_packet(&mut self, time_ns: u64, name: &str, track: u64) {
-        let (iid, new) = self.name_iid(name);
-        self.event_packet_named(time_ns, (iid, new.then_some(name)), track);
-    }
-
-    /// The interned id of event name `name`, and whether it is new (to be declared).
-    fn name_iid(&mut self, name: &str) -> (u64, bool) {
-        name_iid(&mut self.names, name)
+        let iid = self.interned.name(name);
+        self.event_packet_named(time_ns, iid, track);
     }
 
     /// Writes the track event in `self.event` as [`PerfettoTrace::event_packet`] does, named by
-    /// interned id `iid`, declared in this packet when `new` holds its text.
-    fn event_packet_named(&mut self, time_ns: u64, (iid, new): (u64, Option<&str>), track: u64) {
+    /// interned id `iid`.
+    fn event_packet_named(&mut self, time_ns: u64, iid: u64, track: u64) {
         wire::uint(&mut self.event, field::NAME_IID, iid);
         wire::uint(&mut self.event, field::TRACK_UUID, track);
-        self.track_event_packet(time_ns, new.map(|name| (iid, name)));
+        self.track_event_packet(time_ns, true);
     }
 
-    /// Writes the track event in `self.event` at `time_ns`, with an interned name when given.
-    fn track_event_packet(&mut self, time_ns: u64, interned: Option<(u64, &str)>) {
-        // The interned name (rare) is encoded first, to know the packet's length; the packet is
-        // then written straight into the output buffer.
-        self.part.clear();
-        if let Some((iid, name)) = interned {
-            self.item.clear();
-            wire::uint(&mut self.item, field::IID, iid);
-            wire::bytes(&mut self.item, field::NAME, name.as_bytes());
-            wire::bytes(&mut self.part, field::EVENT_NAMES, &self.item);
-        }
-        let flags = u64::from(NEEDS_STATE);
+    /// Writes the track event in `self.event` at `time_ns`, with the interned strings that wait
+    /// to be declared. `interns` says whether the event names an interned string (its name, an
+    /// argument's value): the packet then says it needs the sequence's interned state.
+    fn track_event_packet(&mut self, time_ns: u64, interns: bool) {
+        // The packet is written straight into the output buffer, its length summed first.
+        let flags = interns.then_some(u64::from(NEEDS_STATE));
         let length = wire::uint_size(field::TIMESTAMP, time_ns)
             + wire::uint_size(field::SEQUENCE_ID, u64::from(SEQUENCE))
             + wire::bytes_size(field::TRACK_EVENT, self.event.len())
-            + if interned.is_some() {
-                wire::bytes_size(field::INTERNED_DATA, self.part.len())
+            + if self.interned.has_new() {
+                wire::bytes_size(field::INTERNED_DATA, self.interned.new_len())
             } else {
                 0
             }
-            + wire::uint_size(field::SEQUENCE_FLAGS, flags);
+            + flags.map_or(0, |flags| wire::uint_size(field::SEQUENCE_FLAGS, flags));
         let out = &mut self.buffer;
         wire::length_key(out, TRACE_PACKET, length);
         wire::uint(out, field::TIMESTAMP, time_ns);
         wire::uint(out, field::SEQUENCE_ID, u64::from(SEQUENCE));
         wire::bytes(out, field::TRACK_EVENT, &self.event);
-        if interned.is_some() {
-            wire::bytes(out, field::INTERNED_DATA, &self.part);
+        if self.interned.has_new() {
+            wire::length_key(out, field::INTERNED_DATA, self.interned.new_len());
+            self.interned.write_new(out);
         }
-        wire::uint(out, field::SEQUENCE_FLAGS, flags);
+        if let Some(flags) = flags {
+            wire::uint(out, field::SEQUENCE_FLAGS, flags);
+        }
         self.flush_when_full();
     }
 
-    /// A slice's end, unnamed as Perfetto's ends are.
+    /// A slice's end, unnamed as Perfetto's ends are: the one event that needs no interned
+    /// string.
     fn slice_end(&mut self, time_ns: u64, track: u64) {
         self.event.clear();
         wire::int(&mut self.event, field::TYPE, i64::from(SLICE_END));
         wire::uint(&mut self.event, field::TRACK_UUID, track);
-        self.track_event_packet(time_ns, None);
+        self.track_event_packet(time_ns, false);
     }
 
     /// A flow's two ends: `s` at the earlier op's start, `f` bound to the slice enclosing the
     /// later op's start (which must be written already).
     fn flow_ends(&mut self, id: u64, name: &str, category: u64, from: (u64, u64), to: (u64, u64)) {
-        let iid = self.name_iid(name);
-        self.flow_ends_named(id, (iid.0, iid.1.then_some(name)), category, from, to);
+        let iid = self.interned.name(name);
+        self.flow_ends_named(id, iid, category, from, to);
     }
 
-    /// [`PerfettoTrace::flow_ends`], named by interned id (declared with the first end when it
-    /// holds the name's text).
+    /// [`PerfettoTrace::flow_ends`], named by interned id `iid`.
     fn flow_ends_named(
         &mut self,
         id: u64,
-        (iid, mut new): (u64, Option<&str>),
+        iid: u64,
         category: u64,
         from: (u64, u64),
         to: (u64, u64),
@@ -512,21 +611,22 @@ impl<W: Write> PerfettoTrace<W> {
                 wire::uint(legacy, field::BIND_TO_ENCLOSING, 1);
             }
             wire::bytes(event, field::LEGACY_EVENT, legacy);
-            self.event_packet_named(time_ns, (iid, new.take()), track);
+            self.event_packet_named(time_ns, iid, track);
         }
     }
 
     /// The interned id of the name of a dependency flow on `var` (`x RAW`), and its text when
     /// it is new.
-    fn flow_name_iid(&mut self, var: &Arc<str>, hazard: Hazard) -> (u64, Option<String>) {
+    fn flow_name_iid(&mut self, var: &Arc<str>, hazard: Hazard) -> u64 {
         let key = (Arc::as_ptr(var) as *const u8 as usize, hazard);
         if let Some((_, iid)) = self.flow_names.get(&key) {
-            return (*iid, None);
+            return *iid;
         }
-        let name = format!("{var} {}", hazard.short_name());
-        let (iid, new) = self.name_iid(&name);
+        let iid = self
+            .interned
+            .name(&format!("{var} {}", hazard.short_name()));
         self.flow_names.insert(key, (var.clone(), iid));
-        (iid, new.then_some(name))
+        iid
     }
 
     /// Appends `slice`'s arguments from `reads` to `priority` to `self.event`: copied from the
@@ -548,14 +648,11 @@ impl<W: Write> PerfettoTrace<W> {
         }
         let device = self.device.as_ref().map_or("", |(_, name)| name.as_str());
         let (event, part, item) = (&mut self.event, &mut self.part, &mut self.item);
-        names_annotation(event, part, item, 2, slice.reads);
-        names_annotation(event, part, item, 3, slice.writes);
-        annotation(event, part, 4, |part| {
-            wire::bytes(part, field::STRING_VALUE, slice.state.name().as_bytes());
-        });
-        annotation(event, part, 5, |part| {
-            wire::bytes(part, field::STRING_VALUE, device.as_bytes());
-        });
+        let interned = &mut self.interned;
+        names_annotation(event, (part, item), interned, 2, slice.reads);
+        names_annotation(event, (part, item), interned, 3, slice.writes);
+        value_annotation(event, part, interned, 4, slice.state.name());
+        value_annotation(event, part, interned, 5, device);
         annotation(event, part, 6, |part| {
             wire::int(part, field::INT_VALUE, i64::from(slice.priority));
         });
@@ -564,18 +661,14 @@ impl<W: Write> PerfettoTrace<W> {
     }
 
     /// The index of `label`'s cache in `labels`, made with the label's interned id on its
-    /// first slice, and whether that id is new (to be declared).
-    fn label_cache(&mut self, label: &Arc<str>) -> (usize, bool) {
-        let mut new_name = false;
-        let (index, _) = self.labels.entry(label, || {
-            let (iid, new) = name_iid(&mut self.names, label);
-            new_name = new;
-            LabelCache {
-                iid,
-                arguments: None,
-            }
+    /// first slice.
+    fn label_cache(&mut self, label: &Arc<str>) -> usize {
+        let interned = &mut self.interned;
+        let (index, _) = self.labels.entry(label, || LabelCache {
+            iid: interned.name(label),
+            arguments: None,
         });
-        (index, new_name)
+        index
     }
 
     /// Starts a slice's begin event in `self.event`: its category and its `op` and `line`
@@ -596,18 +689,6 @@ impl<W: Write> PerfettoTrace<W> {
     fn write_begin(&mut self, track: u64, time_ns: u64, name: &str) {
         wire::int(&mut self.event, field::TYPE, i64::from(SLICE_BEGIN));
         self.event_packet(time_ns, name, track);
-    }
-}
-
-/// The interned id of event name `name` in `names`, and whether it is new (to be declared).
-fn name_iid(names: &mut FxHashMap<Arc<str>, u64>, name: &str) -> (u64, bool) {
-    match names.get(name) {
-        Some(iid) => (*iid, false),
-        None => {
-            let iid = names.len() as u64 + 1;
-            names.insert(Arc::from(name), iid);
-            (iid, true)
-        }
     }
 }
 
@@ -632,7 +713,7 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
         let tid = u64::from(slice.worker);
         let track = self.track(tid);
         self.begin_slice(CATEGORY_OP, slice.op.0, slice.line);
-        let (label, new) = self.label_cache(slice.label);
+        let label = self.label_cache(slice.label);
         self.slice_arguments(slice, label);
         if let Some(message) = slice.message {
             let (event, part) = (&mut self.event, &mut self.part);
@@ -641,20 +722,17 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
             });
         }
         wire::int(&mut self.event, field::TYPE, i64::from(SLICE_BEGIN));
-        let name = (
-            self.labels.get_mut(label).iid,
-            new.then_some(&**slice.label),
-        );
+        let name = self.labels.get_mut(label).iid;
         self.event_packet_named(slice.start_ns, name, track);
         let flows = self
             .pending_flows
             .remove(&(slice.worker, slice.start_ns))
             .unwrap_or_default();
         for flow in flows {
-            let (iid, new) = self.flow_name_iid(&flow.var, flow.hazard);
+            let iid = self.flow_name_iid(&flow.var, flow.hazard);
             self.flow_ends_named(
                 flow.id,
-                (iid, new.as_deref()),
+                iid,
                 CATEGORY_DEPENDENCY,
                 (u64::from(flow.from.0), flow.from.1),
                 (tid, slice.start_ns),
@@ -736,8 +814,11 @@ pub struct TraceContents {
 /// first.
 pub type TraceFlow = (String, (u64, u64), (u64, u64));
 
-/// A slice begun and not yet ended, while reading: its start, name, category and op.
-type OpenSlice = (u64, String, String, Option<u64>);
+/// A slice begun and not yet ended, while reading: the slice, its end not known yet.
+type OpenSlice = TraceSlice;
+
+/// An argument of a slice read back: its name and its value as text (a list as `[a, b]`).
+pub type TraceArgument = (String, String);
 
 /// A slice of a trace read back (see [`TraceContents`]).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -754,6 +835,8 @@ pub struct TraceSlice {
     pub category: String,
     /// Its `op` argument.
     pub op: Option<u64>,
+    /// Its arguments, `op` included, sorted by name.
+    pub arguments: Vec<TraceArgument>,
 }
 
 impl TraceContents {
@@ -778,7 +861,8 @@ pub fn read(bytes: &[u8]) -> Result<TraceContents, Error> {
     let mut names: HashMap<u64, String> = HashMap::new();
     let mut categories: HashMap<u64, String> = HashMap::new();
     let mut argument_names: HashMap<u64, String> = HashMap::new();
-    // Open slices by track: (start, name, category, op).
+    let mut values: HashMap<u64, String> = HashMap::new();
+    // Open slices by track.
     let mut open: HashMap<u64, Vec<OpenSlice>> = HashMap::new();
     let mut flow_starts: HashMap<u64, (u64, u64)> = HashMap::new();
     let mut flow_ends: Vec<(u64, String, (u64, u64))> = Vec::new();
@@ -792,6 +876,10 @@ pub fn read(bytes: &[u8]) -> Result<TraceContents, Error> {
                 for entry in entries {
                     table.insert(entry.iid.unwrap_or(0), entry.name.unwrap_or_default());
                 }
+            }
+            for entry in interned.debug_annotation_string_values {
+                let text = String::from_utf8_lossy(&entry.str.unwrap_or_default()).into_owned();
+                values.insert(entry.iid.unwrap_or(0), text);
             }
         }
         if let Some(track) = packet.track_descriptor {
@@ -833,6 +921,17 @@ pub fn read(bytes: &[u8]) -> Result<TraceContents, Error> {
         }
         match event.r#type {
             Some(SLICE_BEGIN) => {
+                let mut arguments = Vec::new();
+                for annotation in &event.debug_annotations {
+                    let argument = annotation
+                        .name_iid
+                        .and_then(|iid| argument_names.get(&iid))
+                        .ok_or_else(|| bad(format!("packet {index}: an unknown argument")))?;
+                    let value = annotation_text(annotation, &values)
+                        .map_err(|what| bad(format!("packet {index}: `{argument}` {what}")))?;
+                    arguments.push((argument.clone(), value));
+                }
+                arguments.sort();
                 let op = event
                     .debug_annotations
                     .iter()
@@ -843,22 +942,24 @@ pub fn read(bytes: &[u8]) -> Result<TraceContents, Error> {
                             .is_some_and(|name| name == "op")
                     })
                     .and_then(|annotation| annotation.uint_value);
-                open.entry(tid)
-                    .or_default()
-                    .push((time_ns, name()?, category, op));
+                open.entry(tid).or_default().push(TraceSlice {
+                    tid,
+                    start_ns: time_ns,
+                    end_ns: time_ns,
+                    name: name()?,
+                    category,
+                    op,
+                    arguments,
+                });
             }
             Some(SLICE_END) => {
-                let (start_ns, name, category, op) = open
+                let begun = open
                     .get_mut(&tid)
                     .and_then(Vec::pop)
                     .ok_or_else(|| bad(format!("packet {index}: an end without a begin")))?;
                 contents.slices.push(TraceSlice {
-                    tid,
-                    start_ns,
                     end_ns: time_ns,
-                    name,
-                    category,
-                    op,
+                    ..begun
                 });
             }
             other => return Err(bad(format!("packet {index}: event type {other:?}"))),
@@ -873,6 +974,45 @@ pub fn read(bytes: &[u8]) -> Result<TraceContents, Error> {
     contents.slices.sort();
     contents.flows.sort();
     Ok(contents)
+}
+
+/// A protobuf argument's value as text, as [`json_argument_text`] writes a JSON one; its interned
+/// string values (`string_value_iid`) found in `values`.
+fn annotation_text(
+    annotation: &proto::DebugAnnotation,
+    values: &HashMap<u64, String>,
+) -> Result<String, &'static str> {
+    if let Some(iid) = annotation.string_value_iid {
+        return values.get(&iid).cloned().ok_or("names an unknown value");
+    }
+    if let Some(text) = &annotation.string_value {
+        return Ok(text.clone());
+    }
+    if let Some(value) = annotation.uint_value {
+        return Ok(value.to_string());
+    }
+    if let Some(value) = annotation.int_value {
+        return Ok(value.to_string());
+    }
+    let items: Result<Vec<String>, _> = annotation
+        .array_values
+        .iter()
+        .map(|item| annotation_text(item, values))
+        .collect();
+    Ok(format!("[{}]", items?.join(", ")))
+}
+
+/// A JSON argument's value as text: a string as it is, a number in decimal, a list as
+/// `[a, b]`.
+fn json_argument_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(text) => text.clone(),
+        serde_json::Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(json_argument_text).collect();
+            format!("[{}]", items.join(", "))
+        }
+        other => other.to_string(),
+    }
 }
 
 /// Reads a Chrome JSON trace's slices and flows, as [`read`] does a Perfetto one.
@@ -898,6 +1038,13 @@ pub fn read_json(json_text: &str) -> Result<TraceContents, Error> {
         match event["ph"].as_str() {
             Some("X") => {
                 let start_ns = nanos(&event["ts"]);
+                let mut arguments: Vec<TraceArgument> = event["args"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(name, value)| (name.clone(), json_argument_text(value)))
+                    .collect();
+                arguments.sort();
                 contents.slices.push(TraceSlice {
                     tid,
                     start_ns,
@@ -905,6 +1052,7 @@ pub fn read_json(json_text: &str) -> Result<TraceContents, Error> {
                     name: text("name"),
                     category: text("cat"),
                     op: event["args"]["op"].as_u64(),
+                    arguments,
                 });
             }
             Some("M") if event["name"] == "thread_name" => {
@@ -940,7 +1088,7 @@ pub fn read_json(json_text: &str) -> Result<TraceContents, Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::proto::{DebugAnnotation, LegacyEvent, TrackEvent};
+    use super::proto::{DebugAnnotation, InternedString, LegacyEvent, TrackEvent};
     use super::*;
     use dep_engine::{Device, OpId, OpState};
 
@@ -951,18 +1099,39 @@ mod tests {
         packet.encode_length_delimited(out).unwrap();
     }
 
-    fn event_packet(time_ns: u64, event: TrackEvent, new_name: Option<(u64, &str)>) -> TracePacket {
+    /// Interned strings declared in a packet: `(iid, text)` each.
+    type Declared<'a> = &'a [(u64, &'a str)];
+
+    /// A track event's packet, declaring the event names and argument values `new`; one that
+    /// names no interned string (`interns`) does not say it needs them.
+    fn event_packet(
+        time_ns: u64,
+        event: TrackEvent,
+        (new_names, new_values): (Declared<'_>, Declared<'_>),
+        interns: bool,
+    ) -> TracePacket {
+        let new = !new_names.is_empty() || !new_values.is_empty();
         TracePacket {
             timestamp: Some(time_ns),
             track_event: Some(event),
-            interned_data: new_name.map(|(iid, name)| InternedData {
-                event_names: vec![Interned {
-                    iid: Some(iid),
-                    name: Some(name.to_string()),
-                }],
+            interned_data: new.then(|| InternedData {
+                event_names: new_names
+                    .iter()
+                    .map(|(iid, name)| Interned {
+                        iid: Some(*iid),
+                        name: Some(name.to_string()),
+                    })
+                    .collect(),
+                debug_annotation_string_values: new_values
+                    .iter()
+                    .map(|(iid, text)| InternedString {
+                        iid: Some(*iid),
+                        str: Some(text.as_bytes().to_vec()),
+                    })
+                    .collect(),
                 ..InternedData::default()
             }),
-            sequence_flags: Some(NEEDS_STATE),
+            sequence_flags: interns.then_some(NEEDS_STATE),
             ..TracePacket::default()
         }
     }
@@ -983,13 +1152,22 @@ mod tests {
         }
     }
 
+    /// An argument whose value is interned value `value`.
+    fn interned(iid: u64, value: u64) -> DebugAnnotation {
+        DebugAnnotation {
+            name_iid: Some(iid),
+            string_value_iid: Some(value),
+            ..DebugAnnotation::default()
+        }
+    }
+
     fn flow_end(
         time_ns: u64,
         tid: u64,
         phase: u8,
         id: u64,
         name: (u64, &str),
-        new: bool,
+        new_name: bool,
     ) -> TracePacket {
         let event = TrackEvent {
             category_iids: vec![CATEGORY_DEPENDENCY],
@@ -1002,7 +1180,9 @@ mod tests {
             name_iid: Some(name.0),
             ..TrackEvent::default()
         };
-        event_packet(time_ns, event, new.then_some(name))
+        let new = [name];
+        let new: &[(u64, &str)] = if new_name { &new } else { &[] };
+        event_packet(time_ns, event, (new, &[]), true)
     }
 
     /// The packets written by hand are the bytes prost writes for the same messages: a slice
@@ -1058,12 +1238,14 @@ mod tests {
             ..TracePacket::default()
         };
         prost_packet(&mut expected, track(1));
-        let names_value = |iid: u64, names: &[Arc<str>]| DebugAnnotation {
+        // Variables' names, states and devices are interned values: x 1, δ 2, failed 3,
+        // gpu3 4, done 5, cpu 6.
+        let names_value = |iid: u64, values: &[u64]| DebugAnnotation {
             name_iid: Some(iid),
-            array_values: names
+            array_values: values
                 .iter()
-                .map(|name| DebugAnnotation {
-                    string_value: Some(name.to_string()),
+                .map(|value| DebugAnnotation {
+                    string_value_iid: Some(*value),
                     ..DebugAnnotation::default()
                 })
                 .collect(),
@@ -1074,10 +1256,10 @@ mod tests {
             debug_annotations: vec![
                 uint(1, 7),
                 uint(2, 200),
-                names_value(3, &names),
-                names_value(4, &names[..1]),
-                text(5, "failed"),
-                text(6, "gpu3"),
+                names_value(3, &[1, 2]),
+                names_value(4, &[1]),
+                interned(5, 3),
+                interned(6, 4),
                 DebugAnnotation {
                     name_iid: Some(7),
                     int_value: Some(-4),
@@ -1092,7 +1274,15 @@ mod tests {
         };
         prost_packet(
             &mut expected,
-            event_packet(1_000_000, begin, Some((1, &label))),
+            event_packet(
+                1_000_000,
+                begin,
+                (
+                    &[(1, &label)],
+                    &[(1, "x"), (2, "δ"), (3, "failed"), (4, "gpu3")],
+                ),
+                true,
+            ),
         );
         prost_packet(&mut expected, track(0));
         prost_packet(&mut expected, flow_end(5, 0, b's', 300, (2, "x RAW"), true));
@@ -1106,7 +1296,7 @@ mod tests {
                 track_uuid: Some(THREAD_UUID + 1),
                 ..TrackEvent::default()
             };
-            event_packet(time_ns, event, None)
+            event_packet(time_ns, event, (&[], &[]), false)
         };
         prost_packet(&mut expected, end(1 << 40));
         let begin = TrackEvent {
@@ -1116,8 +1306,8 @@ mod tests {
                 uint(2, 0),
                 names_value(3, &[]),
                 names_value(4, &[]),
-                text(5, "done"),
-                text(6, "cpu"),
+                interned(5, 5),
+                interned(6, 6),
                 DebugAnnotation {
                     name_iid: Some(7),
                     int_value: Some(0),
@@ -1129,7 +1319,10 @@ mod tests {
             track_uuid: Some(THREAD_UUID + 1),
             ..TrackEvent::default()
         };
-        prost_packet(&mut expected, event_packet(1 << 41, begin, None));
+        prost_packet(
+            &mut expected,
+            event_packet(1 << 41, begin, (&[], &[(5, "done"), (6, "cpu")]), true),
+        );
         prost_packet(&mut expected, end(1 << 41));
         let first_difference = written.iter().zip(&expected).position(|(a, b)| a != b);
         assert_eq!(
@@ -1138,5 +1331,23 @@ mod tests {
         );
         let contents = read(&written).unwrap();
         assert_eq!((contents.slices.len(), contents.flows.len()), (2, 1));
+        let shown: Vec<_> = contents.slices[0]
+            .arguments
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("device", "gpu3"),
+                ("line", "200"),
+                ("message", "shapes differ"),
+                ("op", "7"),
+                ("priority", "-4"),
+                ("reads", "[x, δ]"),
+                ("state", "failed"),
+                ("writes", "[x]")
+            ]
+        );
     }
 }
