@@ -27,6 +27,7 @@ mod kernel_cmd;
 #[cfg(feature = "mpi")]
 mod mpi_ranks;
 mod output_file;
+mod perfetto_apart;
 mod rank_views;
 mod ranks;
 mod repl;

@@ -4,8 +4,9 @@
 //!
 //! On a machine with cores to spare ([`TraceThreads`]), the work is spread over threads, so
 //! that the recorder, which the end of the run waits for, does only the folding and the
-//! formatting of slices: each file is written by a thread of its own ([`OutputFile`]), and a
-//! JSON trace's event log (`depEvents`, about a third of the recorder's work when it writes it
+//! formatting of JSON slices: each file is written by a thread of its own ([`OutputFile`]), a
+//! Perfetto trace is encoded by another ([`PerfettoApart`], as much work again as the fold), and
+//! a JSON trace's event log (`depEvents`, about a third of the recorder's work when it writes it
 //! too) is transcribed by an [`EventsApart`] thread that reads the log beside the recorder. The
 //! log forgets an event only once both have read it ([`Traces::read_up_to`]), so its memory
 //! stays bounded by what the slower one has not read. On a machine without (two cores: the
@@ -25,6 +26,7 @@ use engine::lock;
 use views::trace::{DepEventsWriter, JsonTrace};
 
 use crate::output_file::OutputFile;
+use crate::perfetto_apart::PerfettoApart;
 
 /// How a run's trace files spread their work over threads (see the module's documentation):
 /// chosen by the machine's cores, unless `DEP_TRACE_THREADS` says `on` or `off`.
@@ -34,6 +36,8 @@ pub(crate) struct TraceThreads {
     events_apart: bool,
     /// Each file written by a thread of its own.
     writers_apart: bool,
+    /// A Perfetto trace encoded by a thread of its own.
+    encoding_apart: bool,
 }
 
 /// The fewest cores on which trace files spread their work over threads: the interpreter, a
@@ -55,22 +59,24 @@ impl TraceThreads {
     /// The choice `setting` (the variable's value, if set) makes on a machine of `cores`, or
     /// what is wrong with it.
     fn choose(setting: Option<&str>, cores: usize) -> Result<TraceThreads, String> {
-        let (events_apart, writers_apart) = match setting {
+        let (events_apart, writers_apart, encoding_apart) = match setting {
             None | Some("" | "auto") => return Ok(TraceThreads::by_cores(cores)),
-            Some("on") => (true, true),
-            Some("off") => (false, false),
-            Some("events") => (true, false),
-            Some("writers") => (false, true),
+            Some("on") => (true, true, true),
+            Some("off") => (false, false, false),
+            Some("events") => (true, false, false),
+            Some("writers") => (false, true, false),
+            Some("encoding") => (false, false, true),
             Some(other) => {
                 return Err(format!(
-                    "DEP_TRACE_THREADS={other}: expected on, off, auto, events or writers; \
-                     choosing by this machine's {cores} cores"
+                    "DEP_TRACE_THREADS={other}: expected on, off, auto, events, writers or \
+                     encoding; choosing by this machine's {cores} cores"
                 ))
             }
         };
         Ok(TraceThreads {
             events_apart,
             writers_apart,
+            encoding_apart,
         })
     }
 
@@ -80,6 +86,7 @@ impl TraceThreads {
         TraceThreads {
             events_apart: spread,
             writers_apart: spread,
+            encoding_apart: spread,
         }
     }
 
@@ -106,6 +113,8 @@ enum TraceFile {
         events: Option<EventsApart>,
     },
     Perfetto(Box<views::perfetto::PerfettoTrace<OutputFile>>),
+    /// Perfetto's protobuf, encoded by a thread of its own.
+    PerfettoApart(Box<PerfettoApart>),
 }
 
 /// The trace files being written, each with its path.
@@ -156,7 +165,7 @@ impl Traces {
             .iter()
             .filter_map(|(_, trace)| match trace {
                 TraceFile::Json { events, .. } => events.as_ref().map(EventsApart::read_up_to),
-                TraceFile::Perfetto(_) => None,
+                TraceFile::Perfetto(_) | TraceFile::PerfettoApart(_) => None,
             })
             .min()
             .unwrap_or(u64::MAX)
@@ -167,7 +176,7 @@ impl Traces {
     pub(crate) fn wants_events(&self) -> bool {
         self.0.iter().any(|(_, trace)| match trace {
             TraceFile::Json { trace, .. } => trace.writes_events(),
-            TraceFile::Perfetto(_) => false,
+            TraceFile::Perfetto(_) | TraceFile::PerfettoApart(_) => false,
         })
     }
 
@@ -225,6 +234,7 @@ impl TraceFile {
         match self {
             TraceFile::Json { trace, .. } => trace.as_mut(),
             TraceFile::Perfetto(trace) => trace.as_mut(),
+            TraceFile::PerfettoApart(trace) => trace.as_mut(),
         }
     }
 
@@ -239,6 +249,7 @@ impl TraceFile {
                 events: None,
             } => trace.finish().map(drop),
             TraceFile::Perfetto(trace) => trace.finish().map(drop),
+            TraceFile::PerfettoApart(trace) => trace.finish().map(drop),
         }
     }
 }
@@ -260,6 +271,11 @@ fn open_trace(
 ) -> io::Result<TraceFile> {
     let out = threads.output(crate::fresh_file::create(path)?, "dep-trace-write");
     if is_perfetto(path) {
+        if threads.encoding_apart {
+            return Ok(TraceFile::PerfettoApart(Box::new(PerfettoApart::start(
+                out,
+            )?)));
+        }
         return Ok(TraceFile::Perfetto(Box::new(
             views::perfetto::PerfettoTrace::new(out),
         )));
@@ -369,16 +385,24 @@ mod tests {
     fn traces_spread_over_threads_only_with_cores_to_spare_or_when_asked() {
         let spread = |setting, cores| {
             let threads = TraceThreads::choose(setting, cores).unwrap();
-            (threads.events_apart, threads.writers_apart)
+            (
+                threads.events_apart,
+                threads.writers_apart,
+                threads.encoding_apart,
+            )
         };
-        assert_eq!(spread(None, 2), (false, false));
-        assert_eq!(spread(None, MIN_CORES_FOR_THREADS - 1), (false, false));
-        assert_eq!(spread(None, MIN_CORES_FOR_THREADS), (true, true));
-        assert_eq!(spread(Some("auto"), 16), (true, true));
-        assert_eq!(spread(Some("off"), 16), (false, false));
-        assert_eq!(spread(Some("on"), 2), (true, true));
-        assert_eq!(spread(Some("events"), 2), (true, false));
-        assert_eq!(spread(Some("writers"), 16), (false, true));
+        assert_eq!(spread(None, 2), (false, false, false));
+        assert_eq!(
+            spread(None, MIN_CORES_FOR_THREADS - 1),
+            (false, false, false)
+        );
+        assert_eq!(spread(None, MIN_CORES_FOR_THREADS), (true, true, true));
+        assert_eq!(spread(Some("auto"), 16), (true, true, true));
+        assert_eq!(spread(Some("off"), 16), (false, false, false));
+        assert_eq!(spread(Some("on"), 2), (true, true, true));
+        assert_eq!(spread(Some("events"), 2), (true, false, false));
+        assert_eq!(spread(Some("writers"), 16), (false, true, false));
+        assert_eq!(spread(Some("encoding"), 2), (false, false, true));
         let problem = TraceThreads::choose(Some("yes"), 2).unwrap_err();
         assert!(problem.contains("DEP_TRACE_THREADS=yes") && problem.contains("on, off"));
     }
