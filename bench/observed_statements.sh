@@ -7,7 +7,7 @@
 # The threaded engine runs with 2 workers, as on the 2-core machine of bench/README.md.
 # Then, per thread (where cores are spare, the run's end waits for its busiest thread): each
 # observed run's instructions per statement by thread role (the interpreter, the workers, the
-# recorder, a JSON trace's event log thread, a Perfetto trace's encoder), with the trace files'
+# recorder, a JSON trace's event log thread, a trace's encoder), with the trace files'
 # threads off and on (DEP_TRACE_THREADS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,8 +58,8 @@ count_by_thread() {
       role=workers
     elif grep -q 'DepEventsWriter' "$part"; then
       role=event-log
-    elif grep -q 'perfetto_apart::encode' "$part"; then
-      role=perfetto-encoder
+    elif grep -q 'trace_apart::encode' "$part"; then
+      role=encoder
     fi
     echo "$role $(awk '/^summary:/ { print $2; exit }' "$part")"
   done | awk '{ total[$1] += $2 } END { for (role in total) print role, total[role] }'

@@ -27,12 +27,12 @@ mod kernel_cmd;
 #[cfg(feature = "mpi")]
 mod mpi_ranks;
 mod output_file;
-mod perfetto_apart;
 mod rank_views;
 mod ranks;
 mod repl;
 mod run;
 mod sim_ranks;
+mod trace_apart;
 mod trace_files;
 mod views;
 

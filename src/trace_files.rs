@@ -4,10 +4,11 @@
 //!
 //! On a machine with cores to spare ([`TraceThreads`]), the work is spread over threads, so
 //! that the recorder, which the end of the run waits for, does only the folding and the
-//! formatting of JSON slices: each file is written by a thread of its own ([`OutputFile`]), a
-//! Perfetto trace is encoded by another ([`PerfettoApart`], as much work again as the fold), and
-//! a JSON trace's event log (`depEvents`, about a third of the recorder's work when it writes it
-//! too) is transcribed by an [`EventsApart`] thread that reads the log beside the recorder. The
+//! reading and folding of the log: each file is written by a thread of its own ([`OutputFile`]),
+//! each trace's slices and arrows are encoded by another ([`TraceApart`], as much work again as
+//! the fold), and a JSON trace's event log (`depEvents`, about a third of the recorder's work
+//! when it writes it too) is transcribed by an [`EventsApart`] thread that reads the log beside
+//! the recorder. The
 //! log forgets an event only once both have read it ([`Traces::read_up_to`]), so its memory
 //! stays bounded by what the slower one has not read. On a machine without (two cores: the
 //! interpreter's and a worker's), the threads would only take turns on the same cores, and
@@ -26,7 +27,7 @@ use engine::lock;
 use views::trace::{DepEventsWriter, JsonTrace};
 
 use crate::output_file::OutputFile;
-use crate::perfetto_apart::PerfettoApart;
+use crate::trace_apart::TraceApart;
 
 /// How a run's trace files spread their work over threads (see the module's documentation):
 /// chosen by the machine's cores, unless `DEP_TRACE_THREADS` says `on` or `off`.
@@ -36,7 +37,8 @@ pub(crate) struct TraceThreads {
     events_apart: bool,
     /// Each file written by a thread of its own.
     writers_apart: bool,
-    /// A Perfetto trace encoded by a thread of its own.
+    /// Each trace's slices and arrows encoded by a thread of its own (a JSON trace's only when
+    /// its event log is transcribed apart too: the encoder is handed no event).
     encoding_apart: bool,
 }
 
@@ -109,12 +111,43 @@ enum TraceFile {
     /// Chrome JSON, its event log spooled to a temporary file beside it, by the trace itself
     /// or by a thread of its own.
     Json {
-        trace: Box<JsonTrace<OutputFile, OutputFile>>,
+        trace: Encoder<JsonTrace<OutputFile, OutputFile>>,
         events: Option<EventsApart>,
     },
-    Perfetto(Box<views::perfetto::PerfettoTrace<OutputFile>>),
-    /// Perfetto's protobuf, encoded by a thread of its own.
-    PerfettoApart(Box<PerfettoApart>),
+    Perfetto(Encoder<views::perfetto::PerfettoTrace<OutputFile>>),
+}
+
+/// Where a trace's writer encodes what the fold hands it: here, on the recorder, or on a thread
+/// of its own.
+enum Encoder<T> {
+    Here(Box<T>),
+    Apart(Box<TraceApart<T>>),
+}
+
+impl<T: views::fold::TraceOut + Send + 'static> Encoder<T> {
+    /// `trace`, fed on a thread of its own when `apart` says so.
+    fn start(trace: T, apart: bool) -> io::Result<Encoder<T>> {
+        Ok(if apart {
+            Encoder::Apart(Box::new(TraceApart::start(trace)?))
+        } else {
+            Encoder::Here(Box::new(trace))
+        })
+    }
+
+    fn out(&mut self) -> &mut dyn views::fold::TraceOut {
+        match self {
+            Encoder::Here(trace) => trace.as_mut(),
+            Encoder::Apart(trace) => trace.as_mut(),
+        }
+    }
+
+    /// The writer, once it has encoded all it was handed, to be finished.
+    fn finish(self) -> io::Result<T> {
+        match self {
+            Encoder::Here(trace) => Ok(*trace),
+            Encoder::Apart(trace) => trace.finish(),
+        }
+    }
 }
 
 /// The trace files being written, each with its path.
@@ -165,7 +198,7 @@ impl Traces {
             .iter()
             .filter_map(|(_, trace)| match trace {
                 TraceFile::Json { events, .. } => events.as_ref().map(EventsApart::read_up_to),
-                TraceFile::Perfetto(_) | TraceFile::PerfettoApart(_) => None,
+                TraceFile::Perfetto(_) => None,
             })
             .min()
             .unwrap_or(u64::MAX)
@@ -175,8 +208,11 @@ impl Traces {
     /// own): the recorder must then read the grants too.
     pub(crate) fn wants_events(&self) -> bool {
         self.0.iter().any(|(_, trace)| match trace {
-            TraceFile::Json { trace, .. } => trace.writes_events(),
-            TraceFile::Perfetto(_) | TraceFile::PerfettoApart(_) => false,
+            TraceFile::Json {
+                trace: Encoder::Here(trace),
+                ..
+            } => trace.writes_events(),
+            TraceFile::Json { .. } | TraceFile::Perfetto(_) => false,
         })
     }
 
@@ -232,9 +268,8 @@ impl views::fold::TraceOut for Traces {
 impl TraceFile {
     fn out(&mut self) -> &mut dyn views::fold::TraceOut {
         match self {
-            TraceFile::Json { trace, .. } => trace.as_mut(),
-            TraceFile::Perfetto(trace) => trace.as_mut(),
-            TraceFile::PerfettoApart(trace) => trace.as_mut(),
+            TraceFile::Json { trace, .. } => trace.out(),
+            TraceFile::Perfetto(trace) => trace.out(),
         }
     }
 
@@ -243,13 +278,12 @@ impl TraceFile {
             TraceFile::Json {
                 trace,
                 events: Some(events),
-            } => trace.finish_with(events.finish()).map(drop),
+            } => trace.finish()?.finish_with(events.finish()).map(drop),
             TraceFile::Json {
                 trace,
                 events: None,
-            } => trace.finish().map(drop),
-            TraceFile::Perfetto(trace) => trace.finish().map(drop),
-            TraceFile::PerfettoApart(trace) => trace.finish().map(drop),
+            } => trace.finish()?.finish().map(drop),
+            TraceFile::Perfetto(trace) => trace.finish()?.finish().map(drop),
         }
     }
 }
@@ -271,14 +305,11 @@ fn open_trace(
 ) -> io::Result<TraceFile> {
     let out = threads.output(crate::fresh_file::create(path)?, "dep-trace-write");
     if is_perfetto(path) {
-        if threads.encoding_apart {
-            return Ok(TraceFile::PerfettoApart(Box::new(PerfettoApart::start(
-                out,
-            )?)));
-        }
-        return Ok(TraceFile::Perfetto(Box::new(
-            views::perfetto::PerfettoTrace::new(out),
-        )));
+        let trace = views::perfetto::PerfettoTrace::new(out);
+        return Ok(TraceFile::Perfetto(Encoder::start(
+            trace,
+            threads.encoding_apart,
+        )?));
     }
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
@@ -286,13 +317,14 @@ fn open_trace(
     };
     let spool = threads.output(tempfile::tempfile_in(dir)?, "dep-spool-write");
     if !threads.events_apart {
+        // Fed every event, so never apart: the encoder is handed none.
         return Ok(TraceFile::Json {
-            trace: Box::new(JsonTrace::new(out, spool)),
+            trace: Encoder::Here(Box::new(JsonTrace::new(out, spool))),
             events: None,
         });
     }
     Ok(TraceFile::Json {
-        trace: Box::new(JsonTrace::without_events(out)),
+        trace: Encoder::start(JsonTrace::without_events(out), threads.encoding_apart)?,
         events: Some(EventsApart::start(Arc::clone(log), first, spool)?),
     })
 }

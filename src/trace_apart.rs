@@ -1,10 +1,12 @@
-//! A Perfetto trace encoded on a thread of its own ([`PerfettoApart`]), on a machine with cores
-//! to spare (`trace_files::TraceThreads`). The recorder's fold hands it slices and arrows as
-//! small records, with numbers in place of names; the thread encodes them
-//! ([`views::perfetto::PerfettoTrace`], the same bytes) and hands them to the file's output.
-//! The recorder, which the end of a traced run waits for, then only reads the log and folds it:
-//! the encoding was as much work again (per statement of `big.dep`, about 2,600 instructions
-//! beside 3,400 for the reading and the fold).
+//! A trace file encoded on a thread of its own ([`TraceApart`]), on a machine with cores to
+//! spare (`trace_files::TraceThreads`). The recorder's fold hands it slices and arrows as small
+//! records, with numbers in place of names; the thread feeds them to the trace's writer
+//! ([`views::perfetto::PerfettoTrace`], [`views::trace::JsonTrace`]: the same bytes as fed
+//! where the fold runs). The recorder, which the end of a traced run waits for, then only reads
+//! the log and folds it: the encoding was as much work again (per statement of `big.dep`,
+//! about 2,600 instructions for Perfetto's, beside 3,400 for the reading and the fold). The
+//! writer is handed every slice, arrow and end, but no event: a JSON trace whose event log a
+//! thread of its own transcribes (`trace_files::EventsApart`) needs none.
 //!
 //! Names go over as numbers, each text once: the thread keeps its own copies, so that neither
 //! thread ever writes to a reference count the other's strings hold (a cache line the other
@@ -20,10 +22,7 @@ use dep_views as views;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use views::fold::{DeviceSlice, Flow, OpSlice, TraceLane, TraceOut};
-use views::perfetto::PerfettoTrace;
 use views::Hazard;
-
-use crate::output_file::OutputFile;
 
 /// How many pieces go to the thread at once.
 const BATCH: usize = 1024;
@@ -73,28 +72,28 @@ struct SliceRecord {
     end_ns: u64,
 }
 
-/// A Perfetto trace fed here and encoded on a thread of its own (see the module's
-/// documentation). [`PerfettoApart::finish`] waits for the thread and says how the writing
-/// went; dropped unfinished, it lets the thread write what it was handed and end.
-pub(crate) struct PerfettoApart {
+/// A trace writer `T` fed here and run on a thread of its own (see the module's
+/// documentation). [`TraceApart::finish`] waits for the thread and hands the writer back, to be
+/// finished; dropped unfinished, it lets the thread take what it was handed and end.
+pub(crate) struct TraceApart<T> {
     numbering: Numbering,
     batch: Vec<Piece>,
     /// `None` once finished.
     to_thread: Option<SyncSender<Vec<Piece>>>,
     /// Batches the thread has emptied, to fill again.
     emptied: Receiver<Vec<Piece>>,
-    thread: Option<JoinHandle<io::Result<OutputFile>>>,
+    thread: Option<JoinHandle<T>>,
 }
 
-impl PerfettoApart {
-    /// Starts a thread that encodes a Perfetto trace into `out`.
-    pub(crate) fn start(out: OutputFile) -> io::Result<PerfettoApart> {
+impl<T: TraceOut + Send + 'static> TraceApart<T> {
+    /// Starts a thread that feeds `trace`.
+    pub(crate) fn start(trace: T) -> io::Result<TraceApart<T>> {
         let (to_thread, from_recorder) = mpsc::sync_channel::<Vec<Piece>>(IN_FLIGHT);
         let (give_back, emptied) = mpsc::sync_channel::<Vec<Piece>>(IN_FLIGHT + 1);
         let thread = std::thread::Builder::new()
             .name("dep-trace-encode".into())
-            .spawn(move || encode(PerfettoTrace::new(out), &from_recorder, &give_back))?;
-        Ok(PerfettoApart {
+            .spawn(move || encode(trace, &from_recorder, &give_back))?;
+        Ok(TraceApart {
             numbering: Numbering::default(),
             batch: Vec::with_capacity(BATCH),
             to_thread: Some(to_thread),
@@ -103,6 +102,19 @@ impl PerfettoApart {
         })
     }
 
+    /// Hands the rest over and waits for the thread to take it all; returns the writer, to be
+    /// finished.
+    pub(crate) fn finish(mut self) -> io::Result<T> {
+        self.send();
+        self.to_thread = None;
+        let thread = self.thread.take().expect("finished once");
+        thread
+            .join()
+            .map_err(|_| io::Error::other("the trace's encoder panicked"))
+    }
+}
+
+impl<T> TraceApart<T> {
     /// Hands the pieces gathered so far to the thread.
     fn send(&mut self) {
         let Some(to_thread) = &self.to_thread else {
@@ -124,20 +136,9 @@ impl PerfettoApart {
             self.send();
         }
     }
-
-    /// Hands the rest over and waits for the thread to write it all; returns the file's output,
-    /// or the first error.
-    pub(crate) fn finish(mut self) -> io::Result<OutputFile> {
-        self.send();
-        self.to_thread = None;
-        let thread = self.thread.take().expect("finished once");
-        thread
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("the Perfetto trace's encoder panicked")))
-    }
 }
 
-impl TraceOut for PerfettoApart {
+impl<T> TraceOut for TraceApart<T> {
     fn event(&mut self, _: &dep_engine::Event) {}
 
     fn slice(&mut self, slice: &OpSlice<'_>) {
@@ -240,13 +241,13 @@ impl Numbering {
     }
 }
 
-/// The thread's work: encodes every batch into `trace`, gives the emptied batches back, and
-/// finishes the trace once the recorder has hung up.
-fn encode(
-    mut trace: PerfettoTrace<OutputFile>,
+/// The thread's work: feeds every batch to `trace`, gives the emptied batches back, and hands
+/// the trace back once the recorder has hung up.
+fn encode<T: TraceOut>(
+    mut trace: T,
     from_recorder: &Receiver<Vec<Piece>>,
     give_back: &SyncSender<Vec<Piece>>,
-) -> io::Result<OutputFile> {
+) -> T {
     let mut names: Vec<Arc<str>> = Vec::new();
     let (mut reads, mut writes): (Vec<Arc<str>>, Vec<Arc<str>>) = (Vec::new(), Vec::new());
     let named = |names: &[Arc<str>], numbers: &[u32], into: &mut Vec<Arc<str>>| {
@@ -311,19 +312,19 @@ fn encode(
         // Kept by the recorder to fill again, unless it has enough.
         let _ = give_back.try_send(batch);
     }
-    trace.finish()
+    trace
 }
 
 #[cfg(test)]
 mod tests {
-    use std::io::{Read, Seek, SeekFrom};
+    use std::io::Cursor;
     use std::sync::Arc;
 
     use dep_engine as engine;
     use dep_views as views;
+    use views::fold::{RunFold, TraceOut};
 
-    use super::PerfettoApart;
-    use crate::output_file::OutputFile;
+    use super::TraceApart;
 
     /// A run on two workers with dependencies of every kind, a failure and a skip, as a replay.
     fn replay() -> views::Replay {
@@ -373,33 +374,69 @@ mod tests {
         views::Replay::new(events, engine.worker_names())
     }
 
-    /// The trace encoded apart is, byte for byte, the trace encoded where the fold runs.
-    #[test]
-    fn a_trace_encoded_apart_is_the_trace_encoded_here() {
-        let replay = replay();
-        let here = views::perfetto::perfetto_trace(&replay);
-        let mut apart = PerfettoApart::start(OutputFile::here(tempfile::tempfile().unwrap()))
-            .expect("a thread");
-        let mut fold = views::fold::RunFold::new();
+    /// Feeds `replay`'s fold to `trace`.
+    fn fold_into(replay: &views::Replay, trace: &mut dyn TraceOut) {
+        let mut fold = RunFold::new();
         for event in replay.events() {
-            fold.push(event, &mut apart);
+            fold.push(event, trace);
         }
-        fold.finish(replay.worker_names(), &mut apart);
-        let mut out = apart.finish().unwrap();
-        let mut written = Vec::new();
-        out.seek(SeekFrom::Start(0)).unwrap();
-        out.read_to_end(&mut written).unwrap();
+        fold.finish(replay.worker_names(), trace);
+    }
+
+    /// `trace` fed `replay`'s fold here and on a thread of its own, handed back both ways.
+    fn here_and_apart<T: TraceOut + Send + 'static>(
+        replay: &views::Replay,
+        make: impl Fn() -> T,
+    ) -> (T, T) {
+        let mut here = make();
+        fold_into(replay, &mut here);
+        let mut apart = TraceApart::start(make()).expect("a thread");
+        fold_into(replay, &mut apart);
+        (here, apart.finish().unwrap())
+    }
+
+    /// A Perfetto trace encoded apart is, byte for byte, the one encoded where the fold runs.
+    #[test]
+    fn a_perfetto_trace_encoded_apart_is_the_one_encoded_here() {
+        let replay = replay();
+        let (here, apart) =
+            here_and_apart(&replay, || views::perfetto::PerfettoTrace::new(Vec::new()));
+        let (here, apart) = (here.finish().unwrap(), apart.finish().unwrap());
         assert!(here.len() > 1000, "{} bytes", here.len());
         assert!(
-            written == here,
+            apart == here,
             "{} bytes apart, {} here",
-            written.len(),
+            apart.len(),
             here.len()
         );
-        let contents = views::perfetto::read(&written).unwrap();
+        let contents = views::perfetto::read(&apart).unwrap();
         assert!(contents
             .slices
             .iter()
             .any(|slice| slice.arguments.iter().any(|(name, _)| name == "message")));
+    }
+
+    /// So is a JSON trace whose event log is written apart (the encoder is handed no event).
+    #[test]
+    fn a_json_trace_encoded_apart_is_the_one_encoded_here() {
+        let replay = replay();
+        let (here, apart) = here_and_apart(&replay, || {
+            views::trace::JsonTrace::<_, Cursor<Vec<u8>>>::without_events(Vec::new())
+        });
+        // The event log a thread of its own would have spooled: none here.
+        let spool = || Ok(Cursor::new(Vec::new()));
+        let (here, apart) = (
+            here.finish_with(spool()).unwrap(),
+            apart.finish_with(spool()).unwrap(),
+        );
+        assert!(here.len() > 1000, "{} bytes", here.len());
+        assert!(
+            apart == here,
+            "{} bytes apart, {} here",
+            apart.len(),
+            here.len()
+        );
+        let contents = views::perfetto::read_json(std::str::from_utf8(&apart).unwrap()).unwrap();
+        assert!(contents.flows.len() > 20, "{} flows", contents.flows.len());
     }
 }
