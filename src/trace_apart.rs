@@ -145,16 +145,8 @@ impl<T> TraceOut for TraceApart<T> {
         let batch = &mut self.batch;
         let numbering = &mut self.numbering;
         let label = numbering.number(slice.label, batch);
-        let reads = slice
-            .reads
-            .iter()
-            .map(|name| numbering.number(name, batch))
-            .collect();
-        let writes = slice
-            .writes
-            .iter()
-            .map(|name| numbering.number(name, batch))
-            .collect();
+        let reads = numbering.numbers(slice.reads, batch);
+        let writes = numbering.numbers(slice.writes, batch);
         self.push(Piece::Slice(SliceRecord {
             op: slice.op,
             label,
@@ -219,6 +211,11 @@ impl Default for Numbering {
 }
 
 impl Numbering {
+    /// The numbers of `names`, as [`Numbering::number`] gives each.
+    fn numbers(&mut self, names: &[Arc<str>], batch: &mut Vec<Piece>) -> SmallVec<[u32; 4]> {
+        names.iter().map(|name| self.number(name, batch)).collect()
+    }
+
     /// The number of `name`; a new one's text is appended to `batch` first.
     fn number(&mut self, name: &Arc<str>, batch: &mut Vec<Piece>) -> u32 {
         let slot = (Arc::as_ptr(name) as *const u8 as usize >> 4) % RECENT;
