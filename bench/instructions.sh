@@ -4,8 +4,9 @@
 # divided by N. For dep through `dep run` on the naive and the threaded engine, and for NumPy
 # (CPython's own loop included) when bench/.venv has it:
 #   python3 -m venv bench/.venv && bench/.venv/bin/pip install numpy==1.23.5
-# Then the same for a block of ten statements pushed eagerly, replayed from a recorded graph, and
-# replayed in bulks of ten (issue 9's workload), per op, with N/10 iterations of the block.
+# Then the same for a block of ten statements pushed eagerly, replayed from a recorded graph
+# (memory optimisations off), replayed with the default options, and replayed in bulks of ten
+# (issue 9's workload), per op, with N/10 iterations of the block.
 # Usage: bench/instructions.sh [N]   (default 100000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,9 +62,11 @@ block='  t1 = a + b
 for iterations in "$((n / 10))" 0; do
   printf '%s\nfor i in 0..%s {\n%s\n}\nwait\n' "$setup" "$iterations" "$block" \
     >"$work/eager$iterations.dep"
-  for options in "recycle = 0, share = 0, lazy = 0" "recycle = 0, share = 0, lazy = 0, bulk = 10"; do
+  for options in "recycle = 0, share = 0, lazy = 0" "recycle = 0, share = 0, lazy = 0, bulk = 10" \
+    "bulk = 1"; do
     name=graph
-    [[ $options == *bulk* ]] && name=bulk
+    [[ $options == *bulk\ =\ 10* ]] && name=bulk
+    [[ $options == "bulk = 1" ]] && name=default
     printf '%s\ngraph block {\n%s\n}\nfor i in 0..%s { with %s { run block } }\nwait\n' \
       "$setup" "$block" "$iterations" "$options" >"$work/$name$iterations.dep"
   done
@@ -82,5 +85,6 @@ echo "instructions per op of a block of ten statements, N = $n ops"
 for engine in naive threaded; do
   echo "$engine: eager $(per_op eager target/release/dep run --engine "$engine")," \
     "replay $(per_op graph target/release/dep run --engine "$engine")," \
+    "replay with the default options $(per_op default target/release/dep run --engine "$engine")," \
     "bulked replay $(per_op bulk target/release/dep run --engine "$engine")"
 done

@@ -70,6 +70,13 @@ const WORKLOADS: &[Workload] = &[
         engines: &[(Policy::Naive, 1), (Policy::Threaded, 2)],
     },
     Workload {
+        name: "graph_block_default",
+        setup: "a = ones(4)\nb = ones(4)\nc = ones(4)\ngraph block {\n  t1 = a + b\n  t2 = t1 * c\n  t3 = t2 - a\n  t4 = t3 / 2\n  t5 = t4 + t1\n  a = t5 * 0.5\n  t6 = b - c\n  t7 = t6 + a\n  b = t7 * 0.5\n  c = c + 0\n}",
+        timed: "for i in 0..10000 { run block }\nwait",
+        n_ops: 100_000,
+        engines: &[(Policy::Naive, 1), (Policy::Threaded, 2)],
+    },
+    Workload {
         name: "graph_block_bulk",
         setup: "a = ones(4)\nb = ones(4)\nc = ones(4)\ngraph block {\n  t1 = a + b\n  t2 = t1 * c\n  t3 = t2 - a\n  t4 = t3 / 2\n  t5 = t4 + t1\n  a = t5 * 0.5\n  t6 = b - c\n  t7 = t6 + a\n  b = t7 * 0.5\n  c = c + 0\n}",
         timed: "for i in 0..10000 { with recycle = 0, share = 0, lazy = 0, bulk = 10 { run block } }\nwait",

@@ -19,7 +19,14 @@
 //!   buffers are kept for the graph's whole life, as a static allocator would;
 //! - recycling: an internal buffer is released right after its last reader in the graph
 //!   (a write op on its variable, so the engine orders it after every reader); with
-//!   `recycle = 0` they are released at the end of each run;
+//!   `recycle = 0` they are released at the end of each run. A buffer smaller than
+//!   `recycle_from` bytes ([`RECYCLE_FROM`], 16 KiB, unless `with recycle_from = BYTES` says
+//!   otherwise) is kept by its variable from run to run, as eager mode keeps it: its release
+//!   and its next write's allocation cost more than the kernel that fills it (issue 16), for
+//!   memory that hardly counts. Its release op keeps it (a release decides by the size it finds,
+//!   so every run keeps and frees the same buffers), and once a finished run has shown its
+//!   size, replays no longer push that op at all (except under the simulated engine, whose
+//!   runs must push the same ops every time);
 //! - sharing: released buffers go to a pool keyed by size that serves the graph's later
 //!   allocations.
 
@@ -158,7 +165,15 @@ pub(crate) struct ReplayOptions {
     pub(crate) share: bool,
     /// `with bulk = N`: consecutive ops of one device, N at most, run as one engine op.
     pub(crate) bulk: usize,
+    /// `with recycle_from = BYTES`: internal buffers smaller than this are kept from run to run.
+    pub(crate) recycle_from: u64,
 }
+
+/// The size from which an internal buffer is recycled by default (see the module's doc): a
+/// release and a pooled allocation cost about as much as an elementwise kernel over 1,000 to
+/// 4,000 elements on one core, so below 4,096 `f32`s recycling costs more time than the memory
+/// it saves is worth.
+pub(crate) const RECYCLE_FROM: u64 = 16 * 1024;
 
 impl Default for ReplayOptions {
     fn default() -> ReplayOptions {
@@ -167,12 +182,22 @@ impl Default for ReplayOptions {
             recycle: true,
             share: true,
             bulk: 1,
+            recycle_from: RECYCLE_FROM,
         }
     }
 }
 
 /// The most ops `with bulk = N` puts in one engine op.
 pub(crate) const MAX_BULK: usize = 1024;
+
+/// What a replay pushes, made once for a set of options and of buffers kept from run to run,
+/// and pushed again while they stay the same.
+struct Prepared {
+    options: ReplayOptions,
+    /// By internal index: whether the buffer is kept from run to run (see [`Graph::keeps`]).
+    kept: Vec<bool>,
+    segments: Vec<Segment>,
+}
 
 /// A recorded block.
 pub(crate) struct Graph {
@@ -184,11 +209,12 @@ pub(crate) struct Graph {
     /// The ops (node weight: op index) and their dependencies.
     dag: DiGraph<usize, Dependency>,
     pool: Arc<BufferPool>,
-    /// The byte size of each internal buffer, as seen when it was last released.
+    /// The byte size of each internal buffer, as seen when it was last released (or, for one
+    /// kept from run to run, when a replay last looked).
     internal_bytes: Arc<Vec<AtomicU64>>,
     runs: u64,
-    /// What a replay pushes, made for the options of the latest run.
-    segments: Option<(ReplayOptions, Vec<Segment>)>,
+    /// What a replay pushes, made for the options and kept buffers of the latest run.
+    prepared: Option<Prepared>,
     /// The statements that failed inside bulks, for their reports.
     failed_steps: Arc<FailedSteps>,
 }
@@ -220,7 +246,7 @@ impl Graph {
             pool: BufferPool::new(),
             internal_bytes,
             runs: 0,
-            segments: None,
+            prepared: None,
             failed_steps: Arc::default(),
         }
     }
@@ -242,7 +268,7 @@ impl Graph {
         for internal in &mut self.internals {
             *internal = slots.slot(internal);
         }
-        self.segments = None;
+        self.prepared = None;
     }
 
     /// Makes the graph's communications go through `comm` from its next run on: the session's
@@ -252,7 +278,7 @@ impl Graph {
         for op in &mut self.ops {
             op.set_communicator(comm);
         }
-        self.segments = None;
+        self.prepared = None;
     }
 
     /// The first of the graph's communications that names a rank outside a job of `size`
@@ -309,15 +335,68 @@ impl Graph {
         counters: &mut CommCounters,
         options: ReplayOptions,
     ) {
-        if self.segments.as_ref().map(|(built_for, _)| *built_for) != Some(options) {
-            self.segments = Some((options, self.segments_for(options)));
+        self.note_kept_sizes();
+        let simulated = engine.policy() == engine::Policy::Sim;
+        let keeps = |index| !simulated && self.is_small(index, options);
+        let stale = self.prepared.as_ref().is_none_or(|prepared| {
+            prepared.options != options
+                || (0..self.internals.len()).any(|index| prepared.kept[index] != keeps(index))
+        });
+        if stale {
+            let kept: Vec<bool> = (0..self.internals.len()).map(keeps).collect();
+            let segments = self.segments_for(options, &kept);
+            self.prepared = Some(Prepared {
+                options,
+                kept,
+                segments,
+            });
         }
-        if let Some((_, segments)) = &self.segments {
-            for segment in segments {
+        if let Some(prepared) = &self.prepared {
+            for segment in &prepared.segments {
                 segment.push(engine, counters);
             }
         }
         self.runs += 1;
+    }
+
+    /// Whether internal buffer `index` is known to be kept from run to run under `options`: a
+    /// finished run has shown its size, and that is below `recycle_from` (see the module's
+    /// doc). A size is noted when the buffer is written while it is not known yet, and at its
+    /// release.
+    fn is_small(&self, index: usize, options: ReplayOptions) -> bool {
+        let bytes = self.internal_bytes[index].load(Ordering::Relaxed);
+        bytes > 0 && bytes < options.recycle_from
+    }
+
+    /// The internal buffers `op` writes whose size is not known yet, for it to note.
+    fn unsized_outputs(&self, op: &ComputeOp) -> Vec<(usize, Arc<Slot>)> {
+        op.outputs
+            .iter()
+            .filter_map(|output| {
+                let index = self
+                    .internals
+                    .iter()
+                    .position(|internal| Arc::ptr_eq(internal, output))?;
+                (self.internal_bytes[index].load(Ordering::Relaxed) == 0)
+                    .then(|| (index, output.clone()))
+            })
+            .collect()
+    }
+
+    /// Notes the size of each buffer whose release replays no longer push as its variable holds
+    /// it now, without waiting (a pending write leaves the size seen before): one that grew to
+    /// the size that is recycled gets its release op again from this run on.
+    fn note_kept_sizes(&self) {
+        let Some(prepared) = &self.prepared else {
+            return;
+        };
+        for (index, internal) in self.internals.iter().enumerate() {
+            if prepared.kept[index] {
+                if let Some(bytes) = internal.bytes_now() {
+                    self.internal_bytes[index].store(bytes as u64, Ordering::Relaxed);
+                }
+            }
+        }
     }
 
     /// The statement whose failure made a bulk of this graph fail with `error`, if it did.
@@ -325,29 +404,37 @@ impl Graph {
         self.failed_steps.find(&error.label, &error.message)
     }
 
-    /// The engine ops of one replay under `options`.
-    fn segments_for(&self, options: ReplayOptions) -> Vec<Segment> {
+    /// The engine ops of one replay under `options`, the buffers `kept` (by internal index)
+    /// never released.
+    fn segments_for(&self, options: ReplayOptions, kept: &[bool]) -> Vec<Segment> {
+        let released = |index: &usize| !kept[*index];
+        let recycles = options.lazy && kept.iter().any(|kept| !kept);
         let context = SegmentContext {
-            pool: options.share.then(|| self.pool.clone()),
+            // No buffer ever goes to the pool when every one is kept: no op need look there.
+            pool: (options.share && recycles).then(|| self.pool.clone()),
             sizes: self.internal_bytes.clone(),
             failed: self.failed_steps.clone(),
+            recycle_from: options.recycle_from,
         };
         let mut builder = SegmentBuilder::new(options.bulk, context);
         for (op_index, op) in self.ops.iter().enumerate() {
             match op {
-                RecordedOp::Compute(op) => builder.op(op),
+                RecordedOp::Compute(op) => builder.op(op, self.unsized_outputs(op)),
                 RecordedOp::Comm(op) => builder.comm(op),
             }
             if options.lazy && options.recycle {
                 for &internal_index in &self.release_after[op_index] {
+                    if kept[internal_index] {
+                        continue;
+                    }
                     builder.release(internal_index, &self.internals[internal_index]);
                 }
             }
             builder.end_of_op();
         }
         if options.lazy && !options.recycle {
-            for (internal_index, internal) in self.internals.iter().enumerate() {
-                builder.release_alone(internal_index, internal);
+            for internal_index in (0..self.internals.len()).filter(released) {
+                builder.release_alone(internal_index, &self.internals[internal_index]);
             }
         }
         builder.finish()
@@ -380,13 +467,29 @@ impl Graph {
         path
     }
 
+    /// Whether internal buffer `index` is kept from run to run, by the size its last run showed
+    /// and the latest replay's options.
+    fn is_kept(&self, index: usize) -> bool {
+        let options = self
+            .prepared
+            .as_ref()
+            .map_or_else(ReplayOptions::default, |prepared| prepared.options);
+        options.lazy && self.is_small(index, options)
+    }
+
     /// Peak bytes of one run, eager (every name keeps its buffer from its first write) against
-    /// graph (internal buffers live from first write to last use), from the sizes of the last
-    /// run; `None` before the first run.
+    /// graph (internal buffers live from first write to last use, those kept from run to run for
+    /// the whole run), from the sizes of the last run; `None` before the first run.
     pub(crate) fn memory_estimate(&self) -> Option<(u64, u64)> {
         if self.runs == 0 {
             return None;
         }
+        let kept = |slot: &Arc<Slot>| {
+            self.internals
+                .iter()
+                .position(|internal| Arc::ptr_eq(internal, slot))
+                .is_some_and(|index| self.is_kept(index))
+        };
         let size_of = |slot: &Arc<Slot>| -> u64 {
             match self
                 .internals
@@ -398,18 +501,29 @@ impl Graph {
             }
         };
         let mut seen: Vec<&Arc<Slot>> = Vec::new();
-        let (mut eager, mut graph_live, mut graph_peak) = (0u64, 0u64, 0u64);
+        let (mut eager, mut graph_peak) = (0u64, 0u64);
+        // Buffers kept from run to run are there from the run's start.
+        let mut graph_live: u64 = self
+            .internals
+            .iter()
+            .filter(|internal| kept(internal))
+            .map(size_of)
+            .sum();
         for (op_index, op) in self.ops.iter().enumerate() {
             for slot in op.inputs().iter().chain(op.outputs()) {
                 if !seen.iter().any(|known| Arc::ptr_eq(known, slot)) {
                     seen.push(slot);
                     eager += size_of(slot);
-                    graph_live += size_of(slot);
+                    if !kept(slot) {
+                        graph_live += size_of(slot);
+                    }
                 }
             }
             graph_peak = graph_peak.max(graph_live);
             for &internal_index in &self.release_after[op_index] {
-                graph_live -= size_of(&self.internals[internal_index]);
+                if !self.is_kept(internal_index) {
+                    graph_live -= size_of(&self.internals[internal_index]);
+                }
             }
         }
         Some((eager, graph_peak))
@@ -433,11 +547,23 @@ impl Graph {
             count(self.critical_path().len(), "op"),
             count(self.runs, "run"),
         );
-        let _ = writeln!(
-            report,
-            "  {}, released after their last reader",
-            count(self.internals.len(), "internal buffer")
-        );
+        let n_kept = (0..self.internals.len())
+            .filter(|&index| self.is_kept(index))
+            .count();
+        let _ = match &self.prepared {
+            Some(prepared) if n_kept > 0 => writeln!(
+                report,
+                "  {}: {} released after their last reader, {n_kept} smaller than {} kept from run to run",
+                count(self.internals.len(), "internal buffer"),
+                self.internals.len() - n_kept,
+                format_bytes(prepared.options.recycle_from),
+            ),
+            _ => writeln!(
+                report,
+                "  {}, released after their last reader",
+                count(self.internals.len(), "internal buffer")
+            ),
+        };
         match self.memory_estimate() {
             Some((eager, graph)) => {
                 let saved = if eager == 0 {

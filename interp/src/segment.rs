@@ -45,6 +45,7 @@ struct SegmentBody {
     pool: Option<Arc<BufferPool>>,
     sizes: Arc<Vec<AtomicU64>>,
     failed: Arc<FailedSteps>,
+    recycle_from: u64,
 }
 
 /// Where the segments of one graph's replays put what they note, and take buffers from.
@@ -56,13 +57,18 @@ pub(crate) struct SegmentContext {
     pub(crate) sizes: Arc<Vec<AtomicU64>>,
     /// The failing statements of bulks.
     pub(crate) failed: Arc<FailedSteps>,
+    /// A release keeps a buffer smaller than this many bytes (see `graph::ReplayOptions`).
+    pub(crate) recycle_from: u64,
 }
 
 /// One thing a segment does.
 enum Step {
-    /// Runs a recorded op.
-    Compute(Arc<ComputeOp>),
-    /// Releases internal buffer `index` (its slot): into the pool, or freed.
+    /// Runs a recorded op, then notes the sizes of the graph's own buffers it wrote whose size
+    /// is not known yet (by internal index and slot): what decides whether a buffer is kept
+    /// from run to run (see `graph::Graph::keeps`).
+    Compute(Arc<ComputeOp>, Box<[(usize, Arc<Slot>)]>),
+    /// Releases internal buffer `index` (its slot): into the pool, or freed; one smaller than
+    /// the context's `recycle_from` stays where it is.
     Release(usize, Arc<Slot>),
 }
 
@@ -138,13 +144,14 @@ impl SegmentBuilder {
         }
     }
 
-    /// Adds a recorded op.
-    pub(crate) fn op(&mut self, op: &ComputeOp) {
+    /// Adds a recorded op, which notes the sizes of the internal buffers `sized` after it runs.
+    pub(crate) fn op(&mut self, op: &ComputeOp, sized: Vec<(usize, Arc<Slot>)>) {
         if self.bulk == 1 || (!self.open.is_empty() && op.device != self.open_device) {
             self.close();
         }
         self.open_device = op.device;
-        self.open.push(Step::Compute(Arc::new(op.clone())));
+        self.open
+            .push(Step::Compute(Arc::new(op.clone()), sized.into()));
         if self.bulk == 1 {
             self.close();
         }
@@ -181,7 +188,7 @@ impl SegmentBuilder {
         let n_ops = self
             .open
             .iter()
-            .filter(|step| matches!(step, Step::Compute(_)))
+            .filter(|step| matches!(step, Step::Compute(..)))
             .count();
         if n_ops >= self.bulk {
             self.close();
@@ -214,7 +221,7 @@ impl SegmentBuilder {
         let (mut line, mut priority) = (0, i32::MIN);
         for step in &steps {
             match step {
-                Step::Compute(op) => {
+                Step::Compute(op, _) => {
                     let (op_reads, op_writes) = op.accesses();
                     // A value an earlier step of the bulk wrote is the bulk's own; only values
                     // from before it are read (their errors skip the bulk, as they would skip
@@ -248,6 +255,7 @@ impl SegmentBuilder {
             pool,
             sizes,
             failed,
+            recycle_from,
         } = self.context.clone();
         self.batch.push(engine::BatchOp {
             label: label.clone(),
@@ -261,6 +269,7 @@ impl SegmentBuilder {
                 pool,
                 sizes,
                 failed,
+                recycle_from,
             }),
         });
     }
@@ -299,13 +308,18 @@ impl engine::OpBody for SegmentBody {
     /// Cheap when every op of it is (a release only drops a value).
     fn is_cheap(&self) -> bool {
         self.steps.iter().all(|step| match step {
-            Step::Compute(op) => op.is_cheap_now(),
+            Step::Compute(op, _) => op.is_cheap_now(),
             Step::Release(..) => true,
         })
     }
 
     fn run(&self, ctx: &engine::OpContext) -> Result<(), String> {
-        run_steps(&self.steps, self.pool.as_ref(), &self.sizes, ctx).map_err(|(step, message)| {
+        let where_to = StepContext {
+            pool: self.pool.as_ref(),
+            sizes: &self.sizes,
+            recycle_from: self.recycle_from,
+        };
+        run_steps(&self.steps, &where_to, ctx).map_err(|(step, message)| {
             let Some(op) = step else {
                 return message;
             };
@@ -322,26 +336,43 @@ impl engine::OpBody for SegmentBody {
     }
 }
 
+/// Where a segment's steps take buffers from and note sizes (its [`SegmentContext`], borrowed).
+struct StepContext<'a> {
+    pool: Option<&'a Arc<BufferPool>>,
+    sizes: &'a [AtomicU64],
+    recycle_from: u64,
+}
+
 /// Runs a segment's steps in order; the first failure stops it. Returns the failure's message,
 /// with the failing op when the segment is a bulk.
 fn run_steps(
     steps: &[Step],
-    pool: Option<&Arc<BufferPool>>,
-    sizes: &[AtomicU64],
+    context: &StepContext<'_>,
     ctx: &engine::OpContext,
 ) -> Result<(), (Option<Arc<ComputeOp>>, String)> {
+    let StepContext {
+        pool,
+        sizes,
+        recycle_from,
+    } = *context;
     let bulked = steps
         .iter()
-        .filter(|step| matches!(step, Step::Compute(_)))
+        .filter(|step| matches!(step, Step::Compute(..)))
         .nth(1)
         .is_some();
     for step in steps {
         match step {
-            Step::Compute(op) => op
-                .execute(pool, ctx)
-                .map_err(|message| (bulked.then(|| op.clone()), message))?,
+            Step::Compute(op, sized) => {
+                op.execute(pool, ctx)
+                    .map_err(|message| (bulked.then(|| op.clone()), message))?;
+                for (index, slot) in sized {
+                    if let Some(bytes) = slot.bytes_now() {
+                        sizes[*index].store(bytes as u64, Ordering::Relaxed);
+                    }
+                }
+            }
             Step::Release(index, slot) => {
-                let (bytes, host) = slot.release();
+                let (bytes, host) = slot.release_from(recycle_from);
                 if bytes > 0 {
                     sizes[*index].store(bytes as u64, Ordering::Relaxed);
                 }

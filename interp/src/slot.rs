@@ -173,16 +173,21 @@ impl Slot {
     }
 
     /// Drops the value for good (a graph's own buffer after its last reader), never downloading
-    /// it: gives its size in bytes and the host copy, if there is one, for a buffer pool.
-    pub(crate) fn release(&self) -> (usize, Option<Tensor>) {
-        let host = lock(&self.value).take();
-        let device = lock(&self.device_value).take();
+    /// it, unless it is smaller than `min_bytes`, which it keeps: gives its size in bytes (0
+    /// without a value) and the host copy it dropped, if there is one, for a buffer pool.
+    pub(crate) fn release_from(&self, min_bytes: u64) -> (usize, Option<Tensor>) {
+        let mut host = lock(&self.value);
+        let mut device = lock(&self.device_value);
         let bytes = host
             .as_ref()
             .map(Tensor::nbytes)
             .or_else(|| device.as_ref().map(GpuTensor::nbytes))
             .unwrap_or(0);
-        (bytes, host)
+        if (bytes as u64) < min_bytes {
+            return (bytes, None);
+        }
+        device.take();
+        (bytes, host.take())
     }
 
     /// Whether it holds a value, on the host or on a GPU (none before its first write completes,
@@ -205,6 +210,19 @@ impl Slot {
             return None;
         }
         Some(read(value.as_ref()))
+    }
+
+    /// The size in bytes of the value, wherever it lives, without waiting: `None` when there
+    /// is no value or another thread holds the slot.
+    pub(crate) fn bytes_now(&self) -> Option<usize> {
+        if let Some(bytes) = self.value.try_lock().ok()?.as_ref().map(Tensor::nbytes) {
+            return Some(bytes);
+        }
+        self.device_value
+            .try_lock()
+            .ok()?
+            .as_ref()
+            .map(GpuTensor::nbytes)
     }
 
     /// The value's shape, wherever it lives, if there is one, without waiting or downloading.

@@ -157,7 +157,8 @@ fn pooled_buffers_are_never_reused_under_a_pending_reader() {
             let mut threaded = session(Policy::Threaded, threads);
             let graph = graph.replace(
                 "{ run g }",
-                &format!("{{ with bulk = {bulk} {{ run g }} }}"),
+                // Every buffer recycled, however small (4x4 here).
+                &format!("{{ with bulk = {bulk}, recycle_from = 0 {{ run g }} }}"),
             );
             run(&mut threaded, &graph);
             run(&mut threaded, &saves(dir.path()));
@@ -170,6 +171,126 @@ fn pooled_buffers_are_never_reused_under_a_pending_reader() {
             }
         }
     }
+}
+
+/// The labels of the ops pushed by `source`, run run by run (`wait` between runs), observed.
+fn pushed_labels(source: &str) -> Vec<String> {
+    let mut session = Session::new(SessionConfig {
+        policy: Policy::Threaded,
+        threads: 2,
+        observe: true,
+        ..SessionConfig::default()
+    });
+    run(&mut session, source);
+    session
+        .event_log()
+        .unwrap()
+        .events()
+        .into_iter()
+        .filter_map(|event| match event.kind {
+            dep_engine::EventKind::Pushed { label, .. } => Some(label.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// How many of `labels` release a buffer, between the `index`th `marker` label and the next.
+fn releases_after(labels: &[String], marker: &str, index: usize) -> Vec<String> {
+    labels
+        .split(|label| label == marker)
+        .nth(index + 1)
+        .unwrap_or_else(|| panic!("no {marker} number {index} in {labels:?}"))
+        .iter()
+        .filter(|label| label.starts_with("release"))
+        .cloned()
+        .collect()
+}
+
+/// A buffer under `recycle_from` bytes (16 KiB unless set) is released by the first run only,
+/// which shows its size; from then on its variable keeps it, as eager mode would. A larger one
+/// is released by every run; one that grows to that size is released again; and
+/// `recycle_from = 0` recycles every buffer.
+#[test]
+fn small_buffers_are_kept_from_run_to_run_and_large_ones_recycled() {
+    let graph = "a = ones(4)\nbig = ones(8192)\ngraph g {\n  t = a + 1\n  u = big * 2\n  a = t * 0.5\n  big = u - 1\n}\n";
+    let marker = "mark = a * 1";
+    let runs = format!(
+        "{graph}run g\nwait\nmark = a * 1\nrun g\nwait\nmark = a * 1\nrun g\nwait\nmark = a * 1\nwith recycle_from = 0 {{ run g }}\nwait\nmark = a * 1\nprint g\n"
+    );
+    let labels = pushed_labels(&runs);
+    // The first run pushes both releases (`t`'s keeps its 16 bytes); once it has shown their
+    // sizes, only `u` (32 KiB) is released.
+    let first: Vec<String> = labels
+        .split(|label| label == marker)
+        .next()
+        .unwrap()
+        .iter()
+        .filter(|label| label.starts_with("release"))
+        .cloned()
+        .collect();
+    assert_eq!(first, ["release t", "release u"], "{labels:?}");
+    assert_eq!(releases_after(&labels, marker, 0), ["release u"]);
+    assert_eq!(releases_after(&labels, marker, 1), ["release u"]);
+    assert_eq!(
+        releases_after(&labels, marker, 2),
+        ["release t", "release u"],
+        "recycle_from = 0 recycles every buffer: {labels:?}"
+    );
+
+    // `t` grows from 16 bytes to 32 KiB: released again once a replay has seen it.
+    let growing = format!(
+        "{graph}run g\nwait\nmark = a * 1\nrun g\nwait\nmark = a * 1\na = ones(8192)\nrun g\nwait\nmark = a * 1\nrun g\nwait\nmark = a * 1\n"
+    );
+    let labels = pushed_labels(&growing);
+    assert_eq!(
+        releases_after(&labels, marker, 0),
+        ["release u"],
+        "{labels:?}"
+    );
+    assert_eq!(
+        releases_after(&labels, marker, 1),
+        ["release u"],
+        "{labels:?}"
+    );
+    assert_eq!(
+        releases_after(&labels, marker, 2),
+        ["release t", "release u"],
+        "{labels:?}"
+    );
+}
+
+/// What `print g` says of kept buffers, and that keeping them changes no value.
+#[test]
+fn the_report_names_the_kept_buffers_and_the_values_stay_the_same() {
+    let graph = "a = ones(4)\nbig = ones(8192)\ngraph g {\n  t = a + 1\n  u = big * 2\n  a = t * 0.5\n  big = u - 1\n}\nfor i in 0..3 { run g }\nprint g\nprint a, big[0]\n";
+    let mut kept = session(Policy::Threaded, 2);
+    let out = run(&mut kept, graph);
+    assert!(
+        out.contains(
+            "  2 internal buffers: 1 released after their last reader, 1 smaller than 16.0 KiB kept from run to run\n"
+        ),
+        "{out}"
+    );
+    // Eager: t and u both live (16 B + 32 KiB); the graph: u released after its reader, t kept.
+    assert!(
+        out.contains("peak memory per run: eager 64.0 KiB, graph 64.0 KiB (0% less)"),
+        "{out}"
+    );
+    let mut recycled = session(Policy::Threaded, 2);
+    let every = run(
+        &mut recycled,
+        &graph.replace(
+            "for i in 0..3 { run g }",
+            "for i in 0..3 { with recycle_from = 0 { run g } }",
+        ),
+    );
+    assert!(
+        every.contains("  2 internal buffers, released after their last reader\n"),
+        "{every}"
+    );
+    let values = |out: &str| out.lines().last().unwrap().to_string();
+    assert_eq!(values(&out), values(&every));
+    assert_eq!(values(&out), "[1. 1. 1. 1.] 1");
 }
 
 /// A bulk is one engine op running its statements in order: a failure inside it names the

@@ -56,6 +56,16 @@ impl Runner<'_> {
                             )
                         })?;
                 }
+                grammar::WithSetting::Value { key, value } if key.text == "recycle_from" => {
+                    let bytes = self.host_int(value)?;
+                    self.replay_options.recycle_from = u64::try_from(bytes).map_err(|_| {
+                        self.error(
+                            value.span,
+                            format!("recycle_from = {bytes}: a size in bytes is at least 0"),
+                            "this size",
+                        )
+                    })?;
+                }
                 grammar::WithSetting::Value { key, value } if key.text == "priority" => {
                     let priority = self.host_int(value)?;
                     self.priority = i32::try_from(priority).map_err(|_| {
@@ -88,7 +98,7 @@ impl Runner<'_> {
                     return Err(self.error(
                         key.span,
                         format!(
-                            "unknown setting `{}` (expected `priority = N`, `bulk = N`, `lazy`, `recycle` or `share = 0|1`, `rank = K`, or a device)",
+                            "unknown setting `{}` (expected `priority = N`, `bulk = N`, `lazy`, `recycle` or `share = 0|1`, `recycle_from = BYTES`, `rank = K`, or a device)",
                             key.text
                         ),
                         "here",
