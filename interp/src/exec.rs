@@ -99,7 +99,8 @@ pub(crate) struct Runner<'a> {
     device: engine::Device,
     /// While a `graph` block is recorded: its ops and buffers.
     recording: Option<Recording>,
-    /// How `run` replays graphs (`with lazy = 0`, `recycle = 0`, `share = 0`, `bulk = N`).
+    /// How `run` replays graphs (`with lazy = 0`, `recycle = 0`, `share = 0`, `recycle_from = BYTES`,
+    /// `bulk = N`).
     replay_options: ReplayOptions,
     /// Assignments compiled once and pushed again while their names keep their bindings.
     cache: StatementCache,

@@ -397,6 +397,23 @@ fn a_bulk_size_out_of_range_is_refused_with_its_place() {
         "{error}"
     );
     assert!(error.contains("bulk.dep:4:13"), "{error}");
+    // A negative size to recycle from, refused the same way; the session goes on.
+    let error = session
+        .run_source(
+            "sizes.dep",
+            "graph h {\n  y = ones(2)\n}\nwith recycle_from = -1 { run h }\n",
+            &mut out,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("recycle_from = -1: a size in bytes is at least 0"),
+        "{error}"
+    );
+    assert!(error.contains("sizes.dep:4:21"), "{error}");
+    session
+        .run_source("more.dep", "with recycle_from = 0 { run g }\n", &mut out)
+        .unwrap();
 }
 
 #[test]
