@@ -247,6 +247,11 @@ const N_STATES: usize = 7;
 type Slot = u32;
 
 /// What the fold keeps of a live op.
+/// The variables an op reads or writes, kept for its slice: most ops access a few, kept inline
+/// (an op of the fold is made per op of the run, and two allocations each cost more than its
+/// bookkeeping).
+type Accessed = SmallVec<[VarId; 3]>;
+
 struct LiveOp {
     id: OpId,
     position: usize,
@@ -256,8 +261,8 @@ struct LiveOp {
     device: Device,
     priority: i32,
     /// Emptied once its slice is out; empty when the trace keeps no slices.
-    reads: Vec<VarId>,
-    writes: Vec<VarId>,
+    reads: Accessed,
+    writes: Accessed,
     started: Option<(u32, u64)>,
     finished: bool,
     state: OpState,
@@ -664,14 +669,14 @@ impl RunFold {
             device,
             priority,
             reads: if keep_accesses {
-                reads.to_vec()
+                Accessed::from_slice(reads)
             } else {
-                Vec::new()
+                Accessed::new()
             },
             writes: if keep_accesses {
-                writes.to_vec()
+                Accessed::from_slice(writes)
             } else {
-                Vec::new()
+                Accessed::new()
             },
             started: None,
             finished: false,
@@ -919,8 +924,8 @@ impl RunFold {
             .as_mut()
             .expect("a closed op's slot holds it");
         live.path = Some(path);
-        live.reads = Vec::new();
-        live.writes = Vec::new();
+        live.reads = Accessed::new();
+        live.writes = Accessed::new();
         live.message = None;
         live.done = None;
         let preds = std::mem::take(&mut live.preds);

@@ -226,8 +226,12 @@ pub struct PerfettoTrace<W: Write> {
     /// The tracks described so far (a few: one per worker and device lane).
     tracks: Vec<u64>,
     /// Flows whose later op's slice is not written yet, by that op's (worker, start): a flow's
-    /// end must follow the slice it binds to.
-    pending_flows: FxHashMap<(u32, u64), SmallVec<[PendingFlow; 2]>>,
+    /// end must follow the slice it binds to. Those of the latest such op are in
+    /// `latest_flows`, not here: its slice most often comes next (an op run where it was pushed
+    /// starts and ends in a row), and is then written without a look-up.
+    pending_flows: FxHashMap<(u32, u64), PendingFlows>,
+    /// The flows of the op that started last (see `pending_flows`), by its (worker, start).
+    latest_flows: Option<((u32, u64), PendingFlows)>,
     /// A packet's bytes, for packets encoded by prost.
     packet: Vec<u8>,
     /// Packets encoded and not yet written to `out` (written by [`BUFFER_BYTES`]).
@@ -325,11 +329,13 @@ impl Interning {
 
 struct PendingFlow {
     id: u64,
-    /// The variable's name and the hazard: the flow's name, put together when it is written.
-    var: Arc<str>,
-    hazard: Hazard,
+    /// The interned id of its name (its variable's and its hazard's).
+    name: u64,
     from: (u32, u64),
 }
+
+/// The flows that end at one op's start, in the order they came.
+type PendingFlows = SmallVec<[PendingFlow; 2]>;
 
 /// Field numbers of the messages written by hand (Perfetto's `protos/perfetto/trace/`).
 mod field {
@@ -419,6 +425,7 @@ impl<W: Write> PerfettoTrace<W> {
             flow_names: FxHashMap::default(),
             tracks: Vec::new(),
             pending_flows: FxHashMap::default(),
+            latest_flows: None,
             packet: Vec::new(),
             buffer: Vec::with_capacity(BUFFER_BYTES + 4096),
             event: Vec::new(),
@@ -724,15 +731,18 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
         wire::int(&mut self.event, field::TYPE, i64::from(SLICE_BEGIN));
         let name = self.labels.get_mut(label).iid;
         self.event_packet_named(slice.start_ns, name, track);
-        let flows = self
-            .pending_flows
-            .remove(&(slice.worker, slice.start_ns))
-            .unwrap_or_default();
+        let key = (slice.worker, slice.start_ns);
+        let flows = match self.latest_flows.take() {
+            Some((latest, flows)) if latest == key => flows,
+            latest => {
+                self.latest_flows = latest;
+                self.pending_flows.remove(&key).unwrap_or_default()
+            }
+        };
         for flow in flows {
-            let iid = self.flow_name_iid(&flow.var, flow.hazard);
             self.flow_ends_named(
                 flow.id,
-                iid,
+                flow.name,
                 CATEGORY_DEPENDENCY,
                 (u64::from(flow.from.0), flow.from.1),
                 (tid, slice.start_ns),
@@ -742,15 +752,23 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
     }
 
     fn flow(&mut self, flow: &Flow<'_>) {
-        self.pending_flows
-            .entry(flow.to)
-            .or_default()
-            .push(PendingFlow {
-                id: flow.id,
-                var: flow.var.clone(),
-                hazard: flow.hazard,
-                from: flow.from,
-            });
+        // Interned now (declared with the next packet, before the flow's own).
+        let pending = PendingFlow {
+            id: flow.id,
+            name: self.flow_name_iid(flow.var, flow.hazard),
+            from: flow.from,
+        };
+        match &mut self.latest_flows {
+            Some((latest, flows)) if *latest == flow.to => flows.push(pending),
+            latest => {
+                if let Some((earlier, flows)) = latest.replace((flow.to, PendingFlows::new())) {
+                    self.pending_flows.entry(earlier).or_default().extend(flows);
+                }
+                if let Some((_, flows)) = latest {
+                    flows.push(pending);
+                }
+            }
+        }
     }
 
     fn device_slice(&mut self, slice: &DeviceSlice<'_>) {
@@ -1268,27 +1286,32 @@ mod tests {
                 text(8, "shapes differ"),
             ],
             r#type: Some(SLICE_BEGIN),
-            name_iid: Some(1),
+            name_iid: Some(2),
             track_uuid: Some(THREAD_UUID + 1),
             ..TrackEvent::default()
         };
+        // The flow's name was interned when the flow came, before the slice's label: both are
+        // declared with the next packet, the slice's begin.
         prost_packet(
             &mut expected,
             event_packet(
                 1_000_000,
                 begin,
                 (
-                    &[(1, &label)],
+                    &[(1, "x RAW"), (2, &label)],
                     &[(1, "x"), (2, "δ"), (3, "failed"), (4, "gpu3")],
                 ),
                 true,
             ),
         );
         prost_packet(&mut expected, track(0));
-        prost_packet(&mut expected, flow_end(5, 0, b's', 300, (2, "x RAW"), true));
         prost_packet(
             &mut expected,
-            flow_end(1_000_000, 1, b'f', 300, (2, "x RAW"), false),
+            flow_end(5, 0, b's', 300, (1, "x RAW"), false),
+        );
+        prost_packet(
+            &mut expected,
+            flow_end(1_000_000, 1, b'f', 300, (1, "x RAW"), false),
         );
         let end = |time_ns: u64| {
             let event = TrackEvent {
@@ -1315,7 +1338,7 @@ mod tests {
                 },
             ],
             r#type: Some(SLICE_BEGIN),
-            name_iid: Some(1),
+            name_iid: Some(2),
             track_uuid: Some(THREAD_UUID + 1),
             ..TrackEvent::default()
         };
