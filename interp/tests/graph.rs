@@ -182,6 +182,11 @@ fn pushed_labels(source: &str) -> Vec<String> {
         ..SessionConfig::default()
     });
     run(&mut session, source);
+    labels_pushed(&session)
+}
+
+/// The labels of the ops `session`'s event log saw pushed, in order.
+fn labels_pushed(session: &Session) -> Vec<String> {
     session
         .event_log()
         .unwrap()
@@ -194,15 +199,17 @@ fn pushed_labels(source: &str) -> Vec<String> {
         .collect()
 }
 
-/// How many of `labels` release a buffer, between the `index`th `marker` label and the next.
-fn releases_after(labels: &[String], marker: &str, index: usize) -> Vec<String> {
+/// The releases among `labels`, run by run: those before the first `marker` label, then those
+/// between each and the next.
+fn releases_by_run(labels: &[String], marker: &str) -> Vec<Vec<String>> {
     labels
         .split(|label| label == marker)
-        .nth(index + 1)
-        .unwrap_or_else(|| panic!("no {marker} number {index} in {labels:?}"))
-        .iter()
-        .filter(|label| label.starts_with("release"))
-        .cloned()
+        .map(|run| {
+            run.iter()
+                .filter(|label| label.starts_with("release"))
+                .cloned()
+                .collect()
+        })
         .collect()
 }
 
@@ -218,21 +225,14 @@ fn small_buffers_are_kept_from_run_to_run_and_large_ones_recycled() {
         "{graph}run g\nwait\nmark = a * 1\nrun g\nwait\nmark = a * 1\nrun g\nwait\nmark = a * 1\nwith recycle_from = 0 {{ run g }}\nwait\nmark = a * 1\nprint g\n"
     );
     let labels = pushed_labels(&runs);
+    let releases = releases_by_run(&labels, marker);
     // The first run pushes both releases (`t`'s keeps its 16 bytes); once it has shown their
     // sizes, only `u` (32 KiB) is released.
-    let first: Vec<String> = labels
-        .split(|label| label == marker)
-        .next()
-        .unwrap()
-        .iter()
-        .filter(|label| label.starts_with("release"))
-        .cloned()
-        .collect();
-    assert_eq!(first, ["release t", "release u"], "{labels:?}");
-    assert_eq!(releases_after(&labels, marker, 0), ["release u"]);
-    assert_eq!(releases_after(&labels, marker, 1), ["release u"]);
+    assert_eq!(releases[0], ["release t", "release u"], "{labels:?}");
+    assert_eq!(releases[1], ["release u"], "{labels:?}");
+    assert_eq!(releases[2], ["release u"], "{labels:?}");
     assert_eq!(
-        releases_after(&labels, marker, 2),
+        releases[3],
         ["release t", "release u"],
         "recycle_from = 0 recycles every buffer: {labels:?}"
     );
@@ -242,21 +242,11 @@ fn small_buffers_are_kept_from_run_to_run_and_large_ones_recycled() {
         "{graph}run g\nwait\nmark = a * 1\nrun g\nwait\nmark = a * 1\na = ones(8192)\nrun g\nwait\nmark = a * 1\nrun g\nwait\nmark = a * 1\n"
     );
     let labels = pushed_labels(&growing);
-    assert_eq!(
-        releases_after(&labels, marker, 0),
-        ["release u"],
-        "{labels:?}"
-    );
-    assert_eq!(
-        releases_after(&labels, marker, 1),
-        ["release u"],
-        "{labels:?}"
-    );
-    assert_eq!(
-        releases_after(&labels, marker, 2),
-        ["release t", "release u"],
-        "{labels:?}"
-    );
+    let releases = releases_by_run(&labels, marker);
+    assert_eq!(releases[1], ["release u"], "{labels:?}");
+    // The run after `a` grew writes a large `t` and keeps it; the next one sees its size.
+    assert_eq!(releases[2], ["release u"], "{labels:?}");
+    assert_eq!(releases[3], ["release t", "release u"], "{labels:?}");
 }
 
 /// What `print g` says of kept buffers, and that keeping them changes no value.
@@ -313,16 +303,7 @@ fn a_bulked_replay_is_fewer_engine_ops_and_names_a_failing_statement() {
         log_session(&format!("{block}with bulk = 2 {{ run g }}\nwait\n"));
     result.unwrap();
     session.finish().unwrap();
-    let labels: Vec<String> = session
-        .event_log()
-        .unwrap()
-        .events()
-        .into_iter()
-        .filter_map(|event| match event.kind {
-            dep_engine::EventKind::Pushed { label, .. } => Some(label.to_string()),
-            _ => None,
-        })
-        .collect();
+    let labels = labels_pushed(&session);
     assert!(
         labels.contains(&"bulk of 2: t1 = a + b; t2 = t1 * 2".to_string()),
         "{labels:?}"
