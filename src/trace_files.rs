@@ -232,7 +232,10 @@ impl Traces {
 impl views::fold::TraceOut for Traces {
     fn event(&mut self, event: &engine::Event) {
         for (_, trace) in &mut self.0 {
-            trace.out().event(event);
+            // Only a JSON trace writes events; a Perfetto trace is its slices and arrows.
+            if let TraceFile::Json { trace, .. } = trace {
+                trace.out().event(event);
+            }
         }
     }
 
