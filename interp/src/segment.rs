@@ -65,7 +65,7 @@ pub(crate) struct SegmentContext {
 enum Step {
     /// Runs a recorded op, then notes the sizes of the graph's own buffers it wrote whose size
     /// is not known yet (by internal index and slot): what decides whether a buffer is kept
-    /// from run to run (see `graph::Graph::keeps`).
+    /// from run to run (see `graph::Graph::is_small`).
     Compute(Arc<ComputeOp>, Box<[(usize, Arc<Slot>)]>),
     /// Releases internal buffer `index` (its slot): into the pool, or freed; one smaller than
     /// the context's `recycle_from` stays where it is.
