@@ -26,6 +26,11 @@ use crate::trace_files::{TraceThreads, Traces, READ_PERIOD};
 const WATCH_PERIOD: Duration = Duration::from_millis(100);
 /// How often the plain progress line is printed when stderr is not a terminal.
 const PROGRESS_PERIOD: Duration = Duration::from_secs(1);
+/// How many events one read of the log hands out at least for the recorder to read again at
+/// once; after a smaller read it first waits [`GATHER_PERIOD`].
+const FULL_READ: u64 = 256;
+/// How long the recorder lets events gather after a read that found only a few.
+const GATHER_PERIOD: Duration = Duration::from_micros(100);
 
 /// The views a run asked for, validated from [`RunArgs`].
 #[derive(Debug)]
@@ -373,9 +378,13 @@ impl Recorder {
                         feed(&mut lock(live), fed.drain(..), after);
                     }
                     // Events were read (perhaps only grants, passed over).
-                    let read_some = after != next;
+                    let n_read = after - next;
                     next = after;
-                    if read_some {
+                    if n_read >= FULL_READ {
+                        continue;
+                    }
+                    if n_read > 0 {
+                        std::thread::sleep(GATHER_PERIOD);
                         continue;
                     }
                     // Everything up to the stop is read once a look after it finds nothing.

@@ -7,7 +7,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex, Ordering};
+use crate::sync::{lock, lock_short, Arc, AtomicBool, AtomicU64, Mutex, Ordering, ShortLock};
 use crate::{Device, OpId, OpState, Var, VarId};
 use crossbeam_utils::CachePadded;
 
@@ -268,7 +268,7 @@ pub trait EventSink: Send + Sync {
 /// shard while an earlier one is appended to a shard it already read. Readers therefore only
 /// get the run of consecutive numbers that are all present, never skipping such a gap.
 pub struct EventLog {
-    shards: [CachePadded<Mutex<Shard>>; N_SHARDS],
+    shards: [CachePadded<ShortLock<Shard>>; N_SHARDS],
     next_seq: CachePadded<AtomicU64>,
     /// The number of the first event after the last clear: the log holds no event numbered
     /// below it. Written only while every shard is locked, so read under any shard's lock.
@@ -842,7 +842,7 @@ impl Default for ReadRoom {
 impl Default for EventLog {
     fn default() -> EventLog {
         EventLog {
-            shards: std::array::from_fn(|_| CachePadded::new(Mutex::new(Shard::default()))),
+            shards: std::array::from_fn(|_| CachePadded::new(ShortLock::new(Shard::default()))),
             next_seq: CachePadded::new(AtomicU64::new(0)),
             first_seq: CachePadded::new(AtomicU64::new(0)),
             streamed: AtomicBool::new(false),
@@ -911,7 +911,7 @@ impl EventLog {
     /// Forgets the events numbered below `seq` (see [`EventLog::keep_within_limit`]).
     #[cold]
     fn forget_oldest(&self, seq: u64) {
-        let mut shards: Vec<_> = self.shards.iter().map(|shard| lock(shard)).collect();
+        let mut shards: Vec<_> = self.shards.iter().map(|shard| lock_short(shard)).collect();
         let first = self.first_seq.load(Ordering::Relaxed);
         if seq <= first {
             return; // another pusher forgot them first
@@ -934,7 +934,7 @@ impl EventLog {
             .iter()
             .enumerate()
             .map(|(index, shard)| {
-                let shard = lock(shard);
+                let shard = lock_short(shard);
                 if index == 0 {
                     // Read under a shard's lock, which a clear or a limit holds to write it.
                     first = self.first_seq.load(Ordering::Relaxed);
@@ -1015,7 +1015,7 @@ impl EventLog {
         runs.resize_with(N_SHARDS, Run::default);
         let (mut from, mut until) = (seq, u64::MAX);
         for (index, (shard, run)) in self.shards.iter().zip(runs.iter_mut()).enumerate() {
-            let shard = lock(shard);
+            let shard = lock_short(shard);
             if index == 0 {
                 // Read under a shard's lock, which a clear holds while it writes `first_seq`.
                 from = from.max(self.first_seq.load(Ordering::Relaxed));
@@ -1040,7 +1040,7 @@ impl EventLog {
     /// The number of the first event after the last [`EventLog::clear`] (0 before any): the
     /// first number [`EventLog::events_since`] can return events from.
     pub fn first_seq(&self) -> u64 {
-        let _shard = lock(&self.shards[0]);
+        let _shard = lock_short(&self.shards[0]);
         self.first_seq.load(Ordering::Relaxed)
     }
 
@@ -1050,7 +1050,7 @@ impl EventLog {
     pub fn len(&self) -> usize {
         // Every shard locked, as a clear does: no number is being taken, so every event
         // numbered below `next_seq` is in a shard or forgotten.
-        let _shards: Vec<_> = self.shards.iter().map(|shard| lock(shard)).collect();
+        let _shards: Vec<_> = self.shards.iter().map(|shard| lock_short(shard)).collect();
         let held = self.next_seq.load(Ordering::Relaxed) - self.first_seq.load(Ordering::Relaxed);
         usize::try_from(held).unwrap_or(usize::MAX)
     }
@@ -1059,7 +1059,10 @@ impl EventLog {
     /// included: what the log's memory grows with.
     #[cfg(test)]
     fn n_stored(&self) -> usize {
-        self.shards.iter().map(|shard| lock(shard).len()).sum()
+        self.shards
+            .iter()
+            .map(|shard| lock_short(shard).len())
+            .sum()
     }
 
     /// Whether no event arrived yet.
@@ -1070,7 +1073,7 @@ impl EventLog {
     /// Forgets every event so far. Numbers keep increasing, and [`EventLog::events_since`] reads
     /// on from the first event after the clear.
     pub fn clear(&self) {
-        let mut shards: Vec<_> = self.shards.iter().map(|shard| lock(shard)).collect();
+        let mut shards: Vec<_> = self.shards.iter().map(|shard| lock_short(shard)).collect();
         // Every shard is locked, so no number is being taken: the events numbered below
         // `next_seq` are all in the shards, and the later ones come after this returns.
         self.first_seq
@@ -1102,7 +1105,7 @@ impl EventLog {
         if !self.streamed.load(Ordering::Relaxed) {
             self.streamed.store(true, Ordering::Relaxed);
         }
-        let mut shards: Vec<_> = self.shards.iter().map(|shard| lock(shard)).collect();
+        let mut shards: Vec<_> = self.shards.iter().map(|shard| lock_short(shard)).collect();
         let first = self.first_seq.load(Ordering::Relaxed).max(seq);
         self.first_seq.store(first, Ordering::Relaxed);
         // Dropped once every lock is let go: a thread appending waits for none of it.
@@ -1128,7 +1131,7 @@ impl EventLog {
         subject: u64,
         payload: impl FnOnce(&mut Strings) -> u64,
     ) {
-        let mut shard = lock(&self.shards[this_shard()]);
+        let mut shard = lock_short(&self.shards[this_shard()]);
         // Numbered under the shard's lock, so each shard is in increasing order.
         let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
         let payload = payload(&mut shard.strings);
@@ -1152,7 +1155,7 @@ impl EventSink for EventLog {
             return;
         }
         let shard = this_shard();
-        let mut shard = lock(&self.shards[shard]);
+        let mut shard = lock_short(&self.shards[shard]);
         // Numbered under the shard's lock, so each shard is in increasing order (several threads
         // may share one), and a clear, which holds every shard, falls between two numbers.
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
@@ -1163,7 +1166,7 @@ impl EventSink for EventLog {
         let n_granted = push.n_granted();
         let n_events = 1 + u64::from(n_granted) + u64::from(push.ready);
         let shard = this_shard();
-        let mut shard = lock(&self.shards[shard]);
+        let mut shard = lock_short(&self.shards[shard]);
         let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
         shard.push_op(seq, time_ns, push, n_granted, 0, None);
         drop(shard);
@@ -1175,7 +1178,7 @@ impl EventSink for EventLog {
         // The push, its grants, its readiness and its start.
         let n_events = 2 + u64::from(n_granted) + u64::from(push.ready);
         let shard = this_shard();
-        let mut shard = lock(&self.shards[shard]);
+        let mut shard = lock_short(&self.shards[shard]);
         let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
         shard.push_op(seq, time_ns, push, n_granted, STARTED_AT_ONCE, None);
         drop(shard);
@@ -1194,7 +1197,7 @@ impl EventSink for EventLog {
         // The push, its grants, its readiness, its start and its end.
         let n_events = 3 + u64::from(n_granted) + u64::from(push.ready);
         let shard = this_shard();
-        let mut shard = lock(&self.shards[shard]);
+        let mut shard = lock_short(&self.shards[shard]);
         let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
         let end = [end_ns, shard.strings.end_payload(state, message)];
         shard.push_op(seq, push_ns, push, n_granted, STARTED_AT_ONCE, Some(end));
@@ -1254,7 +1257,7 @@ mod tests {
         let EventKind::Pushed { label: decoded, .. } = &read[0].kind else {
             panic!("{read:?}");
         };
-        let shard = lock(&log.shards[this_shard()]);
+        let shard = lock_short(&log.shards[this_shard()]);
         let kept = &shard.strings.texts[0];
         assert_eq!(decoded, kept);
         assert!(!Arc::ptr_eq(decoded, kept) && !Arc::ptr_eq(decoded, &label));
@@ -1721,7 +1724,7 @@ mod tests {
         };
         let shard = (this_shard() + 1) % N_SHARDS;
         let seq = log.next_seq.fetch_add(1, Ordering::Relaxed);
-        lock(&log.shards[shard]).push(seq, grant.clone());
+        lock_short(&log.shards[shard]).push(seq, grant.clone());
         log.event(numbered(0, 10));
         let mut all = expected;
         all.push(grant);
@@ -1955,7 +1958,7 @@ mod tests {
         let (events, next) = log.events_since(0);
         assert_eq!((numbers(&events), next), (vec![0], 1));
         assert_eq!(log.events_since(next), (Vec::new(), 1));
-        lock(&log.shards[(this_shard() + 1) % N_SHARDS]).push(late, numbered(0, 1));
+        lock_short(&log.shards[(this_shard() + 1) % N_SHARDS]).push(late, numbered(0, 1));
         let (events, next) = log.events_since(next);
         assert_eq!((numbers(&events), next), (vec![1, 2], 3));
     }
