@@ -81,13 +81,30 @@ pub(crate) type ShortGuard<'a, T> = spin::mutex::SpinMutexGuard<'a, T, spin::rel
 #[cfg(loom)]
 pub(crate) type ShortGuard<'a, T> = MutexGuard<'a, T>;
 
-/// Takes a [`ShortLock`].
+/// Takes a [`ShortLock`]: held by another thread, it is waited for spinning a while (its
+/// holder, on another core, lets go within a microsecond or two), then yielding.
 pub(crate) fn lock_short<T>(short: &ShortLock<T>) -> ShortGuard<'_, T> {
     #[cfg(not(loom))]
-    return short.lock();
+    {
+        for _ in 0..SHORT_SPINS {
+            if !short.is_locked() {
+                if let Some(guard) = short.try_lock() {
+                    return guard;
+                }
+            }
+            std::hint::spin_loop();
+        }
+        short.lock()
+    }
     #[cfg(loom)]
     return lock(short);
 }
+
+/// How many times [`lock_short`] looks at a held lock, with a spin-loop hint between looks
+/// (some microseconds in all), before it yields between tries: a holder that was preempted
+/// gets the core back.
+#[cfg(not(loom))]
+const SHORT_SPINS: usize = 128;
 
 /// Waits on `condvar`, ignoring poisoning (see [`lock`]).
 pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
