@@ -36,17 +36,6 @@ echo "big.dep (2,000,000 statements), threaded engine, $rounds alternated rounds
   "pftrace-threads-on:DEP_TRACE_THREADS=on $run --trace t.pftrace" | tee medians
 plain=$(awk -F'median ' '/^plain:/ { print $2 + 0 }' medians)
 awk -F'median ' -v plain="$plain" '{ split($1, label, ":"); printf "  %-20s %.2fx the plain run (medians)\n", label[1], ($2 + 0) / plain }' medians
-# A command's peak resident memory in KB: /usr/bin/time where the machine has it, else Python's
-# getrusage of the finished child (a GPU machine may have no GNU time).
-peak_kb() {
-  if [ -x /usr/bin/time ]; then
-    /usr/bin/time -f "%M" "$@" 2>&1 >/dev/null | tail -1
-  else
-    "$python" -c 'import resource, subprocess, sys
-subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=True)
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
-  fi
-}
 echo "peak memory (one run each):"
 for spec in "plain:" "summary:--summary" "json-threads-off:--trace t.json" \
   "json-threads-on:--trace t.json" "pftrace-threads-off:--trace t.pftrace" \
@@ -55,5 +44,5 @@ for spec in "plain:" "summary:--summary" "json-threads-off:--trace t.json" \
   threads=off
   [[ $label == *-on ]] && threads=on
   # shellcheck disable=SC2086 # the options are words
-  echo "  $label $(DEP_TRACE_THREADS=$threads peak_kb $run ${spec#*:}) KB"
+  DEP_TRACE_THREADS=$threads /usr/bin/time -f "  $label %M KB" $run ${spec#*:} 2>&1 >/dev/null | tail -1
 done
