@@ -19,18 +19,13 @@ use engine::lock;
 use views::live::{LiveFold, LiveSource, TextLayout};
 
 use crate::cli::{ReplayArgs, RunArgs};
-use crate::trace_files::{TraceThreads, Traces, READ_PERIOD};
+use crate::trace_files::{read_some_then_gather, TraceThreads, Traces, READ_PERIOD};
 
 /// How often the live panel redraws: often enough to follow, rarely enough to cost nothing
 /// (issue 4: "throttle redraws to ~10 per second; rendering happens off the workers").
 const WATCH_PERIOD: Duration = Duration::from_millis(100);
 /// How often the plain progress line is printed when stderr is not a terminal.
 const PROGRESS_PERIOD: Duration = Duration::from_secs(1);
-/// How many events one read of the log hands out at least for the recorder to read again at
-/// once; after a smaller read it first waits [`GATHER_PERIOD`].
-const FULL_READ: u64 = 256;
-/// How long the recorder lets events gather after a read that found only a few.
-const GATHER_PERIOD: Duration = Duration::from_micros(100);
 
 /// The views a run asked for, validated from [`RunArgs`].
 #[derive(Debug)]
@@ -378,13 +373,9 @@ impl Recorder {
                         feed(&mut lock(live), fed.drain(..), after);
                     }
                     // Events were read (perhaps only grants, passed over).
-                    let n_read = after - next;
+                    let read_some = read_some_then_gather(after - next);
                     next = after;
-                    if n_read >= FULL_READ {
-                        continue;
-                    }
-                    if n_read > 0 {
-                        std::thread::sleep(GATHER_PERIOD);
+                    if read_some {
                         continue;
                     }
                     // Everything up to the stop is read once a look after it finds nothing.
