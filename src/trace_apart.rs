@@ -212,7 +212,7 @@ impl Default for Numbering {
 
 impl Numbering {
     /// The numbers of `names`, as [`Numbering::number`] gives each.
-    fn numbers(&mut self, names: &[Arc<str>], batch: &mut Vec<Piece>) -> SmallVec<[u32; 4]> {
+    fn numbers(&mut self, names: &[&Arc<str>], batch: &mut Vec<Piece>) -> SmallVec<[u32; 4]> {
         names.iter().map(|name| self.number(name, batch)).collect()
     }
 
@@ -246,18 +246,19 @@ fn encode<T: TraceOut>(
     give_back: &SyncSender<Vec<Piece>>,
 ) -> T {
     let mut names: Vec<Arc<str>> = Vec::new();
-    let (mut reads, mut writes): (Vec<Arc<str>>, Vec<Arc<str>>) = (Vec::new(), Vec::new());
-    let named = |names: &[Arc<str>], numbers: &[u32], into: &mut Vec<Arc<str>>| {
-        into.clear();
-        into.extend(numbers.iter().map(|number| names[*number as usize].clone()));
-    };
+    fn named<'a>(names: &'a [Arc<str>], numbers: &[u32]) -> SmallVec<[&'a Arc<str>; 4]> {
+        numbers
+            .iter()
+            .map(|number| &names[*number as usize])
+            .collect()
+    }
     for mut batch in from_recorder {
         for piece in batch.drain(..) {
             match piece {
                 Piece::Name(text) => names.push(Arc::from(text)),
                 Piece::Slice(slice) => {
-                    named(&names, &slice.reads, &mut reads);
-                    named(&names, &slice.writes, &mut writes);
+                    let reads = named(&names, &slice.reads);
+                    let writes = named(&names, &slice.writes);
                     trace.slice(&OpSlice {
                         op: slice.op,
                         label: &names[slice.label as usize],

@@ -29,8 +29,8 @@ impl KeptArguments {
     /// `slice`'s arguments, encoded as `bytes`.
     pub(crate) fn of(slice: &OpSlice<'_>, bytes: Vec<u8>) -> KeptArguments {
         KeptArguments {
-            reads: slice.reads.iter().cloned().collect(),
-            writes: slice.writes.iter().cloned().collect(),
+            reads: slice.reads.iter().map(|name| Arc::clone(name)).collect(),
+            writes: slice.writes.iter().map(|name| Arc::clone(name)).collect(),
             state: slice.state,
             device: slice.device,
             priority: slice.priority,
@@ -40,7 +40,7 @@ impl KeptArguments {
 
     /// Whether these are `slice`'s arguments.
     pub(crate) fn are_those_of(&self, slice: &OpSlice<'_>) -> bool {
-        let same = |kept: &[Arc<str>], names: &[Arc<str>]| {
+        let same = |kept: &[Arc<str>], names: &[&Arc<str>]| {
             kept.len() == names.len()
                 && kept
                     .iter()
@@ -95,7 +95,7 @@ mod tests {
     use super::*;
     use dep_engine::OpId;
 
-    fn slice<'a>(label: &'a Arc<str>, reads: &'a [Arc<str>], state: OpState) -> OpSlice<'a> {
+    fn slice<'a>(label: &'a Arc<str>, reads: &'a [&'a Arc<str>], state: OpState) -> OpSlice<'a> {
         OpSlice {
             op: OpId(1),
             label,
@@ -117,13 +117,13 @@ mod tests {
         let label: Arc<str> = Arc::from("y = x + 1");
         let x: Arc<str> = Arc::from("x");
         let other_x: Arc<str> = Arc::from("x");
-        let reads = [x.clone()];
+        let reads = [&x];
         let kept = KeptArguments::of(&slice(&label, &reads, OpState::Done), vec![1]);
-        assert!(kept.are_those_of(&slice(&label, &[x.clone()], OpState::Done)));
-        assert!(!kept.are_those_of(&slice(&label, &[x.clone()], OpState::Failed)));
+        assert!(kept.are_those_of(&slice(&label, &[&x], OpState::Done)));
+        assert!(!kept.are_those_of(&slice(&label, &[&x], OpState::Failed)));
         assert!(!kept.are_those_of(&slice(&label, &[], OpState::Done)));
         // Another variable of the same name is another variable.
-        assert!(!kept.are_those_of(&slice(&label, &[other_x], OpState::Done)));
+        assert!(!kept.are_those_of(&slice(&label, &[&other_x], OpState::Done)));
         let mut moved = slice(&label, &reads, OpState::Done);
         moved.device = Device::Gpu(0);
         assert!(!kept.are_those_of(&moved));

@@ -390,7 +390,7 @@ fn names_annotation(
     (part, item): (&mut Vec<u8>, &mut Vec<u8>),
     interned: &mut Interning,
     iid: usize,
-    names: &[Arc<str>],
+    names: &[&Arc<str>],
 ) {
     annotation(event, part, iid, |part| {
         for name in names {
@@ -1222,8 +1222,8 @@ mod tests {
             op: OpId(7),
             label: &label,
             line: 200,
-            reads: &names,
-            writes: &names[..1],
+            reads: &[&names[0], &names[1]],
+            writes: &[&names[0]],
             state: OpState::Failed,
             device: Device::Gpu(3),
             priority: -4,

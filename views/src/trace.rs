@@ -256,7 +256,7 @@ impl<W: Write, S: Read + Write + Seek> JsonTrace<W, S> {
             .device_names
             .entry(slice.device)
             .or_insert_with(|| Arc::from(slice.device.to_string()));
-        let names = |line: &mut JsonLine, names: &[Arc<str>]| {
+        let names = |line: &mut JsonLine, names: &[&Arc<str>]| {
             line.raw("[");
             for (index, name) in names.iter().enumerate() {
                 if index > 0 {
