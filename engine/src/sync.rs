@@ -68,8 +68,8 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// reader copying a batch out): a spin lock whose release is a plain store. A `Mutex`'s release
 /// is an atomic swap, which on x86 first waits for every write made under the lock to leave
 /// the core (`perf` put half of `EventLog::ran_at_once`'s samples on it), and wakes a waiter
-/// through the kernel. A thread that finds it held yields until it is free. Under loom, a
-/// model-checked `Mutex`.
+/// through the kernel. A thread that finds it held spins a while, then yields until it is free
+/// ([`lock_short`]). Under loom, a model-checked `Mutex`.
 #[cfg(not(loom))]
 pub(crate) type ShortLock<T> = spin::mutex::SpinMutex<T, spin::relax::Yield>;
 #[cfg(loom)]

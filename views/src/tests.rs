@@ -1411,3 +1411,96 @@ fn a_step_on_a_short_screen_shows_the_ops_around_its_event() {
         "#]],
     );
 }
+
+#[test]
+fn slices_and_arrows_name_each_variable_by_its_own_name_or_by_its_id() {
+    use crate::fold::{DeviceSlice, Flow, OpSlice, RunFold, TraceLane, TraceOut};
+    use dep_engine::{Device, Event, EventKind, OpId, OpState, VarId};
+    /// Keeps each slice's names (with whether its reads and writes share one `Arc` per
+    /// variable) and each arrow's variable.
+    #[derive(Default)]
+    struct Names {
+        slices: Vec<(Vec<String>, Vec<String>, bool)>,
+        flows: Vec<String>,
+    }
+    impl TraceOut for Names {
+        fn event(&mut self, _: &Event) {}
+        fn slice(&mut self, slice: &OpSlice<'_>) {
+            let text = |names: &[&Arc<str>]| names.iter().map(|name| name.to_string()).collect();
+            let shared = slice.reads.iter().all(|read| {
+                slice
+                    .writes
+                    .iter()
+                    .all(|write| **read != **write || Arc::ptr_eq(read, write))
+            });
+            self.slices
+                .push((text(slice.reads), text(slice.writes), shared));
+        }
+        fn flow(&mut self, flow: &Flow<'_>) {
+            self.flows.push(flow.var.to_string());
+        }
+        fn device_slice(&mut self, _: &DeviceSlice<'_>) {}
+        fn end(&mut self, _: &[String], _: &[TraceLane]) {}
+    }
+    let at = |time_ns, kind| Event { time_ns, kind };
+    let pushed = |op, reads: Vec<VarId>, writes: Vec<VarId>| EventKind::Pushed {
+        op: OpId(op),
+        label: Arc::from("x = x + y"),
+        line: 1,
+        reads,
+        writes,
+        device: Device::Cpu,
+        priority: 0,
+    };
+    let ran = |op, time_ns| {
+        let op = OpId(op);
+        [
+            at(time_ns, EventKind::Started { op, worker: 0 }),
+            at(
+                time_ns + 1,
+                EventKind::Finished {
+                    op,
+                    state: OpState::Done,
+                    message: None,
+                },
+            ),
+        ]
+    };
+    // `x` (variable 1) is named; variable 7 never is, as in a log read from a file that lost
+    // its creation: its id, `v7`, names it.
+    let (x, unnamed) = (VarId(1), VarId(7));
+    let name = EventKind::VarCreated {
+        var: x,
+        name: Arc::from("x"),
+    };
+    let mut events = vec![
+        at(0, name),
+        at(1, pushed(1, vec![x, unnamed], vec![unnamed])),
+    ];
+    events.extend(ran(1, 2));
+    events.push(at(4, pushed(2, vec![unnamed], vec![x])));
+    events.extend(ran(2, 5));
+    events.push(at(7, pushed(3, vec![x], vec![])));
+    events.extend(ran(3, 8));
+    let mut fold = RunFold::new();
+    let mut names = Names::default();
+    for event in &events {
+        fold.push(event, &mut names);
+    }
+    let texts = |names: &[&str]| {
+        names
+            .iter()
+            .map(|name| name.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names.slices,
+        vec![
+            (texts(&["x", "v7"]), texts(&["v7"]), true),
+            (texts(&["v7"]), texts(&["x"]), true),
+            (texts(&["x"]), texts(&[]), true),
+        ]
+    );
+    // The second op reads the `v7` the first wrote, the third the `x` the second wrote.
+    assert_eq!(names.flows, texts(&["v7", "x"]));
+}
