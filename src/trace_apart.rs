@@ -141,6 +141,10 @@ impl<T> TraceApart<T> {
 impl<T> TraceOut for TraceApart<T> {
     fn event(&mut self, _: &dep_engine::Event) {}
 
+    fn takes_events(&self) -> bool {
+        false
+    }
+
     fn slice(&mut self, slice: &OpSlice<'_>) {
         let batch = &mut self.batch;
         let numbering = &mut self.numbering;

@@ -278,6 +278,10 @@ impl views::fold::TraceOut for Traces {
         !self.0.is_empty()
     }
 
+    fn takes_events(&self) -> bool {
+        self.wants_events()
+    }
+
     fn end(&mut self, worker_names: &[String], lanes: &[views::fold::TraceLane]) {
         for (_, trace) in &mut self.0 {
             trace.out().end(worker_names, lanes);

@@ -364,7 +364,8 @@ impl Recorder {
                     let after = if grants {
                         log.read_since(next, &mut visit)
                     } else {
-                        log.read_since_without_grants(next, &mut visit)
+                        // The fold alone reads: an op run at once comes whole.
+                        log.read_ops_since(next, |logged| fold.push_logged(logged, &mut open))
                     };
                     // What a trace's own reader of the log has not read yet is kept for it.
                     log.forget_before(after.min(open.read_up_to()));

@@ -13,7 +13,7 @@ use crossbeam_utils::CachePadded;
 
 mod reader;
 
-use reader::{merge, push_room, Run};
+use reader::{merge, push_room, Reading, Run};
 
 /// One thing that happened in the engine, at `time_ns` nanoseconds after the engine started
 /// (monotonic).
@@ -164,6 +164,69 @@ impl Push<'_> {
 fn is_set(bits: &[u64], index: usize) -> bool {
     bits.get(index / 64)
         .is_some_and(|word| word >> (index % 64) & 1 == 1)
+}
+
+/// What [`EventLog::read_ops_since`] lends its reader: one event, or an op that ran the moment
+/// it was pushed, whole.
+pub enum Logged<'a> {
+    /// One event.
+    Event(&'a Event),
+    /// An op run at once, on the thread that pushed it: the events it stands for, one after
+    /// another with no other event between them.
+    RanAtOnce(RanAtOnce<'a>),
+}
+
+impl Logged<'_> {
+    /// Lends `visit` each event it stands for, in order (for a reader without grants).
+    pub fn each_event(&self, mut visit: impl FnMut(&Event)) {
+        match self {
+            Logged::Event(event) => visit(event),
+            Logged::RanAtOnce(ran) => ran.events().iter().for_each(visit),
+        }
+    }
+}
+
+/// An op that ran the moment it was pushed, on the thread that pushed it
+/// ([`EventSink::ran_at_once`]), as a reader without grants reads it: its push, its start on
+/// [`crate::CALLER_WORKER`] at the push's time, then its end. A reader that folds ops takes it
+/// in one step, where decoding and handing out its three events costs about as much again.
+pub struct RanAtOnce<'a> {
+    /// The op.
+    pub op: OpId,
+    /// Its push, an [`EventKind::Pushed`] of `op`.
+    pub push: &'a Event,
+    /// When it ended.
+    pub end_ns: u64,
+    /// How it ended.
+    pub state: OpState,
+    /// Its error message, for a failed, skipped or cancelled op.
+    pub message: Option<&'a str>,
+}
+
+impl RanAtOnce<'_> {
+    /// The events it stands for, as a reader without grants gets them: its push, its start
+    /// and its end.
+    pub fn events(&self) -> [Event; 3] {
+        let op = self.op;
+        [
+            self.push.clone(),
+            Event {
+                time_ns: self.push.time_ns,
+                kind: EventKind::Started {
+                    op,
+                    worker: crate::CALLER_WORKER,
+                },
+            },
+            Event {
+                time_ns: self.end_ns,
+                kind: EventKind::Finished {
+                    op,
+                    state: self.state,
+                    message: self.message.map(str::to_owned),
+                },
+            },
+        ]
+    }
 }
 
 /// Receives the engine's events. Called from whichever thread the event happens on, so it must
@@ -781,9 +844,15 @@ impl Shard {
         let mut run = Run::default();
         self.since_into(from, u64::MAX, &mut run);
         let mut events = Vec::new();
-        merge(&[run], None, true, &mut push_room(), |seq, event| {
-            events.push((seq, event.clone()));
-        });
+        merge(
+            &[run],
+            None,
+            Reading::Every,
+            &mut push_room(),
+            |seq, logged| {
+                logged.each_event(|event| events.push((seq, event.clone())));
+            },
+        );
         events
     }
 
@@ -945,9 +1014,15 @@ impl EventLog {
             })
             .collect();
         let mut events = Vec::with_capacity(self.len());
-        merge(&runs, None, true, &mut push_room(), |_, event| {
-            events.push(event.clone());
-        });
+        merge(
+            &runs,
+            None,
+            Reading::Every,
+            &mut push_room(),
+            |_, logged| {
+                logged.each_event(|event| events.push(event.clone()));
+            },
+        );
         events
     }
 
@@ -962,7 +1037,9 @@ impl EventLog {
     /// is searched, not scanned.
     pub fn events_since(&self, seq: u64) -> (Vec<Event>, u64) {
         let mut events = Vec::new();
-        let next = self.read_up_to(seq, u64::MAX, true, |event| events.push(event.clone()));
+        let next = self.read_up_to(seq, u64::MAX, Reading::Every, |logged| {
+            logged.each_event(|event| events.push(event.clone()));
+        });
         (events, next)
     }
 
@@ -971,8 +1048,10 @@ impl EventLog {
     /// events); returns the number to ask for next time. The events are decoded into room kept
     /// from one call to the next, so a reader that streams the log allocates nothing per event
     /// and holds no more than a batch of them decoded.
-    pub fn read_since(&self, seq: u64, visit: impl FnMut(&Event)) -> u64 {
-        self.read_up_to(seq, READ_BATCH, true, visit)
+    pub fn read_since(&self, seq: u64, mut visit: impl FnMut(&Event)) -> u64 {
+        self.read_up_to(seq, READ_BATCH, Reading::Every, |logged| {
+            logged.each_event(&mut visit);
+        })
     }
 
     /// [`EventLog::read_since`] for a reader that has no use for grants
@@ -981,24 +1060,47 @@ impl EventLog {
     /// started at once on the thread that pushed it, which its start, the next event, makes
     /// moot. A summary, or a trace without the event log in it, reads a third to a half fewer
     /// events per op.
-    pub fn read_since_without_grants(&self, seq: u64, visit: impl FnMut(&Event)) -> u64 {
-        self.read_up_to(seq, READ_BATCH, false, visit)
+    pub fn read_since_without_grants(&self, seq: u64, mut visit: impl FnMut(&Event)) -> u64 {
+        self.read_up_to(seq, READ_BATCH, Reading::WithoutGrants, |logged| {
+            logged.each_event(&mut visit);
+        })
+    }
+
+    /// [`EventLog::read_since_without_grants`] for a reader that folds ops: an op that ran the
+    /// moment it was pushed, on the thread that pushed it (nearly every op of a loop of small
+    /// statements), comes whole ([`Logged::RanAtOnce`]), decoded once, where its push, start
+    /// and end would each be decoded and handed out; every other event comes alone.
+    pub fn read_ops_since(&self, seq: u64, visit: impl FnMut(Logged<'_>)) -> u64 {
+        self.read_up_to(seq, READ_BATCH, Reading::WholeOps, visit)
     }
 
     /// [`EventLog::read_since`] for a reader that reads beside another one (a trace's event
     /// log transcribed on a thread of its own, beside the thread that folds the run): it
     /// decodes into `room`, its own, where two readers of the kept room would take turns
     /// making and dropping each other's.
-    pub fn read_since_in(&self, room: &mut ReadRoom, seq: u64, visit: impl FnMut(&Event)) -> u64 {
-        self.read_up_to_in(&mut room.0, seq, READ_BATCH, true, visit)
+    pub fn read_since_in(
+        &self,
+        room: &mut ReadRoom,
+        seq: u64,
+        mut visit: impl FnMut(&Event),
+    ) -> u64 {
+        self.read_up_to_in(&mut room.0, seq, READ_BATCH, Reading::Every, |logged| {
+            logged.each_event(&mut visit);
+        })
     }
 
-    /// [`EventLog::read_since`], from no record numbered `limit` or more after the first, the
-    /// grants handed out or not.
-    fn read_up_to(&self, seq: u64, limit: u64, grants: bool, visit: impl FnMut(&Event)) -> u64 {
+    /// [`EventLog::read_since`], from no record numbered `limit` or more after the first, read
+    /// as `reading` says.
+    fn read_up_to(
+        &self,
+        seq: u64,
+        limit: u64,
+        reading: Reading,
+        visit: impl FnMut(Logged<'_>),
+    ) -> u64 {
         // Another reader at the same time finds no room kept, and makes its own.
         let mut room = std::mem::replace(&mut *lock(&self.reader), (Vec::new(), push_room()));
-        let next = self.read_up_to_in(&mut room, seq, limit, grants, visit);
+        let next = self.read_up_to_in(&mut room, seq, limit, reading, visit);
         *lock(&self.reader) = room;
         next
     }
@@ -1009,8 +1111,8 @@ impl EventLog {
         (runs, pushed): &mut (Vec<Run>, Event),
         seq: u64,
         limit: u64,
-        grants: bool,
-        visit: impl FnMut(&Event),
+        reading: Reading,
+        visit: impl FnMut(Logged<'_>),
     ) -> u64 {
         runs.resize_with(N_SHARDS, Run::default);
         let (mut from, mut until) = (seq, u64::MAX);
@@ -1026,7 +1128,7 @@ impl EventLog {
         // Up to the first gap: a number appended to a shard after this read it (or, when a clear
         // ran during this read, forgotten). What follows it waits for the next call.
         let mut visit = visit;
-        let n = merge(runs, Some(from), grants, pushed, |_, event| visit(event));
+        let n = merge(runs, Some(from), reading, pushed, |_, logged| visit(logged));
         from + n as u64
     }
 
@@ -1751,6 +1853,83 @@ mod tests {
                 .cloned()
                 .collect();
             assert_eq!(seen, expected, "from {from}");
+        }
+    }
+
+    #[test]
+    fn a_reader_of_ops_gets_each_op_run_at_once_whole_and_the_events_of_a_reader_without_grants() {
+        let engine = crate::Engine::new(crate::EngineConfig::default());
+        let vars: Vec<Var> = (0..3)
+            .map(|index| engine.new_var(format!("v{index}")))
+            .collect();
+        let label: Arc<str> = Arc::from("y = x + 1");
+        let push = |op: u64| Push {
+            op: OpId(op),
+            label: &label,
+            line: 3,
+            reads: &vars[..1],
+            writes: &vars[1..],
+            device: Device::Cpu,
+            priority: 0,
+            granted: &[0b111],
+            ready: true,
+        };
+        let log = EventLog::new();
+        log.ran_at_once(10, &push(1), 20, OpState::Done, None);
+        log.pushed(30, &push(2));
+        {
+            // A failed op run at once on another thread (another shard), between two of ours.
+            let other = (this_shard() + 1) % N_SHARDS;
+            let failed = push(3);
+            let mut shard = lock_short(&log.shards[other]);
+            let seq = log.next_seq.fetch_add(4 + 3, Ordering::Relaxed);
+            let end = [
+                50,
+                shard
+                    .strings
+                    .end_payload(OpState::Failed, Some("bad shapes")),
+            ];
+            shard.push_op(seq, 40, &failed, 3, STARTED_AT_ONCE, Some(end));
+        }
+        log.ran_at_once(60, &push(4), 70, OpState::Done, None);
+        log.event(numbered(0, 9));
+        let total = log.next_seq();
+        for from in 0..=total {
+            let (mut whole, mut seen, mut next) = (Vec::new(), Vec::new(), from);
+            loop {
+                let after = log.read_ops_since(next, |logged| {
+                    if let Logged::RanAtOnce(ran) = &logged {
+                        whole.push((
+                            ran.op,
+                            ran.end_ns,
+                            ran.state,
+                            ran.message.map(str::to_owned),
+                        ));
+                    }
+                    logged.each_event(|event| seen.push(event.clone()));
+                });
+                if after == next {
+                    break;
+                }
+                next = after;
+            }
+            assert_eq!(next, total, "from {from}");
+            let (mut expected, mut next) = (Vec::new(), from);
+            while next < total {
+                next = log.read_since_without_grants(next, |event| expected.push(event.clone()));
+            }
+            assert_eq!(seen, expected, "from {from}");
+            if from == 0 {
+                let failed = Some("bad shapes".to_string());
+                assert_eq!(
+                    whole,
+                    [
+                        (OpId(1), 20, OpState::Done, None),
+                        (OpId(3), 50, OpState::Failed, failed),
+                        (OpId(4), 70, OpState::Done, None),
+                    ]
+                );
+            }
         }
     }
 

@@ -75,7 +75,7 @@ pub use crate::{
     engine::{
         current_lane, Engine, Monitor, SharedOp, Var, VarId, CALLER_WORKER, MAX_KEPT_FAILURES,
     },
-    event::{Event, EventKind, EventLog, EventSink, Push, ReadRoom},
+    event::{Event, EventKind, EventLog, EventSink, Logged, Push, RanAtOnce, ReadRoom},
     memory::{MemoryMeter, MemoryStats},
     op::{AsyncOpFn, OpBody, OpContext, OpError, OpFn, OpId, OpSpec, OpState, Outcome},
     snapshot::{AccessSnapshot, Blocker, OpSnapshot, Snapshot, VarSnapshot},

@@ -6,7 +6,7 @@
 //! student counts, the queues, the critical path, the timelines, the DAG and the trace all agree
 //! and none names a temporary.
 
-use dep_engine::{Event, EventKind, OpId, VarId};
+use dep_engine::{Event, EventKind, OpId, RanAtOnce, VarId};
 use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
@@ -82,6 +82,17 @@ impl Bookkeeping {
         } else {
             Filtered::Shown
         }
+    }
+
+    /// [`Bookkeeping::filter`] of an op that ran at once, for its push: its start and end
+    /// then say what they would say alone (shown, for a visible op). An internal op's push is
+    /// hidden, and the op not held, as its end would let it go.
+    pub(crate) fn filter_ran_at_once(&mut self, ran: &RanAtOnce<'_>) -> Filtered {
+        let filtered = self.filter(ran.push);
+        if matches!(filtered, Filtered::Hidden) {
+            self.ops.remove(&ran.op);
+        }
+        filtered
     }
 
     /// Whether a push's label is bookkeeping's ([`is_internal_op`]).

@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use dep_engine::{Device, Event, EventKind, OpId, OpState, VarId};
+use dep_engine::{Device, Event, EventKind, Logged, OpId, OpState, RanAtOnce, VarId};
 use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
 
@@ -40,6 +40,11 @@ pub trait TraceOut {
     /// Whether it keeps slices and flows at all: when not, the fold does not build them (their
     /// names and vectors cost more than the rest of the fold).
     fn keeps_slices(&self) -> bool {
+        true
+    }
+    /// Whether it does anything with [`TraceOut::event`]: when not, the fold may take an op
+    /// that ran at once whole ([`RunFold::push_logged`]) without making its events.
+    fn takes_events(&self) -> bool {
         true
     }
 }
@@ -140,6 +145,9 @@ impl TraceOut for NoTrace {
     fn device_slice(&mut self, _: &DeviceSlice<'_>) {}
     fn end(&mut self, _: &[String], _: &[TraceLane]) {}
     fn keeps_slices(&self) -> bool {
+        false
+    }
+    fn takes_events(&self) -> bool {
         false
     }
 }
@@ -253,6 +261,8 @@ type Accessed = SmallVec<[VarId; 3]>;
 
 struct LiveOp {
     id: OpId,
+    /// Whether [`RunFold::ops`] names it by its id (not an op that ran at once).
+    named: bool,
     position: usize,
     /// Its label's number in [`RunFold::labels`].
     label: u32,
@@ -460,7 +470,7 @@ impl RunFold {
             } => {
                 // Their accesses name a slice's variables: kept only for a trace that has slices.
                 let keep_accesses = out.keeps_slices();
-                self.pushed(
+                let slot = self.pushed(
                     time_ns,
                     *op,
                     label,
@@ -471,6 +481,13 @@ impl RunFold {
                     *priority,
                     keep_accesses,
                 );
+                // Later events name it by id. An op pushed again under a live id (a log read
+                // from a file may do so) takes the id; the earlier one lives on, unnamed,
+                // while records still name it.
+                self.ops.insert(*op, slot);
+                if let Some(live) = &mut self.slots[slot as usize] {
+                    live.named = true;
+                }
             }
             EventKind::Granted { .. } => {}
             EventKind::Ready { op } => {
@@ -519,6 +536,62 @@ impl RunFold {
         }
     }
 
+    /// Folds what a reader of ops lent ([`dep_engine::EventLog::read_ops_since`]): an event,
+    /// as [`RunFold::push`] does, or an op that ran at once, as its events would be folded.
+    pub fn push_logged(&mut self, logged: Logged<'_>, out: &mut dyn TraceOut) {
+        match logged {
+            Logged::Event(event) => self.push(event, out),
+            Logged::RanAtOnce(ran) if !out.takes_events() => self.ran_at_once(&ran, out),
+            Logged::RanAtOnce(ran) => {
+                for event in &ran.events() {
+                    self.push(event, out);
+                }
+            }
+        }
+    }
+
+    /// Folds an op that ran at once in one step: its push, then its start on the pushing thread
+    /// and its end, as [`RunFold::push`] folds its three events.
+    fn ran_at_once(&mut self, ran: &RanAtOnce<'_>, out: &mut dyn TraceOut) {
+        let trimmed;
+        let push = match self.bookkeeping.filter_ran_at_once(ran) {
+            Filtered::Hidden => return,
+            Filtered::Shown => ran.push,
+            Filtered::Trimmed(kept) => {
+                trimmed = kept;
+                &trimmed
+            }
+        };
+        let EventKind::Pushed {
+            op,
+            label,
+            line,
+            reads,
+            writes,
+            device,
+            priority,
+        } = &push.kind
+        else {
+            return;
+        };
+        let keep_accesses = out.keeps_slices();
+        // Kept by slot, not named by id: no later event names an op that ran at once (its
+        // start and end are found as the last op pushed).
+        self.pushed(
+            push.time_ns,
+            *op,
+            label,
+            *line,
+            reads,
+            writes,
+            *device,
+            *priority,
+            keep_accesses,
+        );
+        self.started(push.time_ns, *op, dep_engine::CALLER_WORKER, out);
+        self.finished(ran.end_ns, *op, ran.state, ran.message, out);
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn pushed(
         &mut self,
@@ -531,7 +604,7 @@ impl RunFold {
         device: Device,
         priority: i32,
         keep_accesses: bool,
-    ) {
+    ) -> Slot {
         let position = self.n_pushed;
         self.n_pushed += 1;
         self.first_push_ns = Some(self.first_push_ns.map_or(time_ns, |t| t.min(time_ns)));
@@ -667,6 +740,7 @@ impl RunFold {
         }
         let live = LiveOp {
             id: op,
+            named: false,
             position,
             label: self.labels.number(label),
             line,
@@ -695,9 +769,6 @@ impl RunFold {
             Some(slot) => self.slots[slot as usize] = Some(live),
             None => self.slots.push(Some(live)),
         }
-        // An op pushed again under a live id (a log read from a file may do so) takes the
-        // id; the earlier one lives on, unnamed, while records still name it.
-        self.ops.insert(op, own);
         self.last_pushed = Some((op, own));
         for slot in dropped_refs {
             self.unref(slot);
@@ -705,6 +776,7 @@ impl RunFold {
         for var in let_go {
             self.let_go_of_done_reads(var, keep_accesses);
         }
+        own
     }
 
     /// Lets go of the finished readers of `var` since its last write that the fold holds only
@@ -959,9 +1031,11 @@ impl RunFold {
             return;
         }
         // One look-up: the id names this slot unless an op pushed again under it took it.
-        if let std::collections::hash_map::Entry::Occupied(named) = self.ops.entry(live.id) {
-            if *named.get() == slot {
-                named.remove();
+        if live.named {
+            if let std::collections::hash_map::Entry::Occupied(named) = self.ops.entry(live.id) {
+                if *named.get() == slot {
+                    named.remove();
+                }
             }
         }
         if self.last_pushed.is_some_and(|(_, last)| last == slot) {

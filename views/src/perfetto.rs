@@ -716,6 +716,10 @@ fn thread_track(tid: u64, name: Option<String>) -> TrackDescriptor {
 impl<W: Write> TraceOut for PerfettoTrace<W> {
     fn event(&mut self, _: &Event) {}
 
+    fn takes_events(&self) -> bool {
+        false
+    }
+
     fn slice(&mut self, slice: &OpSlice<'_>) {
         let tid = u64::from(slice.worker);
         let track = self.track(tid);

@@ -1504,3 +1504,73 @@ fn slices_and_arrows_name_each_variable_by_its_own_name_or_by_its_id() {
     // The second op reads the `v7` the first wrote, the third the `x` the second wrote.
     assert_eq!(names.flows, texts(&["v7", "x"]));
 }
+
+/// A fold fed whole ops ([`crate::fold::RunFold::push_logged`]) finds what it finds fed their
+/// events one by one: the same summary, slices and arrows, internal ops and variables left out
+/// the same way, failed and skipped ops included.
+#[test]
+fn a_fold_fed_whole_ops_finds_what_it_finds_fed_their_events() {
+    use crate::fold::{DeviceSlice, Flow, OpSlice, RunFold, TraceLane, TraceOut};
+    /// What a trace would get, written out.
+    #[derive(Default)]
+    struct Written(Vec<String>);
+    impl TraceOut for Written {
+        fn event(&mut self, _: &dep_engine::Event) {}
+        fn slice(&mut self, slice: &OpSlice<'_>) {
+            self.0.push(format!("{slice:?}"));
+        }
+        fn flow(&mut self, flow: &Flow<'_>) {
+            self.0.push(format!("{flow:?}"));
+        }
+        fn device_slice(&mut self, _: &DeviceSlice<'_>) {}
+        fn end(&mut self, _: &[String], _: &[TraceLane]) {}
+        fn takes_events(&self) -> bool {
+            false
+        }
+    }
+    let mut bench = Bench::new(Policy::Naive, 1);
+    bench.push_script(
+        "A = 1\nT#1 = A + 1\nB = T#1 + A\nprint T#1\ndel T#1",
+        &no_work,
+    );
+    let (b, c) = (bench.vars["B"].clone(), bench.engine.new_var("C"));
+    bench.engine.push(
+        OpSpec::new("C = B / 0", || Err("division by zero".to_string()))
+            .reads(&[b])
+            .writes(std::slice::from_ref(&c))
+            .line(6),
+    );
+    bench.vars.insert("C".to_string(), c);
+    bench.push_script("A = 1\nD = C + A\nA = D * 2\nE = A + A", &no_work);
+    bench.engine.wait_all();
+    let workers = bench.engine.worker_names();
+
+    let (mut by_events, mut by_events_out, mut next) = (RunFold::new(), Written::default(), 0);
+    while next < bench.log.next_seq() {
+        next = bench
+            .log
+            .read_since_without_grants(next, |event| by_events.push(event, &mut by_events_out));
+    }
+    let (mut whole, mut whole_out, mut n_whole, mut next) =
+        (RunFold::new(), Written::default(), 0, 0);
+    while next < bench.log.next_seq() {
+        next = bench.log.read_ops_since(next, |logged| {
+            n_whole += usize::from(matches!(logged, dep_engine::Logged::RanAtOnce(_)));
+            whole.push_logged(logged, &mut whole_out);
+        });
+    }
+    assert!(
+        n_whole >= 8,
+        "the naive engine runs each op at once: {n_whole}"
+    );
+    let summary = by_events.finish(&workers, &mut by_events_out);
+    assert_eq!(whole.finish(&workers, &mut whole_out), summary);
+    assert_eq!(whole_out.0, by_events_out.0);
+    assert_eq!(summary.n_ops, 8, "{summary:?}");
+    assert!(whole_out
+        .0
+        .iter()
+        .any(|line| line.contains("division by zero")));
+    // The temporary is in labels, never among a slice's variables or on an arrow.
+    assert!(!whole_out.0.iter().any(|line| line.contains("\"T#1\"")));
+}

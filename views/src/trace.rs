@@ -288,6 +288,10 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
         }
     }
 
+    fn takes_events(&self) -> bool {
+        self.writes_events()
+    }
+
     fn slice(&mut self, slice: &OpSlice<'_>) {
         self.attempt(|trace| {
             let (label, _) = trace.arguments.entry(slice.label, || None);

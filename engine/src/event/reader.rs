@@ -13,7 +13,20 @@ use super::{
     STATES,
 };
 use crate::sync::Arc;
-use crate::{Event, EventKind, OpId, VarId};
+use crate::{Event, EventKind, Logged, OpId, OpState, RanAtOnce, VarId};
+
+/// What a merge hands out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reading {
+    /// Every event.
+    Every,
+    /// Every event but the grants, and the readiness of an op that started at once (see
+    /// [`Cursor::passes_over`]): those are counted and passed over, not decoded.
+    WithoutGrants,
+    /// As [`Reading::WithoutGrants`], with each op that ran at once handed out whole
+    /// ([`Logged::RanAtOnce`]).
+    WholeOps,
+}
 
 /// One shard's records for a reader, copied as they are: kept from one read to the next, so a
 /// long run's reader allocates nothing per read.
@@ -211,9 +224,76 @@ impl<'a> Cursor<'a> {
         (self.passed_over.0..=self.passed_over.1).contains(&self.seq)
     }
 
+    /// Whether its next event is the first of an op that ran at once (its push, start and end
+    /// in one record): a [`Reading::WholeOps`] hands it out whole.
+    #[inline]
+    fn at_ran_at_once(&self) -> bool {
+        let record = &self.run.records[self.record];
+        self.seq == record.seq() && record.starts_at_once() && record.ends_at_once()
+    }
+
+    /// Decodes the push of its record, a push's, into `pushed`; returns where its accesses start
+    /// in the run's words and how many there are.
+    fn decode_push(&self, record: &Record, pushed: &mut Event) -> (usize, usize) {
+        let run = self.run;
+        let base = run.segments[self.segment].1;
+        let word = |offset: u64| run.words[offset.wrapping_add(base) as usize];
+        let offset = record.payload & 0xffff_ffff;
+        let counts = word(offset + 2);
+        let (n_reads, n_writes) = ((counts >> 32) as usize, (counts & 0xffff_ffff) as usize);
+        let vars_at = offset.wrapping_add(base) as usize + 3;
+        let vars = &run.words[vars_at..][..n_reads + n_writes];
+        let (label_line, device_priority) = (word(offset), word(offset + 1));
+        let label = &run.strings[(label_line >> 32) as usize];
+        fill_push(
+            pushed,
+            record.time_ns,
+            OpId(record.subject),
+            label,
+            vars.split_at(n_reads),
+        );
+        if let EventKind::Pushed {
+            line,
+            device,
+            priority,
+            ..
+        } = &mut pushed.kind
+        {
+            *line = label_line as u32;
+            *device = device_of(device_priority >> 32);
+            *priority = device_priority as u32 as i32;
+        }
+        (vars_at, vars.len())
+    }
+
+    /// Lends `visit` the op that ran at once whose record is its next (see
+    /// [`Cursor::at_ran_at_once`]), decoded whole; `pushed` is the room its push is decoded
+    /// into.
+    fn visit_ran_at_once(&self, pushed: &mut Event, visit: &mut impl FnMut(u64, Logged<'_>)) {
+        let run = self.run;
+        let record = &run.records[self.record];
+        let (vars_at, n_vars) = self.decode_push(record, pushed);
+        // The end's time and payload follow the accesses and, when some were granted at
+        // once, their bits.
+        let n_bits = match record.grants().0 {
+            0 => 0,
+            _ => n_vars.div_ceil(64),
+        };
+        let end = &run.words[vars_at + n_vars + n_bits..][..2];
+        let (state, message) = end_of(run, end[1]);
+        let ran = RanAtOnce {
+            op: OpId(record.subject),
+            push: pushed,
+            end_ns: end[0],
+            state,
+            message,
+        };
+        visit(self.seq, Logged::RanAtOnce(ran));
+    }
+
     /// Decodes its next event and lends it to `visit`; `pushed` is the room a push is decoded
     /// into.
-    fn visit(&self, pushed: &mut Event, visit: &mut impl FnMut(u64, &Event)) {
+    fn visit(&self, pushed: &mut Event, visit: &mut impl FnMut(u64, Logged<'_>)) {
         let run = self.run;
         let record = &run.records[self.record];
         let base = run.segments[self.segment].1;
@@ -228,21 +308,8 @@ impl<'a> Cursor<'a> {
                 let vars = &run.words[vars_at..][..(n_reads + n_writes) as usize];
                 let k = self.seq - record.seq();
                 if k == 0 {
-                    let (label_line, device_priority) = (word(offset), word(offset + 1));
-                    let label = &run.strings[(label_line >> 32) as usize];
-                    fill_push(pushed, time_ns, op, label, vars.split_at(n_reads as usize));
-                    if let EventKind::Pushed {
-                        line,
-                        device,
-                        priority,
-                        ..
-                    } = &mut pushed.kind
-                    {
-                        *line = label_line as u32;
-                        *device = device_of(device_priority >> 32);
-                        *priority = device_priority as u32 as i32;
-                    }
-                    return visit(self.seq, pushed);
+                    self.decode_push(record, pushed);
+                    return visit(self.seq, Logged::Event(pushed));
                 }
                 // The k-th event after the push: a grant, in access order, the readiness, the
                 // start at once, or the end at once (the last). The grants' bits follow the
@@ -256,10 +323,10 @@ impl<'a> Cursor<'a> {
                     let end = &run.words[vars_at + vars.len() + n_bits..][..2];
                     return visit(
                         self.seq,
-                        &Event {
+                        Logged::Event(&Event {
                             time_ns: end[0],
                             kind: finish(run, op, end[1]),
-                        },
+                        }),
                     );
                 }
                 let started_at = record.last_seq() - u64::from(record.ends_at_once());
@@ -306,21 +373,54 @@ impl<'a> Cursor<'a> {
                 end_ns: word(record.payload + 2),
             },
         };
-        visit(self.seq, &Event { time_ns, kind });
+        visit(self.seq, Logged::Event(&Event { time_ns, kind }));
+    }
+
+    /// Hands out its next event, or passes it over, as `reading` says (a whole op that ran at
+    /// once, for [`Reading::WholeOps`]), and moves past it; returns how many numbers it went
+    /// past.
+    #[inline]
+    fn step(
+        &mut self,
+        reading: Reading,
+        pushed: &mut Event,
+        visit: &mut impl FnMut(u64, Logged<'_>),
+    ) -> u64 {
+        if reading == Reading::WholeOps && self.at_ran_at_once() {
+            self.visit_ran_at_once(pushed, visit);
+            // A record's events are numbered one after another: no other run holds a number
+            // between them.
+            let n = self.last - self.seq + 1;
+            self.seq = self.last;
+            self.advance();
+            return n;
+        }
+        if reading == Reading::Every || !self.passes_over() {
+            self.visit(pushed, visit);
+        }
+        self.advance();
+        1
     }
 }
 
 /// The end of `op` kept as `payload` (its state, and its message's string number plus one, or
 /// 0), a finish record's or the end of a push that ended at once.
 fn finish(run: &Run, op: OpId, payload: u64) -> EventKind {
+    let (state, message) = end_of(run, payload);
     EventKind::Finished {
         op,
-        state: STATES[(payload & 0xff) as usize],
-        message: match payload >> 8 {
-            0 => None,
-            number => Some(run.strings[number as usize - 1].to_string()),
-        },
+        state,
+        message: message.map(str::to_owned),
     }
+}
+
+/// The state and message of an end kept as `payload` (see [`finish`]).
+fn end_of(run: &Run, payload: u64) -> (OpState, Option<&str>) {
+    let message = match payload >> 8 {
+        0 => None,
+        number => Some(&*run.strings[number as usize - 1]),
+    };
+    (STATES[(payload & 0xff) as usize], message)
 }
 
 /// Makes `pushed` the push of `op` at `time_ns` with `label` and its accesses, reusing its
@@ -373,17 +473,16 @@ pub(super) fn push_room() -> Event {
 
 /// Merges runs, each in increasing number order, handing each event with its number to
 /// `visit` in number order: with `Some(from)`, the consecutive numbers from `from` on, up to
-/// the first missing one; with `None`, all of them. Returns how many it handed out. Each event
-/// is decoded when its turn comes (a push into `pushed`), from the run that holds the next
-/// number (most often the same run as the event before); with `grants` false, the grants (and
-/// the readiness of an op that started at once, see [`Cursor::passes_over`]) are
-/// counted and passed over, neither decoded nor handed out.
+/// the first missing one; with `None`, all of them. Returns how many numbers it went past. Each
+/// event is decoded when its turn comes (a push into `pushed`), from the run that holds the next
+/// number (most often the same run as the event before); `reading` says which are handed out,
+/// and whether an op that ran at once comes whole (numbered by its first event).
 pub(super) fn merge(
     runs: &[Run],
     from: Option<u64>,
-    grants: bool,
+    reading: Reading,
     pushed: &mut Event,
-    mut visit: impl FnMut(u64, &Event),
+    mut visit: impl FnMut(u64, Logged<'_>),
 ) -> usize {
     let mut cursors: Vec<Cursor<'_>> = runs
         .iter()
@@ -394,14 +493,10 @@ pub(super) fn merge(
         // One run (every event from one thread, as on the naive engine): its events in order
         // up to the first gap, without looking for the run that holds each number.
         let mut n = 0;
-        while cursor.head() == Some(from + n as u64) {
-            if grants || !cursor.passes_over() {
-                cursor.visit(pushed, &mut visit);
-            }
-            cursor.advance();
-            n += 1;
+        while cursor.head() == Some(from + n) {
+            n += cursor.step(reading, pushed, &mut visit);
         }
-        return n;
+        return n as usize;
     }
     let mut n = 0;
     let mut current = 0;
@@ -428,12 +523,9 @@ pub(super) fn merge(
         }
         let cursor = &mut cursors[current];
         let seq = cursor.seq;
-        if grants || !cursor.passes_over() {
-            cursor.visit(pushed, &mut visit);
-        }
-        cursor.advance();
-        n += 1;
-        expected = Some(seq + 1);
+        let went = cursor.step(reading, pushed, &mut visit);
+        n += went as usize;
+        expected = Some(seq + went);
     }
     n
 }
