@@ -141,9 +141,7 @@ impl<T> TraceApart<T> {
 impl<T> TraceOut for TraceApart<T> {
     fn event(&mut self, _: &dep_engine::Event) {}
 
-    fn takes_events(&self) -> bool {
-        false
-    }
+    fn ran_at_once(&mut self, _: &dep_engine::RanAtOnce<'_>) {}
 
     fn slice(&mut self, slice: &OpSlice<'_>) {
         let batch = &mut self.batch;

@@ -278,8 +278,12 @@ impl views::fold::TraceOut for Traces {
         !self.0.is_empty()
     }
 
-    fn takes_events(&self) -> bool {
-        self.wants_events()
+    fn ran_at_once(&mut self, ran: &engine::RanAtOnce<'_>) {
+        for (_, trace) in &mut self.0 {
+            if let TraceFile::Json { trace, .. } = trace {
+                trace.out().ran_at_once(ran);
+            }
+        }
     }
 
     fn end(&mut self, worker_names: &[String], lanes: &[views::fold::TraceLane]) {
@@ -377,7 +381,11 @@ impl EventsApart {
                 let mut room = engine::ReadRoom::default();
                 let mut next = first;
                 loop {
-                    let after = log.read_since_in(&mut room, next, |event| writer.event(event));
+                    // An op run at once comes whole, and is written as one element.
+                    let after = log.read_ops_since_in(&mut room, next, |logged| match logged {
+                        engine::Logged::Event(event) => writer.event(event),
+                        engine::Logged::RanAtOnce(ran) => writer.ran_at_once(&ran),
+                    });
                     position.store(after, Ordering::Release);
                     let read_some = read_some_then_gather(after - next);
                     next = after;

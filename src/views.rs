@@ -339,12 +339,13 @@ impl Recorder {
                 let mut worker_names = None;
                 let mut fed: Vec<engine::Event> = Vec::new();
                 // The fold passes grants over; only the live panel, the kept events and a JSON
-                // trace's event log show them (unless that log has a reader of its own).
-                let grants = live.is_some()
-                    || events.is_some()
-                    || records.is_some()
-                    || last_events.is_some()
-                    || open.wants_events();
+                // trace's event log show them (unless that log has a reader of its own). When
+                // the fold is the only reader, it takes an op run at once whole.
+                let only_the_fold = live.is_none()
+                    && events.is_none()
+                    && records.is_none()
+                    && last_events.is_none();
+                let grants = !only_the_fold || open.wants_events();
                 loop {
                     let mut visit = |event: &engine::Event| {
                         fold.push(event, &mut open);
@@ -361,11 +362,13 @@ impl Recorder {
                             last.push(event.clone());
                         }
                     };
-                    let after = if grants {
-                        log.read_since(next, &mut visit)
+                    let after = if only_the_fold {
+                        // An op run at once comes whole, to the fold and its traces.
+                        log.read_ops_since(next, grants, |logged| {
+                            fold.push_logged(logged, &mut open);
+                        })
                     } else {
-                        // The fold alone reads: an op run at once comes whole.
-                        log.read_ops_since(next, |logged| fold.push_logged(logged, &mut open))
+                        log.read_since(next, &mut visit)
                     };
                     // What a trace's own reader of the log has not read yet is kept for it.
                     log.forget_before(after.min(open.read_up_to()));

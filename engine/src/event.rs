@@ -177,7 +177,7 @@ pub enum Logged<'a> {
 }
 
 impl Logged<'_> {
-    /// Lends `visit` each event it stands for, in order (for a reader without grants).
+    /// Lends `visit` each event it stands for, in order.
     pub fn each_event(&self, mut visit: impl FnMut(&Event)) {
         match self {
             Logged::Event(event) => visit(event),
@@ -187,9 +187,10 @@ impl Logged<'_> {
 }
 
 /// An op that ran the moment it was pushed, on the thread that pushed it
-/// ([`EventSink::ran_at_once`]), as a reader without grants reads it: its push, its start on
-/// [`crate::CALLER_WORKER`] at the push's time, then its end. A reader that folds ops takes it
-/// in one step, where decoding and handing out its three events costs about as much again.
+/// ([`EventSink::ran_at_once`]), every access granted at its push: its push, its grants and
+/// its readiness (for a reader that reads grants), its start on [`crate::CALLER_WORKER`] at the
+/// push's time, then its end. A reader that folds or transcribes ops takes it in one step,
+/// where decoding and handing out its events costs about as much again.
 pub struct RanAtOnce<'a> {
     /// The op.
     pub op: OpId,
@@ -201,31 +202,45 @@ pub struct RanAtOnce<'a> {
     pub state: OpState,
     /// Its error message, for a failed, skipped or cancelled op.
     pub message: Option<&'a str>,
+    /// Whether its reader reads grants: its events then include a grant of each access, in
+    /// order (reads, then writes), and its readiness, between its push and its start.
+    pub with_grants: bool,
 }
 
 impl RanAtOnce<'_> {
-    /// The events it stands for, as a reader without grants gets them: its push, its start
-    /// and its end.
-    pub fn events(&self) -> [Event; 3] {
-        let op = self.op;
-        [
-            self.push.clone(),
-            Event {
-                time_ns: self.push.time_ns,
-                kind: EventKind::Started {
-                    op,
-                    worker: crate::CALLER_WORKER,
-                },
+    /// The events it stands for, in order: its push, its grants and readiness when its reader
+    /// reads grants, its start and its end.
+    pub fn events(&self) -> Vec<Event> {
+        let (op, time_ns) = (self.op, self.push.time_ns);
+        let mut events = vec![self.push.clone()];
+        if let (true, EventKind::Pushed { reads, writes, .. }) = (self.with_grants, &self.push.kind)
+        {
+            let granted = reads.iter().chain(writes).map(|var| Event {
+                time_ns,
+                kind: EventKind::Granted { op, var: *var },
+            });
+            events.extend(granted);
+            events.push(Event {
+                time_ns,
+                kind: EventKind::Ready { op },
+            });
+        }
+        events.push(Event {
+            time_ns,
+            kind: EventKind::Started {
+                op,
+                worker: crate::CALLER_WORKER,
             },
-            Event {
-                time_ns: self.end_ns,
-                kind: EventKind::Finished {
-                    op,
-                    state: self.state,
-                    message: self.message.map(str::to_owned),
-                },
+        });
+        events.push(Event {
+            time_ns: self.end_ns,
+            kind: EventKind::Finished {
+                op,
+                state: self.state,
+                message: self.message.map(str::to_owned),
             },
-        ]
+        });
+        events
     }
 }
 
@@ -847,7 +862,7 @@ impl Shard {
         merge(
             &[run],
             None,
-            Reading::Every,
+            Reading::EVERY,
             &mut push_room(),
             |seq, logged| {
                 logged.each_event(|event| events.push((seq, event.clone())));
@@ -1017,7 +1032,7 @@ impl EventLog {
         merge(
             &runs,
             None,
-            Reading::Every,
+            Reading::EVERY,
             &mut push_room(),
             |_, logged| {
                 logged.each_event(|event| events.push(event.clone()));
@@ -1037,7 +1052,7 @@ impl EventLog {
     /// is searched, not scanned.
     pub fn events_since(&self, seq: u64) -> (Vec<Event>, u64) {
         let mut events = Vec::new();
-        let next = self.read_up_to(seq, u64::MAX, Reading::Every, |logged| {
+        let next = self.read_up_to(seq, u64::MAX, Reading::EVERY, |logged| {
             logged.each_event(|event| events.push(event.clone()));
         });
         (events, next)
@@ -1049,7 +1064,7 @@ impl EventLog {
     /// from one call to the next, so a reader that streams the log allocates nothing per event
     /// and holds no more than a batch of them decoded.
     pub fn read_since(&self, seq: u64, mut visit: impl FnMut(&Event)) -> u64 {
-        self.read_up_to(seq, READ_BATCH, Reading::Every, |logged| {
+        self.read_up_to(seq, READ_BATCH, Reading::EVERY, |logged| {
             logged.each_event(&mut visit);
         })
     }
@@ -1061,17 +1076,26 @@ impl EventLog {
     /// moot. A summary, or a trace without the event log in it, reads a third to a half fewer
     /// events per op.
     pub fn read_since_without_grants(&self, seq: u64, mut visit: impl FnMut(&Event)) -> u64 {
-        self.read_up_to(seq, READ_BATCH, Reading::WithoutGrants, |logged| {
+        let reading = Reading {
+            grants: false,
+            whole_ops: false,
+        };
+        self.read_up_to(seq, READ_BATCH, reading, |logged| {
             logged.each_event(&mut visit);
         })
     }
 
-    /// [`EventLog::read_since_without_grants`] for a reader that folds ops: an op that ran the
-    /// moment it was pushed, on the thread that pushed it (nearly every op of a loop of small
-    /// statements), comes whole ([`Logged::RanAtOnce`]), decoded once, where its push, start
-    /// and end would each be decoded and handed out; every other event comes alone.
-    pub fn read_ops_since(&self, seq: u64, visit: impl FnMut(Logged<'_>)) -> u64 {
-        self.read_up_to(seq, READ_BATCH, Reading::WholeOps, visit)
+    /// [`EventLog::read_since`] (with `grants`) or [`EventLog::read_since_without_grants`] for
+    /// a reader that takes ops whole: an op that ran the moment it was pushed, on the thread
+    /// that pushed it (nearly every op of a loop of small statements), comes whole
+    /// ([`Logged::RanAtOnce`]), decoded once, where its push, start and end (and its grants and
+    /// readiness) would each be decoded and handed out; every other event comes alone.
+    pub fn read_ops_since(&self, seq: u64, grants: bool, visit: impl FnMut(Logged<'_>)) -> u64 {
+        let reading = Reading {
+            grants,
+            whole_ops: true,
+        };
+        self.read_up_to(seq, READ_BATCH, reading, visit)
     }
 
     /// [`EventLog::read_since`] for a reader that reads beside another one (a trace's event
@@ -1084,9 +1108,24 @@ impl EventLog {
         seq: u64,
         mut visit: impl FnMut(&Event),
     ) -> u64 {
-        self.read_up_to_in(&mut room.0, seq, READ_BATCH, Reading::Every, |logged| {
+        self.read_up_to_in(&mut room.0, seq, READ_BATCH, Reading::EVERY, |logged| {
             logged.each_event(&mut visit);
         })
+    }
+
+    /// [`EventLog::read_since_in`] for a reader that takes ops whole, every grant included (see
+    /// [`EventLog::read_ops_since`]).
+    pub fn read_ops_since_in(
+        &self,
+        room: &mut ReadRoom,
+        seq: u64,
+        visit: impl FnMut(Logged<'_>),
+    ) -> u64 {
+        let reading = Reading {
+            grants: true,
+            whole_ops: true,
+        };
+        self.read_up_to_in(&mut room.0, seq, READ_BATCH, reading, visit)
     }
 
     /// [`EventLog::read_since`], from no record numbered `limit` or more after the first, read
@@ -1857,7 +1896,7 @@ mod tests {
     }
 
     #[test]
-    fn a_reader_of_ops_gets_each_op_run_at_once_whole_and_the_events_of_a_reader_without_grants() {
+    fn a_reader_of_ops_gets_each_op_run_at_once_whole_and_the_events_of_a_reader_of_events() {
         let engine = crate::Engine::new(crate::EngineConfig::default());
         let vars: Vec<Var> = (0..3)
             .map(|index| engine.new_var(format!("v{index}")))
@@ -1892,12 +1931,25 @@ mod tests {
             shard.push_op(seq, 40, &failed, 3, STARTED_AT_ONCE, Some(end));
         }
         log.ran_at_once(60, &push(4), 70, OpState::Done, None);
+        {
+            // A record of an op run at once with one access not granted at its push (the
+            // engine keeps none such): whole only for a reader without grants.
+            let partly = Push {
+                granted: &[0b011],
+                ready: false,
+                ..push(5)
+            };
+            let mut shard = lock_short(&log.shards[this_shard()]);
+            let seq = log.next_seq.fetch_add(1 + 2 + 2, Ordering::Relaxed);
+            let end = [90, shard.strings.end_payload(OpState::Done, None)];
+            shard.push_op(seq, 80, &partly, 2, STARTED_AT_ONCE, Some(end));
+        }
         log.event(numbered(0, 9));
         let total = log.next_seq();
-        for from in 0..=total {
+        for (from, grants) in (0..=total).flat_map(|from| [(from, false), (from, true)]) {
             let (mut whole, mut seen, mut next) = (Vec::new(), Vec::new(), from);
             loop {
-                let after = log.read_ops_since(next, |logged| {
+                let after = log.read_ops_since(next, grants, |logged| {
                     if let Logged::RanAtOnce(ran) = &logged {
                         whole.push((
                             ran.op,
@@ -1916,19 +1968,24 @@ mod tests {
             assert_eq!(next, total, "from {from}");
             let (mut expected, mut next) = (Vec::new(), from);
             while next < total {
-                next = log.read_since_without_grants(next, |event| expected.push(event.clone()));
+                let keep = |event: &Event| expected.push(event.clone());
+                next = match grants {
+                    true => log.read_since(next, keep),
+                    false => log.read_since_without_grants(next, keep),
+                };
             }
-            assert_eq!(seen, expected, "from {from}");
+            assert_eq!(seen, expected, "from {from}, grants {grants}");
             if from == 0 {
                 let failed = Some("bad shapes".to_string());
-                assert_eq!(
-                    whole,
-                    [
-                        (OpId(1), 20, OpState::Done, None),
-                        (OpId(3), 50, OpState::Failed, failed),
-                        (OpId(4), 70, OpState::Done, None),
-                    ]
-                );
+                let mut expected = vec![
+                    (OpId(1), 20, OpState::Done, None),
+                    (OpId(3), 50, OpState::Failed, failed),
+                    (OpId(4), 70, OpState::Done, None),
+                ];
+                if !grants {
+                    expected.push((OpId(5), 90, OpState::Done, None));
+                }
+                assert_eq!(whole, expected, "grants {grants}");
             }
         }
     }

@@ -42,10 +42,13 @@ pub trait TraceOut {
     fn keeps_slices(&self) -> bool {
         true
     }
-    /// Whether it does anything with [`TraceOut::event`]: when not, the fold may take an op
-    /// that ran at once whole ([`RunFold::push_logged`]) without making its events.
-    fn takes_events(&self) -> bool {
-        true
+    /// An op that ran at once, whole, in log order as its events would come (see
+    /// [`RunFold::push_logged`]): by default each of its events to [`TraceOut::event`]; a
+    /// trace that writes no events does nothing, one that writes them may write it as one.
+    fn ran_at_once(&mut self, ran: &RanAtOnce<'_>) {
+        for event in &ran.events() {
+            self.event(event);
+        }
     }
 }
 
@@ -147,9 +150,7 @@ impl TraceOut for NoTrace {
     fn keeps_slices(&self) -> bool {
         false
     }
-    fn takes_events(&self) -> bool {
-        false
-    }
+    fn ran_at_once(&mut self, _: &RanAtOnce<'_>) {}
 }
 
 /// The fold: feed it the log's events in order ([`RunFold::push`]), then end it
@@ -541,12 +542,7 @@ impl RunFold {
     pub fn push_logged(&mut self, logged: Logged<'_>, out: &mut dyn TraceOut) {
         match logged {
             Logged::Event(event) => self.push(event, out),
-            Logged::RanAtOnce(ran) if !out.takes_events() => self.ran_at_once(&ran, out),
-            Logged::RanAtOnce(ran) => {
-                for event in &ran.events() {
-                    self.push(event, out);
-                }
-            }
+            Logged::RanAtOnce(ran) => self.ran_at_once(&ran, out),
         }
     }
 
@@ -562,6 +558,7 @@ impl RunFold {
                 &trimmed
             }
         };
+        out.ran_at_once(&RanAtOnce { push, ..*ran });
         let EventKind::Pushed {
             op,
             label,

@@ -21,6 +21,11 @@ impl JsonLine {
         &self.0
     }
 
+    /// Cuts it back to its first `len` bytes (elements written after them taken back).
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.0.truncate(len);
+    }
+
     /// Text written as it is (JSON punctuation, keys, already escaped strings).
     #[inline]
     pub(crate) fn raw(&mut self, text: &str) -> &mut Self {

@@ -20,7 +20,7 @@ use rustc_hash::FxHashMap;
 use std::io::{self, Write};
 use std::sync::Arc;
 
-use dep_engine::{Device, Event};
+use dep_engine::{Device, Event, RanAtOnce};
 use prost::Message;
 use smallvec::SmallVec;
 
@@ -716,9 +716,7 @@ fn thread_track(tid: u64, name: Option<String>) -> TrackDescriptor {
 impl<W: Write> TraceOut for PerfettoTrace<W> {
     fn event(&mut self, _: &Event) {}
 
-    fn takes_events(&self) -> bool {
-        false
-    }
+    fn ran_at_once(&mut self, _: &RanAtOnce<'_>) {}
 
     fn slice(&mut self, slice: &OpSlice<'_>) {
         let tid = u64::from(slice.worker);

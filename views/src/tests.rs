@@ -1524,25 +1524,9 @@ fn a_fold_fed_whole_ops_finds_what_it_finds_fed_their_events() {
         }
         fn device_slice(&mut self, _: &DeviceSlice<'_>) {}
         fn end(&mut self, _: &[String], _: &[TraceLane]) {}
-        fn takes_events(&self) -> bool {
-            false
-        }
+        fn ran_at_once(&mut self, _: &dep_engine::RanAtOnce<'_>) {}
     }
-    let mut bench = Bench::new(Policy::Naive, 1);
-    bench.push_script(
-        "A = 1\nT#1 = A + 1\nB = T#1 + A\nprint T#1\ndel T#1",
-        &no_work,
-    );
-    let (b, c) = (bench.vars["B"].clone(), bench.engine.new_var("C"));
-    bench.engine.push(
-        OpSpec::new("C = B / 0", || Err("division by zero".to_string()))
-            .reads(&[b])
-            .writes(std::slice::from_ref(&c))
-            .line(6),
-    );
-    bench.vars.insert("C".to_string(), c);
-    bench.push_script("A = 1\nD = C + A\nA = D * 2\nE = A + A", &no_work);
-    bench.engine.wait_all();
+    let bench = bench_with_a_temporary_and_a_failure();
     let workers = bench.engine.worker_names();
 
     let (mut by_events, mut by_events_out, mut next) = (RunFold::new(), Written::default(), 0);
@@ -1554,7 +1538,7 @@ fn a_fold_fed_whole_ops_finds_what_it_finds_fed_their_events() {
     let (mut whole, mut whole_out, mut n_whole, mut next) =
         (RunFold::new(), Written::default(), 0, 0);
     while next < bench.log.next_seq() {
-        next = bench.log.read_ops_since(next, |logged| {
+        next = bench.log.read_ops_since(next, false, |logged| {
             n_whole += usize::from(matches!(logged, dep_engine::Logged::RanAtOnce(_)));
             whole.push_logged(logged, &mut whole_out);
         });
@@ -1573,4 +1557,81 @@ fn a_fold_fed_whole_ops_finds_what_it_finds_fed_their_events() {
         .any(|line| line.contains("division by zero")));
     // The temporary is in labels, never among a slice's variables or on an arrow.
     assert!(!whole_out.0.iter().any(|line| line.contains("\"T#1\"")));
+}
+
+/// A naive run whose ops all ran at once: a temporary (`T#1`) written, read, waited for and
+/// deleted, an op that fails and the ops after it skipped.
+fn bench_with_a_temporary_and_a_failure() -> Bench {
+    let mut bench = Bench::new(Policy::Naive, 1);
+    bench.push_script(
+        "A = 1\nT#1 = A + 1\nB = T#1 + A\nprint T#1\ndel T#1",
+        &no_work,
+    );
+    let (b, c) = (bench.vars["B"].clone(), bench.engine.new_var("C"));
+    bench.engine.push(
+        OpSpec::new("C = B / 0", || Err("division by zero".to_string()))
+            .reads(&[b])
+            .writes(std::slice::from_ref(&c))
+            .line(6),
+    );
+    bench.vars.insert("C".to_string(), c);
+    bench.push_script("A = 1\nD = C + A\nA = D * 2\nE = A + A", &no_work);
+    bench.engine.wait_all();
+    bench
+}
+
+/// A JSON trace written from ops taken whole (each op run at once one `"o"` element), by the
+/// fold's trace or by a writer reading the log itself, is the trace written event by event,
+/// byte for byte, and reads back as the log's events.
+#[test]
+fn a_json_trace_of_ops_taken_whole_reads_back_as_every_event() {
+    use crate::fold::RunFold;
+    use crate::trace::{DepEventsWriter, JsonTrace};
+    use std::io::Cursor;
+    let bench = bench_with_a_temporary_and_a_failure();
+    let workers = bench.engine.worker_names();
+    let total = bench.log.next_seq();
+    let one_by_one = trace::chrome_trace(&Replay::new(bench.log.events(), workers.clone()));
+
+    // The fold's trace writes the events.
+    let (mut fold, mut next) = (RunFold::new(), 0);
+    let mut fed = JsonTrace::new(Vec::new(), Cursor::new(Vec::new()));
+    while next < total {
+        next = bench.log.read_ops_since(next, true, |logged| {
+            fold.push_logged(logged, &mut fed);
+        });
+    }
+    fold.finish(&workers, &mut fed);
+    let fed = String::from_utf8(fed.finish().unwrap()).unwrap();
+
+    // A writer of its own reads the log beside the fold, which reads no grants.
+    let (mut fold, mut next) = (RunFold::new(), 0);
+    let mut apart = JsonTrace::without_events(Vec::new());
+    while next < total {
+        next = bench.log.read_ops_since(next, false, |logged| {
+            fold.push_logged(logged, &mut apart);
+        });
+    }
+    fold.finish(&workers, &mut apart);
+    let mut writer = DepEventsWriter::reading_the_log(Cursor::new(Vec::new()));
+    let (mut room, mut next) = (dep_engine::ReadRoom::default(), 0);
+    while next < total {
+        next = bench
+            .log
+            .read_ops_since_in(&mut room, next, |logged| match logged {
+                dep_engine::Logged::Event(event) => writer.event(event),
+                dep_engine::Logged::RanAtOnce(ran) => writer.ran_at_once(&ran),
+            });
+    }
+    let apart = apart.finish_with(writer.finish()).unwrap();
+    let apart = String::from_utf8(apart).unwrap();
+
+    // Written event by event, an op run at once is one element too: the three are the same.
+    assert!(one_by_one.contains("\"o\""), "{one_by_one}");
+    assert_eq!(fed, one_by_one);
+    assert_eq!(apart, one_by_one);
+    let expected = Replay::new(bench.log.events(), workers);
+    let read = trace::read_trace(&one_by_one).unwrap();
+    assert_eq!(read.events(), expected.events());
+    assert_eq!(read.ops(), expected.ops());
 }

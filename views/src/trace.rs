@@ -11,10 +11,14 @@
 //!   consumer's start, with the same `id` and `bp:"e"` so that both bind to the enclosing slice;
 //! - the raw event log under the top-level key `depEvents` (trace viewers ignore unknown keys),
 //!   so that `dep replay t.json` can step through the run. Its layout is this module's own (the
-//!   engine's types are not `Serialize`, see STYLE.md): version 2 lists each event as an array,
+//!   engine's types are not `Serialize`, see STYLE.md): version 3 lists each event as an array,
 //!   `[time, kind, ...]`, and every string once: a string element declares the next string
-//!   number, and events name strings by number. [`read_trace`] also reads version 1, one object
-//!   per event, as the HTML player still carries them (`event_to_json`).
+//!   number, and events name strings by number; an op that ran the moment it was pushed, every
+//!   access granted, is one element, `[time, "o", op, label, line, [reads], [writes], device,
+//!   priority, end time, state, message?]`, which stands for its push, a grant of each access,
+//!   its readiness, its start on the pushing thread (worker 0) and its end. [`read_trace`] also
+//!   reads version 2 (the same without `"o"`) and version 1, one object per event, as the HTML
+//!   player still carries them (`event_to_json`).
 //!
 //! The trace is written as the events arrive: slices when their op finishes, flows when the
 //! later op starts; `depEvents` go to a spool (a temporary file) appended at the end, so a run
@@ -29,7 +33,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use dep_engine::{Device, Event, EventKind, OpId, OpState, VarId};
+use dep_engine::{Device, Event, EventKind, OpId, OpState, RanAtOnce, VarId};
 use rustc_hash::FxHashMap as HashMap;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserializer;
@@ -48,7 +52,9 @@ pub mod dep_events_writer;
 pub use dep_events_writer::DepEventsWriter;
 
 /// The version of the `depEvents` layout this module writes.
-const DEP_EVENTS_VERSION: u64 = 2;
+const DEP_EVENTS_VERSION: u64 = 3;
+/// The version before ops run at once were written whole, which [`read_trace`] still reads.
+const ONE_PER_EVENT_VERSION: u64 = 2;
 /// The version of the one-object-per-event layout (the HTML player's).
 const OBJECT_EVENTS_VERSION: u64 = 1;
 /// The trace's one process id.
@@ -288,8 +294,10 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
         }
     }
 
-    fn takes_events(&self) -> bool {
-        self.writes_events()
+    fn ran_at_once(&mut self, ran: &RanAtOnce<'_>) {
+        if let Some(events) = &mut self.events {
+            events.ran_at_once(ran);
+        }
     }
 
     fn slice(&mut self, slice: &OpSlice<'_>) {
@@ -725,9 +733,14 @@ impl<'de> Visitor<'de> for DepEventsSeed<'_> {
             }
         }
         let version = version.as_ref().and_then(Value::as_u64);
-        if version != Some(DEP_EVENTS_VERSION) && version != Some(OBJECT_EVENTS_VERSION) {
+        let known = [
+            OBJECT_EVENTS_VERSION,
+            ONE_PER_EVENT_VERSION,
+            DEP_EVENTS_VERSION,
+        ];
+        if !version.is_some_and(|version| known.contains(&version)) {
             return Err(de::Error::custom(format!(
-                "`depEvents` has version {version:?}, expected {OBJECT_EVENTS_VERSION} or {DEP_EVENTS_VERSION}"
+                "`depEvents` has version {version:?}, expected {OBJECT_EVENTS_VERSION}, {ONE_PER_EVENT_VERSION} or {DEP_EVENTS_VERSION}"
             )));
         }
         let workers = workers.ok_or_else(|| de::Error::custom("`depEvents.workers` is missing"))?;
@@ -739,7 +752,8 @@ impl<'de> Visitor<'de> for DepEventsSeed<'_> {
 }
 
 /// The event list, decoded one element at a time into its field: a string declares the next
-/// string number, an array is an event (version 2), an object an event (version 1).
+/// string number, an array is an event or an op run at once (versions 2 and 3), an object an
+/// event (version 1).
 struct EventsSeed<'e>(&'e mut dyn EventsInto);
 
 impl<'de> DeserializeSeed<'de> for EventsSeed<'_> {
@@ -761,24 +775,71 @@ impl<'de> Visitor<'de> for EventsSeed<'_> {
         let mut strings: Vec<Arc<str>> = Vec::new();
         let mut n_events = 0;
         while let Some(element) = seq.next_element::<Value>()? {
-            let decoded = match element {
-                Value::String(text) => {
-                    strings.push(Arc::from(text));
-                    continue;
+            let bad = |message| de::Error::custom(format!("event {n_events}: {message}"));
+            match element {
+                Value::String(text) => strings.push(Arc::from(text)),
+                Value::Array(fields) if fields.get(1).and_then(Value::as_str) == Some("o") => {
+                    let events = ran_at_once_from_fields(&fields, &strings).map_err(bad)?;
+                    n_events += events.len();
+                    events.into_iter().for_each(|event| self.0.push(event));
                 }
-                Value::Array(fields) => event_from_fields(&fields, &strings),
-                other => event_from_json(&other),
-            };
-            let event = decoded
-                .map_err(|message| de::Error::custom(format!("event {n_events}: {message}")))?;
-            self.0.push(event);
-            n_events += 1;
+                Value::Array(fields) => {
+                    self.0
+                        .push(event_from_fields(&fields, &strings).map_err(bad)?);
+                    n_events += 1;
+                }
+                other => {
+                    self.0.push(event_from_json(&other).map_err(bad)?);
+                    n_events += 1;
+                }
+            }
         }
         Ok(())
     }
 }
 
-/// Decodes a version 2 event: `[time, kind, ...]`, strings by number.
+/// Decodes an op run at once (`[time, "o", op, label, line, [reads], [writes], device,
+/// priority, end time, state, message?]`) into the events it stands for: its push (the
+/// element's first nine fields, as a `"p"` has them), a grant of each access, its readiness,
+/// its start on the pushing thread and its end.
+fn ran_at_once_from_fields(fields: &[Value], strings: &[Arc<str>]) -> Result<Vec<Event>, String> {
+    if fields.len() < 11 {
+        return Err("an op run at once has too few fields".to_string());
+    }
+    let mut push_fields = fields[..9].to_vec();
+    push_fields[1] = Value::from("p");
+    let push = event_from_fields(&push_fields, strings)?;
+    let mut end_fields = vec![fields[9].clone(), Value::from("f"), fields[2].clone()];
+    end_fields.extend(fields[10..].iter().cloned());
+    let end = event_from_fields(&end_fields, strings)?;
+    let EventKind::Pushed {
+        op, reads, writes, ..
+    } = &push.kind
+    else {
+        return Err("an op run at once without its push".to_string());
+    };
+    let (op, time_ns) = (*op, push.time_ns);
+    let mut events = vec![push.clone()];
+    events.extend(reads.iter().chain(writes).map(|var| Event {
+        time_ns,
+        kind: EventKind::Granted { op, var: *var },
+    }));
+    events.push(Event {
+        time_ns,
+        kind: EventKind::Ready { op },
+    });
+    events.push(Event {
+        time_ns,
+        kind: EventKind::Started {
+            op,
+            worker: dep_engine::CALLER_WORKER,
+        },
+    });
+    events.push(end);
+    Ok(events)
+}
+
+/// Decodes an event of versions 2 and 3: `[time, kind, ...]`, strings by number.
 fn event_from_fields(fields: &[Value], strings: &[Arc<str>]) -> Result<Event, String> {
     let number = |index: usize| -> Result<u64, String> {
         fields

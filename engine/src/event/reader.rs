@@ -17,15 +17,21 @@ use crate::{Event, EventKind, Logged, OpId, OpState, RanAtOnce, VarId};
 
 /// What a merge hands out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Reading {
-    /// Every event.
-    Every,
-    /// Every event but the grants, and the readiness of an op that started at once (see
-    /// [`Cursor::passes_over`]): those are counted and passed over, not decoded.
-    WithoutGrants,
-    /// As [`Reading::WithoutGrants`], with each op that ran at once handed out whole
-    /// ([`Logged::RanAtOnce`]).
-    WholeOps,
+pub(super) struct Reading {
+    /// Whether the grants are handed out: when not, they are counted and passed over, not
+    /// decoded, and so is the readiness of an op that started at once (see
+    /// [`Cursor::passes_over`]).
+    pub(super) grants: bool,
+    /// Whether an op that ran at once comes whole ([`Logged::RanAtOnce`]).
+    pub(super) whole_ops: bool,
+}
+
+impl Reading {
+    /// Every event, one at a time.
+    pub(super) const EVERY: Reading = Reading {
+        grants: true,
+        whole_ops: false,
+    };
 }
 
 /// One shard's records for a reader, copied as they are: kept from one read to the next, so a
@@ -225,11 +231,26 @@ impl<'a> Cursor<'a> {
     }
 
     /// Whether its next event is the first of an op that ran at once (its push, start and end
-    /// in one record): a [`Reading::WholeOps`] hands it out whole.
+    /// in one record), which a reading of whole ops hands out whole; for a reading with
+    /// grants, one whose every access was granted at its push (as the engine keeps every such
+    /// op), so that its events are known from its accesses.
     #[inline]
-    fn at_ran_at_once(&self) -> bool {
+    fn at_ran_at_once(&self, grants: bool) -> bool {
         let record = &self.run.records[self.record];
-        self.seq == record.seq() && record.starts_at_once() && record.ends_at_once()
+        if self.seq != record.seq() || !record.starts_at_once() || !record.ends_at_once() {
+            return false;
+        }
+        let (n_granted, ready) = record.grants();
+        !grants || (ready && n_granted == self.n_accesses(record))
+    }
+
+    /// How many accesses the push of `record`, a push's, has.
+    fn n_accesses(&self, record: &Record) -> u64 {
+        let run = self.run;
+        let base = run.segments[self.segment].1;
+        let offset = (record.payload & 0xffff_ffff).wrapping_add(base) as usize;
+        let counts = run.words[offset + 2];
+        (counts >> 32) + (counts & 0xffff_ffff)
     }
 
     /// Decodes the push of its record, a push's, into `pushed`; returns where its accesses start
@@ -267,9 +288,14 @@ impl<'a> Cursor<'a> {
     }
 
     /// Lends `visit` the op that ran at once whose record is its next (see
-    /// [`Cursor::at_ran_at_once`]), decoded whole; `pushed` is the room its push is decoded
-    /// into.
-    fn visit_ran_at_once(&self, pushed: &mut Event, visit: &mut impl FnMut(u64, Logged<'_>)) {
+    /// [`Cursor::at_ran_at_once`]), decoded whole, for a reader that reads grants or not;
+    /// `pushed` is the room its push is decoded into.
+    fn visit_ran_at_once(
+        &self,
+        with_grants: bool,
+        pushed: &mut Event,
+        visit: &mut impl FnMut(u64, Logged<'_>),
+    ) {
         let run = self.run;
         let record = &run.records[self.record];
         let (vars_at, n_vars) = self.decode_push(record, pushed);
@@ -287,6 +313,7 @@ impl<'a> Cursor<'a> {
             end_ns: end[0],
             state,
             message,
+            with_grants,
         };
         visit(self.seq, Logged::RanAtOnce(ran));
     }
@@ -377,7 +404,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Hands out its next event, or passes it over, as `reading` says (a whole op that ran at
-    /// once, for [`Reading::WholeOps`]), and moves past it; returns how many numbers it went
+    /// once, for a reading of whole ops), and moves past it; returns how many numbers it went
     /// past.
     #[inline]
     fn step(
@@ -386,8 +413,8 @@ impl<'a> Cursor<'a> {
         pushed: &mut Event,
         visit: &mut impl FnMut(u64, Logged<'_>),
     ) -> u64 {
-        if reading == Reading::WholeOps && self.at_ran_at_once() {
-            self.visit_ran_at_once(pushed, visit);
+        if reading.whole_ops && self.at_ran_at_once(reading.grants) {
+            self.visit_ran_at_once(reading.grants, pushed, visit);
             // A record's events are numbered one after another: no other run holds a number
             // between them.
             let n = self.last - self.seq + 1;
@@ -395,7 +422,7 @@ impl<'a> Cursor<'a> {
             self.advance();
             return n;
         }
-        if reading == Reading::Every || !self.passes_over() {
+        if reading.grants || !self.passes_over() {
             self.visit(pushed, visit);
         }
         self.advance();

@@ -6,7 +6,7 @@
 use std::io::{self, Write};
 use std::sync::Arc;
 
-use dep_engine::{Device, Event, EventKind, OpId, OpState};
+use dep_engine::{Device, Event, EventKind, OpId, OpState, RanAtOnce, VarId};
 use rustc_hash::FxHashMap as HashMap;
 
 use super::{hand_over, N_STATES};
@@ -37,7 +37,99 @@ pub struct DepEventsWriter<S: Write> {
     /// The last time and op id written: an op's push, grants and readiness share both, its
     /// start and finish its id.
     numbers: Box<(LastNumber, LastNumber)>,
+    /// The op whose elements may yet be written again as one `"o"`.
+    candidate: Candidate,
     error: Option<io::Error>,
+}
+
+/// An op whose elements so far are those of an op run at once (its push, then a grant of each
+/// access in order, its readiness and its start on the pushing thread, all at its push's time):
+/// if its end comes next, they are written again as one `"o"`, which stands for the same
+/// events. So an op is one element whether it came whole from the log
+/// ([`DepEventsWriter::ran_at_once`]) or event by event, and a trace written again from its
+/// events is the same, byte for byte. While one is open, nothing pending goes to the spool.
+struct Candidate {
+    open: bool,
+    op: OpId,
+    time_ns: u64,
+    /// Where its push's element starts among the pending bytes, and how many elements were
+    /// written before it.
+    at: usize,
+    n_before: usize,
+    /// Its label's and device's string numbers.
+    strings: (usize, usize),
+    line: u32,
+    priority: i32,
+    reads: Vec<VarId>,
+    writes: Vec<VarId>,
+    /// How many of its events after its push came so far.
+    seen: usize,
+}
+
+impl Default for Candidate {
+    fn default() -> Candidate {
+        Candidate {
+            open: false,
+            op: OpId(0),
+            time_ns: 0,
+            at: 0,
+            n_before: 0,
+            strings: (0, 0),
+            line: 0,
+            priority: 0,
+            reads: Vec::new(),
+            writes: Vec::new(),
+            seen: 0,
+        }
+    }
+}
+
+/// What an event does to an open [`Candidate`].
+enum Next {
+    /// It is the next of its events: the op may still be one element.
+    Continues,
+    /// It is its end: the op is one element.
+    Ends,
+    /// Anything else: the op's elements stay as they are.
+    Breaks,
+}
+
+impl Candidate {
+    /// What `event` does to it, counted when it continues it.
+    fn next(&mut self, event: &Event) -> Next {
+        let n_accesses = self.reads.len() + self.writes.len();
+        let at_push = event.time_ns == self.time_ns;
+        let continues = match &event.kind {
+            EventKind::Granted { op, var } if *op == self.op && at_push => {
+                let access = self.reads.iter().chain(&self.writes).nth(self.seen);
+                self.seen < n_accesses && access == Some(var)
+            }
+            EventKind::Ready { op } if *op == self.op && at_push => self.seen == n_accesses,
+            EventKind::Started { op, worker } if *op == self.op && at_push => {
+                self.seen == n_accesses + 1 && *worker == dep_engine::CALLER_WORKER
+            }
+            EventKind::Finished { op, .. } if *op == self.op && self.seen == n_accesses + 2 => {
+                return Next::Ends;
+            }
+            _ => false,
+        };
+        if continues {
+            self.seen += 1;
+            Next::Continues
+        } else {
+            Next::Breaks
+        }
+    }
+
+    fn head(&self) -> PushHead<'_> {
+        PushHead {
+            time_ns: self.time_ns,
+            op: self.op,
+            line: self.line,
+            accesses: [&self.reads, &self.writes],
+            priority: self.priority,
+        }
+    }
 }
 
 impl<S: Write> DepEventsWriter<S> {
@@ -64,6 +156,7 @@ impl<S: Write> DepEventsWriter<S> {
             states: [None; N_STATES],
             pending: JsonLine::default(),
             numbers: Box::default(),
+            candidate: Candidate::default(),
             error: None,
         }
     }
@@ -84,6 +177,60 @@ impl<S: Write> DepEventsWriter<S> {
             }
         };
         if let Err(error) = self.dep_event(event) {
+            self.error = Some(error);
+        }
+    }
+
+    /// Writes an op that ran at once (see [`dep_engine::RanAtOnce`]), unless an earlier write
+    /// failed: read with its grants, as one element (`"o"`, see [`super`]); read without, as
+    /// its events.
+    pub fn ran_at_once(&mut self, ran: &RanAtOnce<'_>) {
+        if self.error.is_some() {
+            return;
+        }
+        if !ran.with_grants {
+            for event in &ran.events() {
+                self.event(event);
+            }
+            return;
+        }
+        let trimmed;
+        let filtered = self
+            .bookkeeping
+            .as_mut()
+            .map(|filter| filter.filter_ran_at_once(ran));
+        let push = match filtered {
+            Some(Filtered::Hidden) => return,
+            None | Some(Filtered::Shown) => ran.push,
+            Some(Filtered::Trimmed(kept)) => {
+                trimmed = kept;
+                &trimmed
+            }
+        };
+        let EventKind::Pushed {
+            label,
+            line,
+            reads,
+            writes,
+            device,
+            priority,
+            ..
+        } = &push.kind
+        else {
+            return self.event(push);
+        };
+        let head = PushHead {
+            time_ns: push.time_ns,
+            op: ran.op,
+            line: *line,
+            accesses: [reads, writes],
+            priority: *priority,
+        };
+        let result = self.close_candidate().and_then(|()| {
+            let strings = self.push_strings(label, *device)?;
+            self.dep_ran_at_once(&head, strings, (ran.end_ns, ran.state, ran.message))
+        });
+        if let Err(error) = result {
             self.error = Some(error);
         }
     }
@@ -151,12 +298,91 @@ impl<S: Write> DepEventsWriter<S> {
         }
         self.n_events += 1;
         build(&mut self.pending);
+        if self.candidate.open {
+            return Ok(());
+        }
         hand_over(&mut self.pending, &mut self.spool)
     }
 
+    /// Leaves the open candidate's elements as they are, if one is open.
+    fn close_candidate(&mut self) -> io::Result<()> {
+        if !self.candidate.open {
+            return Ok(());
+        }
+        self.candidate.open = false;
+        hand_over(&mut self.pending, &mut self.spool)
+    }
+
+    /// The string numbers of a push's label and device, declared first if new.
+    fn push_strings(&mut self, label: &Arc<str>, device: Device) -> io::Result<(usize, usize)> {
+        Ok((self.arc_string(label)?, self.device_string(device)?))
+    }
+
+    /// Writes an op that ran at once, every access granted at its push, as one element:
+    /// `[time, "o", op, label, line, [reads], [writes], device, priority, end time, state,
+    /// message?]`, after declaring the strings its end names; `strings` are its label's and
+    /// device's string numbers.
+    fn dep_ran_at_once(
+        &mut self,
+        head: &PushHead<'_>,
+        strings: (usize, usize),
+        (end_ns, state, message): (u64, OpState, Option<&str>),
+    ) -> io::Result<()> {
+        let state = self.state_string(state)?;
+        let message = match message {
+            Some(message) => Some(self.string(message)?),
+            None => None,
+        };
+        let mut last = std::mem::take(&mut *self.numbers);
+        let result = self.dep_line(|line| {
+            head.write("o", strings, line, (&mut last.0, &mut last.1));
+            line.raw(",").int(end_ns).raw(",").int(state);
+            if let Some(message) = message {
+                line.raw(",").int(message);
+            }
+            line.raw("]");
+        });
+        *self.numbers = last;
+        result
+    }
+
+    /// Writes the open candidate again as one element, its end being `state` and `message`
+    /// at `end_ns`: its elements so far are taken back.
+    fn candidate_whole(
+        &mut self,
+        end_ns: u64,
+        state: OpState,
+        message: Option<&str>,
+    ) -> io::Result<()> {
+        let candidate = std::mem::take(&mut self.candidate);
+        self.pending.truncate(candidate.at);
+        self.n_events = candidate.n_before;
+        let result = self.dep_ran_at_once(
+            &candidate.head(),
+            candidate.strings,
+            (end_ns, state, message),
+        );
+        // Its room is kept for the next.
+        self.candidate = Candidate {
+            open: false,
+            ..candidate
+        };
+        result
+    }
+
     /// Writes one event of the log, after declaring the strings it names (a declaration is an
-    /// element of its own).
+    /// element of its own); the end of an op whose elements are those of an op run at once
+    /// writes them again as one.
     fn dep_event(&mut self, event: &Event) -> io::Result<()> {
+        if self.candidate.open {
+            match (self.candidate.next(event), &event.kind) {
+                (Next::Continues, _) => {}
+                (Next::Ends, EventKind::Finished { state, message, .. }) => {
+                    return self.candidate_whole(event.time_ns, *state, message.as_deref());
+                }
+                (Next::Ends | Next::Breaks, _) => self.close_candidate()?,
+            }
+        }
         let mut last = std::mem::take(&mut *self.numbers);
         let result = self.dep_event_after(event, &mut last);
         *self.numbers = last;
@@ -182,31 +408,36 @@ impl<S: Write> DepEventsWriter<S> {
             EventKind::Pushed {
                 op,
                 label,
-                line: source_line,
+                line,
                 reads,
                 writes,
                 device,
                 priority,
             } => {
-                let label = self.arc_string(label)?;
-                let device = self.device_string(*device)?;
+                let head = PushHead {
+                    time_ns: time,
+                    op: *op,
+                    line: *line,
+                    accesses: [reads, writes],
+                    priority: *priority,
+                };
+                let strings = self.push_strings(label, *device)?;
+                // It may be an op run at once: its elements are held until that is known.
+                let candidate = &mut self.candidate;
+                candidate.open = true;
+                candidate.op = *op;
+                candidate.time_ns = time;
+                candidate.at = self.pending.bytes().len();
+                candidate.n_before = self.n_events;
+                candidate.strings = strings;
+                candidate.line = *line;
+                candidate.priority = *priority;
+                candidate.reads.clone_from(reads);
+                candidate.writes.clone_from(writes);
+                candidate.seen = 0;
                 self.dep_line(|line| {
-                    op_event(line, "p", *op);
-                    line.raw(",").int(label).raw(",").int(*source_line).raw(",");
-                    for (index, vars) in [reads, writes].into_iter().enumerate() {
-                        if index > 0 {
-                            line.raw(",");
-                        }
-                        line.raw("[");
-                        for (position, var) in vars.iter().enumerate() {
-                            if position > 0 {
-                                line.raw(",");
-                            }
-                            line.int(var.0);
-                        }
-                        line.raw("]");
-                    }
-                    line.raw(",").int(device).raw(",").int(*priority).raw("]");
+                    head.write("p", strings, line, (last_time, last_op));
+                    line.raw("]");
                 })
             }
             EventKind::Granted { op, var } => self.dep_line(|line| {
@@ -260,5 +491,50 @@ impl<S: Write> DepEventsWriter<S> {
                 })
             }
         }
+    }
+}
+
+/// What a push's element (`"p"`) and an op run at once's (`"o"`) begin with.
+struct PushHead<'a> {
+    time_ns: u64,
+    op: OpId,
+    line: u32,
+    /// Its reads, then its writes.
+    accesses: [&'a [VarId]; 2],
+    priority: i32,
+}
+
+impl PushHead<'_> {
+    /// Writes `[time, "kind", op, label, line, [reads], [writes], device, priority` (no
+    /// closing bracket), its label and device by their string numbers `strings`, with the last
+    /// time and op id written.
+    fn write(
+        &self,
+        kind: &str,
+        (label, device): (usize, usize),
+        line: &mut JsonLine,
+        (last_time, last_op): (&mut LastNumber, &mut LastNumber),
+    ) {
+        line.raw("[")
+            .int_again(self.time_ns, last_time)
+            .raw(",\"")
+            .raw(kind)
+            .raw("\",")
+            .int_again(self.op.0, last_op);
+        line.raw(",").int(label).raw(",").int(self.line).raw(",");
+        for (index, vars) in self.accesses.into_iter().enumerate() {
+            if index > 0 {
+                line.raw(",");
+            }
+            line.raw("[");
+            for (position, var) in vars.iter().enumerate() {
+                if position > 0 {
+                    line.raw(",");
+                }
+                line.int(var.0);
+            }
+            line.raw("]");
+        }
+        line.raw(",").int(device).raw(",").int(self.priority);
     }
 }
