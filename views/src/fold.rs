@@ -460,28 +460,10 @@ impl RunFold {
                     }
                 }
             }
-            EventKind::Pushed {
-                op,
-                label,
-                line,
-                reads,
-                writes,
-                device,
-                priority,
-            } => {
-                // Their accesses name a slice's variables: kept only for a trace that has slices.
-                let keep_accesses = out.keeps_slices();
-                let slot = self.pushed(
-                    time_ns,
-                    *op,
-                    label,
-                    *line,
-                    reads,
-                    writes,
-                    *device,
-                    *priority,
-                    keep_accesses,
-                );
+            EventKind::Pushed { op, .. } => {
+                let Some(slot) = self.pushed(event, out.keeps_slices()) else {
+                    return;
+                };
                 // Later events name it by id. An op pushed again under a live id (a log read
                 // from a file may do so) takes the id; the earlier one lives on, unnamed,
                 // while records still name it.
@@ -559,6 +541,19 @@ impl RunFold {
             }
         };
         out.ran_at_once(&RanAtOnce { push, ..*ran });
+        // Kept by slot, not named by id: no later event names an op that ran at once (its
+        // start and end are found as the last op pushed).
+        if self.pushed(push, out.keeps_slices()).is_none() {
+            return;
+        }
+        self.started(push.time_ns, ran.op, dep_engine::CALLER_WORKER, out);
+        self.finished(ran.end_ns, ran.op, ran.state, ran.message, out);
+    }
+
+    /// Folds a push (`None` for another event): its dependencies found, its record made in a
+    /// slot, returned. Its accesses name a slice's variables: kept only with `keep_accesses`,
+    /// for a trace that has slices.
+    fn pushed(&mut self, push: &Event, keep_accesses: bool) -> Option<Slot> {
         let EventKind::Pushed {
             op,
             label,
@@ -569,39 +564,9 @@ impl RunFold {
             priority,
         } = &push.kind
         else {
-            return;
+            return None;
         };
-        let keep_accesses = out.keeps_slices();
-        // Kept by slot, not named by id: no later event names an op that ran at once (its
-        // start and end are found as the last op pushed).
-        self.pushed(
-            push.time_ns,
-            *op,
-            label,
-            *line,
-            reads,
-            writes,
-            *device,
-            *priority,
-            keep_accesses,
-        );
-        self.started(push.time_ns, *op, dep_engine::CALLER_WORKER, out);
-        self.finished(ran.end_ns, *op, ran.state, ran.message, out);
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn pushed(
-        &mut self,
-        time_ns: u64,
-        op: OpId,
-        label: &Arc<str>,
-        line: u32,
-        reads: &[VarId],
-        writes: &[VarId],
-        device: Device,
-        priority: i32,
-        keep_accesses: bool,
-    ) -> Slot {
+        let (time_ns, op, line, device, priority) = (push.time_ns, *op, *line, *device, *priority);
         let position = self.n_pushed;
         self.n_pushed += 1;
         self.first_push_ns = Some(self.first_push_ns.map_or(time_ns, |t| t.min(time_ns)));
@@ -773,7 +738,7 @@ impl RunFold {
         for var in let_go {
             self.let_go_of_done_reads(var, keep_accesses);
         }
-        own
+        Some(own)
     }
 
     /// Lets go of the finished readers of `var` since its last write that the fold holds only

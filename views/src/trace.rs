@@ -812,31 +812,20 @@ fn ran_at_once_from_fields(fields: &[Value], strings: &[Arc<str>]) -> Result<Vec
     let mut end_fields = vec![fields[9].clone(), Value::from("f"), fields[2].clone()];
     end_fields.extend(fields[10..].iter().cloned());
     let end = event_from_fields(&end_fields, strings)?;
-    let EventKind::Pushed {
-        op, reads, writes, ..
-    } = &push.kind
+    let (EventKind::Pushed { op, .. }, EventKind::Finished { state, message, .. }) =
+        (&push.kind, &end.kind)
     else {
-        return Err("an op run at once without its push".to_string());
+        return Err("an op run at once without its push or its end".to_string());
     };
-    let (op, time_ns) = (*op, push.time_ns);
-    let mut events = vec![push.clone()];
-    events.extend(reads.iter().chain(writes).map(|var| Event {
-        time_ns,
-        kind: EventKind::Granted { op, var: *var },
-    }));
-    events.push(Event {
-        time_ns,
-        kind: EventKind::Ready { op },
-    });
-    events.push(Event {
-        time_ns,
-        kind: EventKind::Started {
-            op,
-            worker: dep_engine::CALLER_WORKER,
-        },
-    });
-    events.push(end);
-    Ok(events)
+    let ran = RanAtOnce {
+        op: *op,
+        push: &push,
+        end_ns: end.time_ns,
+        state: *state,
+        message: message.as_deref(),
+        with_grants: true,
+    };
+    Ok(ran.events())
 }
 
 /// Decodes an event of versions 2 and 3: `[time, kind, ...]`, strings by number.
