@@ -1635,3 +1635,34 @@ fn a_json_trace_of_ops_taken_whole_reads_back_as_every_event() {
     assert_eq!(read.events(), expected.events());
     assert_eq!(read.ops(), expected.ops());
 }
+
+/// A malformed op run at once (`"o"`) is refused with the element and the field named.
+#[test]
+fn a_bad_op_run_at_once_in_a_trace_says_which_field() {
+    let document = |element: &str| {
+        format!(
+            r#"{{"traceEvents": [], "depEvents": {{"version": 3, "workers": ["main"],
+            "events": ["x = 1", "cpu", "done", {element}]}}}}"#
+        )
+    };
+    let read =
+        |element: &str| trace::read_trace(&document(element)).map(|replay| replay.ops().len());
+    assert_eq!(read(r#"[5, "o", 1, 0, 1, [], [], 1, 0, 9, 2]"#).unwrap(), 1);
+    for (element, expected) in [
+        (
+            r#"[5, "o", 1, 0, 1, [], [], 1, 0, "soon", 2]"#,
+            "event 0: field 9 is not a whole number",
+        ),
+        (
+            r#"[5, "o", 1, 0, 1, [], [], 1, 0, 9, 7]"#,
+            "event 0: field 10 names string 7, not declared",
+        ),
+        (
+            r#"[5, "o", 1, 0, 1, [], [], 1, 0, 9]"#,
+            "event 0: an op run at once has too few fields",
+        ),
+    ] {
+        let error = read(element).unwrap_err().to_string();
+        assert!(error.contains(expected), "{error}");
+    }
+}

@@ -809,40 +809,49 @@ fn ran_at_once_from_fields(fields: &[Value], strings: &[Arc<str>]) -> Result<Vec
     let mut push_fields = fields[..9].to_vec();
     push_fields[1] = Value::from("p");
     let push = event_from_fields(&push_fields, strings)?;
-    let mut end_fields = vec![fields[9].clone(), Value::from("f"), fields[2].clone()];
-    end_fields.extend(fields[10..].iter().cloned());
-    let end = event_from_fields(&end_fields, strings)?;
-    let (EventKind::Pushed { op, .. }, EventKind::Finished { state, message, .. }) =
-        (&push.kind, &end.kind)
-    else {
-        return Err("an op run at once without its push or its end".to_string());
+    let EventKind::Pushed { op, .. } = &push.kind else {
+        return Err("an op run at once without its push".to_string());
+    };
+    let message = match fields.get(11) {
+        Some(_) => Some(declared_string(fields, 11, strings)?),
+        None => None,
     };
     let ran = RanAtOnce {
         op: *op,
         push: &push,
-        end_ns: end.time_ns,
-        state: *state,
+        end_ns: whole_number(fields, 9)?,
+        state: state_from_name(&declared_string(fields, 10, strings)?)?,
         message: message.as_deref(),
         with_grants: true,
     };
     Ok(ran.events())
 }
 
+/// Field `index` of an event's `fields`, a whole number.
+fn whole_number(fields: &[Value], index: usize) -> Result<u64, String> {
+    fields
+        .get(index)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| format!("field {index} is not a whole number"))
+}
+
+/// The string that field `index` of an event's `fields` names by number among `strings`.
+fn declared_string(
+    fields: &[Value],
+    index: usize,
+    strings: &[Arc<str>],
+) -> Result<Arc<str>, String> {
+    let number = whole_number(fields, index)?;
+    strings
+        .get(number as usize)
+        .cloned()
+        .ok_or_else(|| format!("field {index} names string {number}, not declared"))
+}
+
 /// Decodes an event of versions 2 and 3: `[time, kind, ...]`, strings by number.
 fn event_from_fields(fields: &[Value], strings: &[Arc<str>]) -> Result<Event, String> {
-    let number = |index: usize| -> Result<u64, String> {
-        fields
-            .get(index)
-            .and_then(Value::as_u64)
-            .ok_or_else(|| format!("field {index} is not a whole number"))
-    };
-    let string = |index: usize| -> Result<Arc<str>, String> {
-        let number = number(index)?;
-        strings
-            .get(number as usize)
-            .cloned()
-            .ok_or_else(|| format!("field {index} names string {number}, not declared"))
-    };
+    let number = |index: usize| whole_number(fields, index);
+    let string = |index: usize| declared_string(fields, index, strings);
     let small = |index: usize| -> Result<u32, String> {
         u32::try_from(number(index)?).map_err(|_| format!("field {index} is too large"))
     };
