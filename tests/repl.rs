@@ -390,6 +390,32 @@ fn answers_into_a_closed_pipe_end_nothing() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// A trace asked for while ops are still pending (a slow op just pushed) waits for them: every
+/// op is in it, done, where it held only those finished so far, the rest shown running.
+#[test]
+fn a_trace_taken_while_ops_are_pending_waits_for_them() {
+    let dir = TestDir::new();
+    let input = "A = ones(4)\nB = work(200, A + 1)\nC = B * 2\n:trace t.json\n";
+    run_piped(&dir, input, &[("DEP_ENGINE", "threaded")]).expect_code(0);
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("t.json")).unwrap()).unwrap();
+    let slices: Vec<(String, String)> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["ph"] == "X")
+        .map(|event| {
+            let name = event["name"].as_str().unwrap().to_string();
+            (name, event["args"]["state"].as_str().unwrap().to_string())
+        })
+        .collect();
+    let done = |label: &str| (label.to_string(), "done".to_string());
+    assert_eq!(
+        slices,
+        [done("A = ones(4)"), done("B = work(200, A + 1)"), done("C = B * 2")]
+    );
+}
+
 /// A long loop in a session whose log keeps few events (`DEP_LOG_EVENTS`): the log forgets its
 /// oldest events, and every view made from it says so; the trace holds the latest ops, and
 /// `dep replay` steps through it.

@@ -293,6 +293,12 @@ impl Ctx {
         if command.replaces_engine() {
             self.wait_for_pending("before replacing the engine");
         }
+        if command.reads_history() {
+            // A trace, timeline or DAG of ops still pending would show them waiting, or leave
+            // them out: they finish first (Ctrl-C cancels those not started), as in a notebook.
+            let mark = self.driver.mark();
+            self.driver.wait_idle(&mut self.session, mark);
+        }
         let outcome = match commands::run(&mut self.session, command) {
             Ok(outcome) => outcome,
             Err(message) => {
