@@ -141,6 +141,19 @@ impl ViewPlan {
                 .tempfile_in(folder)
                 .map_err(|error| cannot(error.to_string()))?;
         }
+        // The format a file's name says, as the REPL's `:trace` and `:timeline` read it.
+        for path in &self.traces {
+            dep_interp::commands::trace_format(path)
+                .map_err(|error| format!("--trace: {error}"))?;
+        }
+        if let Some(path) = &self.timeline {
+            if path.extension().and_then(|extension| extension.to_str()) != Some("svg") {
+                return Err(format!(
+                    "--timeline: `{}` is not a FILE.svg: the timeline is written as SVG",
+                    path.display()
+                ));
+            }
+        }
         Ok(())
     }
 

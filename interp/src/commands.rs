@@ -749,7 +749,7 @@ fn with_forgotten(session: &Session, outcome: Outcome) -> Outcome {
 }
 
 /// The formats `trace` writes, chosen by the file's extension as `dep run --trace` chooses.
-enum TraceFormat {
+pub enum TraceFormat {
     /// Chrome's JSON (`.json`), which `dep replay` steps through.
     Chrome,
     /// Perfetto's protobuf (`.pftrace`, `.perfetto-trace`).
@@ -758,7 +758,9 @@ enum TraceFormat {
 
 /// The format of a trace written to `path`, or why none: a name with another extension would
 /// hold a format it does not say.
-fn trace_format(path: &Path) -> Result<TraceFormat, String> {
+/// The trace format `path` names by its extension; an error that says which extensions do
+/// for any other (`dep run --trace` and `trace` refuse it alike).
+pub fn trace_format(path: &Path) -> Result<TraceFormat, String> {
     match path.extension().and_then(|extension| extension.to_str()) {
         Some("json") => Ok(TraceFormat::Chrome),
         Some("pftrace" | "perfetto-trace") => Ok(TraceFormat::Perfetto),
