@@ -7,10 +7,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::sync::{
-    lock, lock_short, try_lock_short, Arc, AtomicBool, AtomicU64, Mutex, Ordering, ShortGuard,
-    ShortLock,
-};
+use crate::sync::{lock, lock_short, Arc, AtomicBool, AtomicU64, Mutex, Ordering, ShortLock};
 use crate::{Device, OpId, OpState, Var, VarId};
 use crossbeam_utils::CachePadded;
 
@@ -1263,32 +1260,8 @@ impl EventLog {
 }
 
 impl EventLog {
-    /// The shard to append to, locked: this thread's, or, while another thread holds it (most
-    /// often a reader copying a batch out, for a microsecond or two), the first other shard
-    /// that is free, so that an appending thread does not wait out a reader's copy spinning
-    /// (`perf` put most of an observed interpreter's time in `EventLog::ran_at_once` there).
-    /// Any shard will do: each is in increasing order because its records are numbered under
-    /// its lock, and readers merge the shards by number. Only when every shard is held (a
-    /// clear, a limit, a streaming reader's forgetting) does it wait, for its own.
-    #[inline]
-    fn shard_to_append(&self) -> ShortGuard<'_, Shard> {
-        let own = this_shard();
-        if let Some(shard) = try_lock_short(&self.shards[own]) {
-            return shard;
-        }
-        self.other_shard_to_append(own)
-    }
-
-    /// [`EventLog::shard_to_append`] once this thread's shard, `own`, was found held.
-    #[cold]
-    fn other_shard_to_append(&self, own: usize) -> ShortGuard<'_, Shard> {
-        (1..N_SHARDS)
-            .find_map(|step| try_lock_short(&self.shards[(own + step) % N_SHARDS]))
-            .unwrap_or_else(|| lock_short(&self.shards[own]))
-    }
-
     /// Keeps one record of kind `kind` that stands for `n_events` events, numbered from the next
-    /// number on, in the shard [`EventLog::shard_to_append`] gives; `payload` makes its payload, given the shard's strings
+    /// number on, in this thread's shard; `payload` makes its payload, given the shard's strings
     /// to keep a string in.
     #[inline]
     fn keep(
@@ -1299,7 +1272,7 @@ impl EventLog {
         subject: u64,
         payload: impl FnOnce(&mut Strings) -> u64,
     ) {
-        let mut shard = self.shard_to_append();
+        let mut shard = lock_short(&self.shards[this_shard()]);
         // Numbered under the shard's lock, so each shard is in increasing order.
         let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
         let payload = payload(&mut shard.strings);
@@ -1322,7 +1295,8 @@ impl EventSink for EventLog {
         if later_grant && !self.keeps_later_grants {
             return;
         }
-        let mut shard = self.shard_to_append();
+        let shard = this_shard();
+        let mut shard = lock_short(&self.shards[shard]);
         // Numbered under the shard's lock, so each shard is in increasing order (several threads
         // may share one), and a clear, which holds every shard, falls between two numbers.
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
@@ -1332,7 +1306,8 @@ impl EventSink for EventLog {
     fn pushed(&self, time_ns: u64, push: &Push<'_>) {
         let n_granted = push.n_granted();
         let n_events = 1 + u64::from(n_granted) + u64::from(push.ready);
-        let mut shard = self.shard_to_append();
+        let shard = this_shard();
+        let mut shard = lock_short(&self.shards[shard]);
         let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
         shard.push_op(seq, time_ns, push, n_granted, 0, None);
         drop(shard);
@@ -1343,7 +1318,8 @@ impl EventSink for EventLog {
         let n_granted = push.n_granted();
         // The push, its grants, its readiness and its start.
         let n_events = 2 + u64::from(n_granted) + u64::from(push.ready);
-        let mut shard = self.shard_to_append();
+        let shard = this_shard();
+        let mut shard = lock_short(&self.shards[shard]);
         let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
         shard.push_op(seq, time_ns, push, n_granted, STARTED_AT_ONCE, None);
         drop(shard);
@@ -1361,7 +1337,8 @@ impl EventSink for EventLog {
         let n_granted = push.n_granted();
         // The push, its grants, its readiness, its start and its end.
         let n_events = 3 + u64::from(n_granted) + u64::from(push.ready);
-        let mut shard = self.shard_to_append();
+        let shard = this_shard();
+        let mut shard = lock_short(&self.shards[shard]);
         let seq = self.next_seq.fetch_add(n_events, Ordering::Relaxed);
         let end = [end_ns, shard.strings.end_payload(state, message)];
         shard.push_op(seq, push_ns, push, n_granted, STARTED_AT_ONCE, Some(end));
@@ -1440,46 +1417,6 @@ mod tests {
 
     fn numbers(events: &[Event]) -> Vec<u64> {
         events.iter().map(|event| event.time_ns).collect()
-    }
-
-    /// A thread whose shard is held (by a reader copying a batch out) appends to another
-    /// shard instead of waiting, and readers still get its events, in order.
-    #[test]
-    fn an_appending_thread_does_not_wait_for_its_shard() {
-        use std::sync::mpsc;
-        use std::time::Duration;
-        let log = Arc::new(EventLog::new());
-        log.event(numbered(0, 0));
-        let (shard_tx, shard_rx) = mpsc::channel();
-        let (go_tx, go_rx) = mpsc::channel::<()>();
-        let (done_tx, done_rx) = mpsc::channel();
-        let appender = {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                shard_tx.send(this_shard()).unwrap();
-                go_rx.recv().unwrap();
-                for index in 1..=3 {
-                    log.event(numbered(1, index));
-                }
-                done_tx.send(()).unwrap();
-            })
-        };
-        let own = shard_rx.recv().unwrap();
-        let held = lock_short(&log.shards[own]);
-        let before = held.len();
-        go_tx.send(()).unwrap();
-        let appended = done_rx.recv_timeout(Duration::from_secs(10));
-        assert_eq!(held.len(), before, "nothing was appended to the held shard");
-        drop(held);
-        appender.join().unwrap();
-        assert!(appended.is_ok(), "the appender waited for its held shard");
-        assert_eq!(numbers(&log.events()), [0, 1, 2, 3]);
-        let mut streamed = Vec::new();
-        let mut seq = 0;
-        while seq < log.next_seq() {
-            seq = log.read_since(seq, |event| streamed.push(event.clone()));
-        }
-        assert_eq!(numbers(&streamed), [0, 1, 2, 3]);
     }
 
     #[test]

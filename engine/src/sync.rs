@@ -100,15 +100,6 @@ pub(crate) fn lock_short<T>(short: &ShortLock<T>) -> ShortGuard<'_, T> {
     return lock(short);
 }
 
-/// Takes a [`ShortLock`] if it is free now, without waiting: `None` while another thread
-/// holds it.
-pub(crate) fn try_lock_short<T>(short: &ShortLock<T>) -> Option<ShortGuard<'_, T>> {
-    #[cfg(not(loom))]
-    return short.try_lock();
-    #[cfg(loom)]
-    return short.try_lock().ok();
-}
-
 /// How many times [`lock_short`] looks at a held lock, with a spin-loop hint between looks
 /// (some microseconds in all), before it yields between tries: a holder that was preempted
 /// gets the core back.
