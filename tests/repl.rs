@@ -412,7 +412,64 @@ fn a_trace_taken_while_ops_are_pending_waits_for_them() {
     let done = |label: &str| (label.to_string(), "done".to_string());
     assert_eq!(
         slices,
-        [done("A = ones(4)"), done("B = work(200, A + 1)"), done("C = B * 2")]
+        [
+            done("A = ones(4)"),
+            done("B = work(200, A + 1)"),
+            done("C = B * 2")
+        ]
+    );
+}
+
+/// A trace names each op's line as the REPL's reports do (`B` at `<stdin>:6` is line 6), not by
+/// the session-wide count of statement lines that the engine's events carry (commands, blank
+/// lines and comments are no statement lines there): in the slices, in Perfetto's file, and in
+/// `dep replay`.
+#[test]
+fn a_traces_lines_are_the_lines_the_repl_names() {
+    let dir = TestDir::new();
+    let input =
+        ":vars\n:vars\nA = ones(4)\n\n# c\nB = A + 1\n:trace t.json\n:trace t.pftrace\n:why B\n";
+    let run = run_piped(&dir, input, &[]).expect_code(0);
+    assert!(run.stdout.contains("<stdin>:6"), "{}", run.stdout);
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("t.json")).unwrap()).unwrap();
+    let lines: Vec<(String, u64)> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["ph"] == "X")
+        .map(|event| {
+            let name = event["name"].as_str().unwrap().to_string();
+            (name, event["args"]["line"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [("A = ones(4)".to_string(), 3), ("B = A + 1".to_string(), 6)]
+    );
+    let replayed = Run::of(dir.dep().args(["replay", "--end", "t.json"])).expect_code(0);
+    assert!(
+        replayed
+            .stdout
+            .contains("A = ones(4) (line 3) → B = A + 1 (line 6)"),
+        "{}",
+        replayed.stdout
+    );
+    let pftrace = std::fs::read(dir.path().join("t.pftrace")).unwrap();
+    let slices = dep_views::perfetto::read(&pftrace).unwrap().slices;
+    let lines: Vec<(String, String)> = slices
+        .iter()
+        .map(|slice| {
+            let line = slice.arguments.iter().find(|(name, _)| name == "line");
+            (slice.name.clone(), line.unwrap().1.clone())
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            ("A = ones(4)".to_string(), "3".to_string()),
+            ("B = A + 1".to_string(), "6".to_string())
+        ]
     );
 }
 

@@ -422,13 +422,21 @@ fn a_view_file_that_cannot_be_written_stops_the_run_before_it_starts() {
     // A name whose extension names no format is refused as the REPL refuses it, where it
     // used to get Chrome's JSON (or SVG) under that name.
     for (flag, path, why) in [
-        ("--trace", "t.txt", "`t.txt` names no trace format: FILE.json writes Chrome's JSON"),
+        (
+            "--trace",
+            "t.txt",
+            "`t.txt` names no trace format: FILE.json writes Chrome's JSON",
+        ),
         ("--trace", "t", "`t` names no trace format"),
         ("--timeline", "t.png", "`t.png` is not a FILE.svg"),
     ] {
         let run = Run::of(dir.dep().arg("run").arg(&script).args([flag, path])).expect_code(2);
         assert_eq!(run.stdout, "", "{flag}: the script did not run");
-        assert!(run.stderr.starts_with(&format!("dep: {flag}: {why}")), "{}", run.stderr);
+        assert!(
+            run.stderr.starts_with(&format!("dep: {flag}: {why}")),
+            "{}",
+            run.stderr
+        );
         assert!(!dir.path().join(path).exists(), "{path} written");
     }
 }

@@ -381,7 +381,7 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
             None => return Err(no_graph(session, &name)),
         },
         Command::Trace(path) => {
-            let replay = replay(session);
+            let replay = replay_in_input_lines(session);
             let n_ops = replay.ops().len();
             let (contents, format, opener) = match trace_format(&path)? {
                 TraceFormat::Chrome => (
@@ -685,6 +685,33 @@ fn replay(session: &Session) -> views::Replay {
         .event_log()
         .map(|log| log.events())
         .unwrap_or_default();
+    let mut replay = replay_of(session, events);
+    replay.name_places(&session.places());
+    replay
+}
+
+/// [`replay`] for a trace file, which has only lines to say where an op came from: each op's
+/// line is the line of the input it came from (`B` at `<stdin>:6` is line 6), as the
+/// front-end's reports number it, not the session-wide line that the engine's events carry
+/// (which counts only the lines of statements run so far).
+fn replay_in_input_lines(session: &Session) -> views::Replay {
+    let places = session.places();
+    let mut events = session
+        .event_log()
+        .map(|log| log.events())
+        .unwrap_or_default();
+    for event in &mut events {
+        if let engine::EventKind::Pushed { line, .. } = &mut event.kind {
+            if let Some((_, input_line)) = places.input_line(*line) {
+                *line = input_line;
+            }
+        }
+    }
+    replay_of(session, events)
+}
+
+/// The replay of `events`, a session's, its variables named.
+fn replay_of(session: &Session, events: Vec<engine::Event>) -> views::Replay {
     let engine = session.engine();
     let mut replay = views::Replay::new(events, engine.worker_names());
     replay.name_vars(
@@ -694,7 +721,6 @@ fn replay(session: &Session) -> views::Replay {
             .into_iter()
             .map(|var| (var.id, var.name)),
     );
-    replay.name_places(&session.places());
     // A run still going: its running ops' bars and the wall time reach now, not the last event.
     if session.n_unfinished() > 0 {
         replay.set_now(Some(session.now_ns()));

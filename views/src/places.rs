@@ -34,6 +34,14 @@ impl Places {
     /// Session-wide line `line` as `path:line` of its input; `None` for line 0 (no line) or a
     /// line before every input.
     pub fn name(&self, line: u32) -> Option<Arc<str>> {
+        let (path, file_line) = self.input_line(line)?;
+        Some(Arc::from(format!("{path}:{file_line}")))
+    }
+
+    /// Session-wide line `line` as its input's path and its line there, the line the
+    /// front-end's own reports number; `None` for line 0 (no line) or a line before every
+    /// input.
+    pub fn input_line(&self, line: u32) -> Option<(Arc<str>, u32)> {
         if line == 0 {
             return None;
         }
@@ -41,7 +49,7 @@ impl Places {
         let index = inputs.partition_point(|input| input.first_line <= line);
         let input = &inputs[index.checked_sub(1)?];
         let file_line = line - input.first_line + input.file_first_line;
-        Some(Arc::from(format!("{}:{file_line}", input.path)))
+        Some((input.path.clone(), file_line))
     }
 }
 
@@ -62,5 +70,7 @@ mod tests {
         assert_eq!(shared.name(4).as_deref(), Some("cell[2]:1"));
         assert_eq!(shared.name(5).as_deref(), Some("cell[2]:2"));
         assert_eq!(shared.name(7).as_deref(), Some("<stdin>:11"));
+        assert_eq!(shared.input_line(7), Some((Arc::from("<stdin>"), 11)));
+        assert_eq!(shared.input_line(0), None);
     }
 }
