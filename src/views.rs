@@ -136,10 +136,7 @@ impl ViewPlan {
                 return Err(cannot(format!("no folder {}", folder.display())));
             }
             // A file made and removed at once: what the run will do there, tried first.
-            tempfile::Builder::new()
-                .prefix(".dep-check-")
-                .tempfile_in(folder)
-                .map_err(|error| cannot(error.to_string()))?;
+            probe_folder(folder).map_err(|error| cannot(error.to_string()))?;
         }
         // The format a file's name says, as the REPL's `:trace` and `:timeline` read it.
         for path in &self.traces {
@@ -436,6 +433,25 @@ fn feed(fold: &mut LiveFold, events: impl IntoIterator<Item = engine::Event>, ne
         fold.push(event);
     }
     fold.fed_up_to(next_seq);
+}
+
+/// Makes a new file in `folder` and removes it at once: whether a view can be written there.
+/// The file is its own (`.dep-check-PID-N`, a number not taken), so an error is the system's
+/// about the folder, naming no file of ours.
+fn probe_folder(folder: &Path) -> std::io::Result<()> {
+    for n in 0.. {
+        let probe = folder.join(format!(".dep-check-{}-{n}", std::process::id()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+        {
+            Ok(_) => return std::fs::remove_file(&probe),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && n < 100 => {}
+            Err(error) => return Err(error),
+        }
+    }
+    unreachable!("the loop returns by its hundredth name")
 }
 
 /// Writes a view's file for `flag`; says why not on stderr, and whether it was written.

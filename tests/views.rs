@@ -411,6 +411,12 @@ fn a_view_file_that_cannot_be_written_stops_the_run_before_it_starts() {
         ("--trace", "missing/t.json", "no folder missing"),
         ("--timeline", ".", "it is a folder"),
         ("--replay", "missing/r.html", "no folder missing"),
+        // A folder that refuses a new file: the system's error, naming no file of dep's own.
+        (
+            "--trace",
+            "/proc/t.json",
+            "No such file or directory (os error 2)",
+        ),
     ] {
         let run = Run::of(dir.dep().arg("run").arg(&script).args([flag, path])).expect_code(2);
         assert_eq!(run.stdout, "", "{flag}: the script did not run");
