@@ -628,7 +628,7 @@ impl LiveView {
         } else {
             self.heading.clone()
         };
-        let mut lines: Vec<String> = vec![cut(&heading, style.columns())];
+        let mut lines: Vec<String> = vec![crate::util::truncate(&heading, style.columns())];
         lines.extend(note.into_iter().flat_map(str::lines).map(str::to_string));
         if self.frame.vars.iter().any(|var| !var.queue.is_empty()) {
             let queues = if layout.idle_queues {
@@ -708,16 +708,6 @@ impl LiveView {
             .collect();
         self.heading = heading(&self.about, &self.counts, self.frame.ops.len());
     }
-}
-
-/// `text` cut to `width` characters, with an ellipsis where it was cut.
-fn cut(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_string();
-    }
-    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
 }
 
 /// An op's row: the snapshot's live state (and what it waits behind) while it has not

@@ -12,7 +12,7 @@ use crate::frame::{Frame, FrameOp};
 use crate::replay::{Lane, Replay};
 use crate::stepper::Stepper;
 use crate::summary::Summary;
-use crate::util::{format_ns, pad, truncate};
+use crate::util::{self, format_ns, pad, truncate, width};
 
 /// How text views are drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,13 +65,13 @@ pub fn queues(frame: &Frame, style: &TextStyle) -> String {
     let name_width = frame
         .vars
         .iter()
-        .map(|var| var.name.chars().count())
+        .map(|var| width(&var.name))
         .max()
         .unwrap_or(1)
         .clamp(1, 12);
     for var in &frame.vars {
         let mut row = format!("  {} ", pad(&var.name, name_width));
-        let mut used = row.chars().count();
+        let mut used = width(&row);
         if var.queue.is_empty() {
             row.push_str(&style.paint("idle", Role::Dim));
         }
@@ -87,9 +87,8 @@ pub fn queues(frame: &Frame, style: &TextStyle) -> String {
             let separator = if index == 0 { "" } else { " │ " };
             let n_left = var.queue.len() - index;
             let more = format!(" … +{n_left}");
-            let fits = used + separator.len() + entry.chars().count() + more.len()
-                <= style.columns()
-                || (n_left == 1 && used + 3 + entry.chars().count() <= style.columns());
+            let fits = used + separator.len() + width(&entry) + more.len() <= style.columns()
+                || (n_left == 1 && used + 3 + width(&entry) <= style.columns());
             if !fits {
                 row.push_str(&style.paint(&more, Role::Dim));
                 break;
@@ -101,7 +100,7 @@ pub fn queues(frame: &Frame, style: &TextStyle) -> String {
             };
             row.push_str(separator);
             row.push_str(&style.paint(&entry, role));
-            used += separator.chars().count() + entry.chars().count();
+            used += width(separator) + width(&entry);
         }
         text.push_str(&row);
         text.push('\n');
@@ -137,16 +136,13 @@ fn ops_where(
             },
         )
         .collect();
-    let line_width = lines
-        .iter()
-        .map(|line| line.chars().count())
-        .fold(5, usize::max);
+    let line_width = lines.iter().map(|line| width(line)).fold(5, usize::max);
     // The worker column: as wide as the longest worker's name (`cpu->gpu1`), so that no two
     // read the same.
     let worker_width = shown_ops
         .iter()
         .filter_map(|op| op.worker.as_deref())
-        .map(|worker| worker.chars().count())
+        .map(width)
         .fold(8, usize::max);
     let fixed = line_width + 1 + 9 + 1 + worker_width + 1 + 10 + 1 + 10;
     let label_width = style.columns().saturating_sub(fixed + 1).max(12);
@@ -213,7 +209,7 @@ pub fn timeline(replay: &Replay, style: &TextStyle, span_ns: Option<u64>) -> Str
     let lanes = replay.timeline_lanes();
     let name_width = lanes
         .iter()
-        .map(|lane| replay.lane_name(lane).chars().count())
+        .map(|lane| width(&replay.lane_name(lane)))
         .max()
         .unwrap_or(4)
         .clamp(4, 12);
@@ -275,8 +271,7 @@ pub fn timeline(replay: &Replay, style: &TextStyle, span_ns: Option<u64>) -> Str
     }
     let axis_left = format!("  {} └ 0", " ".repeat(name_width));
     let axis_right = format_ns(axis_end - start);
-    let gap = (name_width + 4 + n_cols + 1)
-        .saturating_sub(axis_left.chars().count() + axis_right.chars().count());
+    let gap = (name_width + 4 + n_cols + 1).saturating_sub(width(&axis_left) + width(&axis_right));
     text.push_str(&style.paint(
         &format!("{axis_left}{}{axis_right}", " ".repeat(gap)),
         Role::Dim,
@@ -510,23 +505,29 @@ fn step_heading(stepper: &Stepper, frame: &Frame) -> String {
 }
 
 /// Splits `text` into lines of at most `width` characters, at spaces where it can.
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let width = width.max(10);
+fn wrap(text: &str, columns: usize) -> Vec<String> {
+    let columns = columns.max(10);
     let mut lines = Vec::new();
     let mut line = String::new();
     for word in text.split(' ') {
-        let n_line = line.chars().count();
-        let n_word = word.chars().count();
-        if n_line > 0 && n_line + 1 + n_word > width {
+        let n_line = util::width(&line);
+        let n_word = util::width(word);
+        if n_line > 0 && n_line + 1 + n_word > columns {
             lines.push(std::mem::take(&mut line));
         }
         if !line.is_empty() {
             line.push(' ');
         }
         line.push_str(word);
-        while line.chars().count() > width {
-            let head: String = line.chars().take(width).collect();
-            line = line.chars().skip(width).collect();
+        while util::width(&line) > columns {
+            let head = util::head(&line, columns);
+            // A wide character wider than the line still goes: nothing is left behind forever.
+            let head = if head.is_empty() {
+                line.chars().take(1).collect()
+            } else {
+                head
+            };
+            line = line[head.len()..].to_string();
             lines.push(head);
         }
     }

@@ -16,24 +16,79 @@ pub(crate) fn escape_xml(text: &str) -> String {
     escaped
 }
 
-/// `text` cut to at most `max_chars` characters, ending in `…` when cut.
-pub(crate) fn truncate(text: &str, max_chars: usize) -> String {
-    if text.chars().count() <= max_chars {
+/// The columns `text` takes on a terminal: a wide character (`日`, `😀`) two, a combining one
+/// none.
+pub(crate) fn width(text: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(text)
+}
+
+/// `text` cut to at most `max_width` columns ([`width`]), with `…` where it was cut: at the
+/// end, or, for an op's label that ends in the loop counters it names (`set(w, 0, a + …) i=1
+/// j=0`), before them, so that the ops of one statement stay told apart.
+pub(crate) fn truncate(text: &str, max_width: usize) -> String {
+    if width(text) <= max_width {
         return text.to_string();
     }
-    if max_chars == 0 {
+    if max_width == 0 {
         return String::new();
     }
-    let mut cut: String = text.chars().take(max_chars - 1).collect();
+    let counters = loop_counters(text);
+    let n_counters = width(counters);
+    // The counters kept only where some of the statement still shows before them.
+    let (head_width, tail) = if !counters.is_empty() && n_counters + 2 < max_width {
+        (max_width - 1 - n_counters, counters)
+    } else {
+        (max_width - 1, "")
+    };
+    let mut cut = head(text, head_width);
     cut.push('…');
+    cut.push_str(tail);
     cut
 }
 
-/// `text` padded with spaces (or cut) to exactly `n_chars` characters.
-pub(crate) fn pad(text: &str, n_chars: usize) -> String {
-    let cut = truncate(text, n_chars);
-    let len = cut.chars().count();
-    format!("{cut}{}", " ".repeat(n_chars - len))
+/// The longest start of `text` at most `max_width` columns wide.
+pub(crate) fn head(text: &str, max_width: usize) -> String {
+    let mut used = 0;
+    text.chars()
+        .take_while(|c| {
+            used += unicode_width::UnicodeWidthChar::width(*c).unwrap_or(0);
+            used <= max_width
+        })
+        .collect()
+}
+
+/// The loop counters at the end of an op's label, with the space before them (` i=1 j=0`), or
+/// `""`: trailing words `name=integer`.
+fn loop_counters(label: &str) -> &str {
+    let is_counter = |word: &str| {
+        word.split_once('=').is_some_and(|(name, value)| {
+            name.chars()
+                .next()
+                .is_some_and(|c| c.is_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_alphanumeric() || c == '_')
+                && value
+                    .strip_prefix('-')
+                    .unwrap_or(value)
+                    .parse::<u64>()
+                    .is_ok()
+        })
+    };
+    let mut start = label.len();
+    for (index, _) in label.rmatch_indices(' ') {
+        if !is_counter(&label[index + 1..start]) {
+            break;
+        }
+        start = index;
+    }
+    &label[start..]
+}
+
+/// `text` padded with spaces (or cut) to exactly `n_columns` columns ([`width`]; one less
+/// where a wide character would straddle the edge).
+pub(crate) fn pad(text: &str, n_columns: usize) -> String {
+    let cut = truncate(text, n_columns);
+    let len = width(&cut);
+    format!("{cut}{}", " ".repeat(n_columns.saturating_sub(len)))
 }
 
 /// A duration in the most readable unit, as every view writes it: `850 ns`, `12 µs`, `3.40 ms`,
@@ -69,9 +124,14 @@ pub(crate) fn describe_op(label: &str, line: u32) -> String {
     describe_op_at(label, line, None)
 }
 
+/// The most characters of a label an op's description shows (a long statement, one of
+/// hundreds of terms, would fill screens of a summary's critical path or a replay's heading).
+const DESCRIBED_LABEL_CHARS: usize = 100;
+
 /// "a statement (cell[2]:3)" where a front-end named the line's place ([`crate::Places`]),
 /// else as [`describe_op`].
 pub(crate) fn describe_op_at(label: &str, line: u32, place: Option<&str>) -> String {
+    let label = truncate(label, DESCRIBED_LABEL_CHARS);
     match place {
         Some(place) => format!("{label} ({place})"),
         None if line > 0 => format!("{label} (line {line})"),
@@ -112,6 +172,28 @@ mod tests {
         // The unit follows the value before rounding, in the script too.
         assert_eq!(format_ns(999_995_000), "1000.00 ms");
         assert_eq!(format_ns(u64::MAX), "18446744073.71 s");
+    }
+
+    #[test]
+    fn a_cut_label_keeps_its_loop_counters() {
+        let label = "set(w, 0, verylongname + a + a) i=12 j=-3";
+        assert_eq!(truncate(label, 26), "set(w, 0, veryl… i=12 j=-3");
+        assert_eq!(width(&truncate(label, 26)), 26);
+        // Too short to keep them with some of the statement: cut at the end.
+        assert_eq!(truncate(label, 10), "set(w, 0,…");
+        // Words that are no counters stay where they are.
+        assert_eq!(truncate("x = y + zzzzzzzz", 8), "x = y +…");
+        assert_eq!(truncate("print \"k=1\"", 8), "print \"…");
+        assert_eq!(loop_counters("A = A + i * 2e3 i=3"), " i=3");
+        assert_eq!(loop_counters("B = A + 1"), "");
+    }
+
+    #[test]
+    fn wide_characters_take_two_columns() {
+        assert_eq!(width("日本 ok"), 7);
+        assert_eq!(pad("load(\"日本\")", 13), "load(\"日本\") ");
+        assert_eq!(width(&pad("load(\"日本語\")", 10)), 10);
+        assert_eq!(truncate("日本語です", 6), "日本…");
     }
 
     #[test]
