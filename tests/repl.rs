@@ -390,6 +390,22 @@ fn answers_into_a_closed_pipe_end_nothing() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// Each op slice of the Chrome trace `file` in `dir`: its name and its argument `argument`.
+fn slices_with(dir: &TestDir, file: &str, argument: &str) -> Vec<(String, serde_json::Value)> {
+    let text = std::fs::read_to_string(dir.path().join(file)).unwrap();
+    let trace: serde_json::Value = serde_json::from_str(&text).unwrap();
+    trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["ph"] == "X")
+        .map(|event| {
+            let name = event["name"].as_str().unwrap().to_string();
+            (name, event["args"][argument].clone())
+        })
+        .collect()
+}
+
 /// A trace asked for while ops are still pending (a slow op just pushed) waits for them: every
 /// op is in it, done, where it held only those finished so far, the rest shown running.
 #[test]
@@ -397,19 +413,8 @@ fn a_trace_taken_while_ops_are_pending_waits_for_them() {
     let dir = TestDir::new();
     let input = "A = ones(4)\nB = work(200, A + 1)\nC = B * 2\n:trace t.json\n";
     run_piped(&dir, input, &[("DEP_ENGINE", "threaded")]).expect_code(0);
-    let trace: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("t.json")).unwrap()).unwrap();
-    let slices: Vec<(String, String)> = trace["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|event| event["ph"] == "X")
-        .map(|event| {
-            let name = event["name"].as_str().unwrap().to_string();
-            (name, event["args"]["state"].as_str().unwrap().to_string())
-        })
-        .collect();
-    let done = |label: &str| (label.to_string(), "done".to_string());
+    let slices = slices_with(&dir, "t.json", "state");
+    let done = |label: &str| (label.to_string(), serde_json::json!("done"));
     assert_eq!(
         slices,
         [
@@ -431,21 +436,12 @@ fn a_traces_lines_are_the_lines_the_repl_names() {
         ":vars\n:vars\nA = ones(4)\n\n# c\nB = A + 1\n:trace t.json\n:trace t.pftrace\n:why B\n";
     let run = run_piped(&dir, input, &[]).expect_code(0);
     assert!(run.stdout.contains("<stdin>:6"), "{}", run.stdout);
-    let trace: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("t.json")).unwrap()).unwrap();
-    let lines: Vec<(String, u64)> = trace["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|event| event["ph"] == "X")
-        .map(|event| {
-            let name = event["name"].as_str().unwrap().to_string();
-            (name, event["args"]["line"].as_u64().unwrap())
-        })
-        .collect();
     assert_eq!(
-        lines,
-        [("A = ones(4)".to_string(), 3), ("B = A + 1".to_string(), 6)]
+        slices_with(&dir, "t.json", "line"),
+        [
+            ("A = ones(4)".to_string(), serde_json::json!(3)),
+            ("B = A + 1".to_string(), serde_json::json!(6))
+        ]
     );
     let replayed = Run::of(dir.dep().args(["replay", "--end", "t.json"])).expect_code(0);
     assert!(
