@@ -306,6 +306,7 @@ def test_graph_and_dag_show_a_recorded_graph(kernel):
 def test_trace_writes_chrome_trace_json(kernel, tmp_path):
     import json
 
+    kernel.execute("W = ones(2)\nW = W + 1")
     kernel.execute("T = ones(16, 16)\nU = T @ T\nV = U + T")
     path = tmp_path / "cell.json"
     reply, messages = kernel.execute(f"%trace {path}")
@@ -314,6 +315,10 @@ def test_trace_writes_chrome_trace_json(kernel, tmp_path):
     slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert {"U = T @ T", "V = U + T"} <= {e["name"] for e in slices}
     assert any(e["ph"] == "s" for e in trace["traceEvents"])
+    # Each op's line is its line in its cell, as the notebook's reports number it (`cell[N]:2`),
+    # not the session's count of every cell's lines so far.
+    lines = {e["name"]: e["args"]["line"] for e in slices}
+    assert lines["U = T @ T"] == 2 and lines["V = U + T"] == 3, lines
 
 
 def test_unknown_comms_are_closed_and_comm_info_is_empty(kernel):
