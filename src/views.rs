@@ -439,7 +439,8 @@ fn feed(fold: &mut LiveFold, events: impl IntoIterator<Item = engine::Event>, ne
 /// The file is its own (`.dep-check-PID-N`, a number not taken), so an error is the system's
 /// about the folder, naming no file of ours.
 fn probe_folder(folder: &Path) -> std::io::Result<()> {
-    for n in 0.. {
+    let mut n = 0;
+    loop {
         let probe = folder.join(format!(".dep-check-{}-{n}", std::process::id()));
         match std::fs::OpenOptions::new()
             .write(true)
@@ -447,11 +448,10 @@ fn probe_folder(folder: &Path) -> std::io::Result<()> {
             .open(&probe)
         {
             Ok(_) => return std::fs::remove_file(&probe),
-            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && n < 100 => {}
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && n < 100 => n += 1,
             Err(error) => return Err(error),
         }
     }
-    unreachable!("the loop returns by its hundredth name")
 }
 
 /// Writes a view's file for `flag`; says why not on stderr, and whether it was written.

@@ -681,11 +681,7 @@ fn add_start_times(session: &Session, frame: &mut views::Frame) {
 /// last cell that ran code in the kernel (which clears the log). Variables created before the
 /// log began are named from the engine.
 fn replay(session: &Session) -> views::Replay {
-    let events = session
-        .event_log()
-        .map(|log| log.events())
-        .unwrap_or_default();
-    let mut replay = replay_of(session, events);
+    let mut replay = replay_of(session, session_events(session));
     replay.name_places(&session.places());
     replay
 }
@@ -696,10 +692,7 @@ fn replay(session: &Session) -> views::Replay {
 /// (which counts only the lines of statements run so far).
 fn replay_in_input_lines(session: &Session) -> views::Replay {
     let places = session.places();
-    let mut events = session
-        .event_log()
-        .map(|log| log.events())
-        .unwrap_or_default();
+    let mut events = session_events(session);
     for event in &mut events {
         if let engine::EventKind::Pushed { line, .. } = &mut event.kind {
             if let Some((_, input_line)) = places.input_line(*line) {
@@ -708,6 +701,14 @@ fn replay_in_input_lines(session: &Session) -> views::Replay {
         }
     }
     replay_of(session, events)
+}
+
+/// The events the session's log holds (none without a log).
+fn session_events(session: &Session) -> Vec<engine::Event> {
+    session
+        .event_log()
+        .map(|log| log.events())
+        .unwrap_or_default()
 }
 
 /// The replay of `events`, a session's, its variables named.
