@@ -273,8 +273,11 @@ fn lookup_signature(name: &str) -> Option<(&'static str, &'static str)> {
 
 /// The byte offset where the identifier that ends `text` starts.
 fn word_start(text: &str) -> usize {
-    text.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .map_or(0, |offset| offset + 1)
+    // After the last character that is no part of a word, however many bytes it takes (`ü`).
+    text.char_indices()
+        .rev()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '_'))
+        .map_or(0, |(offset, c)| offset + c.len_utf8())
 }
 
 /// The candidates starting with `prefix`, sorted, without duplicates.
@@ -359,5 +362,10 @@ mod tests {
         assert_eq!(word_start("X = ze"), 4);
         assert_eq!(word_start("ze"), 0);
         assert_eq!(word_start("f(a_1"), 2);
+        // A character of several bytes before the word (it panicked, ending the session, as
+        // `c = load("ü` was typed).
+        assert_eq!(word_start("load(\"ü"), 8);
+        assert_eq!(word_start("x = 日本ze"), 10);
+        assert_eq!(signature_hint("c = load(\"ünï 日本"), "    load(path)");
     }
 }
