@@ -466,8 +466,9 @@ fn legend(svg: &mut String, replay: &Replay, width: f64) {
 
 /// A time axis with ticks at 1, 2 or 5 × 10^k, about eight of them.
 fn axis(svg: &mut String, start: u64, end: u64, y: f64, x_of: &dyn Fn(u64) -> f64) {
-    let span = (end - start).max(1);
-    let rough = span as f64 / 8.0;
+    // An empty span (a run of no ops) gets its one tick, `0`, and no time it did not last.
+    let span = end - start;
+    let rough = span.max(1) as f64 / 8.0;
     let magnitude = 10f64.powf(rough.log10().floor());
     let step = [1.0, 2.0, 5.0, 10.0]
         .into_iter()
@@ -520,7 +521,27 @@ fn tick_label(offset_ns: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::dependencies_title;
+    use super::{axis, dependencies_title};
+
+    /// The tick labels of an axis from `start` to `end`.
+    fn tick_labels(start: u64, end: u64) -> Vec<String> {
+        let mut svg = String::new();
+        axis(&mut svg, start, end, 0.0, &|time| time as f64);
+        svg.split("font-size=\"10\">")
+            .skip(1)
+            .map(|rest| rest.split('<').next().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    /// A run of no ops lasted no time: its axis says `0`, not `0` to `1 ns`.
+    #[test]
+    fn an_empty_runs_axis_has_one_tick() {
+        assert_eq!(tick_labels(5, 5), ["0"]);
+        assert_eq!(tick_labels(0, 1).last().map(String::as_str), Some("1 ns"));
+        let labels = tick_labels(1_000, 1_000 + 8_000_000);
+        assert_eq!(labels.first().map(String::as_str), Some("0"));
+        assert_eq!(labels.last().map(String::as_str), Some("8 ms"));
+    }
 
     #[test]
     fn an_arrows_tooltip_names_its_dependencies_and_counts_the_rest() {
