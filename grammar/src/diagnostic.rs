@@ -2,6 +2,8 @@
 //! `file:line:col` reports that quote the source line and put a caret
 //! under the offending place.
 
+use unicode_width::UnicodeWidthChar;
+
 use crate::span::{LineIndex, Span};
 
 /// One syntax error found while parsing.
@@ -135,26 +137,39 @@ impl QuotedLine {
         };
         let cut_before = if window_start > 0 { ELLIPSIS } else { "" };
         let cut_after = if window_end < length { ELLIPSIS } else { "" };
+        let visible_caret_end = caret_end.min(window_end.max(caret_start + 1));
         let mut text = String::from(cut_before);
-        // Keep tabs in the padding so that the caret lines up with the text.
+        // Keep tabs in the padding so that the caret lines up with the text; a wide character
+        // (`日`) takes two columns of padding or carets, as the terminal draws it.
         let mut padding = " ".repeat(cut_before.len());
+        let mut caret_count = 0;
         for (index, character) in line
             .chars()
             .enumerate()
             .skip(window_start)
             .take(window_end - window_start)
         {
-            text.push(visible(character));
+            let shown = visible(character);
+            text.push(shown);
+            let columns = if character == '\t' {
+                1
+            } else {
+                shown.width().unwrap_or(1)
+            };
             if index < caret_start {
-                padding.push(if character == '\t' { '\t' } else { ' ' });
+                match character {
+                    '\t' => padding.push('\t'),
+                    _ => padding.extend(std::iter::repeat_n(' ', columns)),
+                }
+            } else if index < visible_caret_end {
+                caret_count += columns;
             }
         }
         text.push_str(cut_after);
-        let visible_caret_end = caret_end.min(window_end.max(caret_start + 1));
         QuotedLine {
             text,
             padding,
-            caret_count: visible_caret_end.saturating_sub(caret_start).max(1),
+            caret_count: caret_count.max(1),
         }
     }
 }
@@ -322,6 +337,32 @@ mod tests {
               |
             1 | 	x = $$$ + 1
               | 	    ^^^
+        "#]]
+        .assert_eq(&diagnostic.render("f.dep", source));
+    }
+
+    /// A wide character takes two columns on a terminal: the padding before a caret and the
+    /// carets under one count them so.
+    #[test]
+    fn carets_line_up_after_and_under_wide_characters() {
+        let source = "b = \"日本日本\" + zz";
+        let diagnostic = Diagnostic::new("unknown name `zz`", Span::new(21, 23), "not defined");
+        expect![[r#"
+            error: unknown name `zz`
+             --> f.dep:1:14
+              |
+            1 | b = "日本日本" + zz
+              |                  ^^ not defined
+        "#]]
+        .assert_eq(&diagnostic.render("f.dep", source));
+        let source = "x = \"日本\" + 1";
+        let diagnostic = Diagnostic::new("not a tensor", Span::new(4, 12), "");
+        expect![[r#"
+            error: not a tensor
+             --> f.dep:1:5
+              |
+            1 | x = "日本" + 1
+              |     ^^^^^^
         "#]]
         .assert_eq(&diagnostic.render("f.dep", source));
     }
