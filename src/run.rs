@@ -39,7 +39,7 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
         Ok(config) => config,
         Err(message) => return usage_code(&message),
     };
-    if let Some(Err(message)) = ViewPlan::from_args(args).map(|plan| plan.check_paths()) {
+    if let Some(Err(message)) = ViewPlan::from_args(args).map(|plan| plan.check_paths(&args.file)) {
         return usage_code(&message);
     }
     let core_share = ranks.share_cores(&mut config, args.threads_chosen());

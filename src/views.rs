@@ -115,15 +115,18 @@ impl ViewPlan {
     /// Checks, before the run, that every file it is to write can be written, so that a long
     /// run does not end with its views lost (`--trace /missing/t.json`): a folder that does not
     /// exist, is not a folder or refuses a new file, or a path that is a folder, is a usage error.
-    pub(crate) fn check_paths(&self) -> Result<(), String> {
-        let files = self
+    /// So is a file whose name says another format than the view's, one that two views name,
+    /// and `script` itself: a view would overwrite it (`--replay run.dep`).
+    pub(crate) fn check_paths(&self, script: &Path) -> Result<(), String> {
+        let files: Vec<(&str, &PathBuf)> = self
             .traces
             .iter()
             .map(|path| ("--trace", path))
             .chain(self.timeline.iter().map(|path| ("--timeline", path)))
             .chain(self.dot.iter().map(|path| ("--dot", path)))
-            .chain(self.replay.iter().map(|path| ("--replay", path)));
-        for (flag, path) in files {
+            .chain(self.replay.iter().map(|path| ("--replay", path)))
+            .collect();
+        for &(flag, path) in &files {
             let cannot = |why: String| format!("{flag}: cannot write {}: {why}", path.display());
             if path.is_dir() {
                 return Err(cannot("it is a folder".to_string()));
@@ -143,13 +146,54 @@ impl ViewPlan {
             dep_interp::commands::trace_format(path)
                 .map_err(|error| format!("--trace: {error}"))?;
         }
-        if let Some(path) = &self.timeline {
-            if path.extension().and_then(|extension| extension.to_str()) != Some("svg") {
+        let named = |path: &Path, extensions: &[&str]| {
+            path.extension()
+                .and_then(|extension| extension.to_str())
+                .is_some_and(|extension| extensions.contains(&extension))
+        };
+        if let Some(path) = self.timeline.as_ref().filter(|path| !named(path, &["svg"])) {
+            return Err(format!(
+                "--timeline: `{}` is not a FILE.svg: the timeline is written as SVG",
+                path.display()
+            ));
+        }
+        if let Some(path) = self
+            .dot
+            .as_ref()
+            .filter(|path| !named(path, &["dot", "svg"]))
+        {
+            return Err(format!(
+                "--dot: `{}` is not a FILE.dot or FILE.svg: the DAG is written as Graphviz's DOT, or drawn as SVG",
+                path.display()
+            ));
+        }
+        if let Some(path) = self
+            .replay
+            .as_ref()
+            .filter(|path| !named(path, &["html", "htm"]))
+        {
+            return Err(format!(
+                "--replay: `{}` is not a FILE.html: the player is an HTML page",
+                path.display()
+            ));
+        }
+        let script = std::fs::canonicalize(script).ok();
+        let mut resolved: Vec<(&str, PathBuf)> = Vec::new();
+        for &(flag, path) in &files {
+            let here = resolve_output(path);
+            if script.as_ref() == Some(&here) {
                 return Err(format!(
-                    "--timeline: `{}` is not a FILE.svg: the timeline is written as SVG",
+                    "{flag}: `{}` is the script being run: the view would overwrite it",
                     path.display()
                 ));
             }
+            if let Some((other, _)) = resolved.iter().find(|(_, there)| *there == here) {
+                return Err(format!(
+                    "{other} and {flag} both name `{}`: each view needs a file of its own",
+                    path.display()
+                ));
+            }
+            resolved.push((flag, here));
         }
         Ok(())
     }
@@ -438,6 +482,21 @@ fn feed(fold: &mut LiveFold, events: impl IntoIterator<Item = engine::Event>, ne
 /// Makes a new file in `folder` and removes it at once: whether a view can be written there.
 /// The file is its own (`.dep-check-PID-N`, a number not taken), so an error is the system's
 /// about the folder, naming no file of ours.
+/// Where an output file will be, whether it exists or not: its folder's canonical path (the
+/// folder exists, [`ViewPlan::check_paths`] checked) joined with its name, so that two names of
+/// one file (`t.json`, `./t.json`, `../here/t.json`) compare equal.
+fn resolve_output(path: &Path) -> PathBuf {
+    let folder = match path.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() => folder,
+        _ => Path::new("."),
+    };
+    let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+    match path.file_name() {
+        Some(name) => folder.join(name),
+        None => folder,
+    }
+}
+
 fn probe_folder(folder: &Path) -> std::io::Result<()> {
     let mut n = 0;
     loop {

@@ -447,6 +447,82 @@ fn a_view_file_that_cannot_be_written_stops_the_run_before_it_starts() {
     }
 }
 
+/// A view never overwrites the script it runs, nor another view's file: `--replay run.dep`
+/// and `--dot run.dep` replaced the script with HTML or DOT, and `--trace t.json --replay
+/// t.json` lost the trace. Each is refused before the run, and so is a `--dot` or `--replay`
+/// file whose name says another format.
+#[test]
+fn a_view_that_would_overwrite_the_script_or_another_view_is_refused() {
+    let dir = TestDir::new();
+    let script = dir.write("run.dep", "print 1\n");
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["--replay", "run.dep"],
+            "--replay: `run.dep` is not a FILE.html",
+        ),
+        (
+            &["--dot", "run.dep"],
+            "--dot: `run.dep` is not a FILE.dot or FILE.svg",
+        ),
+        (
+            &["--dot", "g.png"],
+            "--dot: `g.png` is not a FILE.dot or FILE.svg",
+        ),
+        (
+            &["--trace", "run.dep"],
+            "--trace: `run.dep` names no trace format",
+        ),
+        (
+            &["--trace", "t.json", "--replay", "./t.json"],
+            "--replay: `./t.json` is not a FILE.html",
+        ),
+        (
+            &["--trace", "t.json", "--trace", "./t.json"],
+            "--trace and --trace both name `./t.json`: each view needs a file of its own",
+        ),
+        (
+            &["--timeline", "x.svg", "--dot", "x.svg"],
+            "--timeline and --dot both name `x.svg`: each view needs a file of its own",
+        ),
+        (
+            &["--timeline", "../sub/g.svg", "--dot", "g.svg"],
+            "--timeline and --dot both name `g.svg`: each view needs a file of its own",
+        ),
+    ];
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    for (args, why) in cases {
+        // The last case runs from a folder below, where `../sub/g.svg` is `g.svg`.
+        let mut command = dir.dep();
+        if args.contains(&"../sub/g.svg") {
+            command.current_dir(dir.path().join("sub"));
+        }
+        let run = Run::of(command.arg("run").arg(&script).args(args)).expect_code(2);
+        assert_eq!(run.stdout, "", "{args:?}: the script did not run");
+        assert!(
+            run.stderr.starts_with(&format!("dep: {why}")),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert_eq!(read(&dir, "run.dep"), "print 1\n", "{args:?}");
+    }
+    assert!(!dir.path().join("t.json").exists());
+    // The script itself, named as an output of a format it could be (a script may have any
+    // name): refused too.
+    let named_like_a_page = dir.write("lesson.html", "print 2\n");
+    let run = Run::of(
+        dir.dep()
+            .arg("run")
+            .arg(&named_like_a_page)
+            .args(["--replay", "./lesson.html"]),
+    )
+    .expect_code(2);
+    assert_eq!(
+        run.stderr,
+        "dep: --replay: `./lesson.html` is the script being run: the view would overwrite it\n"
+    );
+    assert_eq!(read(&dir, "lesson.html"), "print 2\n");
+}
+
 #[test]
 fn a_syntax_error_leaves_the_views_of_an_earlier_run_alone() {
     let dir = TestDir::new();
