@@ -58,8 +58,8 @@ impl OtherRanks {
     /// Waits for every rank's statements and ops; returns what each ended with, in rank order.
     pub(crate) fn wait(self) -> Vec<Outcome> {
         let size = self.peers.size();
-        let ran = self.peers.ran();
-        let waited = self.peers.wait();
+        let ran = self.peers.ran(&|| 0);
+        let waited = self.peers.wait(&|| 0);
         let observed = self.observed;
         let runs = self.peers.finish(move |session| {
             observed.then(|| crate::rank_views::recorded(session, session.rank(), None))

@@ -338,6 +338,32 @@ fn a_second_ctrl_c_while_print_waits_on_a_running_op_abandons_the_wait_and_keeps
     repl.expect("left without waiting");
 }
 
+/// Among simulated ranks, rank 1's `print` blocked behind a `recv` that no rank answers held
+/// the prompt until the communication's 60 s timeout, whatever Ctrl-C did: rank 0 waited for
+/// its peers' reports without looking at its interrupts. Ctrl-C now reaches the peers too.
+#[test]
+fn ctrl_c_while_another_simulated_rank_waits_for_a_message_brings_the_prompt_back() {
+    let mut repl = Repl::start();
+    repl.run(":engine sim --ranks 2");
+    repl.run("K = ones(2)");
+    repl.run("with rank = 1 { z = recv(0, 2) }");
+    repl.line("print 1");
+    repl.expect("1.0");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    repl.control('c');
+    repl.expect("(Ctrl-C: the ops that had not started are cancelled");
+    let shown = repl.prompt();
+    assert!(
+        started.elapsed().as_secs() < 20,
+        "the prompt came back only after the timeout: {shown:?}"
+    );
+    assert!(shown.contains("error (rank 1)"), "{shown:?}");
+    let shown = repl.run("print K + 1");
+    assert!(shown.contains("[2. 2.]"), "the session kept K: {shown:?}");
+    assert_eq!(repl.quit().0, 0);
+}
+
 /// `dep` with no arguments in `dir` (also its HOME), with `envs`, its stdin, stdout and stderr
 /// pipes.
 fn spawn_piped(dir: &TestDir, envs: &[(&str, &str)]) -> std::process::Child {

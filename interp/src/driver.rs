@@ -274,13 +274,12 @@ impl Driver {
         }
         let ran = match session.peers() {
             Some(peers) => {
-                if interrupted {
-                    peers.interrupt();
-                }
                 if ran.is_err() {
                     peers.end_job("rank 0 failed".to_string());
                 }
-                ran.and(first_error(peers.ran()))
+                // Rank 0's interrupts, those of its input and those while it waits for the
+                // peers, are theirs too.
+                ran.and(first_error(peers.ran(&|| self.interrupt.since(mark))))
             }
             None => ran,
         };
@@ -357,7 +356,7 @@ impl Driver {
             if failures.is_err() {
                 peers.end_job("rank 0 failed".to_string());
             }
-            failures = failures.and(first_error(peers.wait()));
+            failures = failures.and(first_error(peers.wait(&|| self.interrupt.since(mark))));
         }
         Waited {
             failures: failures.err(),

@@ -193,7 +193,7 @@ impl Session {
         // next `take_failures`, not lost with them.
         if let Some(old) = std::mem::replace(&mut self.peers, peers) {
             self.peer_errors
-                .extend(old.wait().into_iter().flat_map(|report| report.errors));
+                .extend(old.wait(&|| 0).into_iter().flat_map(|report| report.errors));
         }
     }
 

@@ -121,18 +121,23 @@ impl PeerRanks {
     }
 
     /// Waits until every peer has pushed the statements of the input it was handed (its ops
-    /// may still run); what each printed and its statement's error, in rank order.
-    pub fn ran(&self) -> Vec<PeerReport> {
-        self.collect()
+    /// may still run); what each printed and its statement's error, in rank order. Each of
+    /// rank 0's interrupts that `interrupts` counts, before or while this waits, interrupts the
+    /// peers too: a peer's `print` blocked on an op that never ends (a `recv` whose `send` no
+    /// rank makes) gives up, rather than hold rank 0's prompt until the communication's
+    /// timeout.
+    pub fn ran(&self, interrupts: &dyn Fn() -> u64) -> Vec<PeerReport> {
+        self.collect(interrupts)
     }
 
     /// Waits until every op of every peer has finished, in its final state; what each printed
-    /// and the failures of its ops, in rank order.
-    pub fn wait(&self) -> Vec<PeerReport> {
+    /// and the failures of its ops, in rank order. An interrupt that `interrupts` counts
+    /// gives the peers' waits up, as in [`PeerRanks::ran`].
+    pub fn wait(&self, interrupts: &dyn Fn() -> u64) -> Vec<PeerReport> {
         for peer in &self.peers {
             let _ = peer.jobs.send(Job::Wait);
         }
-        self.collect()
+        self.collect(interrupts)
     }
 
     /// The failures of the peers' ops that ended since they last reported, after giving the
@@ -142,7 +147,7 @@ impl PeerRanks {
         for peer in &self.peers {
             let _ = peer.jobs.send(Job::TakeFailures);
         }
-        self.collect()
+        self.collect(&|| 0)
     }
 
     /// Interrupts the input every peer runs now (see `driver::Interrupt`).
@@ -186,23 +191,39 @@ impl PeerRanks {
         results.into_iter().map(|(_, result)| result).collect()
     }
 
-    /// One report from every peer, in rank order (a peer whose thread ended reports that).
-    fn collect(&self) -> Vec<PeerReport> {
+    /// One report from every peer, in rank order (a peer whose thread ended reports that),
+    /// interrupting the peers once for each interrupt `interrupts` counts while it waits.
+    fn collect(&self, interrupts: &dyn Fn() -> u64) -> Vec<PeerReport> {
+        let mut forwarded = 0;
         self.peers
             .iter()
-            .map(|peer| {
-                peer.reports.recv().unwrap_or_else(|_| PeerReport {
-                    rank: peer.rank,
-                    output: Vec::new(),
-                    errors: vec![RunError::without_place(format!(
-                        "error (rank {}): the simulated rank's thread ended",
-                        peer.rank
-                    ))],
-                })
+            .map(|peer| loop {
+                let seen = interrupts();
+                while forwarded < seen {
+                    self.interrupt();
+                    forwarded += 1;
+                }
+                match peer.reports.recv_timeout(INTERRUPT_POLL) {
+                    Ok(report) => break report,
+                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        break PeerReport {
+                            rank: peer.rank,
+                            output: Vec::new(),
+                            errors: vec![RunError::without_place(format!(
+                                "error (rank {}): the simulated rank's thread ended",
+                                peer.rank
+                            ))],
+                        }
+                    }
+                }
             })
             .collect()
     }
 }
+
+/// How often rank 0, waiting for its peers' reports, looks for an interrupt to pass on.
+const INTERRUPT_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// How long a peer asked for its failures waits for its running ops to end first.
 const SETTLE_TIME: std::time::Duration = std::time::Duration::from_millis(50);
@@ -247,7 +268,9 @@ fn serve(
                 outcome.error.into_iter().collect()
             }
             Job::Wait => {
-                let waited = driver.wait(&mut session, driver.mark());
+                // Rank 0's interrupt, passed on, gives the wait up (a peer's driver gives up at
+                // the first).
+                let waited = driver.wait_or_leave(&mut session, driver.mark());
                 waited.failures.into_iter().collect()
             }
             Job::TakeFailures => {
