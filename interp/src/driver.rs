@@ -301,7 +301,14 @@ impl Driver {
     /// [`Driver::wait`] that gives up once the `abandon_after`-th interrupt after `mark`
     /// arrives: the REPL leaving, whose second Ctrl-C leaves without waiting for running ops.
     pub fn wait_or_leave(&self, session: &mut Session, mark: u64) -> Waited {
-        self.wait_until(session, mark, self.interrupt.0.abandon_after, true)
+        self.wait_or_give_up(session, mark, self.interrupt.0.abandon_after)
+    }
+
+    /// [`Driver::wait`] that gives up once the `give_up_after`-th interrupt after `mark`
+    /// arrives (the running ops go on): a notebook's cell, whose first interrupt cancels what
+    /// has not started and waits for the running ops, and whose second stops waiting.
+    pub fn wait_or_give_up(&self, session: &mut Session, mark: u64, give_up_after: u64) -> Waited {
+        self.wait_until(session, mark, give_up_after, true)
     }
 
     /// Waits until every op pushed so far has finished, cancelling the pending ones when an

@@ -18,7 +18,8 @@
 //! once the ops that have not started; each execute request carries the value the counter had
 //! when the shell received it, and is interrupted once the counter moves past it: running ops
 //! finish, a blocked `print` or `wait` gives up, no further part runs, and the reply is an
-//! `Interrupted` error. Requests received before the interrupt but
+//! `Interrupted` error. A second interrupt stops waiting for the running ops, which go on
+//! ([`GIVE_UP_AFTER`]). Requests received before the interrupt but
 //! not yet started end the same way, as ipykernel aborts its queue after an interrupt.
 
 use std::collections::HashMap;
@@ -67,6 +68,12 @@ pub(crate) enum Job {
 /// The interrupt counter, shared by the control loop (which bumps it) and the executor's
 /// driver: the first interrupt of a cell stops it and ends a blocked `print` or `wait`.
 pub(crate) type Interrupts = Interrupt;
+
+/// The interrupts of a cell after which it stops waiting for its running ops (they go on):
+/// the first cancels what has not started, stops the cell and ends a blocked `print`, and the
+/// cell then waits for the ops already running; the second ends that wait, as the REPL's
+/// second Ctrl-C does.
+const GIVE_UP_AFTER: u64 = 2;
 
 /// A new interrupt counter for a kernel.
 pub(crate) fn interrupts() -> Interrupts {
@@ -279,17 +286,28 @@ impl Executor {
                 }
             }
         }
-        let waited = self.driver.wait(&mut self.session, mark);
+        let waited = self
+            .driver
+            .wait_or_give_up(&mut self.session, mark, GIVE_UP_AFTER);
         interrupted |= waited.interrupted;
         let failure = if interrupted {
-            let n_cancelled = self.session.live(path).map_or(0, |source| {
-                source.view(true).count(engine::OpState::Cancelled)
+            let (n_cancelled, n_running) = self.session.live(path).map_or((0, 0), |source| {
+                let view = source.view(true);
+                (
+                    view.count(engine::OpState::Cancelled),
+                    view.count(engine::OpState::Running),
+                )
             });
+            let running = match (waited.abandoned, n_running) {
+                (false, _) => "running ops finished".to_string(),
+                (true, 1) => "1 running op goes on (a later cell that reads what it writes waits for it)".to_string(),
+                (true, n) => format!("{n} running ops go on (a later cell that reads what they write waits for them)"),
+            };
             Some(CellFailure {
                 ename: "Interrupted".to_string(),
-                evalue: format!("{path} interrupted: {n_cancelled} ops that had not started were cancelled; running ops finished"),
+                evalue: format!("{path} interrupted: {n_cancelled} ops that had not started were cancelled; {running}"),
                 traceback: vec![format!(
-                    "\x1b[1;31mInterrupted\x1b[0m: {path} stopped; {n_cancelled} pending ops cancelled. Variables they would have written hold a `cancelled` error until written again; every other variable keeps its value."
+                    "\x1b[1;31mInterrupted\x1b[0m: {path} stopped; {n_cancelled} pending ops cancelled, writing nothing; {running}. Every variable keeps its last computed value."
                 )],
             })
         } else {

@@ -127,6 +127,31 @@ def test_an_interrupt_reaches_a_cell_blocked_in_print(kernel):
     assert "never" not in stdout_of(kernel.iopub_until_idle(msg_id))
 
 
+def test_a_second_interrupt_stops_waiting_for_a_running_op_which_goes_on(kernel):
+    # The first interrupt ends the blocked print and the cell waits for the running op; the
+    # second ends that wait (it used to run the op's whole 6 s): the op goes on, and a later
+    # cell that reads w waits for it.
+    started = time.monotonic()
+    msg_id = kernel.kc.execute("w = work(6000, ones(2))\nprint w")
+    for _ in range(2):
+        time.sleep(0.7)
+        kernel.kc.session.send(kernel.kc.control_channel.socket, "interrupt_request", {})
+        assert kernel.kc.control_channel.get_msg(timeout=10)["msg_type"] == "interrupt_reply"
+    reply = kernel.shell_reply(msg_id, timeout=20)
+    assert reply["content"]["ename"] == "Interrupted"
+    assert time.monotonic() - started < 4.5, "the cell waited for the running op"
+    assert "1 running op goes on" in reply["content"]["evalue"], reply["content"]["evalue"]
+    errors = [m for m in kernel.iopub_until_idle(msg_id) if m["msg_type"] == "error"]
+    traceback = "\n".join(errors[0]["content"]["traceback"])
+    # What the message says of the variables is what they hold: nothing cancelled was written.
+    assert "Every variable keeps its last computed value" in traceback, traceback
+    assert "hold a `cancelled` error" not in traceback, traceback
+    reply, messages = kernel.execute("print sum(w)")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert stdout_of(messages) == "2.0\n"
+    assert time.monotonic() - started > 5.5, "print read w before its op ended"
+
+
 def test_an_interrupt_stops_a_loop_at_its_next_statement(kernel):
     # 1,000 iterations of 20 ms, each printing: 20 s unless the interrupt stops the loop itself.
     msg_id = kernel.kc.execute("x = ones(2)\nfor i in 0..1000 {\n  x = work(20, x + 1)\n  print i, sum(x)\n}")
