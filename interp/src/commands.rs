@@ -558,8 +558,18 @@ fn why(session: &Session, name: &str) -> Result<String, String> {
     }
     text.push('\n');
     if !pending_write {
-        if let Some(history) = replay(session).why_waited(var.id()) {
+        let has_value = not_ready.is_none();
+        let replay = replay(session);
+        if let Some(history) = replay.why_waited(var.id(), has_value) {
             text.push_str(&history);
+            let written_here = replay
+                .ops()
+                .iter()
+                .any(|op| op.writes.contains(&var.id()) && op.state != engine::OpState::Cancelled);
+            if !written_here && session.event_log().is_some_and(|log| log.n_clears() > 0) {
+                // The kernel clears the log when a cell runs code (`Session::forget_events`).
+                text.push_str(" (a notebook keeps the events of the last cell that ran code)");
+            }
             text.push('\n');
         }
     }

@@ -304,6 +304,12 @@ def test_why_inside_a_cell_explains_a_waiting_op(kernel):
     assert text.startswith("D is ready: nothing reads or writes it now\n"), text
     assert f"D was last written by D = B + 1 (cell[{count}]:{line}), which waited " in text, text
     assert "for B: written by B = work(25, A @ A)" in text, text
+    # After a cell that ran code, the log holds that cell's events only: %why says D's write
+    # is older than them (it used to say nothing of it, as if D had never been written).
+    kernel.execute("E = 1")
+    reply, messages = kernel.execute("%why D")
+    text = stdout_of(messages)
+    assert "D was last written before the events kept here (a notebook keeps the events of the last cell that ran code)" in text, text
 
 
 def test_graph_and_dag_show_a_recorded_graph(kernel):

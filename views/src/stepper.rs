@@ -345,8 +345,10 @@ impl Replay {
     /// A * 3 (line 3)`, or `…, which did not wait`. What it waited for is every access ahead
     /// of its own when it was pushed. A cancelled op wrote nothing: the writer is the last op
     /// that was not cancelled, and the sentence says how many writes after it were (`…; 3
-    /// later writes were cancelled`). `None` when no op of the log wrote `var`.
-    pub fn why_waited(&self, var: VarId) -> Option<String> {
+    /// later writes were cancelled`). When no op of the log wrote `var`: `None`, or, with
+    /// cancelled writes, that it was never written; but when `has_value` (the variable holds a
+    /// value, written before the events the log keeps) that its last write is older than them.
+    pub fn why_waited(&self, var: VarId, has_value: bool) -> Option<String> {
         let mut n_cancelled = 0;
         let writer = self.ops().iter().rev().find(|op| {
             let writes = op.writes.contains(&var);
@@ -362,6 +364,12 @@ impl Replay {
             n => format!("; {n} later writes were cancelled before they started"),
         };
         let Some(writer) = writer else {
+            if has_value {
+                return Some(format!(
+                    "{} was last written before the events kept here{cancelled}",
+                    self.var_name(var)
+                ));
+            }
             return (n_cancelled > 0).then(|| {
                 format!(
                     "{} was never written: {n_cancelled} write{} cancelled before {} started",

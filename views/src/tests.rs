@@ -1123,7 +1123,7 @@ fn a_write_behind_two_running_reads_names_both() {
     bench.engine.wait_all();
     let replay = bench.replay();
     let var = bench.vars["A"].id();
-    let why = replay.why_waited(var).unwrap();
+    let why = replay.why_waited(var, true).unwrap();
     assert!(
         why.starts_with("A was last written by A = 5 (line 4), which waited ")
             && why.ends_with(" for A: read by B = A + 1 (line 2), and by C = A * 3 (line 3)"),
@@ -1133,7 +1133,7 @@ fn a_write_behind_two_running_reads_names_both() {
     let naive = naive_replay(SEED_000);
     let d = naive.ops()[4].writes[0];
     assert_eq!(
-        naive.why_waited(d).as_deref(),
+        naive.why_waited(d, true).as_deref(),
         Some("D was last written by D = A + 3 (line 5), which did not wait")
     );
 }
@@ -1164,15 +1164,21 @@ fn why_names_the_last_write_that_ran_not_a_cancelled_one() {
     release.send(()).unwrap();
     bench.engine.wait_all();
     let replay = bench.replay();
-    let why = replay.why_waited(bench.vars["C"].id()).unwrap();
+    let why = replay.why_waited(bench.vars["C"].id(), true).unwrap();
     assert_eq!(
         why,
         "C was last written by C = 1 (line 1), which did not wait; 2 later writes were \
          cancelled before they started"
     );
     assert_eq!(
-        replay.why_waited(bench.vars["D"].id()).as_deref(),
+        replay.why_waited(bench.vars["D"].id(), false).as_deref(),
         Some("D was never written: 1 write was cancelled before it started")
+    );
+    // A variable that holds a value, written before the events the log keeps (a notebook's
+    // earlier cell): not "never written".
+    assert_eq!(
+        replay.why_waited(bench.vars["D"].id(), true).as_deref(),
+        Some("D was last written before the events kept here; 1 later write was cancelled before it started")
     );
     // The cancelled ops never started: no worker, no bar.
     let cancelled: Vec<_> = replay
