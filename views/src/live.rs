@@ -655,17 +655,7 @@ impl LiveView {
                 lines.push(format!("  … and {} more ops", self.n_hidden));
             }
         } else if layout.ops {
-            let unfinished = views::Frame {
-                ops: self
-                    .frame
-                    .ops
-                    .iter()
-                    .filter(|op| !op.state.is_finished())
-                    .cloned()
-                    .collect(),
-                ..self.frame.clone()
-            };
-            let ops = views::text::ops(&unfinished, style);
+            let ops = views::text::unfinished_ops(&self.frame, style);
             lines.extend(ops.lines().map(str::to_string));
         }
         if lines.len() > layout.max_lines {
@@ -1356,6 +1346,46 @@ mod tests {
         assert_eq!(
             text.lines().next(),
             Some("<repl> · threaded engine · 4 ops: 1 run…")
+        );
+    }
+
+    /// The REPL's panel lists unfinished ops only, but an op waiting behind a cancelled one
+    /// (which keeps its place in its queues until its turn) names it by its label, as `:ops`
+    /// does, not by its engine id (`written by op3`).
+    #[test]
+    fn an_op_waiting_behind_a_cancelled_one_names_it_in_the_panel() {
+        let mut view = sample_view();
+        for op in &mut view.frame.ops {
+            match op.id.0 {
+                3 => {
+                    op.state = engine::OpState::Cancelled;
+                    op.waits_on.clear();
+                }
+                4 => op.waits_on.push(engine::Blocker {
+                    var: engine::VarId(3),
+                    behind: engine::OpId(3),
+                    behind_writes: true,
+                }),
+                _ => {}
+            }
+        }
+        let repl = TextLayout {
+            style: views::TextStyle::plain(100),
+            idle_queues: false,
+            ops: true,
+            finished_ops: false,
+            max_lines: 16,
+        };
+        let text = view.text_with(None, &repl);
+        assert!(
+            text.contains(
+                "↳ W = Z * 2 (<repl>:4) waits for Z: written by Z = Y + 1 (<repl>:3), cancelled"
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.contains("Z = Y + 1                "),
+            "a finished row: {text}"
         );
     }
 

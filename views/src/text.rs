@@ -114,11 +114,17 @@ pub fn ops(frame: &Frame, style: &TextStyle) -> String {
     ops_where(frame, style, |_| true, |_| 0)
 }
 
-/// The ops table of the frame's ops for which `shown` holds; the others are still there to
-/// name in the reasons for waiting.
+/// [`ops`] listing only the unfinished ops (a live panel's room): a finished one an op still
+/// waits behind (a cancelled op keeps its place in its queues until its turn) is named in the
+/// reasons for waiting, as in the whole table.
+pub fn unfinished_ops(frame: &Frame, style: &TextStyle) -> String {
+    ops_where(frame, style, |op| !op.state.is_finished(), |_| 0)
+}
+
 /// The ops table of the ops of `frame` that are `shown`, each after a line counting the ops left
 /// out just before it (`left_out_before`: a cut replay's ops finished before its cut, pushed
-/// between two ops it carries), where there are any.
+/// between two ops it carries), where there are any; the others are still there to name in the
+/// reasons for waiting.
 fn ops_where(
     frame: &Frame,
     style: &TextStyle,
