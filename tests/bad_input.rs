@@ -428,6 +428,27 @@ fn ctrl_c_in_a_batch_run_says_the_run_stops_and_its_trace_shows_cancelled_ops_as
             .filter(|event| event["ph"] == "X")
             .count();
         assert_eq!(slices, n_done, "{engine}: a slice per op that ran");
+        // The cancel is in the trace when it came, one `"c"` per op it stopped (`sum(A)` is
+        // the print's, stopped too): its replay shows them cancelled from the Ctrl-C on, not
+        // waiting until their turn.
+        let cancels = trace["depEvents"]["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|event| event.get(1).and_then(|kind| kind.as_str()) == Some("c"))
+            .count();
+        assert_eq!(cancels, n_cancelled, "{engine}");
+        let replay = Run::of(dir.dep().args(["replay", "t.json"])).expect_code(0);
+        let steps: Vec<&str> = replay.stdout.split("\nstep ").collect();
+        let last_cancel = steps
+            .iter()
+            .rposition(|step| step.contains("(it keeps its place in its queues until its turn)"))
+            .unwrap_or_else(|| panic!("{engine}: no cancel step: {}", replay.stdout));
+        let after = steps[last_cancel];
+        assert!(
+            after.contains(" cancelled ") && !after.contains(" waiting "),
+            "{engine}: {after}"
+        );
     }
 }
 

@@ -1737,7 +1737,42 @@ impl Shared {
 
     fn cancel_pending(&self) {
         let next = self.next_op.load(Ordering::SeqCst);
-        self.cancel_below.fetch_max(next, Ordering::SeqCst);
+        let before = self.cancel_below.fetch_max(next, Ordering::SeqCst);
+        // Observed, each op this cancel stops is said so now, so that a trace's replay shows it
+        // cancelled from here on, as a live view does, rather than waiting until its turn.
+        // An earlier cancel said so of the ops below `before`.
+        if next > before && self.sink.is_some() {
+            for op in self.users_ops_not_started_in(before..next) {
+                self.emit_structural(|| EventKind::Cancelled { op });
+            }
+        }
+    }
+
+    /// The users' ops numbered in `numbers` that have not started, in number order, as their
+    /// variables' queues hold them: what a cancel stops. A variable whose queue is locked now is
+    /// passed over rather than waited for (a naive op running at once under its variables'
+    /// locks, which nothing waits behind).
+    fn users_ops_not_started_in(&self, numbers: std::ops::Range<u64>) -> Vec<OpId> {
+        let live: Vec<Arc<VarInner>> = lock(&self.vars)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let mut found = std::collections::BTreeSet::new();
+        for var in &live {
+            let Ok(state) = var.state.try_lock() else {
+                continue;
+            };
+            for access in state.queue.entries() {
+                let op = &access.op;
+                if numbers.contains(&op.id.0)
+                    && matches!(op.state(), OpState::Waiting | OpState::Ready)
+                    && lock(&op.work).as_ref().is_some_and(Work::is_users)
+                {
+                    found.insert(op.id);
+                }
+            }
+        }
+        found.into_iter().collect()
     }
 
     fn wait_all_or(&self, give_up: &dyn Fn() -> bool) -> bool {

@@ -86,6 +86,13 @@ pub enum EventKind {
         /// The error message for failed, skipped and cancelled ops.
         message: Option<String>,
     },
+    /// The op, which had not started, was cancelled (Ctrl-C, a notebook's interrupt): it will
+    /// run nothing and write nothing, and finishes cancelled when its turn comes; until then
+    /// it keeps its place in its variables' queues. Views show it cancelled from this event on.
+    Cancelled {
+        /// The op.
+        op: OpId,
+    },
     /// Work the op enqueued on a device (its GPU kernels) ran from `start_ns` to `end_ns`, on
     /// `lane` (a stream, such as `gpu0:s1`). Reported through a [`crate::DeviceClock`] once the
     /// device says so, usually after the op's `Finished`.
@@ -519,6 +526,7 @@ const KIND_READY: u8 = 4;
 const KIND_STARTED: u8 = 5;
 const KIND_FINISHED: u8 = 6;
 const KIND_DEVICE_SPAN: u8 = 7;
+const KIND_CANCELLED: u8 = 8;
 
 /// Every op state, by its number.
 const STATES: [OpState; 7] = [
@@ -714,6 +722,7 @@ impl Shard {
             }
             EventKind::Granted { op, var } => (KIND_GRANTED, op.0, var.0),
             EventKind::Ready { op } => (KIND_READY, op.0, 0),
+            EventKind::Cancelled { op } => (KIND_CANCELLED, op.0, 0),
             EventKind::Started { op, worker } => (KIND_STARTED, op.0, u64::from(worker)),
             EventKind::Finished { op, state, message } => (
                 KIND_FINISHED,

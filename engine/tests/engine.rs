@@ -728,6 +728,94 @@ fn a_snapshot_shows_an_op_cancelled_while_it_waits_as_cancelled() {
     assert_eq!(b.version(), 0);
 }
 
+/// Observed, a cancel says which ops it stopped when it comes, one `Cancelled` event each (the
+/// ops not started, not the running one), so that a trace's replay shows them cancelled from
+/// then on rather than waiting until their turn; each still finishes cancelled at its turn.
+#[test]
+fn an_observed_cancel_logs_each_op_it_stops_when_it_comes() {
+    let log = Arc::new(EventLog::new());
+    let engine = Engine::new(EngineConfig {
+        policy: Policy::Threaded,
+        threads: 1,
+        sink: Some(log.clone()),
+        ..EngineConfig::default()
+    });
+    let (a, b, c) = (
+        engine.new_var("A"),
+        engine.new_var("B"),
+        engine.new_var("C"),
+    );
+    let (slow, gate, started) = gated("slow");
+    engine.push(slow.writes(&[a.clone()]));
+    started.recv().unwrap();
+    engine.push(
+        OpSpec::new("B = A", || Ok(()))
+            .reads(&[a.clone()])
+            .writes(&[b.clone()]),
+    );
+    engine.push(
+        OpSpec::new("C = B", || Ok(()))
+            .reads(&[b.clone()])
+            .writes(&[c.clone()]),
+    );
+    engine.cancel_pending();
+    // A second cancel with nothing new pushed stops nothing more: no event. A third, after
+    // another push, names only the op pushed since.
+    engine.cancel_pending();
+    let d = engine.new_var("D");
+    engine.push(
+        OpSpec::new("D = C", || Ok(()))
+            .reads(&[c.clone()])
+            .writes(&[d.clone()]),
+    );
+    engine.cancel_pending();
+    drop(gate);
+    engine.wait_all();
+    let events = log.events();
+    let label_of = |op: dep_engine::OpId| {
+        events.iter().find_map(|event| match &event.kind {
+            EventKind::Pushed {
+                op: pushed, label, ..
+            } if *pushed == op => Some(label.to_string()),
+            _ => None,
+        })
+    };
+    let position =
+        |wanted: &dyn Fn(&EventKind) -> bool| events.iter().position(|e| wanted(&e.kind));
+    let cancelled: Vec<(usize, String)> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(index, event)| match event.kind {
+            EventKind::Cancelled { op } => Some((index, label_of(op).unwrap())),
+            _ => None,
+        })
+        .collect();
+    let labels: Vec<&str> = cancelled.iter().map(|(_, label)| label.as_str()).collect();
+    assert_eq!(labels, ["B = A", "C = B", "D = C"]);
+    // Both come before the running op's end, and each before its own cancelled end.
+    let slow_end = position(&|kind| {
+        matches!(
+            kind,
+            EventKind::Finished {
+                state: OpState::Done,
+                ..
+            }
+        )
+    })
+    .unwrap();
+    for (index, label) in &cancelled {
+        assert!(*index < slow_end, "{label}: {events:?}");
+        let end = position(&|kind| match kind {
+            EventKind::Finished { op, state, .. } => {
+                *state == OpState::Cancelled && label_of(*op).as_deref() == Some(label.as_str())
+            }
+            _ => false,
+        })
+        .unwrap();
+        assert!(*index < end, "{label}");
+    }
+}
+
 #[test]
 fn a_cancelled_op_leaves_its_written_variables_as_the_last_completed_write_left_them() {
     for (name, engine) in all_engines() {
@@ -906,6 +994,7 @@ fn events_tell_the_whole_story_in_order() {
             EventKind::Pushed { op, .. } => format!("push {op}"),
             EventKind::Granted { op, var } => format!("grant {op} {var}"),
             EventKind::Ready { op } => format!("ready {op}"),
+            EventKind::Cancelled { op } => format!("cancel {op}"),
             EventKind::Started { op, worker } => format!("start {op} w{worker}"),
             EventKind::Finished { op, state, .. } => format!("finish {op} {}", state.name()),
             EventKind::DeviceSpan { op, lane, .. } => format!("device {op} {lane}"),

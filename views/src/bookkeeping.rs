@@ -73,6 +73,7 @@ impl Bookkeeping {
             }
             EventKind::Finished { op, .. } => !self.ops.is_empty() && self.ops.remove(op),
             EventKind::Ready { op }
+            | EventKind::Cancelled { op }
             | EventKind::Started { op, .. }
             | EventKind::DeviceSpan { op, .. } => self.is_internal(*op),
             _ => false,

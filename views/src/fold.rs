@@ -474,8 +474,17 @@ impl RunFold {
             }
             EventKind::Granted { .. } => {}
             EventKind::Ready { op } => {
-                if let Some(live) = self.live_mut(*op) {
+                // A cancelled op stays cancelled while it waits for its turn.
+                if let Some(live) = self
+                    .live_mut(*op)
+                    .filter(|live| live.state != OpState::Cancelled)
+                {
                     live.state = OpState::Ready;
+                }
+            }
+            EventKind::Cancelled { op } => {
+                if let Some(live) = self.live_mut(*op) {
+                    live.state = OpState::Cancelled;
                 }
             }
             EventKind::Started { op, worker } => self.started(time_ns, *op, *worker, out),

@@ -328,6 +328,7 @@ const PLAYER_JS: &str = r#"
       case 'pushed': return 'pushed ' + opText(e.op);
       case 'granted': return 'granted ' + varName(e.var) + ' to ' + opText(e.op);
       case 'ready': return 'ready: ' + opText(e.op);
+      case 'cancelled': return 'cancelled ' + opText(e.op) + ' (it keeps its place in its queues until its turn)';
       case 'started': return 'started ' + opText(e.op) + ' on ' + workerName(e.worker);
       case 'finished': return e.state + ' ' + opText(e.op);
       default: return e.lane + ' ran the kernels of ' + opText(e.op) + ' for ' + ns(Math.max(e.end - e.start, 0));
@@ -365,7 +366,8 @@ const PLAYER_JS: &str = r#"
     } else if (e.kind === 'granted') {
       var q = s.queues.get(e.var) || [];
       for (var i = 0; i < q.length; i++) if (q[i].op === e.op) { q[i].granted = true; break; }
-    } else if (e.kind === 'ready') { if (u) u.state = 'ready'; }
+    } else if (e.kind === 'ready') { if (u && u.state !== 'cancelled') u.state = 'ready'; }
+    else if (e.kind === 'cancelled') { if (u && (u.state === 'waiting' || u.state === 'ready')) u.state = 'cancelled'; }
     else if (e.kind === 'started') { if (u) { u.state = 'running'; u.start = e.t; u.worker = workerName(e.worker); } }
     else if (e.kind === 'finished' && u) {
       s.unfinished.delete(e.op);

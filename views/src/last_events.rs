@@ -160,6 +160,7 @@ impl LastEvents {
             }
             EventKind::Granted { op, .. }
             | EventKind::Ready { op }
+            | EventKind::Cancelled { op }
             | EventKind::Started { op, .. } => {
                 if let Some((_, carried)) = self.ops.get_mut(op) {
                     carried.progress.push(event);

@@ -100,6 +100,7 @@ fn kind_order(kind: &EventKind) -> (u8, u64, u64) {
         EventKind::Pushed { op, .. } => (1, op.0, 0),
         EventKind::Granted { op, var } => (2, op.0, var.0),
         EventKind::Ready { op } => (3, op.0, 0),
+        EventKind::Cancelled { op } => (3, op.0, 1),
         EventKind::Started { op, .. } => (4, op.0, 0),
         EventKind::Finished { op, .. } => (5, op.0, 0),
         EventKind::DeviceSpan { op, .. } => (6, op.0, 0),
@@ -154,6 +155,7 @@ pub fn merge(runs: &[RankRun]) -> Replay {
                     var: var(*v),
                 },
                 EventKind::Ready { op: o } => EventKind::Ready { op: op(*o) },
+                EventKind::Cancelled { op: o } => EventKind::Cancelled { op: op(*o) },
                 EventKind::Started { op: o, worker } => EventKind::Started {
                     op: op(*o),
                     worker: worker + first_worker,

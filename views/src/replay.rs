@@ -591,6 +591,10 @@ impl Replay {
                 format!("granted {} to {}", self.var_name(*var), op_text(op))
             }
             EventKind::Ready { op } => format!("ready: {}", op_text(op)),
+            EventKind::Cancelled { op } => format!(
+                "cancelled {} (it keeps its place in its queues until its turn)",
+                op_text(op)
+            ),
             EventKind::Started { op, worker } => {
                 format!("started {} on {}", op_text(op), self.worker_name(*worker))
             }
@@ -716,8 +720,16 @@ impl OpTable {
                 Some(position)
             }
             EventKind::Ready { op } => self.update(*op, |record| {
-                record.state = OpState::Ready;
+                // A cancelled op stays cancelled while it waits for its turn.
+                if record.state != OpState::Cancelled {
+                    record.state = OpState::Ready;
+                }
                 record.ready_ns = Some(time_ns);
+            }),
+            EventKind::Cancelled { op } => self.update(*op, |record| {
+                if matches!(record.state, OpState::Waiting | OpState::Ready) {
+                    record.state = OpState::Cancelled;
+                }
             }),
             EventKind::Started { op, worker } => self.update(*op, |record| {
                 record.state = OpState::Running;
@@ -845,6 +857,7 @@ mod tests {
             let op = match &event.kind {
                 EventKind::Pushed { op, .. }
                 | EventKind::Ready { op }
+                | EventKind::Cancelled { op }
                 | EventKind::Started { op, .. }
                 | EventKind::Finished { op, .. }
                 | EventKind::DeviceSpan { op, .. } => Some(*op),

@@ -279,8 +279,14 @@ impl<'a> Stepper<'a> {
                         record.worker,
                     ),
                 };
+                // A cancelled op keeps its place in its queues but waits for nothing.
+                let waits_on = waits.remove(&record.id).unwrap_or_default();
                 FrameOp {
-                    waits_on: waits.remove(&record.id).unwrap_or_default(),
+                    waits_on: if state == OpState::Cancelled {
+                        Vec::new()
+                    } else {
+                        waits_on
+                    },
                     worker: worker.map(|worker| worker_name(self.replay.worker_names(), worker)),
                     id: record.id,
                     label: record.label.clone(),
@@ -323,6 +329,7 @@ fn event_op(kind: &EventKind) -> Option<OpId> {
         EventKind::Pushed { op, .. }
         | EventKind::Granted { op, .. }
         | EventKind::Ready { op }
+        | EventKind::Cancelled { op }
         | EventKind::Started { op, .. }
         | EventKind::Finished { op, .. }
         | EventKind::DeviceSpan { op, .. } => Some(*op),
@@ -481,8 +488,22 @@ impl StepState {
                 }
             }
             EventKind::Ready { op } => {
-                if let Some(progress) = self.unfinished.get_mut(op) {
+                // A cancelled op stays cancelled while it waits for its turn.
+                if let Some(progress) = self
+                    .unfinished
+                    .get_mut(op)
+                    .filter(|progress| progress.state != OpState::Cancelled)
+                {
                     progress.state = OpState::Ready;
+                }
+            }
+            EventKind::Cancelled { op } => {
+                if let Some(progress) = self
+                    .unfinished
+                    .get_mut(op)
+                    .filter(|progress| matches!(progress.state, OpState::Waiting | OpState::Ready))
+                {
+                    progress.state = OpState::Cancelled;
                 }
             }
             EventKind::Started { op, worker } => {

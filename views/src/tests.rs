@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dep_engine::{Engine, EngineConfig, EventLog, OpSpec, OpState, Policy, Var};
+use dep_engine::{Engine, EngineConfig, EventKind, EventLog, OpSpec, OpState, Policy, Var};
 use expect_test::{expect, expect_file, Expect};
 
 use crate::{dot, html, svg, text, trace, Frame, Replay, Summary, TextStyle};
@@ -1136,6 +1136,88 @@ fn a_write_behind_two_running_reads_names_both() {
         naive.why_waited(d, true).as_deref(),
         Some("D was last written by D = A + 3 (line 5), which did not wait")
     );
+}
+
+/// A replay (of the log, and of its JSON trace read back) shows the ops a Ctrl-C stopped as
+/// cancelled from the cancel on, waiting for nothing, and still cancelled when their turn comes
+/// and makes them ready, until they finish; it used to show them waiting until their turn.
+#[test]
+fn a_replay_shows_cancelled_ops_cancelled_from_the_cancel_on() {
+    let mut bench = Bench::new(Policy::Threaded, 1);
+    let (release, gate) = mpsc::channel::<()>();
+    let (started_out, started) = mpsc::channel::<()>();
+    let gate = std::sync::Mutex::new(Some((gate, started_out)));
+    bench.push_script("A = 1", &|_| {
+        let taken = gate.lock().unwrap().take();
+        Box::new(move || {
+            if let Some((gate, started_out)) = taken {
+                started_out.send(()).unwrap();
+                let _ = gate.recv();
+            }
+        })
+    });
+    started.recv().unwrap();
+    bench.push_script("B = A\nC = B", &no_work);
+    bench.engine.cancel_pending();
+    release.send(()).unwrap();
+    bench.engine.wait_all();
+    let replay = bench.replay();
+    let read_back = trace::read_trace(&trace::chrome_trace(&replay)).unwrap();
+    assert_eq!(
+        read_back.events(),
+        replay.events(),
+        "the JSON trace keeps the cancels"
+    );
+    for replay in [replay, read_back] {
+        let events = replay.events();
+        let cancels: Vec<usize> = (0..events.len())
+            .filter(|&index| matches!(events[index].kind, EventKind::Cancelled { .. }))
+            .collect();
+        assert_eq!(cancels.len(), 2, "{events:?}");
+        let states = |n_events: usize| -> Vec<(String, OpState, usize)> {
+            replay
+                .frame_at(n_events)
+                .ops
+                .iter()
+                .map(|op| (op.label.to_string(), op.state, op.waits_on.len()))
+                .collect()
+        };
+        // Before the cancels: B and C wait behind the running A.
+        assert_eq!(
+            states(cancels[0]),
+            [
+                ("A = 1".to_string(), OpState::Running, 0),
+                ("B = A".to_string(), OpState::Waiting, 1),
+                ("C = B".to_string(), OpState::Waiting, 1),
+            ]
+        );
+        // From the cancels on, up to their ends: cancelled, waiting for nothing.
+        let first_end = (0..events.len())
+            .find(|&index| {
+                matches!(
+                    events[index].kind,
+                    EventKind::Finished {
+                        state: OpState::Cancelled,
+                        ..
+                    }
+                )
+            })
+            .unwrap();
+        for n_events in cancels[1] + 1..=first_end {
+            let shown = states(n_events);
+            assert_eq!(
+                &shown[1..],
+                [
+                    ("B = A".to_string(), OpState::Cancelled, 0),
+                    ("C = B".to_string(), OpState::Cancelled, 0),
+                ],
+                "after {n_events} events"
+            );
+        }
+        assert!(replay
+            .describe_event(cancels[0])
+            .starts_with("cancelled B = A (line 1)"));
+    }
 }
 
 #[test]

@@ -16,7 +16,9 @@
 //!   number, and events name strings by number; an op that ran the moment it was pushed, every
 //!   access granted, is one element, `[time, "o", op, label, line, [reads], [writes], device,
 //!   priority, end time, state, message?]`, which stands for its push, a grant of each access,
-//!   its readiness, its start on the pushing thread (worker 0) and its end. [`read_trace`] also
+//!   its readiness, its start on the pushing thread (worker 0) and its end; `[time, "c", op]` is
+//!   a cancel that stopped an op before it started (an older reader, which knows no `"c"`,
+//!   refuses the trace rather than show it wrongly). [`read_trace`] also
 //!   reads version 2 (the same without `"o"`) and version 1, one object per event, as the HTML
 //!   player still carries them (`event_to_json`).
 //!
@@ -894,6 +896,9 @@ fn event_from_fields(fields: &[Value], strings: &[Arc<str>]) -> Result<Event, St
         "r" => EventKind::Ready {
             op: OpId(number(2)?),
         },
+        "c" => EventKind::Cancelled {
+            op: OpId(number(2)?),
+        },
         "s" => EventKind::Started {
             op: OpId(number(2)?),
             worker: small(3)?,
@@ -947,6 +952,7 @@ pub(crate) fn event_to_json(event: &Event) -> Value {
         }),
         EventKind::Granted { op, var } => json!({"kind": "granted", "op": op.0, "var": var.0}),
         EventKind::Ready { op } => json!({"kind": "ready", "op": op.0}),
+        EventKind::Cancelled { op } => json!({"kind": "cancelled", "op": op.0}),
         EventKind::Started { op, worker } => {
             json!({"kind": "started", "op": op.0, "worker": worker})
         }
@@ -996,6 +1002,7 @@ fn event_from_json(value: &Value) -> Result<Event, String> {
             var: var()?,
         },
         "ready" => EventKind::Ready { op: op()? },
+        "cancelled" => EventKind::Cancelled { op: op()? },
         "started" => EventKind::Started {
             op: op()?,
             worker: u32::try_from(u64_field(object, "worker")?)

@@ -8,9 +8,9 @@
 //! overwritten by the next.
 
 use super::{
-    device_of, is_set, Chunk, Record, Shard, GRANT_READY, KIND_DEVICE_SPAN, KIND_FINISHED,
-    KIND_GRANTED, KIND_PUSHED, KIND_READY, KIND_STARTED, KIND_VAR_CREATED, KIND_VAR_DELETED,
-    STATES,
+    device_of, is_set, Chunk, Record, Shard, GRANT_READY, KIND_CANCELLED, KIND_DEVICE_SPAN,
+    KIND_FINISHED, KIND_GRANTED, KIND_PUSHED, KIND_READY, KIND_STARTED, KIND_VAR_CREATED,
+    KIND_VAR_DELETED, STATES,
 };
 use crate::sync::Arc;
 use crate::{Event, EventKind, Logged, OpId, OpState, RanAtOnce, VarId};
@@ -388,6 +388,7 @@ impl<'a> Cursor<'a> {
             },
             KIND_GRANTED => EventKind::Ready { op },
             KIND_READY => EventKind::Ready { op },
+            KIND_CANCELLED => EventKind::Cancelled { op },
             KIND_STARTED => EventKind::Started {
                 op,
                 worker: record.payload as u32,

@@ -448,6 +448,10 @@ impl<S: Write> DepEventsWriter<S> {
                 op_event(line, "r", *op);
                 line.raw("]");
             }),
+            EventKind::Cancelled { op } => self.dep_line(|line| {
+                op_event(line, "c", *op);
+                line.raw("]");
+            }),
             EventKind::Started { op, worker } => self.dep_line(|line| {
                 op_event(line, "s", *op);
                 line.raw(",").int(*worker).raw("]");
