@@ -279,14 +279,19 @@ impl ViewPlan {
         }
         let style = stderr_style();
         eprint!("{}", views::text::summary(&recorded.summary, &style));
-        // Tensor storage is counted per device where it is allocated (the CPU here); GPU bytes
-        // come from the GPU layer when the run used one.
+        // The host's tensor storage: a real GPU's tensors are the GPU layer's, not counted here;
+        // a simulated device's live in host memory, and are.
         let memory = dep_interp::tensor::cpu_memory();
+        let simulated = session.config().policy == engine::Policy::Sim;
+        let whose = match (self.simulated_ranks, simulated) {
+            (Some(n), _) => format!(
+                " (the {n} simulated ranks together, with their simulated devices' tensors)"
+            ),
+            (None, true) => " (with the simulated devices' tensors)".to_string(),
+            (None, false) => String::new(),
+        };
         eprintln!(
-            "  memory{}: cpu peak {}, {} in use at the end, {}",
-            self.simulated_ranks
-                .map(|n| format!(" (the {n} simulated ranks together)"))
-                .unwrap_or_default(),
+            "  memory{whose}: cpu peak {}, {} in use at the end, {}",
             dep_interp::tensor::format_bytes(memory.peak_bytes),
             dep_interp::tensor::format_bytes(memory.current_bytes),
             views::text::count(memory.allocations, "allocation")

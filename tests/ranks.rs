@@ -771,9 +771,10 @@ fn simulated_ranks_print_the_same_summary_every_run() {
     let expected = summary(&first.stderr);
     assert!(expected.contains("critical path"), "{}", first.stderr);
     assert!(
-        first
-            .stderr
-            .contains("memory (the 2 simulated ranks together): cpu peak"),
+        first.stderr.contains(
+            "memory (the 2 simulated ranks together, with their simulated devices' tensors): \
+                 cpu peak"
+        ),
         "{}",
         first.stderr
     );

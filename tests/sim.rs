@@ -177,6 +177,15 @@ fn a_script_that_names_a_gpu_runs_on_sim_and_says_how_on_a_machine_without_one()
     assert!(run.stderr.contains("--> gpu.dep:1:6"), "{}", run.stderr);
     let run = run_sim(&dir, "gpu.dep", &[]);
     assert_eq!(run.stdout, "[2. 2.]\n");
+    // The summary's memory line counts the simulated GPU's tensors, which live in this
+    // process's memory, and says so (it said `cpu peak` alone).
+    let run = run_sim(&dir, "gpu.dep", &["--summary"]);
+    assert!(
+        run.stderr
+            .contains("memory (with the simulated devices' tensors): cpu peak 16 B"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
