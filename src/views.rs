@@ -835,6 +835,12 @@ pub(crate) fn replay(args: &ReplayArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    if args.file.is_dir() {
+        eprintln!(
+            "dep: cannot replay {path}: it is a folder; give the trace a run wrote (`dep run FILE --trace t.json`)"
+        );
+        return ExitCode::from(2);
+    }
     let read = std::fs::File::open(&args.file)
         .map_err(|error| error.to_string())
         .and_then(|file| {

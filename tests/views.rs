@@ -792,6 +792,19 @@ fn replay_of_a_perfetto_trace_names_the_json_trace() {
     );
 }
 
+/// A folder is no trace: said so (it said "not JSON: Is a directory").
+#[test]
+fn replay_of_a_folder_says_it_is_one() {
+    let dir = TestDir::new();
+    std::fs::create_dir(dir.path().join("runs")).unwrap();
+    let run = Run::of(dir.dep().args(["replay", "runs"])).expect_code(2);
+    assert_eq!(
+        run.stderr,
+        "dep: cannot replay runs: it is a folder; give the trace a run wrote \
+         (`dep run FILE --trace t.json`)\n"
+    );
+}
+
 #[test]
 fn replay_of_a_file_without_dep_events_is_a_usage_error() {
     let dir = TestDir::new();

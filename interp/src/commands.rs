@@ -524,14 +524,30 @@ fn vars(session: &Session) -> Outcome {
 /// once nothing is pending, why its last write waited when it did (from the event log).
 fn why(session: &Session, name: &str) -> Result<String, String> {
     let Some(var) = session.var_of(name) else {
-        return Err(match session.slots_len(name) {
-            Some(n) => format!(
+        // `x[5]` of a list of 3: out of its range, not an unknown name.
+        let list = name
+            .strip_suffix(']')
+            .and_then(|name| name.split_once('['))
+            .map(|(list, _)| list.trim());
+        return Err(
+            match (
+                session.slots_len(name),
+                list.and_then(|list| session.slots_len(list)),
+            ) {
+                (Some(n), _) => format!(
                 "`{name}` is a list of {}: ask why of one of them, `{name}[i]` for i from 0 to {}",
                 views::text::count(n, "slot"),
                 n.saturating_sub(1)
             ),
-            None => format!("no variable named `{name}`"),
-        });
+                (None, Some(n)) => format!(
+                    "`{name}` is not one of the list's slots: `{}` holds {}, `{0}[0]` to `{0}[{}]`",
+                    list.unwrap_or_default(),
+                    views::text::count(n, "slot"),
+                    n.saturating_sub(1)
+                ),
+                (None, None) => format!("no variable named `{name}`"),
+            },
+        );
     };
     let frame = live_frame(session);
     let pending_write = frame.vars.iter().any(|candidate| {
@@ -1078,8 +1094,9 @@ mod tests {
         assert!(session.peers().is_some());
     }
 
-    /// `why` of a list, `dag .svg` and `engine sim --ranks` without N say what is wrong: they
-    /// said "no variable named", "no graph named `.svg`" and "`--ranks` is not a thread count".
+    /// `why` of a list or of a slot past its end, `dag .svg` and `engine sim --ranks` without N
+    /// say what is wrong: they said "no variable named", "no graph named `.svg`" and "`--ranks`
+    /// is not a thread count".
     #[test]
     fn a_list_a_bare_extension_and_ranks_without_a_number_are_explained() {
         let mut session = observed_threaded_session();
@@ -1090,6 +1107,14 @@ mod tests {
             run(&mut session, Command::Why("x".into())).err().as_deref(),
             Some("`x` is a list of 3 slots: ask why of one of them, `x[i]` for i from 0 to 2")
         );
+        // A slot past the list's end is out of its range, not an unknown variable.
+        assert_eq!(
+            run(&mut session, Command::Why("x[5]".into()))
+                .err()
+                .as_deref(),
+            Some("`x[5]` is not one of the list's slots: `x` holds 3 slots, `x[0]` to `x[2]`")
+        );
+        assert!(run(&mut session, Command::Why("x[2]".into())).is_ok());
         for file in [".svg", ".dot"] {
             let error = run(&mut session, Command::Dag(Some(file.into()))).err();
             assert!(
