@@ -265,3 +265,46 @@ fn a_trace_over_an_earlier_one_replaces_it() {
         "the other name sees the new trace"
     );
 }
+
+/// The critical path is the same chain on every engine: an op of no time at its end (a
+/// `print`'s wait) is on it whether the clock saw it take 100 ns or, simulated, none (the
+/// simulated engine left it out); and an op skipped for a failed input ran nothing, so it is
+/// no step (the path ran on through the skipped ops after a failure).
+#[test]
+fn the_critical_path_is_the_same_chain_on_every_engine() {
+    let dir = TestDir::new();
+    dir.write("wait.dep", "A = work(20, ones(2))\nprint A\n");
+    dir.write(
+        "failed.dep",
+        "A = ones(2) @ ones(3)\nB = A + 1\nC = B * 2\n",
+    );
+    for (script, code, path) in [
+        (
+            "wait.dep",
+            0,
+            " over 2 ops: A = work(20, ones(2)) (line 1) → wait A (line 2)",
+        ),
+        (
+            "failed.dep",
+            1,
+            " over 1 op: A = ones(2) @ ones(3) (line 1)",
+        ),
+    ] {
+        for (engine, threads) in ENGINES {
+            let run = Run::of(dir.dep().arg("run").arg(script).args([
+                "--engine",
+                engine,
+                "--threads",
+                threads,
+                "--summary",
+            ]))
+            .expect_code(code);
+            let line = run
+                .stderr
+                .lines()
+                .find(|line| line.trim_start().starts_with("critical path: "))
+                .unwrap_or_else(|| panic!("{script} on {engine}: {}", run.stderr));
+            assert!(line.ends_with(path), "{script} on {engine}: {line}");
+        }
+    }
+}

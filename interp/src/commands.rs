@@ -1171,7 +1171,10 @@ mod tests {
         assert_eq!(rows[2][1..], ["[2]", "cpu", "ready"]);
         assert_eq!(
             run(&mut session, Command::Why("w[2]".into())).err(),
-            Some("no variable named `w[2]`".to_string())
+            Some(
+                "`w[2]` is not one of the list's slots: `w` holds 2 slots, `w[0]` to `w[1]`"
+                    .to_string()
+            )
         );
     }
 

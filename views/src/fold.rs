@@ -349,7 +349,11 @@ fn longer<'a>(
     b: Option<(&'a Path, usize)>,
 ) -> Option<(&'a Path, usize)> {
     match (a, b) {
-        (Some(a), Some(b)) => Some(if (b.0.ns, b.1) > (a.0.ns, a.1) { b } else { a }),
+        (Some(a), Some(b)) => Some(if (b.0.ns, b.0.n_ops, b.1) > (a.0.ns, a.0.n_ops, a.1) {
+            b
+        } else {
+            a
+        }),
         (a, b) => a.or(b),
     }
 }
@@ -933,8 +937,8 @@ impl RunFold {
                 });
             });
         }
-        // The longest path to it: through the dependency with the longest path, the latest
-        // pushed among equals.
+        // The longest path to it: through the dependency with the longest path, of the most
+        // steps among equals, then the latest pushed (as `Replay::critical_path` chooses).
         let before = live
             .preds
             .iter()
@@ -945,24 +949,28 @@ impl RunFold {
                 let from = self.slot(from);
                 Some((from.path.as_ref()?, from.position))
             })
-            .max_by_key(|(path, position)| (path.ns, *position));
+            .max_by_key(|(path, position)| (path.ns, path.n_ops, *position));
         let before = match live.done.as_ref().and_then(|done| done.best.as_ref()) {
             Some((path, position)) => longer(before, Some((path, *position))),
             None => before,
         }
         .map(|(path, _)| path);
-        // An op that never started (cancelled, or skipped for a failed input) is no step of a
-        // path: what leads to it leads on through it.
-        let path = match live.started {
-            Some(_) => Path::extend(before, Step(op, live.label, live.line), own_ns),
-            None => before.cloned().unwrap_or_default(),
+        // An op that ran nothing (never started, cancelled, or skipped for a failed input) is
+        // no step of a path: what leads to it leads on through it.
+        let ran =
+            live.started.is_some() && !matches!(live.state, OpState::Skipped | OpState::Cancelled);
+        let path = match ran {
+            true => Path::extend(before, Step(op, live.label, live.line), own_ns),
+            false => before.cloned().unwrap_or_default(),
         };
         let position = live.position;
         let better = match self.critical() {
             _ if path.n_ops == 0 => false,
             None => true,
+            // The longest, of the most steps among equals, then the first to end.
             Some((best, best_position)) => {
-                path.ns > best.ns || (path.ns == best.ns && position < best_position)
+                (path.ns, path.n_ops) > (best.ns, best.n_ops)
+                    || ((path.ns, path.n_ops) == (best.ns, best.n_ops) && position < best_position)
             }
         };
         if better {

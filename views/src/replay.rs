@@ -517,37 +517,52 @@ impl Replay {
     }
 
     /// The critical path: the chain of dependent ops with the largest total run time, in order.
-    /// Running ops count as taking no time; ops that never started are left out.
+    /// Running ops count as taking no time. An op that ran nothing (never started, cancelled, or
+    /// skipped because what it reads failed) takes no time and is no step: the path leads on
+    /// through it. Of chains of one length, the one of more steps is taken (an op of no time at
+    /// the end, a `wait`, is on the path whether the engine's clock saw it take 100 ns or, under
+    /// the simulated engine, none), then the one that ends first; the summary's fold chooses
+    /// alike.
     pub fn critical_path(&self) -> Vec<OpId> {
         let graph = self.graph();
         // Push order is a topological order (see the invariant), which `toposort` confirms.
         let order = petgraph::algo::toposort(&graph, None)
             .unwrap_or_else(|_| graph.node_indices().collect());
-        let mut best: Vec<(u64, Option<NodeIndex>)> = vec![(0, None); graph.node_count()];
+        let is_step = |op: &OpRecord| {
+            op.started_ns.is_some() && !matches!(op.state, OpState::Skipped | OpState::Cancelled)
+        };
+        // By node: the length and number of steps of the longest path up to and with it, and
+        // the node before it on that path.
+        let mut best: Vec<(u64, usize, Option<NodeIndex>)> = vec![(0, 0, None); graph.node_count()];
         for node in &order {
-            let own = self.ops()[node.index()].duration_ns().unwrap_or(0);
+            let op = &self.ops()[node.index()];
+            let (own, steps) = match is_step(op) {
+                true => (op.duration_ns().unwrap_or(0), 1),
+                false => (0, 0),
+            };
             let before = graph
                 .neighbors_directed(*node, petgraph::Direction::Incoming)
-                .map(|previous| (best[previous.index()].0, Some(previous)))
-                .max_by_key(|(length, previous)| (*length, *previous))
-                .unwrap_or((0, None));
-            best[node.index()] = (before.0 + own, before.1);
+                .map(|previous| {
+                    let (length, n_steps, _) = best[previous.index()];
+                    (length, n_steps, Some(previous))
+                })
+                .max_by_key(|(length, n_steps, previous)| (*length, *n_steps, *previous))
+                .unwrap_or((0, 0, None));
+            best[node.index()] = (before.0 + own, before.1 + steps, before.2);
         }
-        let Some(end) =
-            (0..best.len()).max_by_key(|&index| (best[index].0, std::cmp::Reverse(index)))
+        let Some(end) = (0..best.len())
+            .max_by_key(|&index| (best[index].0, best[index].1, std::cmp::Reverse(index)))
         else {
             return Vec::new();
         };
         let mut path = vec![self.ops()[end].id];
-        let mut at = best[end].1;
+        let mut at = best[end].2;
         while let Some(node) = at {
             path.push(self.ops()[node.index()].id);
-            at = best[node.index()].1;
+            at = best[node.index()].2;
         }
         path.reverse();
-        // An op that never started (cancelled, or skipped) took no time and is no step: the
-        // path leads on through it.
-        path.retain(|id| self.op(*id).is_some_and(|op| op.started_ns.is_some()));
+        path.retain(|id| self.op(*id).is_some_and(is_step));
         path
     }
 
