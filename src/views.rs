@@ -146,36 +146,35 @@ impl ViewPlan {
             dep_interp::commands::trace_format(path)
                 .map_err(|error| format!("--trace: {error}"))?;
         }
-        let named = |path: &Path, extensions: &[&str]| {
-            path.extension()
-                .and_then(|extension| extension.to_str())
-                .is_some_and(|extension| extensions.contains(&extension))
-        };
-        if let Some(path) = self.timeline.as_ref().filter(|path| !named(path, &["svg"])) {
-            return Err(format!(
-                "--timeline: `{}` is not a FILE.svg: the timeline is written as SVG",
-                path.display()
-            ));
-        }
-        if let Some(path) = self
-            .dot
-            .as_ref()
-            .filter(|path| !named(path, &["dot", "svg"]))
-        {
-            return Err(format!(
-                "--dot: `{}` is not a FILE.dot or FILE.svg: the DAG is written as Graphviz's DOT, or drawn as SVG",
-                path.display()
-            ));
-        }
-        if let Some(path) = self
-            .replay
-            .as_ref()
-            .filter(|path| !named(path, &["html", "htm"]))
-        {
-            return Err(format!(
-                "--replay: `{}` is not a FILE.html: the player is an HTML page",
-                path.display()
-            ));
+        // The extensions each view's file may have, and what it is written as.
+        let formats = [
+            (
+                &self.timeline,
+                "--timeline",
+                &["svg"][..],
+                "a FILE.svg: the timeline is written as SVG",
+            ),
+            (
+                &self.dot,
+                "--dot",
+                &["dot", "svg"][..],
+                "a FILE.dot or FILE.svg: the DAG is written as Graphviz's DOT, or drawn as SVG",
+            ),
+            (
+                &self.replay,
+                "--replay",
+                &["html", "htm"][..],
+                "a FILE.html: the player is an HTML page",
+            ),
+        ];
+        for (path, flag, extensions, what) in formats {
+            let Some(path) = path else {
+                continue;
+            };
+            let extension = path.extension().and_then(|extension| extension.to_str());
+            if !extension.is_some_and(|extension| extensions.contains(&extension)) {
+                return Err(format!("{flag}: `{}` is not {what}", path.display()));
+            }
         }
         let script = std::fs::canonicalize(script).ok();
         let mut resolved: Vec<(&str, PathBuf)> = Vec::new();
