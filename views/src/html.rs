@@ -547,6 +547,7 @@ mod tests {
             crate::tests::threaded_mutation_replay(),
             crate::tests::long_queue_replay(),
             crate::tests::self_update_replay(),
+            crate::tests::cancelled_replay(),
         ] {
             drawn.push(player_script_matches_rust(&replay, &Prologue::default()));
         }

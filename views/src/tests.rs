@@ -1138,11 +1138,9 @@ fn a_write_behind_two_running_reads_names_both() {
     );
 }
 
-/// A replay (of the log, and of its JSON trace read back) shows the ops a Ctrl-C stopped as
-/// cancelled from the cancel on, waiting for nothing, and still cancelled when their turn comes
-/// and makes them ready, until they finish; it used to show them waiting until their turn.
-#[test]
-fn a_replay_shows_cancelled_ops_cancelled_from_the_cancel_on() {
+/// `A = 1` running on a threaded engine's one worker, `B = A` and `C = B` pushed behind it, then
+/// cancelled before A ends (a Ctrl-C): two `Cancelled` events, then their cancelled ends.
+pub(crate) fn cancelled_replay() -> Replay {
     let mut bench = Bench::new(Policy::Threaded, 1);
     let (release, gate) = mpsc::channel::<()>();
     let (started_out, started) = mpsc::channel::<()>();
@@ -1161,7 +1159,15 @@ fn a_replay_shows_cancelled_ops_cancelled_from_the_cancel_on() {
     bench.engine.cancel_pending();
     release.send(()).unwrap();
     bench.engine.wait_all();
-    let replay = bench.replay();
+    bench.replay()
+}
+
+/// A replay (of the log, and of its JSON trace read back) shows the ops a Ctrl-C stopped as
+/// cancelled from the cancel on, waiting for nothing, and still cancelled when their turn comes
+/// and makes them ready, until they finish; it used to show them waiting until their turn.
+#[test]
+fn a_replay_shows_cancelled_ops_cancelled_from_the_cancel_on() {
+    let replay = cancelled_replay();
     let read_back = trace::read_trace(&trace::chrome_trace(&replay)).unwrap();
     assert_eq!(
         read_back.events(),
