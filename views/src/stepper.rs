@@ -406,8 +406,27 @@ impl Replay {
             ),
             None => String::new(),
         };
+        // What it waited behind and was then cancelled ran nothing: said, so that the wait is
+        // not read as a wait for a value.
+        let mut stopped: Vec<String> = Vec::new();
+        for blocker in waits_on {
+            if let Some(op) = self.op(blocker.behind) {
+                let said = op.describe();
+                if op.state == OpState::Cancelled && !stopped.contains(&said) {
+                    stopped.push(said);
+                }
+            }
+        }
+        let stopped = match stopped.as_slice() {
+            [] => String::new(),
+            [one] => format!(" ({one} was then cancelled: it ran nothing)"),
+            many => format!(
+                " ({} were then cancelled: they ran nothing)",
+                many.join(" and ")
+            ),
+        };
         Some(format!(
-            "{subject}, which waited{waited} {}{cancelled}",
+            "{subject}, which waited{waited} {}{stopped}{cancelled}",
             at_push.blocker_clauses(waits_on, false)
         ))
     }

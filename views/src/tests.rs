@@ -1162,6 +1162,44 @@ pub(crate) fn cancelled_replay() -> Replay {
     bench.replay()
 }
 
+/// `:why` of a variable whose last write waited behind an op that was then cancelled says so:
+/// "waited … for B: written by B = A" alone read as a wait for B's new value.
+#[test]
+fn why_says_when_what_a_write_waited_for_was_then_cancelled() {
+    let mut bench = Bench::new(Policy::Threaded, 1);
+    let (release, gate) = mpsc::channel::<()>();
+    let (started_out, started) = mpsc::channel::<()>();
+    let gate = std::sync::Mutex::new(Some((gate, started_out)));
+    bench.push_script("A = 1", &|_| {
+        let taken = gate.lock().unwrap().take();
+        Box::new(move || {
+            if let Some((gate, started_out)) = taken {
+                started_out.send(()).unwrap();
+                let _ = gate.recv();
+            }
+        })
+    });
+    started.recv().unwrap();
+    bench.push_script("B = A", &no_work);
+    bench.engine.cancel_pending();
+    // Pushed after the cancel: it runs, once B's cancelled write is out of its way.
+    bench.push_script("C = B", &no_work);
+    release.send(()).unwrap();
+    bench.engine.wait_all();
+    let why = bench
+        .replay()
+        .why_waited(bench.vars["C"].id(), true)
+        .unwrap();
+    assert!(
+        why.starts_with("C was last written by C = B (line 1), which waited ")
+            && why.ends_with(
+                " for B: written by B = A (line 1) (B = A (line 1) was then cancelled: it ran \
+                 nothing)"
+            ),
+        "{why}"
+    );
+}
+
 /// A replay (of the log, and of its JSON trace read back) shows the ops a Ctrl-C stopped as
 /// cancelled from the cancel on, waiting for nothing, and still cancelled when their turn comes
 /// and makes them ready, until they finish; it used to show them waiting until their turn.
