@@ -106,6 +106,29 @@ impl Bench {
         }
     }
 
+    /// Pushes `script` as [`Bench::push_script`] does, the op of line `held` holding its
+    /// variables until the returned sender sends (or is dropped); returns once it runs.
+    fn push_held(&mut self, script: &str, held: u32) -> mpsc::Sender<()> {
+        let (release, gate) = mpsc::channel::<()>();
+        let (started_out, started) = mpsc::channel::<()>();
+        let gate = std::sync::Mutex::new(Some((gate, started_out)));
+        self.push_script(script, &|line| {
+            let taken = if line == held {
+                gate.lock().unwrap().take()
+            } else {
+                None
+            };
+            Box::new(move || {
+                if let Some((gate, started_out)) = taken {
+                    started_out.send(()).unwrap();
+                    let _ = gate.recv();
+                }
+            })
+        });
+        started.recv().unwrap();
+        release
+    }
+
     fn replay(&self) -> Replay {
         Replay::new(self.log.events(), self.engine.worker_names())
     }
@@ -1142,19 +1165,7 @@ fn a_write_behind_two_running_reads_names_both() {
 /// cancelled before A ends (a Ctrl-C): two `Cancelled` events, then their cancelled ends.
 pub(crate) fn cancelled_replay() -> Replay {
     let mut bench = Bench::new(Policy::Threaded, 1);
-    let (release, gate) = mpsc::channel::<()>();
-    let (started_out, started) = mpsc::channel::<()>();
-    let gate = std::sync::Mutex::new(Some((gate, started_out)));
-    bench.push_script("A = 1", &|_| {
-        let taken = gate.lock().unwrap().take();
-        Box::new(move || {
-            if let Some((gate, started_out)) = taken {
-                started_out.send(()).unwrap();
-                let _ = gate.recv();
-            }
-        })
-    });
-    started.recv().unwrap();
+    let release = bench.push_held("A = 1", 1);
     bench.push_script("B = A\nC = B", &no_work);
     bench.engine.cancel_pending();
     release.send(()).unwrap();
@@ -1167,19 +1178,7 @@ pub(crate) fn cancelled_replay() -> Replay {
 #[test]
 fn why_says_when_what_a_write_waited_for_was_then_cancelled() {
     let mut bench = Bench::new(Policy::Threaded, 1);
-    let (release, gate) = mpsc::channel::<()>();
-    let (started_out, started) = mpsc::channel::<()>();
-    let gate = std::sync::Mutex::new(Some((gate, started_out)));
-    bench.push_script("A = 1", &|_| {
-        let taken = gate.lock().unwrap().take();
-        Box::new(move || {
-            if let Some((gate, started_out)) = taken {
-                started_out.send(()).unwrap();
-                let _ = gate.recv();
-            }
-        })
-    });
-    started.recv().unwrap();
+    let release = bench.push_held("A = 1", 1);
     bench.push_script("B = A", &no_work);
     bench.engine.cancel_pending();
     // Pushed after the cancel: it runs, once B's cancelled write is out of its way.
@@ -1267,23 +1266,7 @@ fn a_replay_shows_cancelled_ops_cancelled_from_the_cancel_on() {
 #[test]
 fn why_names_the_last_write_that_ran_not_a_cancelled_one() {
     let mut bench = Bench::new(Policy::Threaded, 2);
-    let (release, gate) = mpsc::channel::<()>();
-    let (started_out, started) = mpsc::channel::<()>();
-    let gate = std::sync::Mutex::new(Some((gate, started_out)));
-    bench.push_script("C = 1\nB = C", &|line| {
-        let taken = if line == 2 {
-            gate.lock().unwrap().take()
-        } else {
-            None
-        };
-        Box::new(move || {
-            if let Some((gate, started_out)) = taken {
-                started_out.send(()).unwrap();
-                let _ = gate.recv();
-            }
-        })
-    });
-    started.recv().unwrap();
+    let release = bench.push_held("C = 1\nB = C", 2);
     // Behind the running B = C: two writes of C, a write of D (a new variable), cancelled.
     bench.push_script("C = B\nC = B\nD = C", &no_work);
     bench.engine.cancel_pending();
