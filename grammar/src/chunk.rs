@@ -154,7 +154,11 @@ impl<'source> Chunker<'source> {
         let current = &mut self.current;
         match token.kind {
             TokenKind::Comment => {
-                if current.span.is_some() {
+                if let Some(problem) = text_direction_control(text, token.span, "a comment") {
+                    // A comment on a line of its own is a chunk of its own, to report it.
+                    current.include(token.span);
+                    current.report(problem);
+                } else if current.span.is_some() {
                     current.blanks.push(token.span);
                 }
             }
@@ -183,14 +187,18 @@ impl<'source> Chunker<'source> {
                         && continues_statement(text);
                 match kind {
                     TokenKind::Unknown => current.report(unknown_character(text, token.span)),
-                    TokenKind::String
-                        if self.lexer.unterminated_string_start == Some(token.span.start) =>
-                    {
-                        current.report(Diagnostic::new(
-                            "unterminated string",
-                            Span::new(token.span.start, token.span.start + 1),
-                            "this string is never closed with `\"`",
-                        ))
+                    TokenKind::String => {
+                        if let Some(problem) = text_direction_control(text, token.span, "a string")
+                        {
+                            current.report(problem);
+                        }
+                        if self.lexer.unterminated_string_start == Some(token.span.start) {
+                            current.report(Diagnostic::new(
+                                "unterminated string",
+                                Span::new(token.span.start, token.span.start + 1),
+                                "this string is never closed with `\"`",
+                            ))
+                        }
                     }
                     _ => {}
                 }
@@ -293,6 +301,24 @@ fn unknown_character(text: &str, span: Span) -> Diagnostic {
         span,
         label,
     )
+}
+
+/// The diagnostic for a text-direction control character (U+202A to U+202E, U+2066 to U+2069)
+/// in `text`, a comment or a string at `span`: it makes the line read otherwise than it runs
+/// (a "Trojan Source" line), so it is refused, as rustc refuses it.
+fn text_direction_control(text: &str, span: Span, what: &str) -> Option<Diagnostic> {
+    let (offset, character) = text.char_indices().find(
+        |(_, character)| matches!(character, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'),
+    )?;
+    let start = span.start + offset;
+    Some(Diagnostic::new(
+        format!(
+            "{what} holds {}, a text-direction control character",
+            describe_char(character)
+        ),
+        Span::new(start, start + character.len_utf8()),
+        "it makes the line read otherwise than it runs: remove it",
+    ))
 }
 
 /// The diagnostic for an opening bracket that is never closed.

@@ -620,3 +620,29 @@ fn errors_inside_blocks_and_other_places() {
         "#]],
     );
 }
+
+/// A text-direction control character (U+202E, a right-to-left override, and its kin) in a
+/// comment or a string makes a line read otherwise than it runs ("Trojan Source"): refused at
+/// its place, in a comment after code, on a line of its own, or in a string; the statements
+/// around them still parse.
+#[test]
+fn text_direction_controls_in_comments_and_strings_are_refused() {
+    let source = "x = 1 # \u{202e} hidden\ny = 2\n# \u{2067} alone\nprint \"a\u{202e}b\"\n";
+    let output = parse(source);
+    let messages: Vec<(&str, usize)> = output
+        .diagnostics
+        .iter()
+        .map(|diagnostic| (diagnostic.message.as_str(), diagnostic.span.start))
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            ("a comment holds U+202E, a text-direction control character", 8),
+            ("a comment holds U+2067, a text-direction control character", 27),
+            ("a string holds U+202E, a text-direction control character", 45),
+        ]
+    );
+    assert_eq!(output.program.statements.len(), 1, "y = 2 parses");
+    // Other characters in comments and strings are theirs to hold.
+    assert!(parse("x = 1 # 日本 ü →\nprint \"日本\"\n").diagnostics.is_empty());
+}
