@@ -637,12 +637,23 @@ fn text_direction_controls_in_comments_and_strings_are_refused() {
     assert_eq!(
         messages,
         [
-            ("a comment holds U+202E, a text-direction control character", 8),
-            ("a comment holds U+2067, a text-direction control character", 27),
-            ("a string holds U+202E, a text-direction control character", 45),
+            (
+                "a comment holds U+202E, a text-direction control character",
+                8
+            ),
+            (
+                "a comment holds U+2067, a text-direction control character",
+                27
+            ),
+            (
+                "a string holds U+202E, a text-direction control character",
+                45
+            ),
         ]
     );
     assert_eq!(output.program.statements.len(), 1, "y = 2 parses");
     // Other characters in comments and strings are theirs to hold.
-    assert!(parse("x = 1 # 日本 ü →\nprint \"日本\"\n").diagnostics.is_empty());
+    assert!(parse("x = 1 # 日本 ü →\nprint \"日本\"\n")
+        .diagnostics
+        .is_empty());
 }
