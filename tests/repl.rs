@@ -309,6 +309,28 @@ fn ctrl_c_while_print_blocks_cancels_what_has_not_started_and_stops_the_input() 
     assert_eq!(repl.quit().0, 0);
 }
 
+/// A `print` of a variable whose new write a Ctrl-C cancelled shows no value as the new one:
+/// the value left is the earlier write's, which only a later `print` shows, as such.
+#[test]
+fn a_print_whose_write_ctrl_c_cancelled_does_not_show_the_earlier_value_as_the_new_one() {
+    let mut repl = Repl::start();
+    repl.line("B = 5");
+    repl.prompt();
+    repl.line("A = work(1500, ones(2)); B = A + 1; print B");
+    repl.expect("; print B");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    repl.control('c');
+    repl.expect("(Ctrl-C: the ops that had not started are cancelled");
+    let shown = repl.prompt();
+    assert!(
+        shown.contains("no new value: its last write was cancelled") && !shown.contains("5.0"),
+        "{shown:?}"
+    );
+    let shown = repl.run("print B");
+    assert!(shown.contains("5.0"), "B kept its earlier value: {shown:?}");
+    assert_eq!(repl.quit().0, 0);
+}
+
 #[test]
 fn a_second_ctrl_c_while_print_waits_on_a_running_op_abandons_the_wait_and_keeps_the_session() {
     let mut repl = Repl::start();

@@ -103,6 +103,9 @@ struct VarState {
     queue: VarQueue<OpRef>,
     version: u64,
     error: Option<Arc<OpError>>,
+    /// When the last write to finish was cancelled, the engine's cancel mark as it finished
+    /// (see [`Engine::cancel_mark`]); 0 when it ran.
+    cancelled_mark: u64,
 }
 
 impl Var {
@@ -125,6 +128,13 @@ impl Var {
     /// write changes nothing).
     pub fn error(&self) -> Option<Arc<OpError>> {
         lock(&self.0.state).error.clone()
+    }
+
+    /// When the last write to finish was cancelled (its value is then older than the program's
+    /// last write to it), the engine's cancel mark as it finished, which is at least the mark of
+    /// the cancel that stopped it (see [`Engine::cancel_mark`]); `None` when that write ran.
+    pub fn cancelled_write_mark(&self) -> Option<u64> {
+        Some(lock(&self.0.state).cancelled_mark).filter(|&mark| mark > 0)
     }
 }
 
@@ -381,6 +391,7 @@ impl Engine {
                 queue: VarQueue::new(),
                 version: 0,
                 error: None,
+                cancelled_mark: 0,
             }),
             has_error: CachePadded::new(AtomicBool::new(false)),
         });
@@ -573,6 +584,14 @@ impl Engine {
     /// Waits, deletions and running ops are not interrupted.
     pub fn cancel_pending(&self) {
         self.shared.cancel_pending();
+    }
+
+    /// How far cancels have reached: ops numbered below it were pushed before the last
+    /// [`Engine::cancel_pending`] (0 before any). It only grows, so a variable whose
+    /// [`Var::cancelled_write_mark`] is above the mark read at some moment lost a write to a
+    /// cancel made after that moment.
+    pub fn cancel_mark(&self) -> u64 {
+        self.shared.cancel_below.load(Ordering::Acquire)
     }
 
     /// The ops that failed (not skipped nor cancelled) since the last call, in push order (so
@@ -1133,6 +1152,10 @@ impl Shared {
         let n_reads = accesses.reads.len();
         let guards = &mut states[..accesses.len()];
         let outcome = if cancel {
+            let mark = self.cancel_below.load(Ordering::Acquire);
+            for state in guards.iter_mut().skip(n_reads).flatten() {
+                state.cancelled_mark = mark;
+            }
             return cancelled(label, line);
         } else if let Some(error) = guards[..n_reads + accesses.n_read_writes]
             .iter()
@@ -1149,6 +1172,7 @@ impl Shared {
         for (index, state) in guards.iter_mut().enumerate().skip(n_reads) {
             let Some(state) = state else { continue };
             state.version += 1;
+            state.cancelled_mark = 0;
             if state.error.is_some() || error.is_some() {
                 state.error = error.cloned();
                 accesses
@@ -1625,6 +1649,9 @@ impl Shared {
                 let mut state = lock(&var.0.state);
                 if wrote {
                     state.version += 1;
+                    state.cancelled_mark = 0;
+                } else {
+                    state.cancelled_mark = self.cancel_below.load(Ordering::Acquire);
                 }
                 if wrote && (state.error.is_some() || error.is_some()) {
                     state.error = error.cloned();

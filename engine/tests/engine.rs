@@ -655,6 +655,7 @@ fn cancel_pending_skips_ops_that_have_not_started() {
         .writes(&[a.clone()]),
     );
     let counter = ran.clone();
+    let mark_before = engine.cancel_mark();
     engine.push(
         OpSpec::new("B = A", move || {
             counter.fetch_add(1, Ordering::SeqCst);
@@ -669,10 +670,15 @@ fn cancel_pending_skips_ops_that_have_not_started() {
     assert_eq!(b.version(), 0);
     assert!(b.error().is_none());
     assert_eq!(ran.load(Ordering::SeqCst), 0);
-    // Ops pushed after the cancel run as usual.
+    // B says its last write was cancelled, by a cancel after `mark_before`.
+    assert!(b
+        .cancelled_write_mark()
+        .is_some_and(|mark| mark > mark_before));
+    // Ops pushed after the cancel run as usual, and B's value is its last write's again.
     engine.push(OpSpec::new("B = 1", || Ok(())).writes(&[b.clone()]));
     assert!(engine.wait_var(&b, 0).is_ok());
     assert_eq!(b.version(), 1);
+    assert!(b.cancelled_write_mark().is_none());
 }
 
 /// An op that holds its variables until `gate` sends (or is dropped), and a receiver that

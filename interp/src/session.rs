@@ -599,6 +599,7 @@ impl Session {
             reported: &mut self.reported,
             interrupt_check: self.interrupt_check.as_deref(),
             abandon_check: self.abandon_check.as_deref(),
+            cancel_mark: self.engine.cancel_mark(),
             comm: &self.comm,
             comm_counters: &mut self.comm_counters,
         }

@@ -96,6 +96,21 @@ impl Runner<'_> {
                  they started",
                 "needed here",
             )),
+            // The write this input waited for was cancelled meanwhile (a REPL's first Ctrl-C):
+            // the value left is an earlier one, not this input's.
+            Ok(())
+                if slot
+                    .var
+                    .cancelled_write_mark()
+                    .is_some_and(|mark| mark > self.scope.cancel_mark) =>
+            {
+                Err(self.error(
+                    span,
+                    "no new value: its last write was cancelled (Ctrl-C) before it started; it \
+                     keeps the value it had before, which a new `print` shows",
+                    "needed here",
+                ))
+            }
             Ok(()) => slot
                 .get()
                 .map_err(|message| self.error(span, message, "needed here")),

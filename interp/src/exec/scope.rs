@@ -56,6 +56,10 @@ pub(crate) struct Scope<'s> {
     pub(crate) interrupt_check: Option<Check<'s>>,
     /// Whether the user gave up waiting (see `Session::set_abandon_check`).
     pub(crate) abandon_check: Option<Check<'s>>,
+    /// The engine's cancel mark as this input began (see `engine::Engine::cancel_mark`): a
+    /// variable that lost a write to a later cancel holds a value older than this input asked
+    /// for.
+    pub(crate) cancel_mark: u64,
     /// How this rank talks to the others.
     pub(crate) comm: &'s Arc<dyn Communicator>,
     /// The numbering of communications, in push order.
