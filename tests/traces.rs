@@ -268,8 +268,9 @@ fn a_trace_over_an_earlier_one_replaces_it() {
 
 /// The critical path is the same chain on every engine: an op of no time at its end (a
 /// `print`'s wait) is on it whether the clock saw it take 100 ns or, simulated, none (the
-/// simulated engine left it out); and an op skipped for a failed input ran nothing, so it is
-/// no step (the path ran on through the skipped ops after a failure).
+/// simulated engine left it out); and an op skipped for a failed input ran nothing, so no path
+/// goes through it: the path after a failure ends at the failed op (led on through the skipped
+/// ops, it read `B → wait D`, where no dependency joins them).
 #[test]
 fn the_critical_path_is_the_same_chain_on_every_engine() {
     let dir = TestDir::new();
@@ -277,6 +278,10 @@ fn the_critical_path_is_the_same_chain_on_every_engine() {
     dir.write(
         "failed.dep",
         "A = ones(2) @ ones(3)\nB = A + 1\nC = B * 2\n",
+    );
+    dir.write(
+        "skipped.dep",
+        "A = ones(2, 3)\nB = A @ ones(4, 5)\nC = B + 1\nD = C * 2\nprint D\n",
     );
     for (script, code, path) in [
         (
@@ -289,6 +294,11 @@ fn the_critical_path_is_the_same_chain_on_every_engine() {
             1,
             " over 1 op: A = ones(2) @ ones(3) (line 1)",
         ),
+        (
+            "skipped.dep",
+            1,
+            " over 2 ops: A = ones(2, 3) (line 1) → B = A @ ones(4, 5) (line 2)",
+        ),
     ] {
         for (engine, threads) in ENGINES {
             let run = Run::of(dir.dep().arg("run").arg(script).args([
@@ -299,11 +309,18 @@ fn the_critical_path_is_the_same_chain_on_every_engine() {
                 "--summary",
             ]))
             .expect_code(code);
-            let line = run
-                .stderr
-                .lines()
-                .find(|line| line.trim_start().starts_with("critical path: "))
+            // The path, as one line (the summary wraps it before the memory line).
+            let lines: Vec<&str> = run.stderr.lines().map(str::trim).collect();
+            let first = lines
+                .iter()
+                .position(|line| line.starts_with("critical path: "))
                 .unwrap_or_else(|| panic!("{script} on {engine}: {}", run.stderr));
+            let line = lines[first..]
+                .iter()
+                .take_while(|line| !line.starts_with("memory"))
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" ");
             assert!(line.ends_with(path), "{script} on {engine}: {line}");
         }
     }

@@ -955,13 +955,14 @@ impl RunFold {
             None => before,
         }
         .map(|(path, _)| path);
-        // An op that ran nothing (never started, cancelled, or skipped for a failed input) is
-        // no step of a path: what leads to it leads on through it.
+        // An op that ran nothing (never started, cancelled, or skipped for a failed input) ends
+        // every path to it: a path is a chain of ops that ran, each depending on the one before
+        // (led on through it, a path read `B → wait D` where no dependency joins them).
         let ran =
             live.started.is_some() && !matches!(live.state, OpState::Skipped | OpState::Cancelled);
         let path = match ran {
             true => Path::extend(before, Step(op, live.label, live.line), own_ns),
-            false => before.cloned().unwrap_or_default(),
+            false => Path::default(),
         };
         let position = live.position;
         let better = match self.critical() {

@@ -518,8 +518,8 @@ impl Replay {
 
     /// The critical path: the chain of dependent ops with the largest total run time, in order.
     /// Running ops count as taking no time. An op that ran nothing (never started, cancelled, or
-    /// skipped because what it reads failed) takes no time and is no step: the path leads on
-    /// through it. Of chains of one length, the one of more steps is taken (an op of no time at
+    /// skipped because what it reads failed) is on no path: a path is a chain of ops that ran,
+    /// each depending on the one before, so one ends before such an op. Of chains of one length, the one of more steps is taken (an op of no time at
     /// the end, a `wait`, is on the path whether the engine's clock saw it take 100 ns or, under
     /// the simulated engine, none), then the one that ends first; the summary's fold chooses
     /// alike.
@@ -536,21 +536,23 @@ impl Replay {
         let mut best: Vec<(u64, usize, Option<NodeIndex>)> = vec![(0, 0, None); graph.node_count()];
         for node in &order {
             let op = &self.ops()[node.index()];
-            let (own, steps) = match is_step(op) {
-                true => (op.duration_ns().unwrap_or(0), 1),
-                false => (0, 0),
-            };
+            if !is_step(op) {
+                continue;
+            }
             let before = graph
                 .neighbors_directed(*node, petgraph::Direction::Incoming)
+                .filter(|previous| is_step(&self.ops()[previous.index()]))
                 .map(|previous| {
                     let (length, n_steps, _) = best[previous.index()];
                     (length, n_steps, Some(previous))
                 })
                 .max_by_key(|(length, n_steps, previous)| (*length, *n_steps, *previous))
                 .unwrap_or((0, 0, None));
-            best[node.index()] = (before.0 + own, before.1 + steps, before.2);
+            let own = op.duration_ns().unwrap_or(0);
+            best[node.index()] = (before.0 + own, before.1 + 1, before.2);
         }
         let Some(end) = (0..best.len())
+            .filter(|&index| best[index].1 > 0)
             .max_by_key(|&index| (best[index].0, best[index].1, std::cmp::Reverse(index)))
         else {
             return Vec::new();
@@ -562,7 +564,6 @@ impl Replay {
             at = best[node.index()].2;
         }
         path.reverse();
-        path.retain(|id| self.op(*id).is_some_and(is_step));
         path
     }
 

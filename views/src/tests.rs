@@ -1445,6 +1445,67 @@ fn the_fold_keeps_no_op_for_each_finished_read_of_a_var_not_yet_written() {
     assert_eq!(summary_shown, shown);
 }
 
+/// A critical path is a chain of dependencies, link by link, of ops that ran: after a failure,
+/// the skipped ops end it, and after a cancel, the cancelled ones (led on through them, it read
+/// `B → wait D` where no dependency joins them); the summary's fold finds the same.
+#[test]
+fn a_critical_path_is_a_chain_of_dependencies_of_ops_that_ran() {
+    // `C = B / 0` fails, `D = C + A` is skipped, and `print D` waits for D behind them.
+    let mut bench = Bench::new(Policy::Threaded, 1);
+    bench.push_script("A = 1\nB = A + 1", &no_work);
+    let (b, c) = (bench.vars["B"].clone(), bench.engine.new_var("C"));
+    bench.engine.push(
+        OpSpec::new("C = B / 0", || Err("division by zero".to_string()))
+            .reads(&[b])
+            .writes(std::slice::from_ref(&c))
+            .line(3),
+    );
+    bench.vars.insert("C".to_string(), c);
+    bench.push_script("D = C + A\nprint D", &no_work);
+    bench.engine.wait_all();
+    let failed = bench.replay();
+    assert!(failed
+        .ops()
+        .iter()
+        .any(|op| op.label.starts_with("wait D") && op.state == OpState::Done));
+    for replay in [&failed, &cancelled_replay()] {
+        let path = replay.critical_path();
+        assert!(!path.is_empty());
+        for pair in path.windows(2) {
+            assert!(
+                replay
+                    .edges()
+                    .iter()
+                    .any(|edge| edge.from == pair[0] && edge.to == pair[1]),
+                "no dependency from {} to {}",
+                pair[0],
+                pair[1]
+            );
+        }
+        for id in &path {
+            let op = replay.op(*id).unwrap();
+            assert!(
+                op.started_ns.is_some()
+                    && !matches!(op.state, OpState::Skipped | OpState::Cancelled),
+                "{} ran nothing",
+                op.describe()
+            );
+        }
+        let (n_ops, shown, ns) = shown_critical_path(replay);
+        let summary = Summary::of(replay);
+        assert_eq!(
+            (summary.critical_path_ops, summary.critical_path_ns),
+            (n_ops, ns)
+        );
+        let summary_shown: Vec<String> = summary
+            .critical_path
+            .into_iter()
+            .map(|(_, describe)| describe)
+            .collect();
+        assert_eq!(summary_shown, shown);
+    }
+}
+
 /// A cut replay's listing counts the ops it leaves out where they were pushed: the ten reads
 /// that overtook the slow `B = A + 1` and ended before the cut show as one line between B and
 /// `D = B + 1`, not among the ops before B.
