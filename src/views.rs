@@ -279,7 +279,9 @@ impl ViewPlan {
         let style = stderr_style();
         eprint!("{}", views::text::summary(&recorded.summary, &style));
         // The host's tensor storage: a real GPU's tensors are the GPU layer's, not counted here;
-        // a simulated device's live in host memory, and are.
+        // a simulated device's live in host memory, and are. Counted once the engine let go of
+        // what it kept of the statements (their constants), as an idle naive engine holds none.
+        session.settle();
         let memory = dep_interp::tensor::cpu_memory();
         let simulated = session.config().policy == engine::Policy::Sim;
         let whose = match (self.simulated_ranks, simulated) {

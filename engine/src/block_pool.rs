@@ -80,6 +80,13 @@ impl BlockPool {
         })
     }
 
+    /// Drops the bodies that this thread's finished blocks and the exchange's still hold (see
+    /// [`forget_kept_bodies_here`]).
+    pub(crate) fn forget_kept_bodies(&self) {
+        forget_kept_bodies_here();
+        forget_bodies_of(&lock(&self.exchange));
+    }
+
     /// Keeps a finished block nobody else holds for a later push: in this thread's list, handed
     /// with the rest of it to the exchange once the list holds a batch.
     fn give_back(&self, block: Arc<OpBlock>) {
@@ -96,6 +103,21 @@ impl BlockPool {
                 }
             }
         });
+    }
+}
+
+/// Drops the bodies that this thread's finished blocks still hold (a shared body that ran stays
+/// in its block for the next push of its statement, see [`OpBlock::refill`]), and with them what
+/// they hold: a statement's constants, counted as tensors in use. A thread does so before it
+/// sleeps, so that an idle engine holds nothing of statements gone (the summary's memory in use
+/// at the end would count them on one engine and not on another).
+pub(crate) fn forget_kept_bodies_here() {
+    SPARE.with(|spare| forget_bodies_of(&spare.borrow()));
+}
+
+fn forget_bodies_of(blocks: &[Arc<OpBlock>]) {
+    for block in blocks {
+        block.forget_ran_body();
     }
 }
 

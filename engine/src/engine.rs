@@ -555,6 +555,19 @@ impl Engine {
         self.shared.simulate_until(before, &Simulator::is_idle);
     }
 
+    /// Waits until every op pushed so far has finished and every worker sleeps, then lets go
+    /// of what the engine kept of the statements it ran (the shared bodies its finished op
+    /// blocks keep for the next push of the same statement, see `block_pool`): an idle engine
+    /// then holds no tensor of a statement gone, on every policy alike, so that the memory in
+    /// use counted next is the program's. For the end of a run, not its hot path.
+    pub fn settle(&self) {
+        self.wait_all();
+        for group in self.shared.groups.iter().filter_map(|slot| slot.get()) {
+            group.wait_until_asleep();
+        }
+        self.shared.blocks.forget_kept_bodies();
+    }
+
     /// Sets the simulated model of `target` (`cpu`, `gpu1`, `gpu` for every GPU, `cpu->gpu0`,
     /// `pcie`, `nvlink`, `copy`) for ops pushed from now on; only the simulated policy uses it.
     pub fn set_sim_device(&self, target: &str, device: SimDevice) {
@@ -1722,7 +1735,7 @@ impl Shared {
         };
         let mut names = lock(&self.worker_names);
         let first_worker = names.len() as u32;
-        let group = Arc::new(Group::new(first_worker));
+        let group = Arc::new(Group::new(first_worker, n_workers));
         for index in 0..n_workers {
             names.push(format!("{prefix}{index}"));
             let shared = self.clone();

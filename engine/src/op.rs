@@ -560,6 +560,14 @@ impl OpBlock {
         *slot = Some(work);
     }
 
+    /// Drops the shared body a finished block kept after running it ([`Work::Ran`]).
+    pub(crate) fn forget_ran_body(&self) {
+        let mut work = crate::sync::lock(&self.work);
+        if matches!(*work, Some(Work::Ran(_))) {
+            *work = None;
+        }
+    }
+
     pub(crate) fn state(&self) -> OpState {
         OpState::from_u8(self.state.load(Ordering::Acquire))
     }

@@ -7,6 +7,7 @@
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
 
+use crate::block_pool::forget_kept_bodies_here;
 use crate::op::OpRef;
 use crate::sync::{lock, wait, AtomicUsize, Condvar, Mutex, Ordering};
 
@@ -26,6 +27,8 @@ pub(crate) struct Group {
     n_queued: AtomicUsize,
     /// The engine's worker index of the group's first worker (its lane in views).
     first_worker: u32,
+    /// How many workers pop from it.
+    n_workers: usize,
 }
 
 struct GroupState {
@@ -33,6 +36,9 @@ struct GroupState {
     n_sleeping: usize,
     shutdown: bool,
 }
+
+/// Polls of [`Group::wait_until_asleep`] before it gives up on a worker that stays busy.
+const ASLEEP_POLLS: u32 = 2000;
 
 /// A heap entry: higher priority first, then lower op id (earlier push) first.
 struct ReadyOp(OpRef);
@@ -69,8 +75,8 @@ pub(crate) fn runs_before(candidate: &OpRef, current: &OpRef) -> bool {
 }
 
 impl Group {
-    /// A group whose workers are numbered from `first_worker` among the engine's.
-    pub(crate) fn new(first_worker: u32) -> Group {
+    /// A group of `n_workers` workers, numbered from `first_worker` among the engine's.
+    pub(crate) fn new(first_worker: u32, n_workers: usize) -> Group {
         Group {
             state: Mutex::new(GroupState {
                 heap: BinaryHeap::new(),
@@ -80,6 +86,7 @@ impl Group {
             condvar: Condvar::new(),
             n_queued: AtomicUsize::new(0),
             first_worker,
+            n_workers,
         }
     }
 
@@ -149,6 +156,10 @@ impl Group {
                         std::hint::spin_loop();
                     }
                 }
+                // About to sleep: what this worker kept of statements is let go.
+                if self.n_queued.load(Ordering::Acquire) == 0 {
+                    forget_kept_bodies_here();
+                }
                 state = lock(&self.state);
                 continue;
             }
@@ -156,6 +167,20 @@ impl Group {
             state = wait(&self.condvar, state);
             state.n_sleeping -= 1;
             spun = false;
+        }
+    }
+
+    /// Waits, polling, until every worker of the group sleeps on the queue (each forgot the
+    /// bodies its finished blocks kept, see `pop_blocking`), or gives up after about a second
+    /// of a worker staying busy.
+    pub(crate) fn wait_until_asleep(&self) {
+        for _ in 0..ASLEEP_POLLS {
+            let state = lock(&self.state);
+            if state.n_sleeping >= self.n_workers || state.shutdown {
+                return;
+            }
+            drop(state);
+            std::thread::sleep(std::time::Duration::from_micros(500));
         }
     }
 

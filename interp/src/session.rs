@@ -254,6 +254,13 @@ impl Session {
         self.engine.wait_all();
     }
 
+    /// Waits for every op and lets the engine go of what it kept of the statements it ran (see
+    /// `engine::Engine::settle`), so that the memory in use counted next is the program's alone,
+    /// whatever the engine: for the end of a run.
+    pub fn settle(&self) {
+        self.engine.settle();
+    }
+
     /// [`Session::wait_all`] that gives up as soon as `give_up()` says so (asked every few
     /// milliseconds); says whether every op finished.
     pub fn wait_all_or(&self, give_up: &dyn Fn() -> bool) -> bool {
