@@ -131,6 +131,16 @@ impl ViewPlan {
             if path.is_dir() {
                 return Err(cannot("it is a folder".to_string()));
             }
+            // `t.json/` reads as the file `t.json` everywhere but where it is opened.
+            if path
+                .as_os_str()
+                .to_string_lossy()
+                .ends_with(std::path::is_separator)
+            {
+                return Err(cannot(
+                    "a file's name does not end with a slash".to_string(),
+                ));
+            }
             let folder = match path.parent() {
                 Some(folder) if !folder.as_os_str().is_empty() => folder,
                 _ => Path::new("."),

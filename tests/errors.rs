@@ -216,6 +216,33 @@ fn a_function_that_updates_a_global_is_an_error_at_the_update() {
     }
 }
 
+/// Deleting a global or a function inside a function is an error that says so: it said
+/// "unknown name `a`" of a global that exists. A local deleted there is the function's own.
+#[test]
+fn a_function_that_deletes_a_global_is_an_error_that_says_so() {
+    let dir = TestDir::new();
+    for (source, expected) in [
+        (
+            "a = 1\ndef f(x) {\n  del a\n  return x\n}\nprint f(1)\n",
+            "error: `a` is a global: a function reads globals but cannot delete them; delete it \
+             where it was defined, outside the function\n --> case.dep:3:7\n",
+        ),
+        (
+            "def g(x) { return x }\ndef f(x) {\n  del g\n  return x\n}\nprint f(1)\n",
+            "error: `g` is a function: a function cannot delete one; delete it outside\n \
+             --> case.dep:3:7\n",
+        ),
+    ] {
+        for (engine, run) in on_every_engine(&dir, source, 1) {
+            assert!(run.stderr.starts_with(expected), "{engine}: {}", run.stderr);
+        }
+    }
+    let source = "a = 5\ndef f(x) {\n  a = x + 1\n  del a\n  return x\n}\nprint f(1)\nprint a\n";
+    for (engine, run) in on_every_engine(&dir, source, 0) {
+        assert_eq!(run.stdout, "1.0\n5.0\n", "{engine}");
+    }
+}
+
 /// Failures reported together at the end of a run come in source order on every engine: the
 /// threaded engine reported the line-7 error before the line-2 one when it finished first.
 #[test]

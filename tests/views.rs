@@ -411,6 +411,13 @@ fn a_view_file_that_cannot_be_written_stops_the_run_before_it_starts() {
         ("--trace", "missing/t.json", "no folder missing"),
         ("--timeline", ".", "it is a folder"),
         ("--replay", "missing/r.html", "no folder missing"),
+        // A name ending in a slash, which the extension check read as `t.json`.
+        (
+            "--trace",
+            "t.json/",
+            "a file's name does not end with a slash",
+        ),
+        ("--dot", "d.dot/", "a file's name does not end with a slash"),
         // A folder that refuses a new file: the system's error, naming no file of dep's own.
         (
             "--trace",

@@ -59,12 +59,23 @@ pub(crate) fn check(bytes: u64) -> Result<()> {
         Source::UserLimit => "left under DEP_MEMORY_LIMIT",
         Source::Available => "available (set DEP_MEMORY_LIMIT to choose a budget)",
     };
-    Err(terr!(
+    Err(terr!("{}", refusal(bytes, budget, whence)))
+}
+
+/// Why `bytes` cannot be allocated with `budget` left (`whence` says where from). Rounded, sizes
+/// this close could read as a contradiction (`1.0 MiB` against `1024.0 KiB` left): then both in
+/// bytes.
+fn refusal(bytes: u64, budget: u64, whence: &str) -> String {
+    let size = |n: u64| match bytes.saturating_sub(budget) < bytes / 20 {
+        true => format!("{n} bytes"),
+        false => format_bytes(n),
+    };
+    format!(
         "cannot allocate a tensor of {} elements ({}): only {} {whence}",
         bytes / 4,
-        format_bytes(bytes),
-        format_bytes(budget)
-    ))
+        size(bytes),
+        size(budget)
+    )
 }
 
 /// The memory this process may take in all, if known: `DEP_MEMORY_LIMIT` when set (and a
@@ -142,6 +153,20 @@ mod tests {
         let meminfo = "MemTotal:       24000000 kB\nMemFree:  1000 kB\nMemAvailable:   2048 kB\n";
         assert_eq!(meminfo_field(meminfo, "MemAvailable"), Some(2048 * 1024));
         assert_eq!(meminfo_field(meminfo, "Mem"), None);
+    }
+
+    /// Sizes close enough to round alike are said in bytes: `(1.0 MiB): only 1024.0 KiB
+    /// left` read as a contradiction.
+    #[test]
+    fn a_refusal_by_a_few_bytes_says_the_bytes() {
+        assert_eq!(
+            refusal(1 << 20, (1 << 20) - 16, "left"),
+            "cannot allocate a tensor of 262144 elements (1048576 bytes): only 1048560 bytes left"
+        );
+        assert_eq!(
+            refusal(1 << 30, 1 << 20, "left"),
+            "cannot allocate a tensor of 268435456 elements (1.0 GiB): only 1.0 MiB left"
+        );
     }
 
     #[test]

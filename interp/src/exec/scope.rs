@@ -187,15 +187,24 @@ impl Runner<'_> {
         Ok(slot)
     }
 
+    /// Whether statements run in a user's function now (not at the top level, nor in a graph,
+    /// whose frame writes globals).
+    pub(super) fn in_a_function(&self) -> bool {
+        self.frames
+            .last()
+            .is_some_and(|frame| !frame.writes_globals)
+    }
+
     /// Whether `name` is, from inside a function's body, a global (not a parameter or a
     /// local of the function): an update of it there (`W -= lr * g`) would make a local copy
     /// and leave the global as it was, which is never what it means.
     pub(super) fn is_global_seen_from_a_function(&self, name: &grammar::Name) -> bool {
-        self.frames.last().is_some_and(|frame| {
-            !frame.writes_globals
-                && !frame.locals.contains_key(&name.text)
-                && self.scope.globals.contains_key(&name.text)
-        })
+        self.in_a_function()
+            && self
+                .frames
+                .last()
+                .is_some_and(|frame| !frame.locals.contains_key(&name.text))
+            && self.scope.globals.contains_key(&name.text)
     }
 
     /// A new slot; while recording a graph, one of the graph's own buffers.
@@ -234,6 +243,25 @@ impl Runner<'_> {
                 Ok(())
             }
             Some(_) => Ok(()),
+            None if self.is_global_seen_from_a_function(name) => Err(self.error(
+                name.span,
+                format!(
+                    "`{}` is a global: a function reads globals but cannot delete them; delete it \
+                     where it was defined, outside the function",
+                    name.text
+                ),
+                "a global, deleted inside a function",
+            )),
+            None if self.in_a_function() && self.scope.functions.contains_key(&name.text) => {
+                Err(self.error(
+                    name.span,
+                    format!(
+                        "`{}` is a function: a function cannot delete one; delete it outside",
+                        name.text
+                    ),
+                    "a function, deleted inside a function",
+                ))
+            }
             None if self.scope.functions.remove(&name.text).is_some() => Ok(()),
             None => Err(self.unknown_name(name)),
         }
