@@ -78,6 +78,16 @@ impl Repl {
         self.send(&format!("{line}\r"));
     }
 
+    /// Types `line` and Enter key by key, as a person does: a line that comes in one write is
+    /// pasted, and the live panel stays away from the prompt after it (the line editor may
+    /// hold the lines pasted with it).
+    fn type_line(&mut self, line: &str) {
+        for key in line.chars().chain(['\r']) {
+            self.send(&key.to_string());
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     /// Types `line`, then waits for the next prompt and returns what came before it.
     fn run(&mut self, line: &str) -> String {
         self.line(line);
@@ -187,12 +197,13 @@ fn why_explains_an_op_waiting_behind_a_long_matmul_while_the_panel_shows_it() {
     repl.run("X = rand(800, 800)");
     repl.run("print X[0, 0] >= 0");
     // work(ms, x) takes a known time whatever the build's optimisation, then gives x.
-    repl.run("Y = work(4000, X @ X)");
+    repl.type_line("Y = work(4000, X @ X)");
+    repl.prompt();
     // The prompt is back at once, with the live panel under it.
     // The heading every live display has (matched on its ASCII part: the pseudo-terminal
     // reads byte by byte).
     repl.expect("1 op: 1 running");
-    repl.line("Z = Y + 1");
+    repl.type_line("Z = Y + 1");
     repl.expect("2 ops: 1 running, 1 waiting");
     let shown = repl.run(":why Z");
     assert!(
@@ -214,7 +225,7 @@ fn ctrl_c_cancels_the_pending_ops_and_clears_the_line() {
     repl.run("X = rand(800, 800)");
     repl.run("print X[0, 0] >= 0");
     // One input, three statements: Z and W wait behind the matmul.
-    repl.line("Y = work(4000, X @ X); Z = Y + 1; W = Z * 2");
+    repl.type_line("Y = work(4000, X @ X); Z = Y + 1; W = Z * 2");
     repl.expect("3 ops: 1 running, 2 waiting");
     repl.control('c');
     let shown = repl.prompt();
@@ -305,6 +316,30 @@ fn ctrl_c_while_print_blocks_cancels_what_has_not_started_and_stops_the_input() 
     assert!(
         shown.contains("[2. 2.]"),
         "A finished and kept its value: {shown:?}"
+    );
+    assert_eq!(repl.quit().0, 0);
+}
+
+/// Lines that come at once (typed ahead, pasted) run at once: the live panel, which waits for a
+/// key at the prompt, held back the lines the line editor had read with the first, so a Ctrl-C
+/// meant for the `print` among them cancelled nothing and stayed a key until the print's end.
+#[test]
+fn ctrl_c_after_lines_typed_at_once_cancels_what_they_pushed() {
+    let mut repl = Repl::start();
+    repl.send("X = work(8000)\rY = X + 1\rprint Y\r");
+    repl.expect("print Y");
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let started = std::time::Instant::now();
+    repl.control('c');
+    repl.expect("(Ctrl-C: the ops that had not started are cancelled");
+    let shown = repl.prompt();
+    assert!(
+        shown.contains("cancelled (Ctrl-C) before they started"),
+        "{shown:?}"
+    );
+    assert!(
+        started.elapsed().as_secs() < 20,
+        "back once X is over: {shown:?}"
     );
     assert_eq!(repl.quit().0, 0);
 }

@@ -437,6 +437,11 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         KeyEvent::ctrl('C'),
         EventHandler::Conditional(Box::new(InterruptKey(interrupted.clone()))),
     );
+    let first_key = Arc::new(std::sync::Mutex::new(None));
+    editor.bind_sequence(
+        Event::Any,
+        EventHandler::Conditional(Box::new(FirstKey(first_key.clone()))),
+    );
     let history = history_path();
     if let Some(path) = &history {
         // A missing history file is the first run; anything else is not worth stopping for.
@@ -452,6 +457,7 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         ctx.session.config().threads,
     );
     let mut buffer = String::new();
+    let mut typed_ahead = false;
     loop {
         ctx.settle();
         ctx.report_new_failures();
@@ -465,12 +471,22 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
             .map_or(80, |(columns, _)| usize::from(columns));
         ctx.width = width.saturating_sub(1).max(40);
         panel.start_prompt(width);
-        panel::watch_until_key(&panel, prompt, || {
-            editor
-                .dimensions()
-                .map_or(80, |(columns, _)| usize::from(columns))
-        });
+        // A line whose keys came at once was typed ahead or pasted, and the editor may hold
+        // the next ones already, read from stdin with it: the panel, which waits for a key on
+        // stdin with Ctrl-C taken as a key, would then hold them back, and a Ctrl-C meant for
+        // the `print` among them would wait for its end.
+        if !typed_ahead {
+            panel::watch_until_key(&panel, prompt, || {
+                editor
+                    .dimensions()
+                    .map_or(80, |(columns, _)| usize::from(columns))
+            });
+        }
+        *engine::lock(&first_key) = None;
         let read = editor.readline(prompt);
+        typed_ahead = engine::lock(&first_key)
+            .take()
+            .is_none_or(|first| first.elapsed() < TYPED_AHEAD_WITHIN);
         let line = match read {
             Ok(_) if interrupted.swap(false, Ordering::SeqCst) => {
                 buffer.clear();
@@ -540,6 +556,10 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// A line whose keys, its first to its Enter, came within this long was typed ahead or pasted:
+/// nobody types a line and Enter faster.
+const TYPED_AHEAD_WITHIN: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// The REPL's side of an input: what it prints goes to stdout, now.
 struct Stdout(io::Stdout);
 
@@ -608,6 +628,17 @@ impl ConditionalEventHandler for InterruptKey {
     fn handle(&self, _: &Event, _: RepeatCount, _: bool, _: &EventContext) -> Option<Cmd> {
         self.0.store(true, Ordering::SeqCst);
         Some(Cmd::AcceptLine)
+    }
+}
+
+/// Any key the line editor reads: notes when the line's first key came (see
+/// [`TYPED_AHEAD_WITHIN`]), and lets the editor do what the key does.
+struct FirstKey(Arc<std::sync::Mutex<Option<std::time::Instant>>>);
+
+impl ConditionalEventHandler for FirstKey {
+    fn handle(&self, _: &Event, _: RepeatCount, _: bool, _: &EventContext) -> Option<Cmd> {
+        engine::lock(&self.0).get_or_insert_with(std::time::Instant::now);
+        None
     }
 }
 
