@@ -312,7 +312,7 @@ fn the_critical_path_is_the_same_chain_on_every_engine() {
     );
     dir.write(
         "skipped.dep",
-        "A = ones(2, 3)\nB = A @ ones(4, 5)\nC = B + 1\nD = C * 2\nprint D\n",
+        "A = work(20, ones(2, 3))\nB = A @ ones(4, 5)\nC = B + 1\nD = C * 2\nprint D\n",
     );
     for (script, code, path) in [
         (
@@ -328,7 +328,7 @@ fn the_critical_path_is_the_same_chain_on_every_engine() {
         (
             "skipped.dep",
             1,
-            " over 2 ops: A = ones(2, 3) (line 1) → B = A @ ones(4, 5) (line 2)",
+            " over 2 ops: A = work(20, ones(2, 3)) (line 1) → B = A @ ones(4, 5) (line 2)",
         ),
     ] {
         for (engine, threads) in ENGINES {

@@ -238,7 +238,9 @@ impl Iterator for Chunker<'_> {
             return None;
         }
         self.done = true;
-        if let Some((opening, span)) = self.open_brackets.last() {
+        // The outermost bracket still open: where a line was left unfinished, and what
+        // opened after it ran into it.
+        if let Some((opening, span)) = self.open_brackets.first() {
             self.current.report(unclosed_bracket(*opening, *span));
         }
         self.current.finish(self.source)

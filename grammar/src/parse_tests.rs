@@ -200,6 +200,23 @@ fn statement_text_and_name_positions() {
     assert_eq!(line_index.line_column(value.span.start).to_string(), "4:7");
 }
 
+/// Of the brackets left open at the end, the outermost is reported (a statement reports its
+/// first problem): where a line was left unfinished and the rest of the file ran into it. The
+/// innermost was, naming a line far below the one to fix.
+#[test]
+fn the_outermost_bracket_left_open_at_the_end_is_reported() {
+    check_errors(
+        "a = (1 + 2\nb = 3\ndef f(x {\n  return x\n}\n",
+        expect![[r#"
+            error: unclosed `(`
+             --> test.dep:1:5
+              |
+            1 | a = (1 + 2
+              |     ^ this `(` is never closed with `)`
+        "#]],
+    );
+}
+
 #[test]
 fn every_bad_statement_of_a_file_is_reported() {
     check_errors(
