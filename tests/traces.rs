@@ -266,6 +266,20 @@ fn a_trace_over_an_earlier_one_replaces_it() {
     );
 }
 
+/// What `dep run --summary` of `script` prints to stderr on `engine` with `threads` workers,
+/// exiting with `code`.
+fn summary_of(dir: &TestDir, script: &str, engine: &str, threads: &str, code: i32) -> String {
+    let run = Run::of(dir.dep().arg("run").arg(script).args([
+        "--engine",
+        engine,
+        "--threads",
+        threads,
+        "--summary",
+    ]))
+    .expect_code(code);
+    run.stderr
+}
+
 /// The summary's memory in use at the end is the program's, the same on every engine: the
 /// threaded engines' finished op blocks kept the bodies of statements gone, and with them their
 /// constants (`A = ones(2, 3)` ended with 32 B in use there, 24 B on the naive engine).
@@ -279,19 +293,10 @@ fn the_memory_in_use_at_the_end_is_the_same_on_every_engine() {
     );
     for (script, in_use) in [("one.dep", "24 B"), ("loop.dep", "512 B")] {
         for (engine, threads) in ENGINES {
-            let run = Run::of(dir.dep().arg("run").arg(script).args([
-                "--engine",
-                engine,
-                "--threads",
-                threads,
-                "--summary",
-            ]))
-            .expect_code(0);
+            let stderr = summary_of(&dir, script, engine, threads, 0);
             assert!(
-                run.stderr
-                    .contains(&format!(", {in_use} in use at the end, ")),
-                "{script} on {engine}: {}",
-                run.stderr
+                stderr.contains(&format!(", {in_use} in use at the end, ")),
+                "{script} on {engine}: {stderr}"
             );
         }
     }
@@ -332,20 +337,13 @@ fn the_critical_path_is_the_same_chain_on_every_engine() {
         ),
     ] {
         for (engine, threads) in ENGINES {
-            let run = Run::of(dir.dep().arg("run").arg(script).args([
-                "--engine",
-                engine,
-                "--threads",
-                threads,
-                "--summary",
-            ]))
-            .expect_code(code);
+            let stderr = summary_of(&dir, script, engine, threads, code);
             // The path, as one line (the summary wraps it before the memory line).
-            let lines: Vec<&str> = run.stderr.lines().map(str::trim).collect();
+            let lines: Vec<&str> = stderr.lines().map(str::trim).collect();
             let first = lines
                 .iter()
                 .position(|line| line.starts_with("critical path: "))
-                .unwrap_or_else(|| panic!("{script} on {engine}: {}", run.stderr));
+                .unwrap_or_else(|| panic!("{script} on {engine}: {stderr}"));
             let line = lines[first..]
                 .iter()
                 .take_while(|line| !line.starts_with("memory"))

@@ -1453,14 +1453,7 @@ fn a_critical_path_is_a_chain_of_dependencies_of_ops_that_ran() {
     // `C = B / 0` fails, `D = C + A` is skipped, and `print D` waits for D behind them.
     let mut bench = Bench::new(Policy::Threaded, 1);
     bench.push_script("A = 1\nB = A + 1", &no_work);
-    let (b, c) = (bench.vars["B"].clone(), bench.engine.new_var("C"));
-    bench.engine.push(
-        OpSpec::new("C = B / 0", || Err("division by zero".to_string()))
-            .reads(&[b])
-            .writes(std::slice::from_ref(&c))
-            .line(3),
-    );
-    bench.vars.insert("C".to_string(), c);
+    push_division_by_zero(&mut bench, 3);
     bench.push_script("D = C + A\nprint D", &no_work);
     bench.engine.wait_all();
     let failed = bench.replay();
@@ -1743,17 +1736,22 @@ fn bench_with_a_temporary_and_a_failure() -> Bench {
         "A = 1\nT#1 = A + 1\nB = T#1 + A\nprint T#1\ndel T#1",
         &no_work,
     );
+    push_division_by_zero(&mut bench, 6);
+    bench.push_script("A = 1\nD = C + A\nA = D * 2\nE = A + A", &no_work);
+    bench.engine.wait_all();
+    bench
+}
+
+/// Pushes `C = B / 0` at `line`, an op that reads B and fails, writing the new variable C.
+fn push_division_by_zero(bench: &mut Bench, line: u32) {
     let (b, c) = (bench.vars["B"].clone(), bench.engine.new_var("C"));
     bench.engine.push(
         OpSpec::new("C = B / 0", || Err("division by zero".to_string()))
             .reads(&[b])
             .writes(std::slice::from_ref(&c))
-            .line(6),
+            .line(line),
     );
     bench.vars.insert("C".to_string(), c);
-    bench.push_script("A = 1\nD = C + A\nA = D * 2\nE = A + A", &no_work);
-    bench.engine.wait_all();
-    bench
 }
 
 /// A JSON trace written from ops taken whole (each op run at once one `"o"` element), by the
