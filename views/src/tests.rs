@@ -905,6 +905,22 @@ fn shown_critical_path(replay: &Replay) -> (usize, Vec<String>, u64) {
     (path.len(), shown, ns)
 }
 
+/// Asserts that `summary` shows the critical path of `replay`'s whole DAG: its ops, its length
+/// and its time.
+fn assert_the_critical_path_of(replay: &Replay, summary: &Summary) {
+    let (n_ops, shown, ns) = shown_critical_path(replay);
+    assert_eq!(
+        (summary.critical_path_ops, summary.critical_path_ns),
+        (n_ops, ns)
+    );
+    let summary_shown: Vec<&str> = summary
+        .critical_path
+        .iter()
+        .map(|(_, describe)| describe.as_str())
+        .collect();
+    assert_eq!(summary_shown, shown);
+}
+
 #[test]
 fn the_folded_summary_has_the_critical_path_of_the_whole_dag() {
     // A chain through A (with reads of it between writes) and an independent chain through Z.
@@ -927,15 +943,7 @@ fn the_folded_summary_has_the_critical_path_of_the_whole_dag() {
     ];
     for replay in &replays {
         let summary = Summary::of(replay);
-        let (n_ops, shown, ns) = shown_critical_path(replay);
-        assert_eq!(summary.critical_path_ops, n_ops);
-        let summary_shown: Vec<&str> = summary
-            .critical_path
-            .iter()
-            .map(|(_, describe)| describe.as_str())
-            .collect();
-        assert_eq!(summary_shown, shown);
-        assert_eq!(summary.critical_path_ns, ns);
+        assert_the_critical_path_of(replay, &summary);
         assert_eq!(summary.n_ops, replay.ops().len());
     }
     assert!(
@@ -1432,17 +1440,7 @@ fn the_fold_keeps_no_op_for_each_finished_read_of_a_var_not_yet_written() {
         summary,
         traced.finish(replay.worker_names(), &mut Flows::default())
     );
-    let (n_ops, shown, ns) = shown_critical_path(&replay);
-    assert_eq!(
-        (summary.critical_path_ops, summary.critical_path_ns),
-        (n_ops, ns)
-    );
-    let summary_shown: Vec<String> = summary
-        .critical_path
-        .into_iter()
-        .map(|(_, describe)| describe)
-        .collect();
-    assert_eq!(summary_shown, shown);
+    assert_the_critical_path_of(&replay, &summary);
 }
 
 /// A critical path is a chain of dependencies, link by link, of ops that ran: after a failure,
@@ -1484,18 +1482,7 @@ fn a_critical_path_is_a_chain_of_dependencies_of_ops_that_ran() {
                 op.describe()
             );
         }
-        let (n_ops, shown, ns) = shown_critical_path(replay);
-        let summary = Summary::of(replay);
-        assert_eq!(
-            (summary.critical_path_ops, summary.critical_path_ns),
-            (n_ops, ns)
-        );
-        let summary_shown: Vec<String> = summary
-            .critical_path
-            .into_iter()
-            .map(|(_, describe)| describe)
-            .collect();
-        assert_eq!(summary_shown, shown);
+        assert_the_critical_path_of(replay, &Summary::of(replay));
     }
 }
 
