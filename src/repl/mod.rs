@@ -484,9 +484,10 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         }
         *engine::lock(&first_key) = None;
         let read = editor.readline(prompt);
-        typed_ahead = engine::lock(&first_key)
-            .take()
-            .is_none_or(|first| first.elapsed() < TYPED_AHEAD_WITHIN);
+        // A bare Enter (to see the panel again) is no sign of a paste.
+        let first = engine::lock(&first_key).take();
+        typed_ahead = matches!(&read, Ok(line) if !line.trim().is_empty())
+            && first.is_some_and(|first| first.elapsed() < TYPED_AHEAD_WITHIN);
         let line = match read {
             Ok(_) if interrupted.swap(false, Ordering::SeqCst) => {
                 buffer.clear();
