@@ -289,3 +289,52 @@ fn a_loop_statement_failing_with_other_messages_is_reported_once() {
     let run = Run::of(dir.dep().args(["run", "case.dep", "--summary"])).expect_code(1);
     assert!(run.stderr.contains(folded), "{}", run.stderr);
 }
+
+/// A statement error inside loops and calls says where the run was, innermost first, like a
+/// traceback: the call and the place it was made, then each loop with its counters.
+#[test]
+fn a_statement_error_in_a_loop_names_the_iteration_and_the_calls_around_it() {
+    let dir = TestDir::new();
+    let source = "def g(a, b) {\n  return a + zz\n}\nfor i in 0..3 {\n  for j in 0..2 {\n    y = g(ones(2), i)\n  }\n}\n";
+    let expected = "error: unknown name `zz`\n --> case.dep:2:14\n  |\n2 |   return a + zz\n  |              ^^ not defined\n  = in `g`, called at case.dep:6:9\n  = in the loop at case.dep:5:3, at j = 0\n  = in the loop at case.dep:4:1, at i = 0\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert_eq!(run.stderr, expected, "{engine}");
+    }
+    // The loop stops where the statement failed: the iteration named is the one it reached.
+    let source = "t = ones(2)\nfor i in 0..5 {\n  print i\n  del t\n}\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert_eq!(run.stdout, "0\n1\n", "{engine}: {}", run.stderr);
+        assert!(
+            run.stderr
+                .ends_with("  = in the loop at case.dep:2:1, at i = 1\n"),
+            "{engine}: {}",
+            run.stderr
+        );
+    }
+}
+
+/// An op that failed on the engine may have been pushed at another iteration than the one the
+/// interpreter is at, so its report names the loop only where the op itself knows its
+/// iteration: an observed run's ops do (`--summary`).
+#[test]
+fn an_observed_op_failure_in_a_loop_names_its_iteration() {
+    let dir = TestDir::new();
+    dir.write(
+        "case.dep",
+        "x = ones(2, 2)\nfor i in 0..5 {\n  x = x @ ones(2, i + 1)\n}\n",
+    );
+    for engine in ["naive", "threaded", "sim"] {
+        let run = Run::of(
+            dir.dep()
+                .args(["run", "case.dep", "--summary", "--engine", engine]),
+        )
+        .expect_code(1);
+        assert!(
+            run.stderr.ends_with(
+                "3 |   x = x @ ones(2, i + 1)\n  |   ^^^^^^^^^^^^^^^^^^^^^^ in this statement\n  = at i = 1\n"
+            ),
+            "{engine}: {}",
+            run.stderr
+        );
+    }
+}

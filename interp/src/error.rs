@@ -28,6 +28,10 @@ pub struct Report {
     /// How many more times the same failure of the same statement happened (a loop's), told
     /// in `rendered` and not reported again.
     pub repeats: u64,
+    /// Whether the statement being executed raised it (a statement error, found as it was
+    /// pushed), rather than an op that failed on the engine: only then do the loops and calls
+    /// around that statement say where the run was (see [`RunError::within`]).
+    pub(crate) raised_here: bool,
 }
 
 impl Report {
@@ -38,6 +42,7 @@ impl Report {
             message,
             line: 0,
             repeats: 0,
+            raised_here: false,
         }
     }
 }
@@ -66,7 +71,23 @@ impl RunError {
             rendered,
             line: 0,
             repeats: 0,
+            raised_here: false,
         })
+    }
+
+    /// The same error with `context` (`in the loop at f.dep:2:1, at i = 4`) told under each
+    /// statement error it holds: a loop or a call adds where it was as the error leaves it, so
+    /// the notes read innermost first, like a traceback. An op's failure is left as it is: the
+    /// op may have been pushed at another iteration, or before the loop.
+    pub(crate) fn within(mut self, context: impl FnOnce() -> String) -> RunError {
+        if self.kind != ErrorKind::Runtime || !self.reports.iter().any(|r| r.raised_here) {
+            return self;
+        }
+        let context = context();
+        for report in self.reports.iter_mut().filter(|report| report.raised_here) {
+            report.rendered = format!("{}\n  = {context}", report.rendered.trim_end());
+        }
+        self
     }
 
     /// The same error as rank `rank` of a job reports it: `error (rank 2): ...`.

@@ -209,7 +209,7 @@ impl<'a> Runner<'a> {
                 self.wait_all(stmt.span)?;
                 self.scope.take_failures()?;
             }
-            StmtKind::For { vars, iter, body } => return self.exec_for(vars, iter, body),
+            StmtKind::For { vars, iter, body } => return self.exec_for(stmt, vars, iter, body),
             StmtKind::Def { name, params, body } => {
                 if builtins::lookup(&name.text).is_some() {
                     return Err(self.error(
@@ -339,6 +339,11 @@ impl<'a> Runner<'a> {
     fn error(&self, span: Span, message: impl Into<String>, label: &str) -> RunError {
         let chunk = &self.scope.sources[self.source_index];
         RunError::runtime(chunk.report(grammar::Diagnostic::new(message, span, label)))
+    }
+
+    /// `path:line:col` of a span's start, as reports name places.
+    fn place(&self, span: Span) -> String {
+        self.scope.sources[self.source_index].place(span.start)
     }
 
     fn write_line(&mut self, text: &str) {

@@ -351,6 +351,7 @@ impl Session {
                         + file_first_line
                         - 1,
                     repeats: 0,
+                    raised_here: false,
                 })
                 .collect();
             return Err(RunError {

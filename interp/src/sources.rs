@@ -69,7 +69,15 @@ impl SourceChunk {
             line: line_index.line_column(diagnostic.span.start).line as u32 + first - 1,
             message: diagnostic.message,
             repeats: 0,
+            raised_here: true,
         }
+    }
+
+    /// `path:line:col` of a byte offset in this chunk, as reports name places.
+    pub(crate) fn place(&self, offset: usize) -> String {
+        let at = grammar::LineIndex::new(&self.text).line_column(offset);
+        let line = at.line as u32 + self.file_first_line - 1;
+        format!("{}:{line}:{}", self.path, at.column)
     }
 
     /// The session-wide line number of a byte offset in this chunk.
@@ -114,11 +122,24 @@ pub(crate) fn render_op_error(
         }
         None => format!("error: `{}`: {}\n", error.label, error.message),
     };
+    // An observed loop's op names its iteration (` i=4`): say where the loop was.
+    let iteration = error.label[statement_of(&error.label).len()..].trim();
+    let rendered = match iteration {
+        "" => rendered,
+        iteration => {
+            let at: Vec<String> = iteration
+                .split(' ')
+                .map(|counter| counter.replacen('=', " = ", 1))
+                .collect();
+            format!("{}\n  = at {}", rendered.trim_end(), at.join(", "))
+        }
+    };
     Report {
         message: format!("`{}`: {}", error.label, error.message),
         rendered,
         line: located.map_or(0, |(_, line, _)| line),
         repeats: 0,
+        raised_here: false,
     }
 }
 

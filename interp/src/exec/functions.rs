@@ -97,6 +97,9 @@ impl Runner<'_> {
         let frame = self.frames.pop().expect("the frame pushed above");
         self.cache.invalidate();
         self.source_index = caller_source;
+        let flow = flow.map_err(|error| {
+            error.within(|| format!("in `{}`, called at {}", func.text, self.place(span)))
+        });
         let results = match flow? {
             Flow::Return(results) => results,
             Flow::Normal => Vec::new(),

@@ -300,8 +300,11 @@ impl Runner<'_> {
         })
     }
 
+    /// Runs a `for` loop's body once per row of its counters; a statement error in the body
+    /// says at which iteration it stopped the loop.
     pub(super) fn exec_for(
         &mut self,
+        stmt: &grammar::Stmt,
         vars: &[grammar::Name],
         iter: &grammar::ForIter,
         body: &grammar::Block,
@@ -370,7 +373,21 @@ impl Runner<'_> {
                 }
                 bound_at = Some(self.binding_state());
             }
-            if let Flow::Return(results) = self.exec_block(&body.statements)? {
+            let flow = self.exec_block(&body.statements).map_err(|error| {
+                error.within(|| {
+                    let at: Vec<String> = vars
+                        .iter()
+                        .zip(row)
+                        .map(|(var, value)| format!("{} = {value}", var.text))
+                        .collect();
+                    format!(
+                        "in the loop at {}, at {}",
+                        self.place(stmt.span),
+                        at.join(", ")
+                    )
+                })
+            })?;
+            if let Flow::Return(results) = flow {
                 return Ok(Flow::Return(results));
             }
         }
