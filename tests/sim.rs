@@ -214,6 +214,35 @@ fn a_wait_waits_for_the_writes_of_its_variable_not_for_the_reads_still_running()
     );
 }
 
+/// A host wait is a CPU consumer of the kernels it waits for: `print c` after a chain of
+/// kernels shows `wait c` on the host until c's kernel ends, so the critical path and the busy
+/// time say where the run's time went. Before the fix `wait c` ended at c's launch (16 µs) and
+/// the summary gave a 16 µs critical path in a 306 µs run that was one dependency chain.
+#[test]
+fn a_wait_for_a_kernels_result_lasts_until_the_kernel_ends() {
+    let dir = TestDir::new();
+    dir.write(
+        "kernels.dep",
+        "device gpu0 = sim(launch_us=5, latency_us=0, streams=1)\nx = ones(4)\nwait\nwith gpu0 {\n  a = work(0.1, x)\n  b = work(0.1, a)\n  c = work(0.1, b)\n}\nprint c\n",
+    );
+    let run = run_sim(&dir, "kernels.dep", &["--summary", "--trace", "t.json"]);
+    let trace = std::fs::read_to_string(dir.path().join("t.json")).unwrap();
+    let (slices, _) = read_trace(&trace);
+    // x takes 1 µs, then three launches of 5 µs; the kernels run back to back from 6 µs.
+    let wait = slices
+        .iter()
+        .find(|(_, (_, name))| name == "wait c")
+        .map(|((_, start), (duration, _))| (*start, *duration))
+        .expect("a `wait c` slice");
+    assert_eq!(wait, (16_001, 290_000), "{trace}");
+    assert!(
+        run.stderr.contains("critical path: 0.31 ms over 5 ops"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("parallelism: 1.00"), "{}", run.stderr);
+}
+
 /// The cost model charges an op the bytes it reads and writes and a copy the bytes it moves
 /// (latency + max(flops / flop/s, bytes / bytes/s)): 4 MB made on the CPU (20 GB/s, 1 µs) take
 /// 201 µs, copied over PCIe (25 GB/s, 10 µs) 170 µs; `work(ms)` takes exactly its time.

@@ -406,7 +406,15 @@ impl Simulator {
         if op.state == OpState::Cancelled || op.bookkeeping.is_some() {
             // As on the real engines, a cancelled op never starts, and a wait or a deletion runs
             // at once on the thread that makes it ready (here the host, `main`): neither takes a
-            // lane, and each ends when it becomes ready.
+            // lane. A deletion ends when it becomes ready (a kernel still reading the variable
+            // frees it in stream order); a wait is a CPU consumer, and the host waits in it
+            // until the kernels it depends on have ended, as `var_is_idle` says.
+            let end_ns = match op.bookkeeping {
+                Some(Bookkeeping::Wait) if op.state != OpState::Cancelled => {
+                    self.now_ns.max(op.after_ns)
+                }
+                _ => self.now_ns,
+            };
             if op.state != OpState::Cancelled {
                 let id = op.id;
                 self.emit(
@@ -417,9 +425,8 @@ impl Simulator {
                     },
                 );
             }
-            let now = self.now_ns;
-            self.op_mut(index).end_ns = Some(now);
-            self.running.push(Reverse((now, index)));
+            self.op_mut(index).end_ns = Some(end_ns);
+            self.running.push(Reverse((end_ns, index)));
             return;
         }
         let key = (op.priority, Reverse(index));
