@@ -41,6 +41,8 @@ enum Piece {
         id: u64,
         var: u32,
         hazard: Hazard,
+        /// The other conflicts between the same two ops, names by number (mostly none).
+        more: Box<[(u32, Hazard)]>,
         from: (u32, u64),
         to: (u32, u64),
     },
@@ -167,10 +169,16 @@ impl<T> TraceOut for TraceApart<T> {
 
     fn flow(&mut self, flow: &Flow<'_>) {
         let var = self.numbering.number(flow.var, &mut self.batch);
+        let more = flow
+            .more
+            .iter()
+            .map(|(var, hazard)| (self.numbering.number(var, &mut self.batch), *hazard))
+            .collect();
         self.push(Piece::Flow {
             id: flow.id,
             var,
             hazard: flow.hazard,
+            more,
             from: flow.from,
             to: flow.to,
         });
@@ -280,15 +288,23 @@ fn encode<T: TraceOut>(
                     id,
                     var,
                     hazard,
+                    more,
                     from,
                     to,
-                } => trace.flow(&Flow {
-                    id,
-                    var: &names[var as usize],
-                    hazard,
-                    from,
-                    to,
-                }),
+                } => {
+                    let more: Vec<(Arc<str>, Hazard)> = more
+                        .iter()
+                        .map(|(var, hazard)| (names[*var as usize].clone(), *hazard))
+                        .collect();
+                    trace.flow(&Flow {
+                        id,
+                        var: &names[var as usize],
+                        hazard,
+                        more: &more,
+                        from,
+                        to,
+                    })
+                }
                 Piece::DeviceSlice {
                     op,
                     label,

@@ -354,3 +354,55 @@ fn the_critical_path_is_the_same_chain_on_every_engine() {
         }
     }
 }
+
+/// Two ops ordered by two conflicts are one arrow naming both, in every view: in `intro.dep`,
+/// `A = C * 2` reads C after `C = A + 2` wrote it (RAW) and writes A after it read it (WAR),
+/// the point of that sample. Before, only the first (`C RAW`) was shown anywhere.
+#[test]
+fn an_arrow_between_two_ops_names_every_conflict_between_them() {
+    let dir = TestDir::new();
+    let intro = repo_root().join("samples/intro.dep");
+    for ((engine, threads), trace_threads) in ENGINES
+        .iter()
+        .flat_map(|engine| TRACE_THREADS.iter().map(move |way| (engine, way)))
+    {
+        let mut command = dir.dep();
+        command.env("DEP_TRACE_THREADS", trace_threads);
+        let args = [
+            "--engine",
+            engine,
+            "--threads",
+            threads,
+            "--trace",
+            "t.json",
+        ];
+        Run::of(command.arg("run").arg(&intro).args(args).args([
+            "--trace",
+            "t.pftrace",
+            "--dot",
+            "d.dot",
+            "--timeline",
+            "t.svg",
+            "--arrows",
+        ]))
+        .expect_code(0);
+        let case = format!("{engine} (trace threads {trace_threads})");
+        let json = std::fs::read_to_string(dir.path().join("t.json")).unwrap();
+        assert!(
+            json.contains("\"name\":\"C RAW, A WAR\""),
+            "{case}: no flow names both conflicts"
+        );
+        let protobuf = std::fs::read(dir.path().join("t.pftrace")).unwrap();
+        assert!(
+            protobuf.windows(12).any(|bytes| bytes == b"C RAW, A WAR"),
+            "{case}: no Perfetto flow names both conflicts"
+        );
+        let dot = std::fs::read_to_string(dir.path().join("d.dot")).unwrap();
+        assert!(dot.contains("[label=\"C RAW, A WAR\""), "{case}: {dot}");
+        let svg = std::fs::read_to_string(dir.path().join("t.svg")).unwrap();
+        assert!(
+            svg.contains("<title>2 dependencies: RAW C, WAR A</title>"),
+            "{case}: no arrow names both conflicts"
+        );
+    }
+}

@@ -140,11 +140,16 @@ fn write_drawn(
         };
         let style = if edge.queued { "solid" } else { "dashed" };
         write!(out, "  {} -> {} [label=\"", edge.from, edge.to)?;
-        write_escaped(out, &replay.var_name(edge.var))?;
+        for (index, (var, hazard)) in edge.dependencies().enumerate() {
+            if index > 0 {
+                out.write_all(b", ")?;
+            }
+            write_escaped(out, &replay.var_name(var))?;
+            write!(out, " {}", hazard.short_name())?;
+        }
         writeln!(
             out,
-            " {}\", color=\"{colour}\", fontcolor=\"{colour}\", style={style}{width}];",
-            edge.hazard.short_name(),
+            "\", color=\"{colour}\", fontcolor=\"{colour}\", style={style}{width}];"
         )?;
     }
     for op in from_earlier {

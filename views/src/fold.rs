@@ -91,6 +91,9 @@ pub struct Flow<'a> {
     pub var: &'a Arc<str>,
     /// The kind of conflict.
     pub hazard: Hazard,
+    /// The other conflicts between the same two ops, by variable name (see
+    /// [`Edge::more`](crate::Edge::more)); most flows have none.
+    pub more: &'a [(Arc<str>, Hazard)],
     /// The earlier op's worker and start.
     pub from: (u32, u64),
     /// The later op's worker and start.
@@ -98,17 +101,50 @@ pub struct Flow<'a> {
 }
 
 impl Flow<'_> {
-    /// Its name: the variable and the hazard, `X RAW`.
+    /// Its name: the variable and the hazard, `X RAW`, then the others (`C RAW, A WAR`).
     pub fn name(&self) -> String {
         // Put together without `fmt`'s machinery (a few hundred instructions).
-        let hazard = self.hazard.short_name();
-        let mut name = String::with_capacity(self.var.len() + 1 + hazard.len());
-        name.push_str(self.var);
-        name.push(' ');
-        name.push_str(hazard);
+        let mut name = String::with_capacity(self.var.len() + 4);
+        for (index, (var, hazard)) in std::iter::once((self.var, self.hazard))
+            .chain(self.more.iter().map(|(var, hazard)| (var, *hazard)))
+            .enumerate()
+        {
+            if index > 0 {
+                name.push_str(", ");
+            }
+            name.push_str(var);
+            name.push(' ');
+            name.push_str(hazard.short_name());
+        }
         name
     }
+
+    /// What tells its name apart from another flow's while the variables' names are kept
+    /// alive: each variable name's address and its hazard.
+    pub fn name_key(&self) -> FlowNameKey {
+        let address = |var: &Arc<str>| Arc::as_ptr(var) as *const u8 as usize;
+        let mut key = FlowNameKey::new();
+        key.push((address(self.var), self.hazard));
+        for (var, hazard) in self.more {
+            key.push((address(var), *hazard));
+        }
+        key
+    }
+
+    /// The variables' names it is named by, to keep alive with a [`Flow::name_key`].
+    pub fn name_parts(&self) -> SmallVec<[Arc<str>; 1]> {
+        std::iter::once(self.var.clone())
+            .chain(self.more.iter().map(|(var, _)| var.clone()))
+            .collect()
+    }
 }
+
+/// See [`Flow::name_key`].
+pub type FlowNameKey = SmallVec<[(usize, Hazard); 2]>;
+
+/// A flow name's encoding kept by its [`FlowNameKey`], with the variables' names that keep
+/// the key's addresses alive.
+pub type KeptFlowName<T> = (SmallVec<[Arc<str>; 1]>, T);
 
 /// The device work of one op (see [`TraceOut::device_slice`]).
 #[derive(Debug)]
@@ -292,7 +328,18 @@ struct Pred {
     from: PredFrom,
     var: VarId,
     hazard: Hazard,
+    /// The other conflicts with the same earlier op (see [`Edge::more`](crate::Edge::more)).
+    more: SmallVec<[(VarId, Hazard); 1]>,
     flow: u64,
+}
+
+impl Pred {
+    /// Adds a conflict with the same earlier op, unless it is known.
+    fn also(&mut self, var: VarId, hazard: Hazard) {
+        if (self.var, self.hazard) != (var, hazard) && !self.more.contains(&(var, hazard)) {
+            self.more.push((var, hazard));
+        }
+    }
 }
 
 /// The earlier op of a dependency.
@@ -595,21 +642,23 @@ impl RunFold {
         // also named by slot, which only its position tells.
         let mut any_done = false;
         let mut add = |from: PredFrom, var: VarId, hazard: Hazard| {
-            let new = match from {
-                PredFrom::Live(slot) => slot != own && !preds.iter().any(|pred| pred.from == from),
-                PredFrom::Done(_) => {
-                    any_done = true;
-                    true
+            match from {
+                PredFrom::Live(slot) if slot == own => return,
+                PredFrom::Live(_) => {
+                    if let Some(pred) = preds.iter_mut().find(|pred| pred.from == from) {
+                        pred.also(var, hazard);
+                        return;
+                    }
                 }
-            };
-            if new {
-                preds.push(Pred {
-                    from,
-                    var,
-                    hazard,
-                    flow: 0,
-                });
+                PredFrom::Done(_) => any_done = true,
             }
+            preds.push(Pred {
+                from,
+                var,
+                hazard,
+                more: SmallVec::new(),
+                flow: 0,
+            });
         };
         // The references to it: one per access, in the histories.
         let mut own_refs = 0;
@@ -675,10 +724,20 @@ impl RunFold {
                     .as_ref()
                     .map_or(0, |done| done.reads[index as usize].position),
             };
-            // Stable: of an op named twice, its first access is kept.
+            // Stable: of an op named twice, its first access is kept, the other's conflicts
+            // added to it.
             preds.sort_by_key(position);
             if any_done {
-                preds.dedup_by(|later, earlier| position(later) == position(earlier));
+                preds.dedup_by(|later, earlier| {
+                    let same = position(later) == position(earlier);
+                    if same {
+                        earlier.also(later.var, later.hazard);
+                        for (var, hazard) in std::mem::take(&mut later.more) {
+                            earlier.also(var, hazard);
+                        }
+                    }
+                    same
+                });
             }
         }
         for pred in &mut preds {
@@ -870,10 +929,16 @@ impl RunFold {
                     &unnamed
                 }
             };
+            let mut more: SmallVec<[(Arc<str>, Hazard); 1]> = SmallVec::new();
+            for (var, hazard) in &pred.more {
+                let name = self.var_names.get(var).cloned();
+                more.push((name.unwrap_or_else(|| unnamed_var(*var)), *hazard));
+            }
             out.flow(&Flow {
                 id: pred.flow,
                 var,
                 hazard: pred.hazard,
+                more: &more,
                 from,
                 to: (worker, time_ns),
             });

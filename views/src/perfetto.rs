@@ -25,9 +25,8 @@ use prost::Message;
 use smallvec::SmallVec;
 
 use crate::error::{Error, ErrorKind};
-use crate::fold::{DeviceSlice, Flow, OpSlice, TraceLane, TraceOut};
+use crate::fold::{DeviceSlice, Flow, FlowNameKey, KeptFlowName, OpSlice, TraceLane, TraceOut};
 use crate::kept_arguments::{KeptArguments, PerLabel};
-use crate::replay::Hazard;
 use crate::trace::DEVICE_TID;
 
 mod wire;
@@ -222,7 +221,7 @@ pub struct PerfettoTrace<W: Write> {
     labels: PerLabel<LabelCache>,
     /// Each flow name's interned id, by its variable's address and its hazard (the variable's
     /// name kept, so that the address stays its own).
-    flow_names: FxHashMap<(usize, Hazard), (Arc<str>, u64)>,
+    flow_names: FxHashMap<FlowNameKey, KeptFlowName<u64>>,
     /// The tracks described so far (a few: one per worker and device lane).
     tracks: Vec<u64>,
     /// Flows whose later op's slice is not written yet, by that op's (worker, start): a flow's
@@ -624,15 +623,13 @@ impl<W: Write> PerfettoTrace<W> {
 
     /// The interned id of the name of a dependency flow on `var` (`x RAW`), and its text when
     /// it is new.
-    fn flow_name_iid(&mut self, var: &Arc<str>, hazard: Hazard) -> u64 {
-        let key = (Arc::as_ptr(var) as *const u8 as usize, hazard);
+    fn flow_name_iid(&mut self, flow: &Flow<'_>) -> u64 {
+        let key = flow.name_key();
         if let Some((_, iid)) = self.flow_names.get(&key) {
             return *iid;
         }
-        let iid = self
-            .interned
-            .name(&format!("{var} {}", hazard.short_name()));
-        self.flow_names.insert(key, (var.clone(), iid));
+        let iid = self.interned.name(&flow.name());
+        self.flow_names.insert(key, (flow.name_parts(), iid));
         iid
     }
 
@@ -757,7 +754,7 @@ impl<W: Write> TraceOut for PerfettoTrace<W> {
         // Interned now (declared with the next packet, before the flow's own).
         let pending = PendingFlow {
             id: flow.id,
-            name: self.flow_name_iid(flow.var, flow.hazard),
+            name: self.flow_name_iid(flow),
             from: flow.from,
         };
         match &mut self.latest_flows {
@@ -1217,6 +1214,7 @@ mod tests {
             id: 300,
             var: &names[0],
             hazard: crate::Hazard::ReadAfterWrite,
+            more: &[],
             from: (0, 5),
             to: (1, 1_000_000),
         });

@@ -171,12 +171,23 @@ pub struct Edge {
     pub from: OpId,
     /// The later op, which may start only after `from` ends.
     pub to: OpId,
-    /// The variable, and the hazard, that order them (the first one when there are several).
+    /// The variable, and the hazard, that order them: the first of `to`'s accesses that
+    /// conflicts with `from` (its reads come first, then its writes).
     pub var: VarId,
     /// Which kind of conflict.
     pub hazard: Hazard,
+    /// The other conflicts between the same two ops, in the same order (`A = C * 2` after
+    /// `C = A + 2`: RAW on C, then WAR on A); empty for most edges.
+    pub more: Vec<(VarId, Hazard)>,
     /// Whether `from` had not finished when `to` was pushed, so `to`'s access really queued.
     pub queued: bool,
+}
+
+impl Edge {
+    /// Every conflict that orders the two ops: the first, then the others.
+    pub fn dependencies(&self) -> impl Iterator<Item = (VarId, Hazard)> + '_ {
+        std::iter::once((self.var, self.hazard)).chain(self.more.iter().copied())
+    }
 }
 
 /// The kind of conflict behind an [`Edge`].
@@ -650,7 +661,16 @@ fn dependency_edges(ops: &[OpRecord], op_index: &HashMap<OpId, usize>) -> Vec<Ed
     for op in ops {
         let first_edge = edges.len();
         let mut add = |from: OpId, var: VarId, hazard: Hazard| {
-            if from == op.id || edges[first_edge..].iter().any(|edge| edge.from == from) {
+            if from == op.id {
+                return;
+            }
+            if let Some(edge) = edges[first_edge..]
+                .iter_mut()
+                .find(|edge| edge.from == from)
+            {
+                if !edge.dependencies().any(|known| known == (var, hazard)) {
+                    edge.more.push((var, hazard));
+                }
                 return;
             }
             let producer = &ops[op_index[&from]];
@@ -662,6 +682,7 @@ fn dependency_edges(ops: &[OpRecord], op_index: &HashMap<OpId, usize>) -> Vec<Ed
                 to: op.id,
                 var,
                 hazard,
+                more: Vec::new(),
                 queued,
             });
         };

@@ -225,7 +225,7 @@ fn arrows(svg: &mut String, replay: &Replay, anchors: &Anchors, on_path: &HashSe
         critical: bool,
         /// The first few dependencies by name (`RAW x`), each with how many edges it names.
         names: Vec<(String, usize)>,
-        n_edges: usize,
+        n_dependencies: usize,
     }
     let mut arrows: Vec<Arrow> = Vec::new();
     let mut place: HashMap<(usize, usize), usize> = HashMap::new();
@@ -243,18 +243,20 @@ fn arrows(svg: &mut String, replay: &Replay, anchors: &Anchors, on_path: &HashSe
                 to,
                 critical: false,
                 names: Vec::new(),
-                n_edges: 0,
+                n_dependencies: 0,
             });
             arrows.len() - 1
         });
         let arrow = &mut arrows[index];
-        arrow.n_edges += 1;
         arrow.critical |= on_path.contains(&edge.from) && on_path.contains(&edge.to);
-        let name = format!("{} {}", edge.hazard.short_name(), replay.var_name(edge.var));
-        match arrow.names.iter().position(|(named, _)| *named == name) {
-            Some(named) => arrow.names[named].1 += 1,
-            None if arrow.names.len() < NAMED_DEPENDENCIES => arrow.names.push((name, 1)),
-            None => {}
+        for (var, hazard) in edge.dependencies() {
+            arrow.n_dependencies += 1;
+            let name = format!("{} {}", hazard.short_name(), replay.var_name(var));
+            match arrow.names.iter().position(|(named, _)| *named == name) {
+                Some(named) => arrow.names[named].1 += 1,
+                None if arrow.names.len() < NAMED_DEPENDENCIES => arrow.names.push((name, 1)),
+                None => {}
+            }
         }
     }
     for arrow in arrows {
@@ -265,7 +267,7 @@ fn arrows(svg: &mut String, replay: &Replay, anchors: &Anchors, on_path: &HashSe
         } else {
             Role::Edge.hex()
         };
-        let title = dependencies_title(&arrow.names, arrow.n_edges);
+        let title = dependencies_title(&arrow.names, arrow.n_dependencies);
         let bend = (to_x - from_x).abs().max(12.0) / 2.0;
         let _ = writeln!(
             svg,
@@ -279,8 +281,8 @@ fn arrows(svg: &mut String, replay: &Replay, anchors: &Anchors, on_path: &HashSe
 
 /// An arrow's tooltip: its one dependency (`RAW x`), or how many it stands for, those named with
 /// their counts and the rest counted (`5 dependencies: RAW lr ×2, WAR dH, 2 more`).
-fn dependencies_title(names: &[(String, usize)], n_edges: usize) -> String {
-    if n_edges == 1 {
+fn dependencies_title(names: &[(String, usize)], n_dependencies: usize) -> String {
+    if n_dependencies == 1 {
         return names
             .first()
             .map(|(name, _)| name.clone())
@@ -294,10 +296,10 @@ fn dependencies_title(names: &[(String, usize)], n_edges: usize) -> String {
         })
         .collect();
     let n_named: usize = names.iter().map(|(_, count)| count).sum();
-    if n_edges > n_named {
-        parts.push(format!("{} more", n_edges - n_named));
+    if n_dependencies > n_named {
+        parts.push(format!("{} more", n_dependencies - n_named));
     }
-    format!("{n_edges} dependencies: {}", parts.join(", "))
+    format!("{n_dependencies} dependencies: {}", parts.join(", "))
 }
 
 /// Draws the bars of one lane.

@@ -42,11 +42,13 @@ use serde::Deserializer;
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, ErrorKind};
-use crate::fold::{DeviceSlice, Flow, NoTrace, OpSlice, RunFold, TraceLane, TraceOut};
+use crate::fold::{
+    DeviceSlice, Flow, FlowNameKey, KeptFlowName, NoTrace, OpSlice, RunFold, TraceLane, TraceOut,
+};
 use crate::json_line::{JsonLine, LastNumber};
 use crate::kept_arguments::{KeptArguments, PerLabel};
 use crate::last_events::{LastEvents, Prologue};
-use crate::replay::{Hazard, Replay};
+use crate::replay::Replay;
 use crate::summary::Summary;
 
 pub mod dep_events_writer;
@@ -91,7 +93,7 @@ pub struct JsonTrace<W: Write, S: Read + Write + Seek> {
     /// The middle of a dependency's flow elements, from its name to its thread id key
     /// (`,"name":"x RAW","cat":"dependency","bp":"e","pid":1,"tid":`), by the address of the
     /// variable's name (the entry keeps that `Arc` alive) and the hazard.
-    flow_middles: HashMap<(usize, Hazard), (Arc<str>, Vec<u8>)>,
+    flow_middles: HashMap<FlowNameKey, KeptFlowName<Vec<u8>>>,
     /// The last arguments written for each op label (see [`KeptArguments`]).
     arguments: PerLabel<Option<KeptArguments>>,
     /// Trace events written but not yet handed to `out`, which gets them in large pieces.
@@ -343,8 +345,7 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
 
     fn flow(&mut self, flow: &Flow<'_>) {
         self.attempt(|trace| {
-            let address = Arc::as_ptr(flow.var) as *const u8 as usize;
-            let key = (address, flow.hazard);
+            let key = flow.name_key();
             if trace.flow_middles.len() >= MAX_FLOW_MIDDLES
                 && !trace.flow_middles.contains_key(&key)
             {
@@ -353,7 +354,7 @@ impl<W: Write, S: Read + Write + Seek> TraceOut for JsonTrace<W, S> {
             let (_, middle) = trace.flow_middles.entry(key).or_insert_with(|| {
                 let mut middle = JsonLine::default();
                 flow_middle(&mut middle, &flow.name(), "dependency");
-                (flow.var.clone(), middle.bytes().to_vec())
+                (flow.name_parts(), middle.bytes().to_vec())
             });
             flow_pair(
                 (
