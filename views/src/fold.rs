@@ -315,6 +315,9 @@ struct LiveOp {
     message: Option<String>,
     /// Its dependencies, held until it finishes.
     preds: SmallVec<[Pred; 2]>,
+    /// Its other conflicts with the same earlier ops, for its flows' names; boxed, as most
+    /// ops have none (and `Pred` stays plain data).
+    more: Option<Box<MoreConflicts>>,
     /// Its dependencies on readers let go as ops (which [`PredFrom::Done`] names by index) and
     /// the longest path among them; held until it finishes.
     done: Option<Box<DoneReads>>,
@@ -328,17 +331,18 @@ struct Pred {
     from: PredFrom,
     var: VarId,
     hazard: Hazard,
-    /// The other conflicts with the same earlier op (see [`Edge::more`](crate::Edge::more)).
-    more: SmallVec<[(VarId, Hazard); 1]>,
     flow: u64,
 }
 
-impl Pred {
-    /// Adds a conflict with the same earlier op, unless it is known.
-    fn also(&mut self, var: VarId, hazard: Hazard) {
-        if (self.var, self.hazard) != (var, hazard) && !self.more.contains(&(var, hazard)) {
-            self.more.push((var, hazard));
-        }
+/// Conflicts of an op with earlier ops beyond the first with each (see
+/// [`Edge::more`](crate::Edge::more)), by the earlier op; kept only for a trace's flows.
+type MoreConflicts = SmallVec<[(PredFrom, VarId, Hazard); 2]>;
+
+/// Adds `conflict` to `more` unless it is `pred`'s own or already there.
+fn add_conflict(more: &mut MoreConflicts, pred: &Pred, conflict: (PredFrom, VarId, Hazard)) {
+    let (_, var, hazard) = conflict;
+    if (pred.var, pred.hazard) != (var, hazard) && !more.contains(&conflict) {
+        more.push(conflict);
     }
 }
 
@@ -641,12 +645,16 @@ impl RunFold {
         // Whether a reader let go as an op is among them: it may be there twice, or be an op
         // also named by slot, which only its position tells.
         let mut any_done = false;
+        // Its other conflicts with an op already among them (a trace's flows name them all).
+        let mut more = MoreConflicts::new();
         let mut add = |from: PredFrom, var: VarId, hazard: Hazard| {
             match from {
                 PredFrom::Live(slot) if slot == own => return,
                 PredFrom::Live(_) => {
-                    if let Some(pred) = preds.iter_mut().find(|pred| pred.from == from) {
-                        pred.also(var, hazard);
+                    if let Some(pred) = preds.iter().find(|pred| pred.from == from) {
+                        if keep_accesses {
+                            add_conflict(&mut more, pred, (from, var, hazard));
+                        }
                         return;
                     }
                 }
@@ -656,7 +664,6 @@ impl RunFold {
                 from,
                 var,
                 hazard,
-                more: SmallVec::new(),
                 flow: 0,
             });
         };
@@ -730,10 +737,16 @@ impl RunFold {
             if any_done {
                 preds.dedup_by(|later, earlier| {
                     let same = position(later) == position(earlier);
-                    if same {
-                        earlier.also(later.var, later.hazard);
-                        for (var, hazard) in std::mem::take(&mut later.more) {
-                            earlier.also(var, hazard);
+                    if same && keep_accesses {
+                        let theirs: MoreConflicts = more
+                            .iter()
+                            .filter(|conflict| conflict.0 == later.from)
+                            .copied()
+                            .collect();
+                        more.retain(|conflict| conflict.0 != later.from);
+                        add_conflict(&mut more, earlier, (earlier.from, later.var, later.hazard));
+                        for (_, var, hazard) in theirs {
+                            add_conflict(&mut more, earlier, (earlier.from, var, hazard));
                         }
                     }
                     same
@@ -795,6 +808,7 @@ impl RunFold {
             state: OpState::Waiting,
             message: None,
             preds,
+            more: None,
             done,
             refs: own_refs,
             path: None,
@@ -802,6 +816,11 @@ impl RunFold {
         match self.free.pop() {
             Some(slot) => self.slots[slot as usize] = Some(live),
             None => self.slots.push(Some(live)),
+        }
+        if !more.is_empty() {
+            if let Some(live) = &mut self.slots[own as usize] {
+                live.more = Some(Box::new(more));
+            }
         }
         self.last_pushed = Some((op, own));
         for slot in dropped_refs {
@@ -930,7 +949,8 @@ impl RunFold {
                 }
             };
             let mut more: SmallVec<[(Arc<str>, Hazard); 1]> = SmallVec::new();
-            for (var, hazard) in &pred.more {
+            let conflicts = live.more.as_deref().map_or(&[][..], |more| more.as_slice());
+            for (_, var, hazard) in conflicts.iter().filter(|more| more.0 == pred.from) {
                 let name = self.var_names.get(var).cloned();
                 more.push((name.unwrap_or_else(|| unnamed_var(*var)), *hazard));
             }
@@ -1050,6 +1070,7 @@ impl RunFold {
         live.writes = Accessed::new();
         live.message = None;
         live.done = None;
+        live.more = None;
         let preds = std::mem::take(&mut live.preds);
         for pred in preds {
             if let PredFrom::Live(from) = pred.from {
