@@ -188,6 +188,28 @@ fn a_script_that_names_a_gpu_runs_on_sim_and_says_how_on_a_machine_without_one()
     );
 }
 
+/// A copy to another simulated device takes memory there, as on a real one: four 4 MiB tensors
+/// live at the end of the first part (on the CPU, gpu0, gpu1 and the CPU again), 16 MiB, where
+/// the copies shared their source's buffer and the line said 4 MiB. A copy to where the value
+/// already is (`E`) takes nothing more, and a copy of a value computed for it alone (`F`, 1 MiB)
+/// only the value's own buffer: 17 MiB at the end, and at the peak.
+#[test]
+fn copies_to_simulated_devices_take_memory_of_their_own() {
+    let dir = TestDir::new();
+    dir.write(
+        "copies.dep",
+        "A = ones(1024, 1024)\nwait\nt0 = clock()\nwith gpu0 { B = to(A, gpu0) }\nC = to(B, gpu1)\nD = to(C, cpu)\nwait\nprint clock() - t0\nE = to(D, cpu)\nF = to(ones(256, 1024) * 2, gpu1)\n",
+    );
+    let run = run_sim(&dir, "copies.dep", &["--summary"]);
+    assert!(
+        run.stderr.contains(
+            "memory (with the simulated devices' tensors): cpu peak 17.0 MiB, 17.0 MiB in use at the end, "
+        ),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn a_wait_waits_for_the_writes_of_its_variable_not_for_the_reads_still_running() {
     let dir = TestDir::new();

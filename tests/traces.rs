@@ -302,6 +302,34 @@ fn the_memory_in_use_at_the_end_is_the_same_on_every_engine() {
     }
 }
 
+/// A graph's replays push the same ops on every engine, so its summary counts the same ops: the
+/// first run releases each of the graph's own buffers, and from the second on only those of 16
+/// KiB or more are (the simulated engine released the small ones at every run, the threaded
+/// ones until they happened to have finished a run when the next was pushed).
+#[test]
+fn a_graph_pushes_the_same_ops_on_every_engine() {
+    let dir = TestDir::new();
+    dir.write(
+        "graph.dep",
+        "a = ones(4)\nbig = ones(8192)\ngraph g {\n  t = a + 1\n  u = big * 2\n  a = t * 0.5\n  big = u - 1\n}\nfor i in 0..50 { run g }\nprint a[0]\nprint g\n",
+    );
+    // 2 `ones`; 4 ops and 2 releases in the first run, then 4 ops and `release u` in each of
+    // the 49 others; `a[0]`.
+    for (engine, threads) in ENGINES {
+        let stderr = summary_of(&dir, "graph.dep", engine, threads, 0);
+        assert!(
+            stderr.starts_with("summary: 254 ops (254 done), "),
+            "on {engine}: {stderr}"
+        );
+        assert!(
+            stderr.contains(
+                "2 internal buffers: 1 released after their last reader, 1 smaller than 16.0 KiB kept from run to run"
+            ),
+            "on {engine}: {stderr}"
+        );
+    }
+}
+
 /// The critical path is the same chain on every engine: an op of no time at its end (a
 /// `print`'s wait) is on it whether the clock saw it take 100 ns or, simulated, none (the
 /// simulated engine left it out); and an op skipped for a failed input ran nothing, so no path

@@ -169,20 +169,33 @@ impl ComputeOp {
                     .map_err(|error| error.message().to_string())
             }
             (_, pool) => {
+                // A copy to another simulated device (`to(x, gpu1)`, an op on a link) takes
+                // memory there, as on a real one: its result gets a buffer of its own.
+                let copies = ctx.is_simulated() && matches!(device, engine::Device::Link(..));
                 let run_here = || match (one_operator, update, rng, &outputs[..]) {
                     // Under the simulated engine the evaluator also reports the op's flops.
                     (Some(one_operator), None, None, [output]) if !ctx.is_simulated() => {
                         one_operator.run(inputs, output, input_uses)
                     }
-                    _ => run(
-                        plan,
-                        inputs,
-                        outputs,
-                        *update,
-                        rng.as_deref(),
-                        input_uses,
-                        ctx,
-                    ),
+                    _ => {
+                        run(
+                            plan,
+                            inputs,
+                            outputs,
+                            *update,
+                            rng.as_deref(),
+                            input_uses,
+                            ctx,
+                        )?;
+                        if copies {
+                            for output in outputs {
+                                output
+                                    .own_host_buffer()
+                                    .map_err(|error| error.message().to_string())?;
+                            }
+                        }
+                        Ok(())
+                    }
                 };
                 match pool {
                     Some(pool) => tensor::with_pool(pool, run_here),

@@ -257,6 +257,14 @@ impl<'a> Runner<'a> {
                 let options = self.replay_options;
                 self.scope.wait_for_backlog();
                 let size = self.scope.comm.size();
+                let measure_first = self.scope.graphs.get(&name.text).is_some_and(|graph| {
+                    graph.rank_outside(size).is_none() && graph.wants_measuring(options)
+                });
+                if measure_first {
+                    // Its second run: the sizes the first left decide which buffers this run
+                    // and the later ones keep, on every engine alike (`Graph::measure`).
+                    self.wait_all(name.span)?;
+                }
                 match self.scope.graphs.get_mut(&name.text) {
                     Some(graph) => match graph.rank_outside(size) {
                         None => graph.replay(self.scope.engine, self.scope.comm_counters, options),

@@ -24,9 +24,15 @@
 //!   otherwise) is kept by its variable from run to run, as eager mode keeps it: its release
 //!   and its next write's allocation cost more than the kernel that fills it (issue 16), for
 //!   memory that hardly counts. Its release op keeps it (a release decides by the size it finds,
-//!   so every run keeps and frees the same buffers), and once a finished run has shown its
-//!   size, replays no longer push that op at all (except under the simulated engine, whose
-//!   runs must push the same ops every time);
+//!   so every run keeps and frees the same buffers), and once the graph has measured its size,
+//!   replays no longer push that op at all. The graph measures its buffers only when every op
+//!   it pushed has finished ([`Graph::measure`]: at a `wait`, a `print` of the graph, the end
+//!   of a run, and at its second run, which waits for the first once to learn them), never
+//!   from what a run that may still be going happens to show: which ops a replay pushes is
+//!   the same on every engine, run after run (the simulated clock's determinism needs it, and
+//!   a user comparing engines sees the same DAG). A kept buffer that grows stays with its
+//!   variable, as eager mode would hold it, until the graph measures again; it is released
+//!   from the next run on;
 //! - sharing: released buffers go to a pool keyed by size that serves the graph's later
 //!   allocations.
 
@@ -157,6 +163,10 @@ impl Dependency {
     }
 }
 
+/// The kinds of conflict behind one edge of a graph's DAG, in the order found (reads first):
+/// `A = C * 2` after `C = A + 2` is one edge, RAW on C and WAR on A.
+type Dependencies = smallvec::SmallVec<[Dependency; 1]>;
+
 /// How a replay manages the graph's own buffers, and how many ops it bulks into one engine op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ReplayOptions {
@@ -208,11 +218,16 @@ pub(crate) struct Graph {
     /// For each op, the internals whose last use it is.
     release_after: Vec<Vec<usize>>,
     /// The ops (node weight: op index) and their dependencies.
-    dag: DiGraph<usize, Dependency>,
+    dag: DiGraph<usize, Dependencies>,
     pool: Arc<BufferPool>,
     /// The byte size of each internal buffer, as seen when it was last released (or, for one
-    /// kept from run to run, when a replay last looked).
+    /// kept from run to run, when the graph was last measured); ops write it as they run.
     internal_bytes: Arc<Vec<AtomicU64>>,
+    /// The byte size of each internal buffer (0: unknown) when the graph was last measured, at
+    /// a moment when every op it had pushed was done ([`Graph::measure`]); `None` until then.
+    /// What decides which buffers replays keep: it changes only at those moments, so the same
+    /// script pushes the same ops on every engine.
+    measured: Option<Vec<u64>>,
     runs: u64,
     /// What a replay pushes, made for the options and kept buffers of the latest run.
     prepared: Option<Prepared>,
@@ -246,6 +261,7 @@ impl Graph {
             dag,
             pool: BufferPool::new(),
             internal_bytes,
+            measured: None,
             runs: 0,
             prepared: None,
             failed_steps: Arc::default(),
@@ -336,9 +352,7 @@ impl Graph {
         counters: &mut CommCounters,
         options: ReplayOptions,
     ) {
-        self.note_kept_sizes();
-        let simulated = engine.policy() == engine::Policy::Sim;
-        let keeps = |index| !simulated && self.is_small(index, options);
+        let keeps = |index| self.is_small(index, options);
         let stale = self.prepared.as_ref().is_none_or(|prepared| {
             prepared.options != options
                 || (0..self.internals.len()).any(|index| prepared.kept[index] != keeps(index))
@@ -360,16 +374,52 @@ impl Graph {
         self.runs += 1;
     }
 
-    /// Whether internal buffer `index` is known to be kept from run to run under `options`: a
-    /// finished run has shown its size, and that is below `recycle_from` (see the module's
-    /// doc). A size is noted when the buffer is written while it is not known yet, and at its
-    /// release.
+    /// Whether internal buffer `index` is kept from run to run under `options`: the graph has
+    /// measured its size, and that is below `recycle_from` (see the module's doc).
     fn is_small(&self, index: usize, options: ReplayOptions) -> bool {
-        let bytes = self.internal_bytes[index].load(Ordering::Relaxed);
-        bytes > 0 && bytes < options.recycle_from
+        self.measured.as_ref().is_some_and(|measured| {
+            let bytes = measured[index];
+            bytes > 0 && bytes < options.recycle_from
+        })
     }
 
-    /// The internal buffers `op` writes whose size is not known yet, for it to note.
+    /// Whether the next replay under `options` must first wait for every op pushed so far and
+    /// [`Graph::measure`] the buffers: the graph ran and was never measured, and `options` may
+    /// keep a buffer from run to run. Its second run then decides, on every engine alike, from
+    /// the sizes of the first (once: later replays use what the graph measured last).
+    pub(crate) fn wants_measuring(&self, options: ReplayOptions) -> bool {
+        self.runs > 0
+            && self.measured.is_none()
+            && options.lazy
+            && options.recycle_from > 0
+            && !self.internals.is_empty()
+    }
+
+    /// Measures the internal buffers; the caller has waited until every op pushed so far is
+    /// done (a `wait`, a `print` of a graph, the end of a run, or the wait of
+    /// [`Graph::wants_measuring`]), so the sizes are those the last run left, whatever the
+    /// engine and its timing: a buffer held now by its size, one released by the size its
+    /// release saw. Nothing before the first run.
+    pub(crate) fn measure(&mut self) {
+        if self.runs == 0 {
+            return;
+        }
+        let measured = self
+            .internals
+            .iter()
+            .zip(self.internal_bytes.iter())
+            .map(|(internal, noted)| {
+                if let Some(bytes) = internal.bytes_now() {
+                    noted.store(bytes as u64, Ordering::Relaxed);
+                }
+                noted.load(Ordering::Relaxed)
+            })
+            .collect();
+        self.measured = Some(measured);
+    }
+
+    /// The internal buffers `op` writes whose size the graph has not measured, for it to note
+    /// as it runs (for the memory estimate of a graph not measured yet).
     fn unsized_outputs(&self, op: &ComputeOp) -> Vec<(usize, Arc<Slot>)> {
         op.outputs
             .iter()
@@ -378,26 +428,13 @@ impl Graph {
                     .internals
                     .iter()
                     .position(|internal| Arc::ptr_eq(internal, output))?;
-                (self.internal_bytes[index].load(Ordering::Relaxed) == 0)
-                    .then(|| (index, output.clone()))
+                let known = self
+                    .measured
+                    .as_ref()
+                    .is_some_and(|measured| measured[index] > 0);
+                (!known).then(|| (index, output.clone()))
             })
             .collect()
-    }
-
-    /// Notes the size of each buffer whose release replays no longer push as its variable holds
-    /// it now, without waiting (a pending write leaves the size seen before): one that grew to
-    /// the size that is recycled gets its release op again from this run on.
-    fn note_kept_sizes(&self) {
-        let Some(prepared) = &self.prepared else {
-            return;
-        };
-        for (index, internal) in self.internals.iter().enumerate() {
-            if prepared.kept[index] {
-                if let Some(bytes) = internal.bytes_now() {
-                    self.internal_bytes[index].store(bytes as u64, Ordering::Relaxed);
-                }
-            }
-        }
     }
 
     /// The statement whose failure made a bulk of this graph fail with `error`, if it did.
@@ -468,8 +505,8 @@ impl Graph {
         path
     }
 
-    /// Whether internal buffer `index` is kept from run to run, by the size its last run showed
-    /// and the latest replay's options.
+    /// Whether internal buffer `index` is kept from run to run, by the size the graph measured
+    /// last and the latest replay's options.
     fn is_kept(&self, index: usize) -> bool {
         let options = self
             .prepared
@@ -533,9 +570,12 @@ impl Graph {
     /// What `print NAME` shows: ops, edges, critical path, memory eager against graph; the same
     /// on every engine and run.
     pub(crate) fn report(&self) -> String {
+        // Edges by each kind of conflict they carry (one edge may carry two).
         let mut counts = [0usize; 3];
-        for edge in self.dag.edge_weights() {
-            counts[*edge as usize] += 1;
+        for kinds in self.dag.edge_weights() {
+            for kind in kinds {
+                counts[*kind as usize] += 1;
+            }
         }
         let mut report = format!(
             "graph {}: {}, {} ({} RAW, {} WAR, {} WAW), critical path {}, {}\n",
@@ -620,11 +660,15 @@ impl Graph {
         }
         for edge in self.dag.edge_references() {
             let (from, to) = (self.dag[edge.source()], self.dag[edge.target()]);
-            let kind = *edge.weight();
-            let label = match self.edge_var(from, to, kind) {
-                Some(name) => format!("{} {}", escape(name), kind.short()),
-                None => kind.short().to_string(),
-            };
+            let label: Vec<String> = edge
+                .weight()
+                .iter()
+                .map(|kind| match self.edge_var(from, to, *kind) {
+                    Some(name) => format!("{} {}", escape(name), kind.short()),
+                    None => kind.short().to_string(),
+                })
+                .collect();
+            let label = label.join(", ");
             let _ = writeln!(dot, "  op{from} -> op{to} [label=\"{label}\"];");
         }
         dot.push_str("}\n");
@@ -650,8 +694,9 @@ impl Graph {
     }
 }
 
-/// One edge for every read after write, write after read and write after write.
-fn dependency_dag(ops: &[RecordedOp]) -> DiGraph<usize, Dependency> {
+/// One edge for every pair of ops ordered by a read after write, a write after read or a write
+/// after write, carrying each kind that orders them.
+fn dependency_dag(ops: &[RecordedOp]) -> DiGraph<usize, Dependencies> {
     let mut dag = DiGraph::new();
     let nodes: Vec<NodeIndex> = (0..ops.len())
         .map(|op_index| dag.add_node(op_index))
@@ -692,10 +737,21 @@ fn dependency_dag(ops: &[RecordedOp]) -> DiGraph<usize, Dependency> {
             history[write].2.clear();
         }
     }
+    // Stable: each pair's kinds stay in the order found.
     edges.sort_by_key(|(from, to, _)| (*from, *to));
-    edges.dedup_by_key(|(from, to, _)| (*from, *to));
+    let mut pairs: Vec<(usize, usize, Dependencies)> = Vec::new();
     for (from, to, kind) in edges {
-        dag.add_edge(nodes[from], nodes[to], kind);
+        match pairs.last_mut() {
+            Some((last_from, last_to, kinds)) if (*last_from, *last_to) == (from, to) => {
+                if !kinds.contains(&kind) {
+                    kinds.push(kind);
+                }
+            }
+            _ => pairs.push((from, to, Dependencies::from_elem(kind, 1))),
+        }
+    }
+    for (from, to, kinds) in pairs {
+        dag.add_edge(nodes[from], nodes[to], kinds);
     }
     dag
 }

@@ -64,8 +64,9 @@ pub(crate) struct SegmentContext {
 /// One thing a segment does.
 enum Step {
     /// Runs a recorded op, then notes the sizes of the graph's own buffers it wrote whose size
-    /// is not known yet (by internal index and slot): what decides whether a buffer is kept
-    /// from run to run (see `graph::Graph::is_small`).
+    /// the graph has not measured (by internal index and slot), for its memory estimate; which
+    /// buffers are kept from run to run is decided from what the graph measures when every op
+    /// is done (see `graph::Graph::measure`), never from these notes as they come.
     Compute(Arc<ComputeOp>, Box<[(usize, Arc<Slot>)]>),
     /// Releases internal buffer `index` (its slot): into the pool, or freed; one smaller than
     /// the context's `recycle_from` stays where it is.

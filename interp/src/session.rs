@@ -385,6 +385,10 @@ impl Session {
     /// were not reported yet.
     pub fn finish(&mut self) -> Result<(), RunError> {
         self.engine.wait_all();
+        // Every op done: the graphs' reports (the summary's) tell the sizes the last run left.
+        for graph in self.graphs.values_mut() {
+            graph.measure();
+        }
         // A GPU op ends when its kernels are enqueued: the run ends once they have run, and a
         // fault of theirs is reported with the rest.
         let kernels = crate::gpu::synchronize_opened();

@@ -190,6 +190,20 @@ impl Slot {
         (bytes, host.take())
     }
 
+    /// Gives the host value a buffer of its own when it shares one with another holder (see
+    /// `tensor::copied`): under the simulated engine every device's tensors live in host
+    /// memory, and a copy to another device must take memory there as it would on a real one,
+    /// not share its source's buffer.
+    pub(crate) fn own_host_buffer(&self) -> Result<(), TensorError> {
+        let mut value = lock(&self.value);
+        if let Some(value) = value.as_mut() {
+            if !value.is_unique() {
+                *value = crate::tensor::copied(value)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Whether it holds a value, on the host or on a GPU (none before its first write completes,
     /// nor after a failed op took it).
     pub(crate) fn has_value(&self) -> bool {

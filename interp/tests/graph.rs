@@ -175,13 +175,19 @@ fn pooled_buffers_are_never_reused_under_a_pending_reader() {
 
 /// The labels of the ops pushed by `source`, run run by run (`wait` between runs), observed.
 fn pushed_labels(source: &str) -> Vec<String> {
+    pushed_labels_on(Policy::Threaded, source)
+}
+
+/// The labels of the ops pushed by `source` under `policy` (2 workers), observed.
+fn pushed_labels_on(policy: Policy, source: &str) -> Vec<String> {
     let mut session = Session::new(SessionConfig {
-        policy: Policy::Threaded,
+        policy,
         threads: 2,
         observe: true,
         ..SessionConfig::default()
     });
     run(&mut session, source);
+    session.finish().unwrap();
     labels_pushed(&session)
 }
 
@@ -247,6 +253,35 @@ fn small_buffers_are_kept_from_run_to_run_and_large_ones_recycled() {
     // The run after `a` grew writes a large `t` and keeps it; the next one sees its size.
     assert_eq!(releases[2], ["release u"], "{labels:?}");
     assert_eq!(releases[3], ["release t", "release u"], "{labels:?}");
+}
+
+/// Which releases a replay pushes does not depend on the engine nor on when its ops happen to
+/// run: with no `wait` between runs, the first run releases every buffer, and its sizes, which
+/// the second run waits for once, decide for the later ones on every engine (the simulated one
+/// pushed every release at every run, the threaded one until it happened to see the sizes).
+#[test]
+fn every_engine_pushes_the_same_releases_run_after_run() {
+    let source = "a = ones(4)\nbig = ones(8192)\ngraph g {\n  t = a + 1\n  u = big * 2\n  a = t * 0.5\n  big = u - 1\n}\nrun g\nmark = a * 1\nrun g\nmark = a * 1\nrun g\nmark = a * 1\nfor i in 0..20 { run g }\nmark = a * 1\nprint g\n";
+    let mut reference = None;
+    for policy in [
+        Policy::Naive,
+        Policy::Threaded,
+        Policy::PerDevice,
+        Policy::Sim,
+    ] {
+        for _ in 0..3 {
+            let labels = pushed_labels_on(policy, source);
+            let releases = releases_by_run(&labels, "mark = a * 1");
+            assert_eq!(releases[0], ["release t", "release u"], "{policy:?}");
+            assert_eq!(releases[1], ["release u"], "{policy:?}: {labels:?}");
+            assert_eq!(releases[2], ["release u"], "{policy:?}: {labels:?}");
+            assert_eq!(releases[3], ["release u"; 20], "{policy:?}: {labels:?}");
+            match &reference {
+                None => reference = Some(labels),
+                Some(reference) => assert_eq!(&labels, reference, "{policy:?}"),
+            }
+        }
+    }
 }
 
 /// What `print g` says of kept buffers, and that keeping them changes no value.
@@ -446,6 +481,28 @@ fn the_dag_has_an_edge_for_every_raw_war_and_waw() {
         report.starts_with(
             "graph g: 4 ops, 4 edges (2 RAW, 1 WAR, 1 WAW), critical path 4 ops, 0 runs"
         ),
+        "{report}"
+    );
+}
+
+/// Two ops ordered by two conflicts are one edge carrying both: `A = C * 2` reads C after
+/// `C = A + 2` wrote it and writes A after it read it. The report counted the edge as RAW only
+/// and its DOT named C alone.
+#[test]
+fn an_edge_carries_every_conflict_between_its_two_ops() {
+    let mut session = session(Policy::Naive, 1);
+    run(
+        &mut session,
+        "A = ones(2)\ngraph g {\n  C = A + 2\n  A = C * 2\n}\n",
+    );
+    let dot = session.graph_dot("g").unwrap();
+    assert!(
+        dot.contains("op0 -> op1 [label=\"C RAW, A WAR\"];"),
+        "{dot}"
+    );
+    let report = session.graph_report("g").unwrap();
+    assert!(
+        report.starts_with("graph g: 2 ops, 1 edge (1 RAW, 1 WAR, 0 WAW)"),
         "{report}"
     );
 }

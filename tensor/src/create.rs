@@ -39,9 +39,25 @@ pub fn arange(n: usize) -> Result<Tensor> {
     Ok(Tensor::from_parts(vec![n], v))
 }
 
+/// `x`'s values in a buffer of their own, allocated as a result is (from the running op's pool
+/// or spare buffer, within the memory budget): what a copy to another device holds there.
+pub fn copied(x: &Tensor) -> Result<Tensor> {
+    let mut v = alloc(x.len())?;
+    v.extend_from_slice(x.data());
+    Ok(Tensor::from_slice_parts(x.shape(), v))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_has_a_buffer_of_its_own() {
+        let x = full(3.0, &[2, 2]).unwrap();
+        let copy = copied(&x).unwrap();
+        assert!(copy.bits_eq(&x));
+        assert!(!copy.shares_data(&x));
+    }
 
     #[test]
     fn fills() {

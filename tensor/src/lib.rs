@@ -32,7 +32,7 @@ mod reduce;
 pub mod shape;
 mod storage;
 
-pub use create::{arange, eye, full, ones, zeros};
+pub use create::{arange, copied, eye, full, ones, zeros};
 pub use elementwise::{
     binary, binary_inplace, binary_into, binary_owned, unary, unary_inplace, unary_into,
     unary_owned, BinaryOp, UnaryOp,

@@ -55,8 +55,9 @@ impl Runner<'_> {
 
     /// Waits for every pushed op, unless the user gives up (see `Session::set_abandon_check`),
     /// then for the GPUs' kernels (a GPU op ends when they are enqueued, not run); `span` is
-    /// what waits.
-    pub(super) fn wait_all(&self, span: Span) -> Result<(), RunError> {
+    /// what waits. Every op done, the recorded graphs measure their buffers (`Graph::measure`):
+    /// a moment that is the same on every engine.
+    pub(super) fn wait_all(&mut self, span: Span) -> Result<(), RunError> {
         match self.scope.abandon_check {
             Some(give_up) if !self.scope.engine.wait_all_or(give_up) => {
                 return Err(self.abandoned_wait(span))
@@ -65,7 +66,11 @@ impl Runner<'_> {
             None => self.scope.engine.wait_all(),
         }
         crate::gpu::synchronize_opened()
-            .map_err(|error| self.error(span, error.to_string(), "waiting for this"))
+            .map_err(|error| self.error(span, error.to_string(), "waiting for this"))?;
+        for graph in self.scope.graphs.values_mut() {
+            graph.measure();
+        }
+        Ok(())
     }
 
     /// The value of `slot` once its writes are done; an error names `span`, the expression
