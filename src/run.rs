@@ -47,8 +47,12 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
         Ok(read) => read,
         Err(code) => return code,
     };
+    // A script with a syntax error runs nothing; it gets no views either, so that a trace or a
+    // page of an earlier run is not replaced by an empty one and no summary of nothing is printed.
+    // The error is the same on every rank: no other simulated rank starts, and rank 0 says it.
+    let parsed = dep_grammar::parse(&source);
     let others = match ranks {
-        Ranks::Simulated(comms) => Some(OtherRanks::start(
+        Ranks::Simulated(comms) if parsed.is_ok() => Some(OtherRanks::start(
             comms,
             &config,
             &path,
@@ -57,9 +61,6 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
         )),
         _ => None,
     };
-    // A script with a syntax error runs nothing; it gets no views either, so that a trace or a
-    // page of an earlier run is not replaced by an empty one and no summary of nothing is printed.
-    let parsed = dep_grammar::parse(&source);
     let mut view_plan = ViewPlan::from_args(args).filter(|_| parsed.is_ok());
     let rank_views = RankViews::take(&mut view_plan, ranks, core_share);
     let (code, own_run) = run_source_as_rank(
@@ -290,10 +291,18 @@ pub(crate) fn read_source(file: &Path) -> Result<String, ReadError> {
 }
 
 fn report(ranks: &Ranks, error: &RunError) -> u8 {
-    eprintln!("{}", ranks.label_error(&error.to_string()));
     match error.kind {
-        ErrorKind::Parse => EXIT_USAGE,
-        _ => EXIT_RUNTIME,
+        // Every rank parsed the same text: said once, by rank 0, as a single run says it.
+        ErrorKind::Parse => {
+            if ranks.rank() == 0 {
+                eprintln!("{error}");
+            }
+            EXIT_USAGE
+        }
+        _ => {
+            eprintln!("{}", ranks.label_error(&error.to_string()));
+            EXIT_RUNTIME
+        }
     }
 }
 

@@ -960,3 +960,21 @@ fn a_replayed_summary_of_several_ranks_says_it_adds_them_up() {
     let run = Run::of(dir.dep().args(["replay", "--end", "one.json"])).expect_code(0);
     assert!(!run.stdout.contains("ranks of the trace"), "{}", run.stdout);
 }
+
+/// A syntax error is the same on every rank: said once, as a single run says it, and no rank
+/// runs (each of 3 simulated ranks printed it, labelled `error (rank N)`).
+#[test]
+fn a_syntax_error_on_simulated_ranks_is_said_once() {
+    let dir = TestDir::new();
+    let source = "x = ones(2)\nif rank() == 0 {\n  print x\n}\n";
+    let run = simulated(&dir, 3, source, &[]).expect_code(2);
+    let alone = Run::of(dir.dep().arg("run").arg(dir.path().join("ranks.dep"))).expect_code(2);
+    assert_eq!(run.stderr, alone.stderr);
+    assert_eq!(
+        run.stderr
+            .matches("error: dep has no `if` statement")
+            .count(),
+        1
+    );
+    assert_eq!(run.stdout, "");
+}

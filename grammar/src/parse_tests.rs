@@ -455,6 +455,40 @@ fn keywords_are_not_names() {
     );
 }
 
+/// Statements of other languages that dep has no equivalent of are named as such, with what to
+/// write instead; the same words are still names where a name fits.
+#[test]
+fn statements_dep_does_not_have_are_named() {
+    check_errors(
+        "if rank() == 0 { send(x, 1) }\nwhile x < 3 { x += 1 }\nif = 2\nimport numpy\nelse: x\n",
+        expect![[r#"
+            error: dep has no `if` statement
+             --> test.dep:1:1
+              |
+            1 | if rank() == 0 { send(x, 1) }
+              | ^^ every statement runs; `with rank = 0 { ... }` runs a block on one rank only
+
+            error: dep has no `while` statement
+             --> test.dep:2:1
+              |
+            2 | while x < 3 { x += 1 }
+              | ^^^^^ a loop runs over a range: `for i in 0..n { ... }`
+
+            error: dep has no `import` statement
+             --> test.dep:4:1
+              |
+            4 | import numpy
+              | ^^^^^^ every builtin is always there; the REPL's `:load FILE` runs a file
+
+            error: dep has no `else` statement
+             --> test.dep:5:1
+              |
+            5 | else: x
+              | ^^^^ every statement runs; `with rank = 0 { ... }` runs a block on one rank only
+        "#]],
+    );
+}
+
 #[test]
 fn errors_the_grammar_cannot_express() {
     check_errors(

@@ -146,6 +146,39 @@ fn keyword_assignment(text: &str, offset: usize) -> Option<Diagnostic> {
     })
 }
 
+/// The diagnostic for a statement that starts with a statement of another language that dep
+/// does not have (`if`, `while`, `import`, ...), such as `if rank() == 0 { ... }`, if `text` is
+/// one: said so, with what dep offers instead, rather than "expected `,`" at its second token.
+/// These words are names in dep (`if = 1` is an assignment), so only a statement that does not
+/// parse, and whose second token cannot follow a name, is taken for one.
+fn foreign_statement(text: &str, offset: usize) -> Option<Diagnostic> {
+    let mut lexer = Lexer::new(text).filter(|token| token.kind != TokenKind::Comment);
+    let (word, next) = (lexer.next()?, lexer.next()?);
+    let opens_a_block = matches!(next.span.text(text), "{" | ":");
+    if word.kind != TokenKind::Name
+        || (matches!(next.kind, TokenKind::Operator | TokenKind::Punctuation) && !opens_a_block)
+    {
+        return None;
+    }
+    let instead = match word.span.text(text) {
+        "if" | "elif" | "else" => {
+            "every statement runs; `with rank = 0 { ... }` runs a block on one rank only"
+        }
+        "while" => "a loop runs over a range: `for i in 0..n { ... }`",
+        "break" | "continue" => "a `for` loop runs every one of its iterations",
+        "import" | "from" => "every builtin is always there; the REPL's `:load FILE` runs a file",
+        "class" | "try" | "except" | "lambda" => {
+            "statements are assignments, `print`, `for`, `def`, `with`, `graph`, `run`"
+        }
+        _ => return None,
+    };
+    Some(Diagnostic::new(
+        format!("dep has no `{}` statement", word.span.text(text)),
+        word.span.shifted(offset),
+        instead,
+    ))
+}
+
 /// Converts the pest `error` from parsing `text` (which starts `offset`
 /// bytes into the source) into a diagnostic. `continued_after` holds the
 /// source spans of the line-ending operators and commas that made the
@@ -156,7 +189,9 @@ pub(crate) fn syntax_error(
     offset: usize,
     continued_after: &[Span],
 ) -> Diagnostic {
-    if let Some(diagnostic) = keyword_assignment(text, offset) {
+    if let Some(diagnostic) =
+        keyword_assignment(text, offset).or_else(|| foreign_statement(text, offset))
+    {
         return diagnostic;
     }
     let position = match error.location {
