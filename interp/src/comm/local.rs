@@ -158,6 +158,9 @@ impl LocalRanks {
     ) -> Deliveries {
         let size = self.shared.size;
         let mut state = self.lock();
+        if let Some(ended) = job_ended(&state) {
+            return vec![(done, Err(ended))];
+        }
         let collective = state.collectives.entry(seq).or_insert_with(|| Collective {
             kind,
             parts: vec![None; size],
@@ -179,6 +182,12 @@ impl LocalRanks {
         drop(state);
         finish_collective(collective)
     }
+}
+
+/// What a communication that starts after the job ended fails with.
+fn job_ended(state: &State) -> Option<String> {
+    let reason = state.ended.as_deref()?;
+    Some(format!("the job ended: {reason}"))
 }
 
 /// The results of a collective every rank has joined.
@@ -257,9 +266,11 @@ impl Communicator for LocalRanks {
     }
 
     fn start(&self, request: CommRequest, done: CommDone) {
-        let ended = self.lock().ended.clone();
-        if let Some(reason) = ended {
-            return done(Err(format!("the job ended: {reason}")));
+        // Checked again where a waiter is queued, under the same lock: a job that ends between
+        // this look and the queueing would otherwise leave it waiting for the timeout.
+        let ended = job_ended(&self.lock());
+        if let Some(ended) = ended {
+            return done(Err(ended));
         }
         // The mailboxes keep values apart from the sender's tensor, which may change later.
         let deliveries = match request {
@@ -304,6 +315,9 @@ impl Communicator for LocalRanks {
                 let mut state = self.lock();
                 match state.messages.remove(&key) {
                     Some(message) => vec![(done, Ok(message))],
+                    None if state.ended.is_some() => {
+                        vec![(done, Err(job_ended(&state).unwrap_or_default()))]
+                    }
                     None => {
                         let since = Instant::now();
                         state.receivers.insert(key, Waiter { done, since });
@@ -424,6 +438,31 @@ mod tests {
             }),
         );
         rx
+    }
+
+    /// A collective joined after the job ended fails at once, even past `start`'s first look
+    /// (the job may end between that look and the queueing; before, such a waiter waited for
+    /// the timeout: a test saw 30 s once in a loaded run).
+    #[test]
+    fn a_collective_joined_as_the_job_ends_fails_at_once() {
+        let ranks = LocalRanks::group(2, Duration::from_secs(3600));
+        ranks[1].end_job("rank 1 failed".to_string());
+        let (tx, rx) = mpsc::channel();
+        let deliveries = ranks[0].join_collective(
+            0,
+            CollectiveKind::AllReduce,
+            vec![1.0],
+            Box::new(move |result| {
+                let _ = tx.send(result);
+            }),
+        );
+        for (done, result) in deliveries {
+            done(result);
+        }
+        assert_eq!(
+            rx.try_recv().expect("answered at once"),
+            Err("the job ended: rank 1 failed".to_string())
+        );
     }
 
     #[test]
