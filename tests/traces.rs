@@ -39,19 +39,29 @@ fn ops_line(text: &str) -> &str {
 /// written by the recorder, or by a thread of its own and the JSON's event log by another.
 const TRACE_THREADS: &[&str] = &["off", "on"];
 
-#[test]
-fn the_trace_of_every_sample_on_every_engine_replays() {
-    let dir = TestDir::new();
-    for sample in samples() {
-        let name = sample.file_name().unwrap().to_string_lossy().into_owned();
-        let every_way = ENGINES
-            .iter()
-            .flat_map(|engine| TRACE_THREADS.iter().map(move |way| (engine, way)));
-        for ((engine, threads), trace_threads) in every_way {
-            let name = format!("{name} (trace threads {trace_threads})");
-            let mut command = dir.dep();
-            command.env("DEP_TRACE_THREADS", trace_threads);
-            let run = Run::of(command.arg("run").arg(&sample).args([
+/// Every engine (with its worker count) with every way of writing traces.
+fn every_way() -> impl Iterator<Item = ((&'static str, &'static str), &'static str)> {
+    ENGINES
+        .iter()
+        .flat_map(|engine| TRACE_THREADS.iter().map(move |way| (*engine, *way)))
+}
+
+/// `dep run SCRIPT` on `engine` with `threads` workers, writing `t.json` and `t.pftrace` with
+/// their work spread as `trace_threads` says, and the views of `more`.
+fn traced_run(
+    dir: &TestDir,
+    script: &std::path::Path,
+    (engine, threads): (&str, &str),
+    trace_threads: &str,
+    more: &[&str],
+) -> Run {
+    let mut command = dir.dep();
+    command.env("DEP_TRACE_THREADS", trace_threads);
+    Run::of(
+        command
+            .arg("run")
+            .arg(script)
+            .args([
                 "--engine",
                 engine,
                 "--threads",
@@ -60,7 +70,19 @@ fn the_trace_of_every_sample_on_every_engine_replays() {
                 "t.json",
                 "--trace",
                 "t.pftrace",
-            ]));
+            ])
+            .args(more),
+    )
+}
+
+#[test]
+fn the_trace_of_every_sample_on_every_engine_replays() {
+    let dir = TestDir::new();
+    for sample in samples() {
+        let name = sample.file_name().unwrap().to_string_lossy().into_owned();
+        for ((engine, threads), trace_threads) in every_way() {
+            let name = format!("{name} (trace threads {trace_threads})");
+            let run = traced_run(&dir, &sample, (engine, threads), trace_threads, &[]);
             // Samples that place ops on GPUs fail on a real engine without one, after writing
             // their views.
             let no_gpu = run.code == 1 && run.stderr.contains("gpu");
@@ -390,30 +412,9 @@ fn the_critical_path_is_the_same_chain_on_every_engine() {
 fn an_arrow_between_two_ops_names_every_conflict_between_them() {
     let dir = TestDir::new();
     let intro = repo_root().join("samples/intro.dep");
-    for ((engine, threads), trace_threads) in ENGINES
-        .iter()
-        .flat_map(|engine| TRACE_THREADS.iter().map(move |way| (engine, way)))
-    {
-        let mut command = dir.dep();
-        command.env("DEP_TRACE_THREADS", trace_threads);
-        let args = [
-            "--engine",
-            engine,
-            "--threads",
-            threads,
-            "--trace",
-            "t.json",
-        ];
-        Run::of(command.arg("run").arg(&intro).args(args).args([
-            "--trace",
-            "t.pftrace",
-            "--dot",
-            "d.dot",
-            "--timeline",
-            "t.svg",
-            "--arrows",
-        ]))
-        .expect_code(0);
+    for ((engine, threads), trace_threads) in every_way() {
+        let views = ["--dot", "d.dot", "--timeline", "t.svg", "--arrows"];
+        traced_run(&dir, &intro, (engine, threads), trace_threads, &views).expect_code(0);
         let case = format!("{engine} (trace threads {trace_threads})");
         let json = std::fs::read_to_string(dir.path().join("t.json")).unwrap();
         assert!(
