@@ -94,7 +94,7 @@ table! {
     "reshape", Builtin::Reshape, "reshape(x, d...)", "the same data with new dimensions (one may be -1)";
     "concat", Builtin::Concat, "concat(a, b, axis)", "joins two tensors along an axis";
     "split", Builtin::Split, "split(x, n, axis)", "n equal parts along an axis (several results)";
-    "load", Builtin::Load, "load(path)", "reads a NumPy .npy file (any float or int dtype) as f32";
+    "load", Builtin::Load, "load(path)", "reads a NumPy .npy file (any float or int dtype) as f32, refusing a value f32 cannot hold";
     "matmul", Builtin::Matmul, "matmul(a, b)", "matrix product, the same as a @ b";
     "work", Builtin::Work, "work(ms[, x])", "takes ms milliseconds, then gives x (or 0): an op that just takes time, for lessons";
 }

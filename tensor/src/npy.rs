@@ -302,8 +302,38 @@ fn f16_to_f32(h: u16) -> f32 {
     f32::from_bits(bits)
 }
 
-/// Converts one element's bytes (in file order) to `f32`.
-fn convert(dtype: Dtype, raw: &[u8]) -> f32 {
+/// Converts one element's bytes (in file order) to `f32`; `Err` holds the element as the file
+/// has it when `f32` cannot hold it: a whole number it would round to its neighbour, or a
+/// finite number past its range (it would become infinite). Fractions round as floats do.
+fn convert(dtype: Dtype, raw: &[u8]) -> std::result::Result<f32, String> {
+    let value = convert_rounding(dtype, raw);
+    let whole = |whole: i128| match value as i128 == whole {
+        true => Ok(value),
+        false => Err(whole.to_string()),
+    };
+    let mut b = [0u8; 8];
+    b[..raw.len()].copy_from_slice(raw);
+    if dtype.big_endian {
+        b[..raw.len()].reverse();
+    }
+    match (dtype.kind, dtype.size) {
+        (Kind::Int, 4) => whole(i32::from_le_bytes([b[0], b[1], b[2], b[3]]).into()),
+        (Kind::Int, 8) => whole(i64::from_le_bytes(b).into()),
+        (Kind::Uint, 4) => whole(u32::from_le_bytes([b[0], b[1], b[2], b[3]]).into()),
+        (Kind::Uint, 8) => whole(u64::from_le_bytes(b).into()),
+        (Kind::Float, 8) => {
+            let wide = f64::from_le_bytes(b);
+            match wide.is_finite() && value.is_infinite() {
+                true => Err(format!("{wide:e}")),
+                false => Ok(value),
+            }
+        }
+        _ => Ok(value),
+    }
+}
+
+/// Converts one element's bytes (in file order) to `f32`, rounding as `as` does.
+fn convert_rounding(dtype: Dtype, raw: &[u8]) -> f32 {
     let mut b = [0u8; 8];
     b[..raw.len()].copy_from_slice(raw);
     if dtype.big_endian {
@@ -380,11 +410,12 @@ pub fn read_npy<R: Read>(r: &mut R) -> Result<Tensor> {
                 nbytes - remaining + got
             ));
         }
-        out.extend(
-            chunk[..want]
-                .chunks_exact(h.dtype.size)
-                .map(|raw| convert(h.dtype, raw)),
-        );
+        for raw in chunk[..want].chunks_exact(h.dtype.size) {
+            match convert(h.dtype, raw) {
+                Ok(value) => out.push(value),
+                Err(value) => return Err(unholdable(&h, out.len(), &value)),
+            }
+        }
         remaining -= want;
     }
     if h.fortran_order && h.shape.len() > 1 {
@@ -393,6 +424,34 @@ pub fn read_npy<R: Read>(r: &mut R) -> Result<Tensor> {
     } else {
         Ok(Tensor::from_parts(h.shape, out))
     }
+}
+
+/// The error for element `position` (in file order) of a file whose value `value` (as the file
+/// holds it) `f32` cannot hold: its index, its value, and what loading it would have made.
+fn unholdable(h: &Header, position: usize, value: &str) -> super::TensorError {
+    // File order is row-major, or column-major for a Fortran-ordered file.
+    let mut index = Vec::with_capacity(h.shape.len());
+    let mut rest = position;
+    let dims: Vec<usize> = match h.fortran_order {
+        true => h.shape.clone(),
+        false => h.shape.iter().rev().copied().collect(),
+    };
+    for dim in dims {
+        index.push(rest % dim.max(1));
+        rest /= dim.max(1);
+    }
+    if !h.fortran_order {
+        index.reverse();
+    }
+    let index: Vec<String> = index.iter().map(usize::to_string).collect();
+    let what = match h.dtype.kind {
+        Kind::Float => "is past float32's range (it would load as infinity)",
+        _ => "is a whole number float32 cannot hold exactly (it would load as its neighbour)",
+    };
+    terr!(
+        "npy: element [{}] is {value}, which {what}; dep's tensors are float32",
+        index.join(", ")
+    )
 }
 
 /// Reads until `buf` is full or the stream ends; returns the count read.
@@ -500,6 +559,64 @@ mod tests {
         .unwrap();
         assert_eq!(t.shape(), &[2, 2]);
         assert_eq!(t.data(), &[1., -2., 3., 400.]);
+    }
+
+    /// A whole number float32 cannot hold exactly, or a finite number past its range, is an
+    /// error naming the element, not silently its neighbour or infinity (the README's rule for
+    /// literals and loop counters, kept for data loaded from files).
+    #[test]
+    fn values_float32_cannot_hold_are_errors_naming_their_element() {
+        let ints: Vec<u8> = [1i64, 1 << 25, (1 << 25) + 1, 4]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let error = load(&npy_bytes(
+            "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 2), }",
+            &ints,
+        ))
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            error,
+            "npy: element [1, 0] is 33554433, which is a whole number float32 cannot hold \
+             exactly (it would load as its neighbour); dep's tensors are float32"
+        );
+        // Column-major: the third element in the file is [0, 1].
+        let error = load(&npy_bytes(
+            "{'descr': '<i8', 'fortran_order': True, 'shape': (2, 2), }",
+            &ints,
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.starts_with("npy: element [0, 1] is 33554433,"),
+            "{error}"
+        );
+        let exact: Vec<u8> = [1u64 << 40, 7]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let t = load(&npy_bytes(
+            "{'descr': '<u8', 'fortran_order': False, 'shape': (2,), }",
+            &exact,
+        ))
+        .unwrap();
+        assert_eq!(t.data(), &[(1u64 << 40) as f32, 7.0]);
+        let floats: Vec<u8> = [0.1f64, f64::INFINITY, 1e300]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let error = load(&npy_bytes(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }",
+            &floats,
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.starts_with("npy: element [2] is 1e300, which is past float32's range"),
+            "{error}"
+        );
+        assert!(error.contains("past float32's range"), "{error}");
     }
 
     #[test]
