@@ -303,11 +303,15 @@ impl Executor {
                 (true, 1) => "1 running op goes on (a later cell that reads what it writes waits for it)".to_string(),
                 (true, n) => format!("{n} running ops go on (a later cell that reads what they write waits for them)"),
             };
+            let (ops, were, pending) = match n_cancelled {
+                1 => ("op", "was", "pending op"),
+                _ => ("ops", "were", "pending ops"),
+            };
             Some(CellFailure {
                 ename: "Interrupted".to_string(),
-                evalue: format!("{path} interrupted: {n_cancelled} ops that had not started were cancelled; {running}"),
+                evalue: format!("{path} interrupted: {n_cancelled} {ops} that had not started {were} cancelled; {running}"),
                 traceback: vec![format!(
-                    "\x1b[1;31mInterrupted\x1b[0m: {path} stopped; {n_cancelled} pending ops cancelled, writing nothing; {running}. Every variable keeps its last computed value."
+                    "\x1b[1;31mInterrupted\x1b[0m: {path} stopped; {n_cancelled} {pending} cancelled, writing nothing; {running}. Every variable keeps its last computed value."
                 )],
             })
         } else {

@@ -452,3 +452,41 @@ def test_the_kernel_gpu_check_passes_with_the_cpu_in_place_of_the_gpu():
                             timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "every kernel GPU check passed" in result.stdout, result.stdout
+
+
+def test_the_kernel_exits_when_the_process_that_started_it_dies(tmp_path):
+    """A client killed without shutting its kernel down (SIGKILL, a closed pipe) left `dep
+    kernel` running for ever under init; it now exits within a few seconds, as ipykernel does."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from jupyter_client.connect import write_connection_file
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    argv = KernelSpecManager().get_kernel_spec("dep").argv
+    connection_file, _ = write_connection_file(str(tmp_path / "kernel.json"))
+    argv = [arg.replace("{connection_file}", connection_file) for arg in argv]
+    # A parent that starts the kernel, says its pid and dies at once, cleaning nothing up.
+    parent = subprocess.run(
+        [sys.executable, "-c", "import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:]); print(p.pid, flush=True); os._exit(0)", *argv],
+        capture_output=True, text=True, timeout=30, check=True,
+    )
+    pid = int(parent.stdout.strip())
+
+    def running():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return False
+        return state != "Z"
+
+    deadline = time.monotonic() + 15
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    still = running()
+    if still:
+        os.kill(pid, 9)
+    assert not still, "the kernel outlived the process that started it"
