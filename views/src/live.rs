@@ -628,7 +628,7 @@ impl LiveView {
         } else {
             self.heading.clone()
         };
-        let mut lines: Vec<String> = vec![crate::util::truncate(&heading, style.columns())];
+        let mut lines: Vec<String> = vec![crate::util::fit_heading(&heading, style.columns())];
         lines.extend(note.into_iter().flat_map(str::lines).map(str::to_string));
         if self.frame.vars.iter().any(|var| !var.queue.is_empty()) {
             let queues = if layout.idle_queues {
@@ -1337,15 +1337,15 @@ mod tests {
             W = Z * 2                                          <repl>:4 waiting   -                 -          -
         "#]]
         .assert_eq(&view.text(Some("interrupted")));
-        // A heading wider than the terminal is cut.
+        // A heading wider than the terminal loses whole parts, or whole items of one.
         let narrow = TextLayout {
-            style: views::TextStyle::plain(40),
+            style: views::TextStyle::plain(50),
             ..repl
         };
         let text = view.text_with(None, &narrow);
         assert_eq!(
             text.lines().next(),
-            Some("<repl> · threaded engine · 4 ops: 1 run…")
+            Some("<repl> · threaded engine · 4 ops: 1 running, …")
         );
     }
 

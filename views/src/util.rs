@@ -46,6 +46,33 @@ pub(crate) fn truncate(text: &str, max_width: usize) -> String {
     cut
 }
 
+/// A heading of parts joined by ` · ` (`cell[3] · threaded engine · 40 ops: … · showing 24 of
+/// 40 ops`) cut to at most `max_width` columns: whole parts dropped from the end, ` · …` where
+/// they were, so that no number is cut in half; [`truncate`] when even its first part is too
+/// wide.
+pub(crate) fn fit_heading(heading: &str, max_width: usize) -> String {
+    if width(heading) <= max_width {
+        return heading.to_string();
+    }
+    let parts: Vec<&str> = heading.split(" · ").collect();
+    for kept in (1..parts.len()).rev() {
+        let whole = parts[..kept].join(" · ");
+        if width(&whole) + width(" · …") > max_width {
+            continue;
+        }
+        // Of the first part left out, as many of its items (`1 running, 2 waiting`) as fit.
+        let items: Vec<&str> = parts[kept].split(", ").collect();
+        for n_items in (1..items.len()).rev() {
+            let fitted = format!("{whole} · {}, …", items[..n_items].join(", "));
+            if width(&fitted) <= max_width {
+                return fitted;
+            }
+        }
+        return format!("{whole} · …");
+    }
+    truncate(heading, max_width)
+}
+
 /// The longest start of `text` at most `max_width` columns wide.
 pub(crate) fn head(text: &str, max_width: usize) -> String {
     let mut used = 0;
@@ -152,6 +179,24 @@ pub(crate) fn line_column(line: u32, place: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A heading too wide loses whole parts (or whole items of a part) from its end, never half
+    /// a number (a notebook's plain-text display read `showing 24 of 409…` for 4097 ops).
+    #[test]
+    fn a_heading_too_wide_loses_whole_parts() {
+        let heading = "cell[1] · threaded engine · 4097 ops: 1437 done, 2660 cancelled · 1.57 s in all · showing 24 of 4097 ops";
+        assert_eq!(fit_heading(heading, 200), heading);
+        assert_eq!(
+            fit_heading(heading, 100),
+            "cell[1] · threaded engine · 4097 ops: 1437 done, 2660 cancelled · 1.57 s in all · …"
+        );
+        assert_eq!(
+            fit_heading(heading, 60),
+            "cell[1] · threaded engine · 4097 ops: 1437 done, …"
+        );
+        assert_eq!(fit_heading(heading, 30), "cell[1] · threaded engine · …");
+        assert_eq!(fit_heading(heading, 8), "cell[1]…");
+    }
 
     #[test]
     fn formats_durations_in_readable_units() {
