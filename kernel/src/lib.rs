@@ -56,28 +56,5 @@ pub fn run_kernel(
         .with_context(|| format!("reading the connection file {}", connection_file.display()))?;
     let connection: jupyter_protocol::ConnectionInfo = serde_json::from_str(&text)
         .with_context(|| format!("parsing the connection file {}", connection_file.display()))?;
-    exit_when_the_parent_dies();
     server::run(connection, session_config)
-}
-
-/// Ends the kernel once the process that started it (Jupyter's kernel manager) is gone, as
-/// ipykernel does: a client killed without shutting its kernel down would otherwise leave it
-/// running for ever, its variables and threads held. Seen as this process being handed to
-/// another parent (init, or a subreaper); checked every second.
-fn exit_when_the_parent_dies() {
-    #[cfg(unix)]
-    {
-        let parent = std::os::unix::process::parent_id();
-        let watch = std::thread::Builder::new()
-            .name("dep-kernel-parent".into())
-            .spawn(move || loop {
-                std::thread::sleep(std::time::Duration::from_secs(1));
-                if std::os::unix::process::parent_id() != parent {
-                    eprintln!("dep kernel: the process that started it is gone; exiting");
-                    std::process::exit(0);
-                }
-            });
-        // Without a thread to spare the kernel still runs; only this watch is missing.
-        drop(watch);
-    }
 }
