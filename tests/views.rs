@@ -1076,3 +1076,46 @@ fn a_summary_and_a_perfetto_trace_from_the_lean_log_are_those_of_the_whole_log()
         );
     }
 }
+
+/// A value that goes into a function and comes out of it keeps its dependencies in every view:
+/// the op that computes an argument (`A + 1`, into `f.x#1`) feeds the function's ops, and the
+/// op that computes the result (`return work(1, x)`, into `return#2`) feeds the caller's
+/// `B = f(A + 1)`. These temporaries used to be left out with their accesses, which cut the
+/// DAG and the critical path in two at each end of the call.
+#[test]
+fn a_critical_path_and_the_dag_go_through_a_functions_argument_and_result() {
+    let dir = TestDir::new();
+    let script = dir.write(
+        "call.dep",
+        "def f(x) { return work(1, x) }\nA = ones(4)\nB = f(A + 1)\nC = work(1, B)\nwait\n",
+    );
+    for engine in ["naive", "threaded", "sim"] {
+        let run = Run::of(
+            dir.dep()
+                .arg("run")
+                .arg(&script)
+                .args(["--engine", engine, "--dot", "g.dot"]),
+        )
+        .expect_code(0);
+        let path = run
+            .stderr
+            .split_once("critical path: ")
+            .and_then(|(_, rest)| rest.split_once("\n  memory"))
+            .map(|(path, _)| path.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|| panic!("{engine}: {}", run.stderr));
+        assert!(
+            path.contains(
+                "over 5 ops: A = ones(4) (line 2) → A + 1 (line 3) → return work(1, x) (line 1) \
+                 → B = f(A + 1) (line 3) → C = work(1, B) (line 4)"
+            ),
+            "{engine}: {path}"
+        );
+        let dot = read(&dir, "g.dot");
+        for edge in [
+            "op2 -> op3 [label=\"f.x#1 RAW\"",
+            "op3 -> op5 [label=\"return#2 RAW\"",
+        ] {
+            assert!(dot.contains(edge), "{engine}: {edge}\n{dot}");
+        }
+    }
+}

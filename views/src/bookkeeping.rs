@@ -1,5 +1,8 @@
-//! The interpreter's bookkeeping, which no view shows: its temporaries (`_#1`, `return#3`, the
-//! value of a `print A + 1`), the waits for them (`wait _#1`) and their deletions (`del _#1`).
+//! The interpreter's bookkeeping, which no view shows: the temporaries only it reads (`_#1`, the
+//! value of a `print A + 1`), the waits for temporaries (`wait _#1`) and their deletions
+//! (`del _#1`, `del return#3`). A temporary that carries a value from one shown op to another
+//! (`f.x#2`, `return#3`) is shown: leaving out its accesses would cut the dependency it stands
+//! for ([`crate::frame::is_internal_name`]).
 //!
 //! Every view reads an event log through a [`Bookkeeping`] filter (a [`crate::Replay`] when it
 //! folds an event, the online [`crate::fold::RunFold`] before it writes a trace), so the ops a

@@ -65,20 +65,28 @@ impl FrameOp {
     }
 }
 
-/// Whether a variable is the interpreter's own temporary (`_#3`, `return#4`): user names are
-/// identifiers, which never hold a `#` (it starts a comment).
+/// Whether a variable is one of the interpreter's temporaries that carry nothing between two
+/// shown ops: the value of an expression statement or of a `print A + 1` (`_#3`), which only
+/// the interpreter's own `wait _#3` reads. User names are identifiers, which never hold a `#`
+/// (it starts a comment). The temporaries that do carry a value from one shown op to another
+/// (a function's argument `f.x#4`, its result `return#3`, a communication's input `comm#5`)
+/// are shown, so that every view keeps the dependency they stand for.
 pub fn is_internal_name(name: &str) -> bool {
-    name.contains('#')
+    name.starts_with("_#")
 }
 
-/// Whether an op is bookkeeping of the interpreter's temporaries (`_#1`, `wait _#1`,
-/// `del _#1`), which no view shows.
+/// Whether an op is bookkeeping of the interpreter's temporaries, which no view shows: one that
+/// computes a hidden temporary (`_#1`), or a wait for or deletion of any temporary
+/// (`wait _#1`, `del _#1`, `del return#3`).
 pub fn is_internal_op(label: &str) -> bool {
-    let name = label
+    let is_temporary = |name: &str| name.contains('#') && !name.contains(char::is_whitespace);
+    match label
         .strip_prefix("wait ")
         .or_else(|| label.strip_prefix("del "))
-        .unwrap_or(label);
-    is_internal_name(name) && !name.contains(char::is_whitespace)
+    {
+        Some(name) => is_temporary(name),
+        None => is_internal_name(label) && is_temporary(label),
+    }
 }
 
 impl Frame {
@@ -312,12 +320,22 @@ mod internal_tests {
     }
 
     #[test]
-    fn temporaries_and_their_bookkeeping_are_internal() {
+    fn temporaries_only_the_interpreter_reads_and_bookkeeping_are_internal() {
         for label in ["_#1", "wait _#1", "del _#12", "del return#3"] {
             assert!(is_internal_op(label), "{label}");
         }
-        for label in ["A = B + 1", "wait A", "del A", "print x # a comment"] {
+        for label in [
+            "A = B + 1",
+            "wait A",
+            "del A",
+            "print x # a comment",
+            "return work(1, x)",
+        ] {
             assert!(!is_internal_op(label), "{label}");
+        }
+        assert!(is_internal_name("_#1"));
+        for name in ["A", "return#3", "f.x#4", "comm#5"] {
+            assert!(!is_internal_name(name), "{name}");
         }
     }
 

@@ -1712,15 +1712,15 @@ fn a_fold_fed_whole_ops_finds_what_it_finds_fed_their_events() {
         .iter()
         .any(|line| line.contains("division by zero")));
     // The temporary is in labels, never among a slice's variables or on an arrow.
-    assert!(!whole_out.0.iter().any(|line| line.contains("\"T#1\"")));
+    assert!(!whole_out.0.iter().any(|line| line.contains("\"_#1\"")));
 }
 
-/// A naive run whose ops all ran at once: a temporary (`T#1`) written, read, waited for and
+/// A naive run whose ops all ran at once: a temporary (`_#1`) written, read, waited for and
 /// deleted, an op that fails and the ops after it skipped.
 fn bench_with_a_temporary_and_a_failure() -> Bench {
     let mut bench = Bench::new(Policy::Naive, 1);
     bench.push_script(
-        "A = 1\nT#1 = A + 1\nB = T#1 + A\nprint T#1\ndel T#1",
+        "A = 1\n_#1 = A + 1\nB = _#1 + A\nprint _#1\ndel _#1",
         &no_work,
     );
     push_division_by_zero(&mut bench, 6);
