@@ -1849,81 +1849,119 @@ impl Shared {
             vars.retain(|_, weak| weak.strong_count() > 0);
             vars.values().filter_map(Weak::upgrade).collect()
         };
-        let mut ops: BTreeMap<OpId, (OpRef, Vec<Blocker>)> = BTreeMap::new();
+        // Each queue is read under its own variable's lock, one after the other, and the ops'
+        // states after every queue: by then an op may have gone further than a queue read
+        // earlier says. The queues are brought up to the moment the states were read, so that
+        // a snapshot never contradicts itself: a finished op's accesses are left out, an access
+        // of an op that is ready or running is granted, and only a waiting op waits behind
+        // anything.
+        let mut ops: BTreeMap<OpId, OpRef> = BTreeMap::new();
+        let mut queues: Vec<Vec<AccessSnapshot>> = Vec::with_capacity(live.len());
         let mut vars = Vec::with_capacity(live.len());
         for var in &live {
             let state = lock(&var.state);
             let mut queue = Vec::new();
-            let mut previous: Option<(OpId, bool)> = None;
-            let mut last_write: Option<OpId> = None;
             for access in state.queue.entries() {
-                let entry = ops
-                    .entry(access.op.id)
-                    .or_insert_with(|| (access.op.clone(), Vec::new()));
-                if !access.granted {
-                    let behind = if access.write {
-                        previous
-                    } else {
-                        last_write.map(|op| (op, true))
-                    };
-                    if let Some((behind, behind_writes)) = behind {
-                        entry.1.push(Blocker {
-                            var: var.id,
-                            behind,
-                            behind_writes,
-                        });
-                    }
-                }
-                if access.write {
-                    last_write = Some(access.op.id);
-                }
-                previous = Some((access.op.id, access.write));
+                ops.entry(access.op.id).or_insert_with(|| access.op.clone());
                 queue.push(AccessSnapshot {
                     op: access.op.id,
                     write: access.write,
                     granted: access.granted,
                 });
             }
+            queues.push(queue);
             vars.push(VarSnapshot {
                 id: var.id,
                 name: var.name.clone(),
                 version: state.version,
                 error: state.error.clone(),
-                queue,
+                queue: Vec::new(),
             });
+        }
+        // Each op's state (read once), and as the snapshot shows it.
+        let states: BTreeMap<OpId, (OpState, OpState)> = ops
+            .iter()
+            .map(|(id, op)| {
+                let state = op.state();
+                (*id, (state, self.shown_state(op, state)))
+            })
+            .collect();
+        let mut waits: BTreeMap<OpId, Vec<Blocker>> = BTreeMap::new();
+        for (var, mut queue) in vars.iter_mut().zip(queues) {
+            queue.retain(|access| !states[&access.op].0.is_finished());
+            for access in &mut queue {
+                access.granted |= matches!(states[&access.op].0, OpState::Ready | OpState::Running);
+            }
+            for (op, blocker) in queue_blockers(var.id, &queue) {
+                if states[&op].1 == OpState::Waiting {
+                    waits.entry(op).or_default().push(blocker);
+                }
+            }
+            var.queue = queue;
         }
         let ops = ops
             .into_values()
-            .map(|(op, waits_on)| {
-                // An op cancelled before it started stays in its queues until its turn comes
-                // (then it finishes at once, having run nothing): shown cancelled from the
-                // cancel on, with nothing to wait for.
-                let mut state = op.state();
-                let mut waits_on = waits_on;
-                if matches!(state, OpState::Waiting | OpState::Ready)
-                    && self.is_cancelled(op.id)
-                    && lock(&op.work).as_ref().is_some_and(Work::is_users)
-                {
-                    state = OpState::Cancelled;
-                    waits_on.clear();
-                }
-                (op, state, waits_on)
-            })
-            .map(|(op, state, waits_on)| OpSnapshot {
+            .map(|op| OpSnapshot {
                 id: op.id,
                 label: op.label.clone(),
                 line: op.line,
-                state,
+                state: states[&op.id].1,
                 device: op.device,
                 priority: op.priority,
                 worker: op.worker(),
                 reads: op.accesses.reads.iter().map(Var::id).collect(),
                 writes: op.accesses.writes.iter().map(Var::id).collect(),
-                waits_on,
+                waits_on: waits.remove(&op.id).unwrap_or_default(),
             })
             .collect();
         Snapshot { time_ns, vars, ops }
     }
+
+    /// An op's state as a snapshot shows it: an op cancelled before it started stays in its
+    /// queues until its turn comes (then it finishes at once, having run nothing), and is shown
+    /// cancelled from the cancel on.
+    fn shown_state(&self, op: &OpRef, state: OpState) -> OpState {
+        if matches!(state, OpState::Waiting | OpState::Ready)
+            && self.is_cancelled(op.id)
+            && lock(&op.work).as_ref().is_some_and(Work::is_users)
+        {
+            OpState::Cancelled
+        } else {
+            state
+        }
+    }
+}
+
+/// What each access of `queue` (of variable `var`) not yet granted waits behind: a write
+/// behind the access just ahead of it, a read behind the last write ahead of it.
+fn queue_blockers(var: VarId, queue: &[AccessSnapshot]) -> Vec<(OpId, Blocker)> {
+    let mut found = Vec::new();
+    let mut previous: Option<(OpId, bool)> = None;
+    let mut last_write: Option<OpId> = None;
+    for access in queue {
+        if !access.granted {
+            let behind = if access.write {
+                previous
+            } else {
+                last_write.map(|op| (op, true))
+            };
+            if let Some((behind, behind_writes)) = behind {
+                found.push((
+                    access.op,
+                    Blocker {
+                        var,
+                        behind,
+                        behind_writes,
+                    },
+                ));
+            }
+        }
+        if access.write {
+            last_write = Some(access.op);
+        }
+        previous = Some((access.op, access.write));
+    }
+    found
 }
 
 /// Runs `body` as the observed execution of op `id`, placed on `device`: with its device clock

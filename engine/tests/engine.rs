@@ -701,6 +701,54 @@ fn gated(
     (spec, gate, started)
 }
 
+/// A snapshot taken while ops run never contradicts itself, though it reads its queues one
+/// after the other and the ops' states after them: no queue holds a finished op, every access
+/// of a ready or running op is granted, and only a waiting op waits behind anything (it used to
+/// show an op running and waiting behind the op before it at once).
+#[test]
+fn a_snapshot_of_a_running_engine_agrees_with_itself() {
+    let engine = engine(Policy::Threaded, 2);
+    let chains: Vec<Var> = (0..3).map(|i| engine.new_var(format!("x{i}"))).collect();
+    let spin = || {
+        let start = std::time::Instant::now();
+        while start.elapsed() < Duration::from_micros(20) {
+            std::hint::spin_loop();
+        }
+        Ok(())
+    };
+    for i in 0..3_000 {
+        let (read, write) = (&chains[i % 3], &chains[(i + 1) % 3]);
+        engine.push(
+            OpSpec::new("x = f(y)", spin)
+                .reads(std::slice::from_ref(read))
+                .writes(std::slice::from_ref(write)),
+        );
+    }
+    let mut n_snapshots = 0;
+    while engine.n_unfinished() > 0 {
+        let snapshot = engine.snapshot();
+        n_snapshots += 1;
+        let states: std::collections::HashMap<_, _> =
+            snapshot.ops.iter().map(|op| (op.id, op.state)).collect();
+        let state = |id| states[&id];
+        for var in &snapshot.vars {
+            for access in &var.queue {
+                let state = state(access.op);
+                assert!(!state.is_finished(), "{access:?} of a {state:?} op");
+                if matches!(state, OpState::Ready | OpState::Running) {
+                    assert!(access.granted, "{access:?} of a {state:?} op");
+                }
+            }
+        }
+        for op in &snapshot.ops {
+            if op.state != OpState::Waiting {
+                assert!(op.waits_on.is_empty(), "{op:?}");
+            }
+        }
+    }
+    assert!(n_snapshots > 5, "{n_snapshots} snapshots");
+}
+
 /// An op cancelled while it waits stays in its queues until its turn, but a snapshot shows it
 /// cancelled from the cancel on, waiting for nothing; a wait pushed before the cancel is
 /// bookkeeping, not cancelled.

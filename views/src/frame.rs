@@ -19,6 +19,9 @@ pub struct Frame {
     pub vars: Vec<FrameVar>,
     /// Ops in push order: every op so far for a replay, the live ones for a snapshot.
     pub ops: Vec<FrameOp>,
+    /// Ops left out of `ops` (a live display lists at most so many) that a queue or a waiting
+    /// op's reasons name: [`Frame::op`] finds them, so that no view names an op by its number.
+    pub named: Vec<FrameOp>,
 }
 
 /// One live variable and its queue.
@@ -140,27 +143,28 @@ impl Frame {
                     worker: op.worker.map(|worker| worker_name(worker_names, worker)),
                     started_ns: None,
                     finished_ns: None,
-                    // A cancelled op waits for nothing: it only holds its place in the
-                    // queues until its turn, then finishes without running.
+                    // Only a waiting op waits for anything (a cancelled one only holds its
+                    // place in the queues until its turn, then finishes without running).
                     waits_on: match op.state {
-                        OpState::Cancelled => Vec::new(),
-                        _ => waits.remove(&op.id).unwrap_or_default(),
+                        OpState::Waiting => waits.remove(&op.id).unwrap_or_default(),
+                        _ => Vec::new(),
                     },
                 })
                 .collect(),
+            named: Vec::new(),
         }
     }
 
     /// Names each op's line as the reader numbers it (`cell[2]:3`, see [`Places`]).
     pub fn name_places(&mut self, places: &Places) {
-        for op in &mut self.ops {
+        for op in self.ops.iter_mut().chain(&mut self.named) {
             op.place = places.name(op.line);
         }
     }
 
-    /// One op by id.
+    /// One op by id, listed or only named ([`Frame::named`]).
     pub fn op(&self, id: OpId) -> Option<&FrameOp> {
-        self.ops.iter().find(|op| op.id == id)
+        self.ops.iter().chain(&self.named).find(|op| op.id == id)
     }
 
     /// A live variable's name, or `v7` when it is not in the frame.
@@ -174,21 +178,42 @@ impl Frame {
     /// The frame without the variables whose queue is empty and without finished ops: what a
     /// live panel has room for.
     pub fn busy_only(&self) -> Frame {
-        Frame {
+        let vars: Vec<FrameVar> = self
+            .vars
+            .iter()
+            .filter(|var| !var.queue.is_empty())
+            .cloned()
+            .collect();
+        let (ops, finished): (Vec<FrameOp>, Vec<FrameOp>) = self
+            .ops
+            .iter()
+            .cloned()
+            .partition(|op| !op.state.is_finished());
+        let mut busy = Frame {
             time_ns: self.time_ns,
-            vars: self
-                .vars
-                .iter()
-                .filter(|var| !var.queue.is_empty())
-                .cloned()
-                .collect(),
-            ops: self
+            vars,
+            ops,
+            named: Vec::new(),
+        };
+        // A finished op a queue still holds (a cancelled one, until its turn) keeps its name.
+        let named: Vec<FrameOp> = finished
+            .into_iter()
+            .chain(self.named.iter().cloned())
+            .filter(|op| busy.names(op.id))
+            .collect();
+        busy.named = named;
+        busy
+    }
+
+    /// Whether a queue or a listed op's reasons for waiting name op `id`.
+    pub fn names(&self, id: OpId) -> bool {
+        self.vars
+            .iter()
+            .any(|var| var.queue.iter().any(|access| access.op == id))
+            || self
                 .ops
                 .iter()
-                .filter(|op| !op.state.is_finished())
-                .cloned()
-                .collect(),
-        }
+                .any(|op| op.waits_on.iter().any(|blocker| blocker.behind == id))
     }
 
     /// Why `op` waits, in words, one clause per blocked variable naming every access it waits

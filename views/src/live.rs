@@ -15,7 +15,7 @@
 //! [`LiveView::text_with`] (the kernel's text fallback and the terminal's panels, each with its
 //! [`TextLayout`]).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::thread;
 
@@ -160,6 +160,8 @@ pub struct LiveFold {
     done: BTreeMap<usize, views::OpRecord>,
     /// The ops of the log by state, by [`state_index`].
     n_by_state: [usize; STATES.len()],
+    /// The log's ready and running ops, by position: a display lists them first.
+    active: BTreeSet<usize>,
     /// Whether the fold keeps every event, to draw the timeline (the kernel's display); the
     /// terminal's panels keep only op records.
     timeline: bool,
@@ -181,6 +183,7 @@ impl LiveFold {
             troubled: BTreeMap::new(),
             done: BTreeMap::new(),
             n_by_state: [0; STATES.len()],
+            active: BTreeSet::new(),
             timeline: true,
         }
     }
@@ -328,6 +331,7 @@ impl LiveFold {
                 .extend(record.reads.iter().chain(&record.writes).copied());
             self.n_pushed += 1;
             self.unfinished.insert(position, state);
+            mark_active(&mut self.active, position, state);
             self.n_by_state[state_index(state)] += 1;
             if self.timeline && self.n_pushed > MAX_TIMELINE_OPS {
                 // Too many ops for a timeline: keep no more events than a terminal's panel.
@@ -345,6 +349,7 @@ impl LiveFold {
         }
         self.n_by_state[state_index(old)] -= 1;
         self.n_by_state[state_index(state)] += 1;
+        mark_active(&mut self.active, position, state);
         if !state.is_finished() {
             self.unfinished.insert(position, state);
             return;
@@ -371,6 +376,131 @@ impl LiveFold {
         }
     }
 
+    /// The positions of the ops a display of more than [`MAX_OP_ROWS`] ops lists, in push
+    /// order: the running ops, then the ready ones, then the other unfinished ones in push
+    /// order, then the failed, skipped or cancelled ones, then the latest done ones. `further`
+    /// are the log's unfinished ops the snapshot shows further along, and `live_only` the live
+    /// ops the log has not shown yet (at positions from `n_log` on).
+    fn chosen_rows(
+        &self,
+        n_log: usize,
+        live_only: &[&views::FrameOp],
+        further: &[(usize, engine::OpState)],
+    ) -> Vec<usize> {
+        let shown_state = |position: usize, log_state: engine::OpState| {
+            further
+                .iter()
+                .find(|(other, _)| *other == position)
+                .map_or(log_state, |(_, state)| *state)
+        };
+        let live_only = live_only
+            .iter()
+            .enumerate()
+            .map(|(index, op)| (n_log + index, op.state));
+        // Every unfinished op, in the state shown: the log's, updated by the snapshot's.
+        let unfinished = self
+            .unfinished
+            .iter()
+            .map(|(&position, &state)| (position, shown_state(position, state)))
+            .filter(|(_, state)| !state.is_finished())
+            .chain(live_only.clone().filter(|(_, state)| !state.is_finished()));
+        let active = self
+            .active
+            .iter()
+            .map(|&position| (position, shown_state(position, self.unfinished[&position])))
+            .chain(further.iter().copied())
+            .chain(live_only.clone());
+        let mut chosen: Vec<usize> = Vec::with_capacity(MAX_OP_ROWS);
+        let mut choose = |position: usize| {
+            if chosen.len() < MAX_OP_ROWS && !chosen.contains(&position) {
+                chosen.push(position);
+            }
+        };
+        for wanted in [engine::OpState::Running, engine::OpState::Ready] {
+            for (position, _) in active.clone().filter(|(_, state)| *state == wanted) {
+                choose(position);
+            }
+        }
+        for (position, _) in unfinished.take(2 * MAX_OP_ROWS) {
+            choose(position);
+        }
+        // The finished ops the log has not seen finish, and the live-only ones.
+        let shown_finished = further
+            .iter()
+            .copied()
+            .chain(live_only)
+            .filter(|(_, state)| state.is_finished());
+        let mut troubled: Vec<usize> = self
+            .troubled
+            .keys()
+            .take(MAX_OP_ROWS)
+            .copied()
+            .chain(
+                shown_finished
+                    .clone()
+                    .filter(|(_, state)| *state != engine::OpState::Done)
+                    .map(|(position, _)| position),
+            )
+            .collect();
+        troubled.sort_unstable();
+        let mut latest_done: Vec<usize> = self
+            .done
+            .keys()
+            .rev()
+            .take(MAX_OP_ROWS)
+            .copied()
+            .chain(
+                shown_finished
+                    .filter(|(_, state)| *state == engine::OpState::Done)
+                    .map(|(position, _)| position),
+            )
+            .collect();
+        latest_done.sort_unstable_by(|a, b| b.cmp(a));
+        for position in troubled.into_iter().chain(latest_done) {
+            choose(position);
+        }
+        chosen.sort_unstable();
+        chosen
+    }
+
+    /// Brings the snapshot's queues of `vars` up to the log where the log is newer: an access
+    /// of an op the log saw finish is left out (its end is logged before it leaves its queues),
+    /// and an access of an op shown ready or running is granted.
+    fn bring_queues_up_to_the_log(
+        &self,
+        vars: &mut [views::FrameVar],
+        further: &[(usize, engine::OpState)],
+        live_only: &[&views::FrameOp],
+    ) {
+        let replay = &self.replay;
+        let finished_in_log = |id: engine::OpId| {
+            replay.forgot(id)
+                || replay
+                    .op_position(id)
+                    .is_some_and(|position| !self.unfinished.contains_key(&position))
+        };
+        let active = |id: engine::OpId| {
+            let state = match replay.op_position(id) {
+                Some(position) => further
+                    .iter()
+                    .find(|(other, _)| *other == position)
+                    .map(|(_, state)| *state)
+                    .or_else(|| self.unfinished.get(&position).copied()),
+                None => live_only.iter().find(|op| op.id == id).map(|op| op.state),
+            };
+            matches!(
+                state,
+                Some(engine::OpState::Ready | engine::OpState::Running)
+            )
+        };
+        for var in vars {
+            var.queue.retain(|access| !finished_in_log(access.op));
+            for access in &mut var.queue {
+                access.granted |= active(access.op);
+            }
+        }
+    }
+
     /// `live` is a snapshot's frame and the engine's worker names now (worker groups start on
     /// first use, after this fold began).
     fn cell_view(
@@ -393,17 +523,19 @@ impl LiveFold {
             now_ns
         };
         let since_first = |ns: u64| ns.saturating_sub(first_ns);
-        // Every op of the cell is an op of the log, with the snapshot's live state (and why it
-        // waits) while the log has not seen it finish, or a live op the log has not shown yet,
-        // after those: position `n_log + i` is `live_only[i]`. One pass over the live
-        // ops (the unfinished ones) says which are which, and how the states shown differ from
-        // the log's.
+        // Every op of the cell is an op of the log, shown in the state furthest along of the
+        // log's and the snapshot's (either may be the newer for an op: the snapshot is taken
+        // first, but the log is read only as far as its events are appended), or a live op the
+        // log has not shown yet, after those: position `n_log + i` is `live_only[i]`. One pass
+        // over the live ops (the unfinished ones) says which are which, and how the states
+        // shown differ from the log's. An op the log saw finish and forgot is counted already.
         let mut n_by_state = self.n_by_state;
         let mut live_only: Vec<&views::FrameOp> = Vec::new();
-        // The log's unfinished ops that the snapshot shows finished (since the log was read).
-        let mut finished_since: Vec<(usize, engine::OpState)> = Vec::new();
+        // The log's unfinished ops that the snapshot shows further along, with that state.
+        let mut further: Vec<(usize, engine::OpState)> = Vec::new();
         for op in &live.ops {
             match replay.op_position(op.id) {
+                None if replay.forgot(op.id) => {}
                 None => {
                     n_by_state[state_index(op.state)] += 1;
                     live_only.push(op);
@@ -412,12 +544,10 @@ impl LiveFold {
                     let Some(&state) = self.unfinished.get(&position) else {
                         continue;
                     };
-                    if op.state != state {
+                    if progress(op.state) > progress(state) {
                         n_by_state[state_index(state)] -= 1;
                         n_by_state[state_index(op.state)] += 1;
-                        if op.state.is_finished() {
-                            finished_since.push((position, op.state));
-                        }
+                        further.push((position, op.state));
                     }
                 }
             }
@@ -440,94 +570,41 @@ impl LiveFold {
                 .ok()
                 .map(|index| &live.ops[index]),
         };
-
-        // The ops a display lists, in push order: every unfinished op first (the interesting
-        // ones), then the failed, skipped or cancelled ones, then the latest done ones, at most
-        // MAX_OP_ROWS.
         let chosen: Vec<usize> = if n_ops <= MAX_OP_ROWS {
             (0..n_ops).collect()
         } else {
-            let live_only = live_only
-                .iter()
-                .enumerate()
-                .map(|(index, op)| (n_log + index, op.state));
-            // The finished ops the log has not seen finish, and the live-only ones.
-            let shown_finished = finished_since
-                .iter()
-                .copied()
-                .chain(live_only.clone().filter(|(_, state)| state.is_finished()));
-            let unfinished = self
-                .unfinished
-                .keys()
-                .copied()
-                .filter(|position| finished_since.iter().all(|(other, _)| other != position))
-                .take(MAX_OP_ROWS)
-                .chain(
-                    live_only
-                        .filter(|(_, state)| !state.is_finished())
-                        .map(|(position, _)| position),
-                );
-            let mut troubled: Vec<usize> = self
-                .troubled
-                .keys()
-                .take(MAX_OP_ROWS)
-                .copied()
-                .chain(
-                    shown_finished
-                        .clone()
-                        .filter(|(_, state)| *state != engine::OpState::Done)
-                        .map(|(position, _)| position),
-                )
-                .collect();
-            troubled.sort_unstable();
-            let mut latest_done: Vec<usize> = self
-                .done
-                .keys()
-                .rev()
-                .take(MAX_OP_ROWS)
-                .copied()
-                .chain(
-                    shown_finished
-                        .filter(|(_, state)| *state == engine::OpState::Done)
-                        .map(|(position, _)| position),
-                )
-                .collect();
-            latest_done.sort_unstable_by(|a, b| b.cmp(a));
-            let mut chosen: Vec<usize> = unfinished
-                .chain(troubled)
-                .chain(latest_done)
-                .take(MAX_OP_ROWS)
-                .collect();
-            chosen.sort_unstable();
-            chosen
+            self.chosen_rows(n_log, &live_only, &further)
+        };
+        // An op's row, at its position: the log's record with the snapshot's live state and
+        // reasons for waiting, or a live-only op as the snapshot shows it.
+        let row = |position: usize| {
+            let record = replay
+                .op_at(position)
+                .or_else(|| self.done.get(&position))
+                .or_else(|| self.troubled.get(&position));
+            let mut op = match record {
+                Some(record) => {
+                    let worker = record.worker.map(|worker| {
+                        worker_names
+                            .get(worker as usize)
+                            .cloned()
+                            .unwrap_or_else(|| replay.worker_name(worker))
+                    });
+                    let shown_live = (!record.state.is_finished())
+                        .then(|| live_op(record.id))
+                        .flatten();
+                    row_of(record, shown_live, worker)
+                }
+                // A live-only op (every op of the log chosen has a record).
+                None => (*live_only.get(position.checked_sub(n_log)?)?).clone(),
+            };
+            op.started_ns = op.started_ns.map(since_first);
+            op.finished_ns = op.finished_ns.map(since_first);
+            Some(op)
         };
         let ops: Vec<views::FrameOp> = chosen
-            .into_iter()
-            .filter_map(|position| {
-                let record = replay
-                    .op_at(position)
-                    .or_else(|| self.done.get(&position))
-                    .or_else(|| self.troubled.get(&position));
-                let mut op = match record {
-                    Some(record) => {
-                        let worker = record.worker.map(|worker| {
-                            worker_names
-                                .get(worker as usize)
-                                .cloned()
-                                .unwrap_or_else(|| replay.worker_name(worker))
-                        });
-                        let shown_live = (!record.state.is_finished())
-                            .then(|| live_op(record.id))
-                            .flatten();
-                        row_of(record, shown_live, worker)
-                    }
-                    // A live-only op (every op of the log chosen has a record).
-                    None => (*live_only.get(position.checked_sub(n_log)?)?).clone(),
-                };
-                op.started_ns = op.started_ns.map(since_first);
-                op.finished_ns = op.finished_ns.map(since_first);
-                Some(op)
-            })
+            .iter()
+            .filter_map(|&position| row(position))
             .collect();
         let n_hidden = n_ops - ops.len();
         let about = About {
@@ -540,14 +617,33 @@ impl LiveFold {
 
         // The variables the cell's ops access, and the busy ones (which include every variable
         // a live op waits on: its waiting access is in that variable's queue).
-        let vars = shown_vars(live, &self.touched);
+        let mut vars = shown_vars(live, &self.touched);
+        self.bring_queues_up_to_the_log(&mut vars, &further, &live_only);
+        let mut frame = views::Frame {
+            time_ns: since_first(last_ns),
+            vars,
+            ops,
+            named: Vec::new(),
+        };
+        // The ops the queues shown and the reasons for waiting name, beyond the rows.
+        let position_of = |id: engine::OpId| {
+            replay.op_position(id).or_else(|| {
+                live_only
+                    .iter()
+                    .position(|op| op.id == id)
+                    .map(|index| n_log + index)
+            })
+        };
+        let mut named: Vec<views::FrameOp> = Vec::new();
+        for id in named_ops(&frame) {
+            if frame.op(id).is_none() && named.iter().all(|op| op.id != id) {
+                named.extend(position_of(id).and_then(row));
+            }
+        }
+        frame.named = named;
         LiveView {
             heading,
-            frame: views::Frame {
-                time_ns: since_first(last_ns),
-                vars,
-                ops,
-            },
+            frame,
             counts,
             n_hidden,
             timeline: None,
@@ -655,7 +751,15 @@ impl LiveView {
                 lines.push(format!("  … and {} more ops", self.n_hidden));
             }
         } else if layout.ops {
-            let ops = views::text::unfinished_ops(&self.frame, style);
+            // A panel may be cut short: its running ops first, then its ready ones, then those
+            // that wait (each in push order), so that no cut leaves out what runs.
+            let mut panel = self.frame.clone();
+            panel.ops.sort_by_key(|op| match op.state {
+                engine::OpState::Running => 0,
+                engine::OpState::Ready => 1,
+                _ => 2,
+            });
+            let ops = views::text::unfinished_ops(&panel, style);
             lines.extend(ops.lines().map(str::to_string));
         }
         if lines.len() > layout.max_lines {
@@ -700,6 +804,47 @@ impl LiveView {
     }
 }
 
+/// Keeps `active` (a fold's ready and running ops, by position) up to date with the op at
+/// `position` now in `state`.
+fn mark_active(active: &mut BTreeSet<usize>, position: usize, state: engine::OpState) {
+    if matches!(state, engine::OpState::Ready | engine::OpState::Running) {
+        active.insert(position);
+    } else {
+        active.remove(&position);
+    }
+}
+
+/// How far along an op in `state` is: of two states seen for one op, the one further along is
+/// the newer.
+fn progress(state: engine::OpState) -> u8 {
+    match state {
+        engine::OpState::Waiting => 0,
+        engine::OpState::Ready => 1,
+        engine::OpState::Running => 2,
+        _ => 3,
+    }
+}
+
+/// How many entries of each queue a display may name (the HTML shows this many, a terminal as
+/// many as fit).
+const MAX_QUEUE_NAMES: usize = 12;
+
+/// The ops `frame`'s queues (their first [`MAX_QUEUE_NAMES`] entries) and its ops' reasons for
+/// waiting name.
+fn named_ops(frame: &views::Frame) -> Vec<engine::OpId> {
+    let queued = frame
+        .vars
+        .iter()
+        .flat_map(|var| var.queue.iter().take(MAX_QUEUE_NAMES))
+        .map(|access| access.op);
+    let blockers = frame
+        .ops
+        .iter()
+        .flat_map(|op| &op.waits_on)
+        .map(|blocker| blocker.behind);
+    queued.chain(blockers).collect()
+}
+
 /// An op's row: the snapshot's live state (and what it waits behind) while it has not
 /// finished, else the log's record; `worker` names the worker the log saw. Where the log saw
 /// the op further along than the snapshot (it started after the snapshot was taken), the
@@ -709,12 +854,6 @@ fn row_of(
     live_op: Option<&views::FrameOp>,
     worker: Option<String>,
 ) -> views::FrameOp {
-    let progress = |state: engine::OpState| match state {
-        engine::OpState::Waiting => 0,
-        engine::OpState::Ready => 1,
-        engine::OpState::Running => 2,
-        _ => 3,
-    };
     match live_op {
         Some(live_op) if progress(record.state) > progress(live_op.state) => views::FrameOp {
             worker: live_op.worker.clone().or(worker),
@@ -1174,6 +1313,100 @@ mod tests {
         assert_eq!(drawn.frame.ops.len(), MAX_OP_ROWS);
     }
 
+    /// Every view of a long run in flight agrees with itself, however the snapshot and the log
+    /// interleave: its heading counts each op once (the ops it counts are the ops pushed), in
+    /// one state, the state its row shows; the queues and the reasons for waiting name every op
+    /// they list by its statement. Two chains of 1,500 short ops each, and a kernel's display
+    /// (which stops keeping events past a thousand ops) and a terminal's panel redrawn as they
+    /// run.
+    #[test]
+    fn every_view_of_a_long_run_in_flight_agrees_with_itself() {
+        let log = Arc::new(engine::EventLog::new());
+        let engine = engine::Engine::new(engine::EngineConfig {
+            policy: engine::Policy::Threaded,
+            threads: 2,
+            sink: Some(log.clone()),
+            ..engine::EngineConfig::default()
+        });
+        let source = LiveSource {
+            title: "chains.dep".to_string(),
+            policy: engine::Policy::Threaded,
+            monitor: engine.monitor(),
+            log,
+            places: views::Places::default(),
+        };
+        let mut folds = [LiveFold::new(&source), LiveFold::from_now(&source)];
+        let chains: Vec<engine::Var> = (0..2).map(|i| engine.new_var(format!("x{i}"))).collect();
+        const N: u32 = 3_000;
+        let spin = || {
+            let start = std::time::Instant::now();
+            while start.elapsed() < Duration::from_micros(50) {
+                std::hint::spin_loop();
+            }
+            Ok(())
+        };
+        for line in 1..=N {
+            let var = chains[line as usize % 2].clone();
+            engine.push(
+                engine::OpSpec::new("x = work(x)", spin)
+                    .writes(&[var])
+                    .line(line),
+            );
+        }
+        let mut n_views = 0;
+        loop {
+            let done = engine.monitor().n_unfinished() == 0;
+            for (which, fold) in folds.iter_mut().enumerate() {
+                let view = fold.view(&source, done);
+                n_views += 1;
+                let heading = &format!("fold {which}: {}", view.heading);
+                let counted: usize = view.counts.iter().map(|(_, count)| count).sum();
+                assert_eq!(counted, view.n_ops(), "{heading}");
+                assert_eq!(view.n_ops(), N as usize, "{heading}");
+                let n_unfinished: usize = view
+                    .counts
+                    .iter()
+                    .filter(|(state, _)| !state.is_finished())
+                    .map(|(_, count)| count)
+                    .sum();
+                for state in [engine::OpState::Running, engine::OpState::Ready] {
+                    assert!(view.count(state) <= 2, "two chains: {heading}");
+                }
+                if n_unfinished <= MAX_OP_ROWS {
+                    for state in [
+                        engine::OpState::Running,
+                        engine::OpState::Ready,
+                        engine::OpState::Waiting,
+                    ] {
+                        let rows = view.frame.ops.iter().filter(|op| op.state == state);
+                        assert_eq!(rows.count(), view.count(state), "{heading}");
+                    }
+                }
+                let text = view.text(None);
+                for var in &view.frame.vars {
+                    for access in var.queue.iter().take(12) {
+                        assert!(
+                            view.frame.op(access.op).is_some(),
+                            "fold {which}: {access:?}\n{text}"
+                        );
+                    }
+                }
+                for op in &view.frame.ops {
+                    for blocker in &op.waits_on {
+                        assert!(
+                            view.frame.op(blocker.behind).is_some(),
+                            "{blocker:?}\n{text}"
+                        );
+                    }
+                }
+            }
+            if done {
+                break;
+            }
+        }
+        assert!(n_views >= 10, "{n_views} views");
+    }
+
     /// Mid-run, the live timeline counts a running op in its lane's busy share: a worker busy
     /// since the cell began is not shown idle.
     #[test]
@@ -1250,6 +1483,7 @@ mod tests {
                 waiting,
                 op(4, "W = Z * 2", engine::OpState::Waiting, (None, None)),
             ],
+            named: Vec::new(),
         };
         let counts = vec![
             (engine::OpState::Running, 1),
@@ -1389,6 +1623,41 @@ mod tests {
         );
     }
 
+    /// A panel cut short by its room lists its running ops first: the op that runs is never
+    /// the one left out (a REPL panel over a long loop used to list 20 waiting ops of one chain
+    /// and cut the running op of another).
+    #[test]
+    fn a_panel_cut_short_lists_its_running_ops_first() {
+        let mut view = sample_view();
+        let last = view.frame.ops.last_mut().unwrap();
+        last.state = engine::OpState::Running;
+        last.waits_on.clear();
+        last.worker = Some("cpu:1".to_string());
+        let panel = |max_lines| TextLayout {
+            style: views::TextStyle::plain(120),
+            idle_queues: false,
+            ops: true,
+            finished_ops: false,
+            max_lines,
+        };
+        let whole = view.text_with(None, &panel(100));
+        let header = whole
+            .lines()
+            .position(|line| line.starts_with("op "))
+            .unwrap();
+        // Room for the table's header, two rows and the line saying what was cut: the two
+        // running ops (`Y = work(…)` is pushed before `Z = Y + 1`, which waits).
+        let cut = view.text_with(None, &panel(header + 4));
+        let rows: Vec<&str> = cut.lines().skip(header + 1).collect();
+        assert_eq!(rows.len(), 3, "{cut}");
+        assert!(rows[0].starts_with("Y = work(4000, X @ X)"), "{cut}");
+        assert!(
+            rows[1].starts_with("W = Z * 2") && rows[1].contains("running"),
+            "{cut}"
+        );
+        assert!(rows[2].contains("more lines"), "{cut}");
+    }
+
     /// Ops cancelled by Ctrl-C that the engine still lists as waiting are shown and counted
     /// as cancelled, in the rows and in the heading.
     #[test]
@@ -1474,6 +1743,7 @@ mod tests {
         .filter(|(_, count)| *count > 0)
         .collect();
         let n_ops = ops.len();
+        let every_op = ops.clone();
         let ops = old_shown_ops(ops);
         let n_hidden = n_ops - ops.len();
         let about = About {
@@ -1494,14 +1764,36 @@ mod tests {
                     .flat_map(|op| op.waits_on.iter().map(|blocker| blocker.var)),
             )
             .collect();
-        let vars = shown_vars(live, &touched);
+        let mut vars = shown_vars(live, &touched);
+        // The queues as the log has them: without the ops it saw finish, granted to the ops
+        // shown ready or running.
+        let shown = |id: engine::OpId| every_op.iter().find(|op| op.id == id);
+        for var in &mut vars {
+            var.queue.retain(|access| {
+                !replay
+                    .op(access.op)
+                    .is_some_and(|op| op.state.is_finished())
+            });
+            for access in &mut var.queue {
+                access.granted |= shown(access.op).is_some_and(|op| {
+                    matches!(op.state, engine::OpState::Ready | engine::OpState::Running)
+                });
+            }
+        }
+        let mut frame = views::Frame {
+            time_ns: since_first(last_ns),
+            vars,
+            ops,
+            named: Vec::new(),
+        };
+        for id in named_ops(&frame) {
+            if frame.op(id).is_none() {
+                frame.named.extend(shown(id).cloned());
+            }
+        }
         LiveView {
             heading,
-            frame: views::Frame {
-                time_ns: since_first(last_ns),
-                vars,
-                ops,
-            },
+            frame,
             counts,
             n_hidden,
             timeline: None,
@@ -1509,13 +1801,19 @@ mod tests {
         }
     }
 
+    /// At most [`MAX_OP_ROWS`] of `ops`, in push order: the running ones, the ready ones, the
+    /// other unfinished ones, the failed, skipped or cancelled ones, the latest done ones.
     fn old_shown_ops(ops: Vec<views::FrameOp>) -> Vec<views::FrameOp> {
         if ops.len() <= MAX_OP_ROWS {
             return ops;
         }
         let is_done = |op: &views::FrameOp| op.state == engine::OpState::Done;
         let mut chosen: Vec<usize> = Vec::with_capacity(MAX_OP_ROWS);
-        let unfinished = (0..ops.len()).filter(|&idx| !ops[idx].state.is_finished());
+        let ops_ref = &ops;
+        let in_state = |state| (0..ops_ref.len()).filter(move |&idx| ops_ref[idx].state == state);
+        let unfinished = in_state(engine::OpState::Running)
+            .chain(in_state(engine::OpState::Ready))
+            .chain(in_state(engine::OpState::Waiting));
         let failed =
             (0..ops.len()).filter(|&idx| ops[idx].state.is_finished() && !is_done(&ops[idx]));
         let latest_done = (0..ops.len()).rev().filter(|&idx| is_done(&ops[idx]));

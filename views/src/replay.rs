@@ -66,6 +66,8 @@ struct OpTable {
     base: usize,
     /// How many ops `ops` holds when [`Replay::forget_finished`] next looks for some to forget.
     forget_at: usize,
+    /// The newest op [`Replay::forget_finished`] forgot.
+    newest_forgotten: Option<OpId>,
     /// How many events were folded: the next one's index in the log.
     n_events: usize,
 }
@@ -300,6 +302,7 @@ impl Replay {
             .count();
         for record in table.ops.drain(..n) {
             table.op_index.remove(&record.id);
+            table.newest_forgotten = table.newest_forgotten.max(Some(record.id));
         }
         table.base += n;
         table.forget_at = 2 * table.ops.len();
@@ -311,6 +314,15 @@ impl Replay {
     /// `ops()[0]`.
     pub fn n_forgotten(&self) -> usize {
         self.table.base
+    }
+
+    /// Whether `id` is an op whose record [`Replay::forget_finished`] forgot: one that finished
+    /// (ops are numbered in push order, and only the front of the table is forgotten). A live
+    /// snapshot may still hold it; the replay counted it and its end.
+    pub fn forgot(&self, id: OpId) -> bool {
+        self.table
+            .newest_forgotten
+            .is_some_and(|newest| id <= newest)
     }
 
     /// The record of the op at `position` (in push order, over the whole run), unless it was

@@ -308,7 +308,12 @@ impl<'a> Stepper<'a> {
             // cut): the state it rebuilds is the state at the cut.
             time_ns = time_ns.max(self.prologue.cut_ns);
         }
-        Frame { time_ns, vars, ops }
+        Frame {
+            time_ns,
+            vars,
+            ops,
+            named: Vec::new(),
+        }
     }
 }
 
