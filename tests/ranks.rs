@@ -961,6 +961,51 @@ fn a_replayed_summary_of_several_ranks_says_it_adds_them_up() {
     assert!(!run.stdout.contains("ranks of the trace"), "{}", run.stdout);
 }
 
+/// `dep replay` of a trace of several ranks steps forward in time through every rank's events
+/// at once, and names each rank's variables by their rank (`r1 x`): it used to step through
+/// rank 0's whole run, then back to the start for rank 1's, with two rows named `x`.
+#[test]
+fn a_replay_of_several_ranks_steps_forward_in_time_through_them_all() {
+    let dir = TestDir::new();
+    let script = "x = work(1, ones(2) * (rank() + 1))\nx = allreduce(x)\ny = work(1, x)\nprint y\n";
+    simulated(&dir, 2, script, &["--trace", "t.json"]).expect_code(0);
+    let run = Run::of(dir.dep().args(["replay", "t.json"])).expect_code(0);
+    let to_ns = |time: &str| {
+        let (value, unit) = time.split_once(' ').unwrap();
+        let scale = match unit {
+            "ns" => 1.0,
+            "µs" => 1e3,
+            "ms" => 1e6,
+            _ => 1e9,
+        };
+        value.parse::<f64>().unwrap() * scale
+    };
+    let times: Vec<f64> = run
+        .stdout
+        .lines()
+        .filter_map(|line| line.strip_prefix("step "))
+        .map(|step| {
+            to_ns(
+                step.split(" at ")
+                    .nth(1)
+                    .unwrap()
+                    .split(':')
+                    .next()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    assert!(times.len() > 20, "{}", run.stdout);
+    assert!(
+        times.windows(2).all(|pair| pair[0] <= pair[1]),
+        "{}",
+        run.stdout
+    );
+    for created in ["created r0 x", "created r1 x"] {
+        assert!(run.stdout.contains(created), "{created}\n{}", run.stdout);
+    }
+}
+
 /// A syntax error is the same on every rank: said once, as a single run says it, and no rank
 /// runs (each of 3 simulated ranks printed it, labelled `error (rank N)`).
 #[test]

@@ -264,6 +264,9 @@ impl LiveFold {
         if self.timeline {
             // While the cell runs, its timeline reaches now: a running op's bar grows with it.
             self.replay.set_now((!finished).then_some(now_ns));
+            // Its lanes are named as the rows name their workers: workers start on first use,
+            // after the fold began (the first cell on a new engine).
+            self.replay.set_worker_names(worker_names);
             view.timeline = self.timeline(source);
         }
         view
@@ -1036,6 +1039,10 @@ mod tests {
             .find(|op| &*op.label == "X = copy")
             .unwrap();
         assert_eq!(row.worker.as_deref(), Some("copy:0"));
+        // The timeline under the tables names its lane so too, not `worker 0`.
+        let timeline = view.timeline.as_deref().unwrap_or_default();
+        assert!(timeline.contains(">copy:0</text>"), "{timeline}");
+        assert!(!timeline.contains("worker 0"), "{timeline}");
     }
 
     /// `print A + 1` pushes a temporary's value, waits for it and deletes it: the cell shows

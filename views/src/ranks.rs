@@ -109,13 +109,16 @@ fn kind_order(kind: &EventKind) -> (u8, u64, u64) {
 }
 
 /// Every rank's events in one replay: rank r's op n becomes op `n * ranks + r` (its variables
-/// likewise), its workers are named `r{rank} {name}`, its device lanes `r{rank} {lane}`, and
-/// its times are moved by its offset. Ranks' events follow each other (rank 0's first).
+/// likewise, named `r{rank} {name}` when there are several ranks), its workers are named
+/// `r{rank} {name}`, its device lanes `r{rank} {lane}`, and its times are moved by its offset.
+/// The ranks' events are interleaved in time order (the earlier rank first at a tie), each
+/// rank's kept in its own order, so that stepping through the replay moves forward in time.
 pub fn merge(runs: &[RankRun]) -> Replay {
     let n = runs.len().max(1) as u64;
-    let mut events = Vec::with_capacity(runs.iter().map(|run| run.events.len()).sum());
+    let mut by_rank: Vec<Vec<Event>> = Vec::with_capacity(runs.len());
     let mut worker_names = Vec::new();
     for run in runs {
+        let mut events = Vec::with_capacity(run.events.len());
         let rank = run.rank as u64;
         let first_worker = worker_names.len() as u32;
         worker_names.extend(
@@ -130,7 +133,10 @@ pub fn merge(runs: &[RankRun]) -> Replay {
             let kind = match &event.kind {
                 EventKind::VarCreated { var: v, name } => EventKind::VarCreated {
                     var: var(*v),
-                    name: name.clone(),
+                    name: match n {
+                        1 => name.clone(),
+                        _ => format!("r{} {name}", run.rank).into(),
+                    },
                 },
                 EventKind::VarDeleted { var: v } => EventKind::VarDeleted { var: var(*v) },
                 EventKind::Pushed {
@@ -186,8 +192,33 @@ pub fn merge(runs: &[RankRun]) -> Replay {
                 kind,
             });
         }
+        by_rank.push(events);
     }
-    Replay::new(events, worker_names)
+    Replay::new(in_time_order(by_rank), worker_names)
+}
+
+/// The events of every rank in one list: repeatedly the next event of the rank whose next
+/// event is earliest (the earlier rank at a tie), so that each rank's events keep their order.
+fn in_time_order(by_rank: Vec<Vec<Event>>) -> Vec<Event> {
+    let mut merged = Vec::with_capacity(by_rank.iter().map(Vec::len).sum());
+    let mut ranks: Vec<std::iter::Peekable<std::vec::IntoIter<Event>>> = by_rank
+        .into_iter()
+        .map(|events| events.into_iter().peekable())
+        .collect();
+    let mut next = std::collections::BinaryHeap::new();
+    for (rank, events) in ranks.iter_mut().enumerate() {
+        if let Some(event) = events.peek() {
+            next.push(std::cmp::Reverse((event.time_ns, rank)));
+        }
+    }
+    while let Some(std::cmp::Reverse((_, rank))) = next.pop() {
+        let events = &mut ranks[rank];
+        merged.extend(events.next());
+        if let Some(event) = events.peek() {
+            next.push(std::cmp::Reverse((event.time_ns, rank)));
+        }
+    }
+    merged
 }
 
 /// The timeline of every rank, each with its own lanes (`r0 cpu0`, `r0 net:0`, `r1 cpu0`...).
