@@ -1855,19 +1855,21 @@ impl Shared {
         // a snapshot never contradicts itself: a finished op's accesses are left out, an access
         // of an op that is ready or running is granted, and only a waiting op waits behind
         // anything.
-        let mut ops: BTreeMap<OpId, OpRef> = BTreeMap::new();
-        let mut queues: Vec<Vec<AccessSnapshot>> = Vec::with_capacity(live.len());
+        // Every op met in a queue, by id: its index in `refs`, where the op is held.
+        let mut index: BTreeMap<OpId, usize> = BTreeMap::new();
+        let mut refs: Vec<OpRef> = Vec::new();
+        // Each variable's queue: (its op's index, whether it writes, whether it is granted).
+        let mut queues: Vec<Vec<(usize, bool, bool)>> = Vec::with_capacity(live.len());
         let mut vars = Vec::with_capacity(live.len());
         for var in &live {
             let state = lock(&var.state);
             let mut queue = Vec::new();
             for access in state.queue.entries() {
-                ops.entry(access.op.id).or_insert_with(|| access.op.clone());
-                queue.push(AccessSnapshot {
-                    op: access.op.id,
-                    write: access.write,
-                    granted: access.granted,
+                let op = *index.entry(access.op.id).or_insert_with(|| {
+                    refs.push(access.op.clone());
+                    refs.len() - 1
                 });
+                queue.push((op, access.write, access.granted));
             }
             queues.push(queue);
             vars.push(VarSnapshot {
@@ -1879,39 +1881,52 @@ impl Shared {
             });
         }
         // Each op's state (read once), and as the snapshot shows it.
-        let states: BTreeMap<OpId, (OpState, OpState)> = ops
+        let states: Vec<(OpState, OpState)> = refs
             .iter()
-            .map(|(id, op)| {
+            .map(|op| {
                 let state = op.state();
-                (*id, (state, self.shown_state(op, state)))
+                (state, self.shown_state(op, state))
             })
             .collect();
-        let mut waits: BTreeMap<OpId, Vec<Blocker>> = BTreeMap::new();
-        for (var, mut queue) in vars.iter_mut().zip(queues) {
-            queue.retain(|access| !states[&access.op].0.is_finished());
-            for access in &mut queue {
-                access.granted |= matches!(states[&access.op].0, OpState::Ready | OpState::Running);
-            }
-            for (op, blocker) in queue_blockers(var.id, &queue) {
-                if states[&op].1 == OpState::Waiting {
-                    waits.entry(op).or_default().push(blocker);
+        let mut waits: Vec<Vec<Blocker>> = vec![Vec::new(); refs.len()];
+        for (var, queue) in vars.iter_mut().zip(queues) {
+            let (indices, queue): (Vec<usize>, Vec<AccessSnapshot>) = queue
+                .into_iter()
+                .filter(|(op, _, _)| !states[*op].0.is_finished())
+                .map(|(op, write, granted)| {
+                    let active = matches!(states[op].0, OpState::Ready | OpState::Running);
+                    let access = AccessSnapshot {
+                        op: refs[op].id,
+                        write,
+                        granted: granted || active,
+                    };
+                    (op, access)
+                })
+                .unzip();
+            for (at, blocker) in queue_blockers(var.id, &queue) {
+                let op = indices[at];
+                if states[op].1 == OpState::Waiting {
+                    waits[op].push(blocker);
                 }
             }
             var.queue = queue;
         }
-        let ops = ops
+        let ops = index
             .into_values()
-            .map(|op| OpSnapshot {
-                id: op.id,
-                label: op.label.clone(),
-                line: op.line,
-                state: states[&op.id].1,
-                device: op.device,
-                priority: op.priority,
-                worker: op.worker(),
-                reads: op.accesses.reads.iter().map(Var::id).collect(),
-                writes: op.accesses.writes.iter().map(Var::id).collect(),
-                waits_on: waits.remove(&op.id).unwrap_or_default(),
+            .map(|at| {
+                let op = &refs[at];
+                OpSnapshot {
+                    id: op.id,
+                    label: op.label.clone(),
+                    line: op.line,
+                    state: states[at].1,
+                    device: op.device,
+                    priority: op.priority,
+                    worker: op.worker(),
+                    reads: op.accesses.reads.iter().map(Var::id).collect(),
+                    writes: op.accesses.writes.iter().map(Var::id).collect(),
+                    waits_on: std::mem::take(&mut waits[at]),
+                }
             })
             .collect();
         Snapshot { time_ns, vars, ops }
@@ -1932,13 +1947,14 @@ impl Shared {
     }
 }
 
-/// What each access of `queue` (of variable `var`) not yet granted waits behind: a write
-/// behind the access just ahead of it, a read behind the last write ahead of it.
-fn queue_blockers(var: VarId, queue: &[AccessSnapshot]) -> Vec<(OpId, Blocker)> {
+/// What each access of `queue` (of variable `var`) not yet granted waits behind, by the
+/// access's place in the queue: a write behind the access just ahead of it, a read behind the
+/// last write ahead of it.
+fn queue_blockers(var: VarId, queue: &[AccessSnapshot]) -> Vec<(usize, Blocker)> {
     let mut found = Vec::new();
     let mut previous: Option<(OpId, bool)> = None;
     let mut last_write: Option<OpId> = None;
-    for access in queue {
+    for (at, access) in queue.iter().enumerate() {
         if !access.granted {
             let behind = if access.write {
                 previous
@@ -1947,7 +1963,7 @@ fn queue_blockers(var: VarId, queue: &[AccessSnapshot]) -> Vec<(OpId, Blocker)> 
             };
             if let Some((behind, behind_writes)) = behind {
                 found.push((
-                    access.op,
+                    at,
                     Blocker {
                         var,
                         behind,

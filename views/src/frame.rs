@@ -100,18 +100,38 @@ impl Frame {
     /// reads ahead of a write are two blockers), worked out from the queues by the rule a replay
     /// uses.
     pub fn from_snapshot(snapshot: &engine::Snapshot, worker_names: &[String]) -> Frame {
+        // The bookkeeping ops, left out of the queues as they are of the ops.
+        let internal: std::collections::HashSet<OpId> = snapshot
+            .ops
+            .iter()
+            .filter(|op| is_internal_op(&op.label))
+            .map(|op| op.id)
+            .collect();
+        let queues: Vec<Vec<AccessSnapshot>> = snapshot
+            .vars
+            .iter()
+            .map(|var| {
+                var.queue
+                    .iter()
+                    .filter(|access| !internal.contains(&access.op))
+                    .copied()
+                    .collect()
+            })
+            .collect();
         let mut waits: HashMap<OpId, Vec<Blocker>> = HashMap::new();
-        for var in &snapshot.vars {
-            for (op, blocker) in blockers(var.id, &var.queue) {
+        for (var, queue) in snapshot.vars.iter().zip(&queues) {
+            for (op, blocker) in blockers(var.id, queue) {
                 waits.entry(op).or_default().push(blocker);
             }
         }
         // A variable whose deletion waits in its queue (`del A` while A is read) is shown as
-        // such: a new `A` may already be live beside it.
+        // such: a new `A` may already be live beside it. (The interpreter deletes each of its
+        // temporaries as soon as it is pushed: that deletion is bookkeeping, not shown.)
         let deleted: Vec<VarId> = snapshot
             .ops
             .iter()
             .filter(|op| op.label.starts_with("del ") && op.reads.is_empty())
+            .filter(|op| !internal.contains(&op.id))
             .flat_map(|op| op.writes.iter().copied())
             .collect();
         Frame {
@@ -119,14 +139,15 @@ impl Frame {
             vars: snapshot
                 .vars
                 .iter()
-                .filter(|var| !is_internal_name(&var.name))
-                .map(|var| FrameVar {
+                .zip(queues)
+                .filter(|(var, _)| !is_internal_name(&var.name))
+                .map(|(var, queue)| FrameVar {
                     id: var.id,
                     name: match deleted.contains(&var.id) {
                         true => Arc::from(format!("{} (deleted)", var.name)),
                         false => var.name.clone(),
                     },
-                    queue: var.queue.clone(),
+                    queue,
                 })
                 .collect(),
             ops: snapshot
@@ -405,6 +426,29 @@ mod internal_tests {
             1,
             "{names:?}"
         );
+    }
+
+    /// A function's result (`return#1`) is shown, and the interpreter deletes it as soon as
+    /// the call's ops are pushed: that deletion is bookkeeping, neither in its queue (where it
+    /// was named `op3`) nor naming the live result "deleted".
+    #[test]
+    fn a_temporarys_own_deletion_is_neither_queued_nor_named() {
+        let engine = one_worker_engine();
+        let result = engine.new_var("return#1");
+        let (writer, open) = gated("return work(1, x)");
+        engine.push(writer.writes(std::slice::from_ref(&result)));
+        engine
+            .push(engine::OpSpec::new("a = f(a)", || Ok(())).reads(std::slice::from_ref(&result)));
+        engine.delete_var(result, 2, || ());
+        let frame = Frame::from_snapshot(&engine.snapshot(), &engine.worker_names());
+        let _ = open.send(());
+        engine.wait_all();
+        let [var] = &frame.vars[..] else {
+            panic!("{:?}", frame.vars);
+        };
+        assert_eq!(&*var.name, "return#1");
+        assert_eq!(var.queue.len(), 2, "{:?}", var.queue);
+        assert!(var.queue.iter().all(|access| frame.op(access.op).is_some()));
     }
 
     /// A write cancelled while it waits: the frame shows it cancelled, waiting for nothing, and

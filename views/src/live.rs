@@ -66,6 +66,9 @@ pub struct LiveView {
     counts: Vec<(engine::OpState, usize)>,
     /// How many of the cell's ops the frame leaves out.
     n_hidden: usize,
+    /// How many of the variables it would show (touched by the cell's ops, or busy) the frame
+    /// leaves out.
+    n_vars_hidden: usize,
     /// The timeline (SVG) of what the cell ran so far, when it has room for one.
     timeline: Option<String>,
     /// What the heading says besides the counts.
@@ -388,13 +391,10 @@ impl LiveFold {
         &self,
         n_log: usize,
         live_only: &[&views::FrameOp],
-        further: &[(usize, engine::OpState)],
+        further: &HashMap<usize, engine::OpState>,
     ) -> Vec<usize> {
         let shown_state = |position: usize, log_state: engine::OpState| {
-            further
-                .iter()
-                .find(|(other, _)| *other == position)
-                .map_or(log_state, |(_, state)| *state)
+            further.get(&position).copied().unwrap_or(log_state)
         };
         let live_only = live_only
             .iter()
@@ -411,7 +411,7 @@ impl LiveFold {
             .active
             .iter()
             .map(|&position| (position, shown_state(position, self.unfinished[&position])))
-            .chain(further.iter().copied())
+            .chain(further.iter().map(|(&position, &state)| (position, state)))
             .chain(live_only.clone());
         let mut chosen: Vec<usize> = Vec::with_capacity(MAX_OP_ROWS);
         let mut choose = |position: usize| {
@@ -430,7 +430,7 @@ impl LiveFold {
         // The finished ops the log has not seen finish, and the live-only ones.
         let shown_finished = further
             .iter()
-            .copied()
+            .map(|(&position, &state)| (position, state))
             .chain(live_only)
             .filter(|(_, state)| state.is_finished());
         let mut troubled: Vec<usize> = self
@@ -468,14 +468,17 @@ impl LiveFold {
 
     /// Brings the snapshot's queues of `vars` up to the log where the log is newer: an access
     /// of an op the log saw finish is left out (its end is logged before it leaves its queues),
-    /// and an access of an op shown ready or running is granted.
+    /// and an access of an op shown ready or running is granted; in the first
+    /// 2 × [`MAX_QUEUE_NAMES`] entries of each queue.
     fn bring_queues_up_to_the_log(
         &self,
         vars: &mut [views::FrameVar],
-        further: &[(usize, engine::OpState)],
+        further: &HashMap<usize, engine::OpState>,
         live_only: &[&views::FrameOp],
     ) {
         let replay = &self.replay;
+        let live_state: HashMap<engine::OpId, engine::OpState> =
+            live_only.iter().map(|op| (op.id, op.state)).collect();
         let finished_in_log = |id: engine::OpId| {
             replay.forgot(id)
                 || replay
@@ -485,22 +488,29 @@ impl LiveFold {
         let active = |id: engine::OpId| {
             let state = match replay.op_position(id) {
                 Some(position) => further
-                    .iter()
-                    .find(|(other, _)| *other == position)
-                    .map(|(_, state)| *state)
-                    .or_else(|| self.unfinished.get(&position).copied()),
-                None => live_only.iter().find(|op| op.id == id).map(|op| op.state),
+                    .get(&position)
+                    .or_else(|| self.unfinished.get(&position))
+                    .copied(),
+                None => live_state.get(&id).copied(),
             };
             matches!(
                 state,
                 Some(engine::OpState::Ready | engine::OpState::Running)
             )
         };
+        // Only the head of each queue, which a display names entry by entry: a redraw's cost
+        // does not grow with a long queue's tail, which is only counted.
         for var in vars {
-            var.queue.retain(|access| !finished_in_log(access.op));
-            for access in &mut var.queue {
+            let head = var.queue.len().min(2 * MAX_QUEUE_NAMES);
+            let mut settled: Vec<engine::AccessSnapshot> = var
+                .queue
+                .drain(..head)
+                .filter(|access| !finished_in_log(access.op))
+                .collect();
+            for access in &mut settled {
                 access.granted |= active(access.op);
             }
+            var.queue.splice(0..0, settled);
         }
     }
 
@@ -535,7 +545,7 @@ impl LiveFold {
         let mut n_by_state = self.n_by_state;
         let mut live_only: Vec<&views::FrameOp> = Vec::new();
         // The log's unfinished ops that the snapshot shows further along, with that state.
-        let mut further: Vec<(usize, engine::OpState)> = Vec::new();
+        let mut further: HashMap<usize, engine::OpState> = HashMap::new();
         for op in &live.ops {
             match replay.op_position(op.id) {
                 None if replay.forgot(op.id) => {}
@@ -550,7 +560,7 @@ impl LiveFold {
                     if progress(op.state) > progress(state) {
                         n_by_state[state_index(state)] -= 1;
                         n_by_state[state_index(op.state)] += 1;
-                        further.push((position, op.state));
+                        further.insert(position, op.state);
                     }
                 }
             }
@@ -620,7 +630,7 @@ impl LiveFold {
 
         // The variables the cell's ops access, and the busy ones (which include every variable
         // a live op waits on: its waiting access is in that variable's queue).
-        let mut vars = shown_vars(live, &self.touched);
+        let (mut vars, n_vars_hidden) = shown_vars(live, &self.touched);
         self.bring_queues_up_to_the_log(&mut vars, &further, &live_only);
         let mut frame = views::Frame {
             time_ns: since_first(last_ns),
@@ -649,6 +659,7 @@ impl LiveFold {
             frame,
             counts,
             n_hidden,
+            n_vars_hidden,
             timeline: None,
             about,
         }
@@ -745,7 +756,18 @@ impl LiveView {
                 };
                 views::text::queues(&busy, style)
             };
-            lines.extend(queues.lines().map(str::to_string));
+            let mut queue_lines: Vec<String> = queues.lines().map(str::to_string).collect();
+            // Room is kept for the ops: the queues take at most half of it.
+            let room = (layout.max_lines / 2).max(3);
+            if layout.ops && queue_lines.len() > room {
+                let n_cut = queue_lines.len() - (room - 1);
+                queue_lines.truncate(room - 1);
+                let n_cut = n_cut + self.n_vars_hidden;
+                queue_lines.push(format!("  … and {n_cut} more queues"));
+            } else if self.n_vars_hidden > 0 {
+                queue_lines.push(format!("  … and {} more variables", self.n_vars_hidden));
+            }
+            lines.extend(queue_lines);
         }
         if layout.ops && layout.finished_ops {
             let ops = views::text::ops(&self.frame, style);
@@ -915,14 +937,18 @@ fn heading(about: &About, counts: &[(engine::OpState, usize)], n_shown: usize) -
 
 /// The variables a display shows: those the cell's ops touch and every busy one (which includes
 /// each variable a live op waits on), at most `MAX_VAR_ROWS`: the busy ones in creation order,
-/// then as many idle ones as fit.
-fn shown_vars(live: &views::Frame, touched: &HashSet<engine::VarId>) -> Vec<views::FrameVar> {
+/// then as many idle ones as fit; and how many it leaves out.
+fn shown_vars(
+    live: &views::Frame,
+    touched: &HashSet<engine::VarId>,
+) -> (Vec<views::FrameVar>, usize) {
     let mut vars: Vec<views::FrameVar> = live
         .vars
         .iter()
         .filter(|var| touched.contains(&var.id) || !var.queue.is_empty())
         .cloned()
         .collect();
+    let n_wanted = vars.len();
     if vars.len() > MAX_VAR_ROWS {
         let n_busy = vars.iter().filter(|var| !var.queue.is_empty()).count();
         let mut n_idle_room = MAX_VAR_ROWS.saturating_sub(n_busy);
@@ -936,7 +962,8 @@ fn shown_vars(live: &views::Frame, touched: &HashSet<engine::VarId>) -> Vec<view
         });
         vars.truncate(MAX_VAR_ROWS);
     }
-    vars
+    let n_left_out = n_wanted - vars.len();
+    (vars, n_left_out)
 }
 
 #[cfg(test)]
@@ -1508,6 +1535,7 @@ mod tests {
             frame,
             counts,
             n_hidden: 0,
+            n_vars_hidden: 0,
             timeline: None,
             about,
         }
@@ -1665,6 +1693,35 @@ mod tests {
         assert!(rows[2].contains("more lines"), "{cut}");
     }
 
+    /// A panel over many busy variables keeps room for its ops (the queues filled it, and the
+    /// running ops never showed), and says how many variables it leaves out, also those the
+    /// frame had no room for.
+    #[test]
+    fn a_panel_over_many_queues_keeps_room_for_the_ops_and_counts_those_left_out() {
+        let mut view = sample_view();
+        let busy = view.frame.vars[1].clone();
+        view.frame.vars = (0..20)
+            .map(|i| views::FrameVar {
+                name: Arc::from(format!("v{i}")),
+                ..busy.clone()
+            })
+            .collect();
+        view.n_vars_hidden = 4;
+        let panel = |max_lines| TextLayout {
+            style: views::TextStyle::plain(120),
+            idle_queues: false,
+            ops: true,
+            finished_ops: false,
+            max_lines,
+        };
+        let text = view.text_with(None, &panel(20));
+        assert!(text.contains("  … and 16 more queues\n"), "{text}");
+        assert!(text.contains("Y = work(4000, X @ X)"), "{text}");
+        assert!(text.contains(" running "), "{text}");
+        let roomy = view.text_with(None, &panel(100));
+        assert!(roomy.contains("  … and 4 more variables\n"), "{roomy}");
+    }
+
     /// Ops cancelled by Ctrl-C that the engine still lists as waiting are shown and counted
     /// as cancelled, in the rows and in the heading.
     #[test]
@@ -1771,9 +1828,10 @@ mod tests {
                     .flat_map(|op| op.waits_on.iter().map(|blocker| blocker.var)),
             )
             .collect();
-        let mut vars = shown_vars(live, &touched);
+        let (mut vars, n_vars_hidden) = shown_vars(live, &touched);
         // The queues as the log has them: without the ops it saw finish, granted to the ops
-        // shown ready or running.
+        // shown ready or running (whole: these tests' queues are shorter than the head a fold
+        // settles).
         let shown = |id: engine::OpId| every_op.iter().find(|op| op.id == id);
         for var in &mut vars {
             var.queue.retain(|access| {
@@ -1803,6 +1861,7 @@ mod tests {
             frame,
             counts,
             n_hidden,
+            n_vars_hidden,
             timeline: None,
             about,
         }

@@ -49,8 +49,8 @@ impl RankRun {
 /// variable's creation and deletion come from the interpreter's thread at whatever virtual time
 /// the clock shows then, which depends on when asynchronous ops completed in real time: a
 /// variable is therefore taken as created when the first op using it was pushed, and deleted
-/// when the last one finished; then events are sorted by time, and at one time by kind (a
-/// creation first, a deletion last) and by op or variable.
+/// when the last one finished; then events are sorted by time, and at one time as
+/// [`kind_order`] says.
 pub fn order_simulated(events: &mut [Event]) {
     let mut first_use: BTreeMap<VarId, u64> = BTreeMap::new();
     let mut last_use: BTreeMap<VarId, u64> = BTreeMap::new();
@@ -92,19 +92,21 @@ pub fn order_simulated(events: &mut [Event]) {
     events.sort_by_key(|event| (event.time_ns, kind_order(&event.kind)));
 }
 
-/// The order of events at one time, by kind and then by op or variable; a creation comes before
-/// any op that uses the variable, a deletion after every op.
-fn kind_order(kind: &EventKind) -> (u8, u64, u64) {
+/// The order of events at one time: every creation first, every deletion last, and between
+/// them the ops' events by op, then by kind. By op, not by kind: ops are numbered in push
+/// order, and an op waits only on ops pushed before it, so an op's end comes before the grants
+/// and the start it lets happen at the same virtual time (a zero-latency successor).
+fn kind_order(kind: &EventKind) -> (u8, u64, u8, u64) {
     match kind {
-        EventKind::VarCreated { var, .. } => (0, var.0, 0),
-        EventKind::Pushed { op, .. } => (1, op.0, 0),
-        EventKind::Granted { op, var } => (2, op.0, var.0),
-        EventKind::Ready { op } => (3, op.0, 0),
-        EventKind::Cancelled { op } => (3, op.0, 1),
-        EventKind::Started { op, .. } => (4, op.0, 0),
-        EventKind::Finished { op, .. } => (5, op.0, 0),
-        EventKind::DeviceSpan { op, .. } => (6, op.0, 0),
-        EventKind::VarDeleted { var } => (7, var.0, 0),
+        EventKind::VarCreated { var, .. } => (0, var.0, 0, 0),
+        EventKind::Pushed { op, .. } => (1, op.0, 0, 0),
+        EventKind::Granted { op, var } => (1, op.0, 1, var.0),
+        EventKind::Ready { op } => (1, op.0, 2, 0),
+        EventKind::Cancelled { op } => (1, op.0, 3, 0),
+        EventKind::Started { op, .. } => (1, op.0, 4, 0),
+        EventKind::Finished { op, .. } => (1, op.0, 5, 0),
+        EventKind::DeviceSpan { op, .. } => (1, op.0, 6, 0),
+        EventKind::VarDeleted { var } => (2, var.0, 0, 0),
     }
 }
 
@@ -536,12 +538,19 @@ fn overlap(a: &[(u64, u64)], b: &[(u64, u64)]) -> u64 {
 pub fn summary_text(figures: &[RankFigures]) -> String {
     let mut text = format!("  ranks: {}\n", figures.len());
     for figure in figures {
+        // No communication ran (an error stopped it, say): there is no share to give.
+        let overlap = match figure.comm_ns {
+            0 => String::new(),
+            _ => format!(
+                ", {:.0}% of it overlapped with compute",
+                100.0 * figure.overlap_fraction()
+            ),
+        };
         text.push_str(&format!(
-            "    rank {}: compute busy {}, communication {}, {:.0}% of it overlapped with compute (wall {})\n",
+            "    rank {}: compute busy {}, communication {}{overlap} (wall {})\n",
             figure.rank,
             format_ns(figure.compute_busy_ns),
             format_ns(figure.comm_ns),
-            100.0 * figure.overlap_fraction(),
             format_ns(figure.wall_ns),
         ));
     }
@@ -588,6 +597,74 @@ mod tests {
         ]
     }
 
+    /// At one virtual time, a simulated rank's op ends before the op it lets run is granted,
+    /// made ready and started (a zero-latency successor): sorted by kind first, the successor's
+    /// grant and start came before the end, and a replay showed a write and a read granted at
+    /// once and two ops running on one worker.
+    #[test]
+    fn an_op_ends_before_the_successor_it_lets_run_at_the_same_time() {
+        let at_100 = |kind| Event { time_ns: 100, kind };
+        let (first, second, x) = (OpId(1), OpId(2), VarId(1));
+        let mut events = vec![
+            Event {
+                time_ns: 0,
+                kind: EventKind::VarCreated {
+                    var: x,
+                    name: Arc::from("x"),
+                },
+            },
+            Event {
+                time_ns: 0,
+                kind: EventKind::Pushed {
+                    op: first,
+                    label: Arc::from("x = 1"),
+                    line: 1,
+                    reads: vec![],
+                    writes: vec![x],
+                    device: Device::Cpu,
+                    priority: 0,
+                },
+            },
+            Event {
+                time_ns: 0,
+                kind: EventKind::Pushed {
+                    op: second,
+                    label: Arc::from("y = x + 1"),
+                    line: 2,
+                    reads: vec![x],
+                    writes: vec![],
+                    device: Device::Cpu,
+                    priority: 0,
+                },
+            },
+            at_100(EventKind::Started {
+                op: second,
+                worker: 1,
+            }),
+            at_100(EventKind::Ready { op: second }),
+            at_100(EventKind::Granted { op: second, var: x }),
+            at_100(EventKind::Finished {
+                op: first,
+                state: OpState::Done,
+                message: None,
+            }),
+        ];
+        order_simulated(&mut events);
+        let at_100: Vec<&EventKind> = events[3..].iter().map(|event| &event.kind).collect();
+        assert!(
+            matches!(
+                at_100[..],
+                [
+                    EventKind::Finished { op: a, .. },
+                    EventKind::Granted { op: b, .. },
+                    EventKind::Ready { op: c },
+                    EventKind::Started { op: d, .. },
+                ] if *a == first && [*b, *c, *d] == [second; 3]
+            ),
+            "{at_100:?}"
+        );
+    }
+
     fn rank(rank: usize, ops: Vec<Vec<Event>>) -> RankRun {
         RankRun {
             rank,
@@ -618,6 +695,11 @@ mod tests {
         assert!(summary_text(&[figures]).contains(
             "rank 0: compute busy 20 µs, communication 30 µs, 33% of it overlapped with compute"
         ));
+        // A rank whose communications never ran has no share to give (it read 100%).
+        let alone = rank(0, vec![op(0, "a = f(x)", Device::Cpu, 1, 0, 10)]);
+        let figures = RankFigures::of(0, &alone.replay());
+        assert!(summary_text(&[figures])
+            .contains("rank 0: compute busy 10 µs, communication 0 ns (wall"));
     }
 
     #[test]
