@@ -290,7 +290,8 @@ impl Driver {
         }
     }
 
-    /// Waits until every op pushed so far has finished, cancelling the pending ones when an
+    /// Waits until every op pushed so far has finished (but those an earlier cell let go,
+    /// [`Session::let_go_unfinished`]), cancelling the pending ones when an
     /// interrupt after `mark` arrives (running ones finish); then lets the engine reach its
     /// final state (the simulated policy's virtual clock runs to its end), waits for the kernel
     /// times of GPU ops (unless interrupted), and takes the failures not reported yet.
@@ -311,8 +312,8 @@ impl Driver {
         self.wait_until(session, mark, give_up_after, true)
     }
 
-    /// Waits until every op pushed so far has finished, cancelling the pending ones when an
-    /// interrupt after `mark` arrives (running ones finish), and nothing else: what a command
+    /// Waits until every op pushed so far has finished (but those let go), cancelling the
+    /// pending ones when an interrupt after `mark` arrives (running ones finish), and nothing else: what a command
     /// that reads the run's history waits for. Returns whether an interrupt arrived.
     pub fn wait_idle(&self, session: &mut Session, mark: u64) -> bool {
         self.wait_until(session, mark, u64::MAX, false).interrupted

@@ -5,7 +5,9 @@
 // FxHash: names are looked up on every statement; nothing here needs DoS-resistant hashing.
 use rustc_hash::FxHashMap as HashMap;
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use dep_engine as engine;
 use dep_grammar as grammar;
@@ -128,6 +130,10 @@ pub struct Session {
     /// Failures of simulated ranks that were let go (`:engine` back to one rank) before they
     /// were reported: the next [`Session::take_failures`] reports them.
     peer_errors: Vec<RunError>,
+    /// The ops numbered below it that had not finished when [`Session::let_go_unfinished`]
+    /// let them go: [`Session::n_unfinished`] and [`Session::wait_all`] leave them out while
+    /// one of them runs (0: none let go).
+    let_go_below: AtomicU64,
 }
 
 /// Says whether the user asked to stop (see [`Session::set_interrupt_check`]).
@@ -162,6 +168,7 @@ impl Session {
             comm_counters: crate::comm::CommCounters::default(),
             peers: None,
             peer_errors: Vec::new(),
+            let_go_below: AtomicU64::new(0),
         }
     }
 
@@ -243,15 +250,72 @@ impl Session {
         })
     }
 
-    /// How many pushed ops have not finished.
+    /// How many pushed ops have not finished, leaving out those let go
+    /// ([`Session::let_go_unfinished`]).
     pub fn n_unfinished(&self) -> usize {
-        self.engine.n_unfinished()
+        let n_unfinished = self.engine.n_unfinished();
+        let below = self.let_go_below.load(Ordering::SeqCst);
+        if below == 0 {
+            return n_unfinished;
+        }
+        if n_unfinished > 0 {
+            // Read after the count: an op that finishes in between is counted there only, so
+            // the ops left are never undercounted.
+            let (n_let_go, n_others) = self.unfinished_around(below);
+            if n_let_go > 0 {
+                return n_others;
+            }
+        }
+        // Every op let go has finished: the count is the engine's again.
+        let _ = self
+            .let_go_below
+            .compare_exchange(below, 0, Ordering::SeqCst, Ordering::SeqCst);
+        n_unfinished
     }
 
-    /// Waits for every pushed op. Under the simulated policy this also runs the virtual clock
-    /// to its end, so that every op is in its final state at its virtual times.
+    /// Lets go of every op that has not finished (a notebook cell interrupted twice stops
+    /// waiting for its running ops, which go on): the ends of later inputs
+    /// ([`Session::n_unfinished`], [`Session::wait_all`]) no longer wait for them. An op that
+    /// reads what they write still waits for them, and so does an input that waits for it.
+    pub fn let_go_unfinished(&self) {
+        let last = self
+            .engine
+            .snapshot()
+            .ops
+            .iter()
+            .filter(|op| !op.state.is_finished())
+            .map(|op| op.id.0)
+            .max();
+        if let Some(last) = last {
+            self.let_go_below.fetch_max(last + 1, Ordering::SeqCst);
+        }
+    }
+
+    /// How many unfinished ops a snapshot shows numbered below `below`, and from it on. An op
+    /// cancelled before it started, still queued behind a running one, counts as finished: it
+    /// will run nothing.
+    fn unfinished_around(&self, below: u64) -> (usize, usize) {
+        let mut counts = (0, 0);
+        for op in self.engine.snapshot().ops {
+            match (op.state.is_finished(), op.id.0 < below) {
+                (true, _) => {}
+                (false, true) => counts.0 += 1,
+                (false, false) => counts.1 += 1,
+            }
+        }
+        counts
+    }
+
+    /// Waits for every pushed op but those let go ([`Session::let_go_unfinished`]). Under the
+    /// simulated policy, with none let go running, this also runs the virtual clock to its end,
+    /// so that every op is in its final state at its virtual times.
     pub fn wait_all(&self) {
-        self.engine.wait_all();
+        while self.let_go_below.load(Ordering::SeqCst) != 0 && self.n_unfinished() > 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if self.let_go_below.load(Ordering::SeqCst) == 0 {
+            self.engine.wait_all();
+        }
     }
 
     /// Waits for every op and lets the engine go of what it kept of the statements it ran (see
@@ -571,6 +635,8 @@ impl Session {
     /// Recorded graphs are rebound to the new engine's variables.
     pub fn set_engine(&mut self, policy: engine::Policy, threads: usize) {
         self.engine.wait_all();
+        // The new engine numbers its ops afresh; the old one's have all finished.
+        self.let_go_below.store(0, Ordering::SeqCst);
         self.config.policy = policy;
         self.config.threads = threads;
         let log = new_log(&self.config);
@@ -855,6 +921,40 @@ mod tests {
         session.set_engine(engine::Policy::Naive, 1);
         assert_eq!(homes(&session), ["gpu0", "cpu"]);
         assert_eq!(session.value("a").unwrap().to_string(), "[2. 2.]");
+    }
+
+    /// Ops let go are left out of the count and of `wait_all`; an op that reads what they
+    /// write is not, and waits for them.
+    #[test]
+    fn ops_let_go_are_not_waited_for_but_what_reads_them_is() {
+        let mut session = Session::new(SessionConfig {
+            policy: engine::Policy::Threaded,
+            threads: 2,
+            ..SessionConfig::default()
+        });
+        let started = std::time::Instant::now();
+        let mut out = Vec::new();
+        session
+            .run_source("<stdin>", "A = ones(2)\nX = work(1500, A)", &mut out)
+            .unwrap();
+        session.let_go_unfinished();
+        assert_eq!(session.n_unfinished(), 0);
+        session.wait_all();
+        assert!(
+            started.elapsed() < Duration::from_millis(1000),
+            "waited for X"
+        );
+        session
+            .run_source("<stdin>", "Y = X + 1", &mut out)
+            .unwrap();
+        assert!(session.n_unfinished() > 0, "Y waits for X");
+        session.wait_all();
+        assert!(
+            started.elapsed() >= Duration::from_millis(1500),
+            "Y ran before X"
+        );
+        assert_eq!(session.value("Y").unwrap().to_string(), "[2. 2.]");
+        assert_eq!(session.n_unfinished(), 0);
     }
 
     #[test]

@@ -19,7 +19,8 @@
 //! when the shell received it, and is interrupted once the counter moves past it: running ops
 //! finish, a blocked `print` or `wait` gives up, no further part runs, and the reply is an
 //! `Interrupted` error. A second interrupt stops waiting for the running ops, which go on
-//! ([`GIVE_UP_AFTER`]). Requests received before the interrupt but
+//! ([`GIVE_UP_AFTER`]): the session lets them go (`Session::let_go_unfinished`), so a later
+//! cell waits for them only through what it reads. Requests received before the interrupt but
 //! not yet started end the same way, as ipykernel aborts its queue after an interrupt.
 
 use std::collections::HashMap;
@@ -290,6 +291,10 @@ impl Executor {
             .driver
             .wait_or_give_up(&mut self.session, mark, GIVE_UP_AFTER);
         interrupted |= waited.interrupted;
+        if waited.abandoned {
+            // Later cells wait for these ops only if they read what the ops write.
+            self.session.let_go_unfinished();
+        }
         let failure = if interrupted {
             let (n_cancelled, n_running) = self.session.live(path).map_or((0, 0), |source| {
                 let view = source.view(true);
@@ -616,6 +621,8 @@ mod tests {
         let parent = jp::JupyterMessage::new(jp::ExecuteRequest::new(String::new()), None);
         let config = interp::SessionConfig {
             policy,
+            // Two workers, so that an op keeping one busy leaves the other to a later cell.
+            threads: 2,
             observe: true,
             ..interp::SessionConfig::default()
         };
@@ -672,6 +679,45 @@ mod tests {
                 assert_eq!(view.count(state), 0, "{policy}: {}", view.heading);
             }
         }
+    }
+
+    /// After a second interrupt leaves an op running, a later cell that does not read what it
+    /// writes ends at once; one that reads it waits for it.
+    #[test]
+    fn a_cell_after_a_second_interrupt_waits_only_for_what_it_reads() {
+        let (mut executor, output) = silent_executor(engine::Policy::Threaded);
+        assert!(executor.run_cell("A = ones(4)", &output, 0).is_ok());
+        let interrupt = executor.driver.interrupt();
+        let interrupter = thread::spawn(move || {
+            for _ in 0..2 {
+                thread::sleep(std::time::Duration::from_millis(300));
+                interrupt.interrupt();
+            }
+        });
+        let started = std::time::Instant::now();
+        let mark = executor.driver.mark();
+        let interrupted = executor.run_cell("X = work(3000, A)\nprint X", &output, mark);
+        interrupter.join().unwrap();
+        assert!(interrupted.is_err_and(|failure| failure.evalue.contains("1 running op goes on")));
+
+        let unrelated = std::time::Instant::now();
+        let mark = executor.driver.mark();
+        assert!(executor.run_cell("print 1", &output, mark).is_ok());
+        let waited = unrelated.elapsed();
+        assert!(
+            waited.as_secs_f64() < 1.0,
+            "print 1 waited {waited:?} for X"
+        );
+
+        assert!(executor.run_cell("Y = X + 1", &output, mark).is_ok());
+        assert!(
+            started.elapsed().as_secs_f64() >= 3.0,
+            "Y = X + 1 did not wait for X"
+        );
+        assert_eq!(
+            executor.session.value("Y").unwrap().to_string(),
+            "[2. 2. 2. 2.]"
+        );
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //! `jupyter-protocol` crate's content types), and the channel loops with their handlers
 //! (`server`). The session itself runs on one executor thread (`executor`); the live display
 //! is drawn by a watcher thread (`display`) from the engine's `Monitor` and event log, rendered
-//! by the views crate (`dep-views`), as are the magics' timelines and DAGs. Only this crate
-//! knows Jupyter, zeromq or message JSON.
+//! by the views crate (`dep-views`), as are the magics' timelines and DAGs. The kernel ends
+//! with the client process that started it (`parent`). Only this crate knows Jupyter, zeromq
+//! or message JSON.
 //!
 //! ```no_run
 //! use std::path::Path;
@@ -33,6 +34,7 @@ mod kernelspec;
 mod logo;
 mod magic;
 mod message;
+mod parent;
 mod server;
 mod wire;
 
@@ -45,9 +47,10 @@ use dep_interp as interp;
 pub use kernelspec::{install_kernelspec, InstallTarget};
 pub use magic::help as magic_help;
 
-/// Runs the kernel described by a Jupyter connection file until a client asks it to shut down.
-/// The session runs under `session_config` (its policy and threads), with observation and
-/// expression values turned on, as a notebook needs.
+/// Runs the kernel described by a Jupyter connection file until a client asks it to shut down,
+/// or until the client process that started it (`JPY_PARENT_PID`, as Jupyter sets it) ends,
+/// which is an error. The session runs under `session_config` (its policy and threads), with
+/// observation and expression values turned on, as a notebook needs.
 pub fn run_kernel(
     connection_file: &Path,
     session_config: interp::SessionConfig,

@@ -14,6 +14,8 @@
 //!   and `idle` on iopub.
 //! - control: kernel_info, interrupt and shutdown, answered at once even while a cell runs.
 //! - iopub: drains the one queue every part of the kernel publishes into.
+//! - the starter's watch (`parent.rs`): ends the kernel with an error once the client process
+//!   that started it (`JPY_PARENT_PID`) has ended.
 
 use std::time::Duration;
 
@@ -27,6 +29,7 @@ use crate::complete::{self, Completeness};
 use crate::executor::{self, Interrupts, Job};
 use crate::iopub::{Iopub, IopubItem};
 use crate::message::{self, ControlRequest, Identity, ShellRequest};
+use crate::parent;
 use crate::wire::{self, Signer};
 
 /// Runs the kernel for a connection file until a shutdown request.
@@ -34,11 +37,13 @@ pub(crate) fn run(
     connection: jp::ConnectionInfo,
     session_config: interp::SessionConfig,
 ) -> anyhow::Result<()> {
+    // Read first, before the process that started the kernel has time to end.
+    let starter = parent::Starter::from_env();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(serve(connection, session_config))
+    runtime.block_on(serve(connection, session_config, starter))
 }
 
 /// What the request loops share.
@@ -60,6 +65,7 @@ struct Inbound {
 async fn serve(
     connection: jp::ConnectionInfo,
     session_config: interp::SessionConfig,
+    starter: Option<parent::Starter>,
 ) -> anyhow::Result<()> {
     let signer =
         Signer::new(&connection.key, &connection.signature_scheme).map_err(anyhow::Error::msg)?;
@@ -104,6 +110,7 @@ async fn serve(
         result = shell_reader(shell_recv, inbox, &ctx.interrupts) => result,
         result = shell_loop(shell_send, inbound, &ctx) => result,
         result = control_loop(control, &ctx) => result,
+        result = parent::end_with(starter) => result,
     }
     // The executor thread may be in the middle of a cell: it is not joined, the process ends.
 }

@@ -16,13 +16,14 @@ TIMEOUT = 60
 
 
 class Kernel:
-    """A started kernel, its blocking client, and the file its stderr goes to."""
+    """A started kernel, its blocking client, and the file its stderr goes to; `env`, when
+    given, is the kernel's whole environment."""
 
-    def __init__(self, stderr_path):
+    def __init__(self, stderr_path, env=None):
         self.stderr_path = stderr_path
         self._stderr = open(stderr_path, "w")
         self.km = KernelManager(kernel_name=KERNEL_NAME)
-        self.km.start_kernel(stderr=self._stderr)
+        self.km.start_kernel(stderr=self._stderr, **({} if env is None else {"env": env}))
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=TIMEOUT)

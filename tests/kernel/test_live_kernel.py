@@ -4,14 +4,16 @@ errors that do not harm the next cell, and the small requests (comms, history, c
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
 
+import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.session import Session
 
-from conftest import stdout_of, types_of
+from conftest import Kernel, stdout_of, types_of
 
 SETUP = "A = ones(256, 256)"
 
@@ -150,6 +152,38 @@ def test_a_second_interrupt_stops_waiting_for_a_running_op_which_goes_on(kernel)
     assert reply["content"]["status"] == "ok", reply["content"]
     assert stdout_of(messages) == "2.0\n"
     assert time.monotonic() - started > 5.5, "print read w before its op ended"
+
+
+def test_after_a_second_interrupt_only_a_cell_that_reads_the_running_op_waits_for_it(tmp_path):
+    # Two workers whatever the machine: the op left running keeps one, later cells get the other.
+    two_workers = Kernel(str(tmp_path / "stderr.log"), env={**os.environ, "DEP_THREADS": "2"})
+    try:
+        reply, _ = two_workers.execute("A = ones(4)")
+        assert reply["content"]["status"] == "ok", reply["content"]
+        started = time.monotonic()
+        msg_id = two_workers.kc.execute("X = work(5000, A)\nprint X")
+        for _ in range(2):
+            time.sleep(0.5)
+            two_workers.kc.session.send(two_workers.kc.control_channel.socket, "interrupt_request", {})
+            assert two_workers.kc.control_channel.get_msg(timeout=10)["msg_type"] == "interrupt_reply"
+        reply = two_workers.shell_reply(msg_id, timeout=20)
+        assert "1 running op goes on" in reply["content"]["evalue"], reply["content"]
+        two_workers.iopub_until_idle(msg_id)
+        # A cell that does not read X answers at once (it used to wait for X's op to end)...
+        asked = time.monotonic()
+        reply, messages = two_workers.execute("print 1")
+        answered = time.monotonic()
+        assert reply["content"]["status"] == "ok", reply["content"]
+        assert stdout_of(messages) == "1.0\n"
+        assert answered - asked < 2.0, f"print 1 took {answered - asked:.1f} s: it waited for X's op"
+        assert answered - started < 4.5, "X's op had ended before print 1 was asked: nothing shown"
+        # ... and one that reads X waits for it.
+        reply, messages = two_workers.execute("print sum(X)")
+        assert reply["content"]["status"] == "ok", reply["content"]
+        assert stdout_of(messages) == "4.0\n"
+        assert time.monotonic() - started > 4.8, "print read X before its op ended"
+    finally:
+        two_workers.close()
 
 
 def test_an_interrupt_stops_a_loop_at_its_next_statement(kernel):
@@ -452,3 +486,67 @@ def test_the_kernel_gpu_check_passes_with_the_cpu_in_place_of_the_gpu():
                             timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "every kernel GPU check passed" in result.stdout, result.stdout
+
+
+# A client process that starts a kernel, writes its pid to the file named by its argument, and
+# waits to be killed.
+CLIENT_OF_A_KERNEL = """
+import os, sys, time
+from jupyter_client.manager import KernelManager
+km = KernelManager(kernel_name="dep")
+km.start_kernel()
+kc = km.client()
+kc.start_channels()
+kc.wait_for_ready(timeout=60)
+with open(sys.argv[1] + ".part", "w") as f:
+    f.write(str(km.provisioner.pid))
+os.replace(sys.argv[1] + ".part", sys.argv[1])
+time.sleep(600)
+"""
+
+
+def _is_running(pid):
+    """Whether the process pid runs. An ended kernel stays a zombie when the process that
+    adopted it does not reap orphans (as some containers' init does not): that has ended."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X", "x")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="tells a running process by /proc")
+def test_the_kernel_ends_when_the_client_process_that_started_it_is_killed(tmp_path):
+    pid_file = tmp_path / "kernel.pid"
+    log_path = tmp_path / "client.log"
+    # No pipes: the client and its kernel write to a file, so that nothing here waits on a pipe
+    # that a process left behind holds open.
+    with open(log_path, "w") as log:
+        client = subprocess.Popen([sys.executable, "-c", CLIENT_OF_A_KERNEL, str(pid_file)],
+                                  stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    kernel_pid = None
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists():
+            assert client.poll() is None, f"the client ended: {log_path.read_text()}"
+            assert time.monotonic() < deadline, f"no kernel in 60 s: {log_path.read_text()}"
+            time.sleep(0.1)
+        kernel_pid = int(pid_file.read_text())
+        assert _is_running(kernel_pid)
+        client.kill()
+        client.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _is_running(kernel_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _is_running(kernel_pid), "the kernel outlived the client that started it"
+        assert "the process that started the kernel" in log_path.read_text(), log_path.read_text()
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait(timeout=10)
+        if kernel_pid is not None and _is_running(kernel_pid):
+            try:
+                os.kill(kernel_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
