@@ -1291,10 +1291,9 @@ mod tests {
             .contains("dep-timeline"));
     }
 
-    /// A terminal's fold following a long run holds a bounded number of op records (issue 17),
-    /// and draws what a fold that keeps every record draws.
-    #[test]
-    fn a_terminal_fold_of_a_long_run_holds_few_records_and_draws_the_same() {
+    /// A threaded engine of two workers whose events go to a log, and the source of a display
+    /// titled `title` that reads that log.
+    fn logged_threaded_source(title: &str) -> (engine::Engine, LiveSource) {
         let log = Arc::new(engine::EventLog::new());
         let engine = engine::Engine::new(engine::EngineConfig {
             policy: engine::Policy::Threaded,
@@ -1303,12 +1302,20 @@ mod tests {
             ..engine::EngineConfig::default()
         });
         let source = LiveSource {
-            title: "long.dep".to_string(),
+            title: title.to_string(),
             policy: engine::Policy::Threaded,
             monitor: engine.monitor(),
             log,
             places: views::Places::default(),
         };
+        (engine, source)
+    }
+
+    /// A terminal's fold following a long run holds a bounded number of op records (issue 17),
+    /// and draws what a fold that keeps every record draws.
+    #[test]
+    fn a_terminal_fold_of_a_long_run_holds_few_records_and_draws_the_same() {
+        let (engine, source) = logged_threaded_source("long.dep");
         let mut full = LiveFold::new(&source);
         let mut terminal = LiveFold::from_now(&source);
         let gated: Vec<engine::Var> = (0..4).map(|i| engine.new_var(format!("g{i}"))).collect();
@@ -1355,20 +1362,7 @@ mod tests {
     /// run.
     #[test]
     fn every_view_of_a_long_run_in_flight_agrees_with_itself() {
-        let log = Arc::new(engine::EventLog::new());
-        let engine = engine::Engine::new(engine::EngineConfig {
-            policy: engine::Policy::Threaded,
-            threads: 2,
-            sink: Some(log.clone()),
-            ..engine::EngineConfig::default()
-        });
-        let source = LiveSource {
-            title: "chains.dep".to_string(),
-            policy: engine::Policy::Threaded,
-            monitor: engine.monitor(),
-            log,
-            places: views::Places::default(),
-        };
+        let (engine, source) = logged_threaded_source("chains.dep");
         let mut folds = [LiveFold::new(&source), LiveFold::from_now(&source)];
         let chains: Vec<engine::Var> = (0..2).map(|i| engine.new_var(format!("x{i}"))).collect();
         const N: u32 = 3_000;
