@@ -49,8 +49,9 @@ impl RankRun {
 /// variable's creation and deletion come from the interpreter's thread at whatever virtual time
 /// the clock shows then, which depends on when asynchronous ops completed in real time: a
 /// variable is therefore taken as created when the first op using it was pushed, and deleted
-/// when the last one finished; then events are sorted by time, and at one time as
-/// [`kind_order`] says.
+/// when the last one finished; then events are sorted by time, and at one time every creation
+/// first, every deletion last, and the ops' events between by op, then by kind (an op's end
+/// before the grants and start it lets happen then: an op waits only on ops pushed before it).
 pub fn order_simulated(events: &mut [Event]) {
     let mut first_use: BTreeMap<VarId, u64> = BTreeMap::new();
     let mut last_use: BTreeMap<VarId, u64> = BTreeMap::new();
