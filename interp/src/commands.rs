@@ -520,10 +520,26 @@ fn vars(session: &Session) -> Outcome {
     }
 }
 
+/// Whether `name` is one of the interpreter's temporaries (`return#2`, `f.x#1`): user names are
+/// identifiers, which never hold a `#`.
+fn is_temporary_name(name: &str) -> bool {
+    name.contains('#') && !name.contains(char::is_whitespace)
+}
+
 /// `why NAME`: why `name` is not ready: the op that will write it and every access that op waits for; or,
 /// once nothing is pending, why its last write waited when it did (from the event log).
 fn why(session: &Session, name: &str) -> Result<String, String> {
     let Some(var) = session.var_of(name) else {
+        // A temporary the views show (a function's argument `f.x#1`, its result `return#2`)
+        // has no binding: asked while it is live, the live frame answers for it.
+        if is_temporary_name(name) {
+            return live_frame(session).why(name).ok_or_else(|| {
+                format!(
+                    "`{name}` was one of the interpreter's temporaries (a function's argument \
+                     or result, say), deleted once the ops that use it ended: it is no longer live"
+                )
+            });
+        }
         // `x[5]` of a list of 3: out of its range, not an unknown name.
         let list = name
             .strip_suffix(']')
@@ -1234,6 +1250,38 @@ mod tests {
         );
         assert!(text.contains("\nC holds an error: matmul"), "{text}");
         assert!(why(&mut session, "A").starts_with("A is ready: "));
+    }
+
+    /// `:why` answers for a temporary the views show (a function's result, `return#1`) while
+    /// it is live, and says what it was once it is gone: it said "no variable named".
+    #[test]
+    fn why_answers_for_a_live_temporary_and_says_what_a_gone_one_was() {
+        let mut session = observed_threaded_session();
+        let mut sink = std::io::sink();
+        session
+            .run_source(
+                "t.dep",
+                "def f(x) { return work(1000, x) + 1 }\nA = ones(2)\nB = f(A)",
+                &mut sink,
+            )
+            .unwrap();
+        let why = |session: &mut Session, name: &str| run(session, Command::Why(name.into()));
+        let live = why(&mut session, "return#1");
+        session.cancel();
+        let text = match live {
+            Ok(Outcome::Text(text)) => text,
+            Err(message) => panic!("why gives text: {message}"),
+            Ok(_) => panic!("why gives text"),
+        };
+        assert!(
+            text.contains("return#1") && text.contains("return work(1000, x) + 1"),
+            "{text}"
+        );
+        session.engine().wait_all();
+        let Err(gone) = why(&mut session, "return#1") else {
+            panic!("a gone temporary is an error");
+        };
+        assert!(gone.contains("no longer live"), "{gone}");
     }
 
     /// `:why` and the views name a line by its input (`cell[2]:2`), as error reports do,
