@@ -1119,3 +1119,33 @@ fn a_critical_path_and_the_dag_go_through_a_functions_argument_and_result() {
         }
     }
 }
+
+/// An op that computes a part of a statement in a loop (a function's argument, a `print`'s
+/// value) is labelled with the loop's counter, as the statement's own op is: a trace told the
+/// iterations' `A + i` apart only by their times.
+#[test]
+fn a_functions_argument_in_a_loop_is_labelled_with_its_iteration() {
+    let dir = TestDir::new();
+    let script = dir.write(
+        "args.dep",
+        "def f(x) { return x * 2 }\nA = ones(2)\nfor i in 0..2 {\n  B = f(A + i)\n  print sum(B + i)\n}\n",
+    );
+    Run::of(
+        dir.dep()
+            .arg("run")
+            .arg(&script)
+            .args(["--engine", "naive", "--trace", "t.json"]),
+    )
+    .expect_code(0);
+    let trace: serde_json::Value = serde_json::from_str(&read(&dir, "t.json")).unwrap();
+    let labels: Vec<&str> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["ph"] == "X")
+        .filter_map(|slice| slice["name"].as_str())
+        .collect();
+    for label in ["A + i i=0", "A + i i=1", "sum(B + i) i=0", "sum(B + i) i=1"] {
+        assert!(labels.contains(&label), "{label}: {labels:?}");
+    }
+}

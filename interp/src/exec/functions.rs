@@ -79,7 +79,7 @@ impl Runner<'_> {
                 None => {
                     let compiled = self.compile(arg)?;
                     let slot = self.new_temporary(&format!("{}.{param}", func.text));
-                    let label: Arc<str> = Arc::from(self.text(arg.span));
+                    let label = self.part_label(self.text(arg.span));
                     let line = self.line(arg.span);
                     self.push_labelled(label, line, compiled, vec![slot.clone()], None);
                     Local {

@@ -31,7 +31,7 @@ impl Runner<'_> {
         }
         let compiled = self.compile(expr)?;
         let temporary = self.new_temporary("_");
-        let label: Arc<str> = Arc::from(self.text(expr.span));
+        let label = self.part_label(self.text(expr.span));
         let line = self.line(expr.span);
         self.push_labelled(label, line, compiled, vec![temporary.clone()], None);
         let value = self.wait_slot(&temporary, expr.span);

@@ -54,11 +54,24 @@ impl Runner<'_> {
     /// observed, which iteration of a loop it is (see `labels`).
     pub(super) fn op_label(&mut self, stmt: &grammar::Stmt, outputs: &[Arc<Slot>]) -> Arc<str> {
         let label = self.label(stmt);
+        let written = outputs.first().map(|slot| slot.var.name());
+        self.with_iteration(label, written)
+    }
+
+    /// The label of an op that computes a part of a statement (a function's argument, a
+    /// `print`'s value), `text`, with the loop counters it reads, as [`Runner::op_label`] gives
+    /// a statement's.
+    pub(super) fn part_label(&self, text: &str) -> Arc<str> {
+        self.with_iteration(Arc::from(text), None)
+    }
+
+    /// `label` with the values of the loop counters it reads (` i=4`), when observed: views tell
+    /// a loop's ops apart; an unobserved run keeps the shared label. `written` is the variable
+    /// the op writes.
+    fn with_iteration(&self, label: Arc<str>, written: Option<&str>) -> Arc<str> {
         if !self.scope.engine.is_observed() {
-            // Views tell a loop's ops apart; an unobserved run keeps the shared label.
             return label;
         }
-        let written = outputs.first().map(|slot| slot.var.name());
         let counter = |name: &str| match self.lookup(name) {
             Some((Binding::Counter(counter), _)) => Some(counter.get()),
             _ => None,
