@@ -63,6 +63,7 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
     };
     let mut view_plan = ViewPlan::from_args(args).filter(|_| parsed.is_ok());
     let rank_views = RankViews::take(&mut view_plan, ranks, core_share);
+    let mut others = others;
     let (code, own_run) = run_source_as_rank(
         args,
         ranks,
@@ -70,6 +71,16 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
         (&path, &source, &parsed),
         view_plan,
         rank_views.is_some(),
+        &mut |failed| {
+            if let (Ranks::Simulated(comms), true) = (ranks, failed) {
+                // The other ranks stop waiting for rank 0.
+                comms[0].end_job("rank 0 failed".to_string());
+            }
+            // Rank 0's summary counts the memory every rank keeps at its end.
+            if let Some(others) = &mut others {
+                others.settle();
+            }
+        },
     );
     if let (Ranks::Simulated(comms), true) = (ranks, code != 0) {
         // The other ranks stop waiting for rank 0.
@@ -117,7 +128,8 @@ fn warn_of_unreceived(comm: &LocalRanks) {
 
 /// Runs `source` (named `path`, parsed as `parsed`) in this process's session, as rank `ranks.rank()`, with the
 /// views of `view_plan`; returns the exit code, and with `keep_run` what this rank recorded
-/// (for the views of every rank).
+/// (for the views of every rank). `before_views` is called once this rank's ops ended, before
+/// its views are written, with whether it failed.
 fn run_source_as_rank(
     args: &RunArgs,
     ranks: &Ranks,
@@ -125,6 +137,7 @@ fn run_source_as_rank(
     (path, source, parsed): (&str, &str, &dep_grammar::ParseOutput),
     view_plan: Option<ViewPlan>,
     keep_run: bool,
+    before_views: &mut dyn FnMut(bool),
 ) -> (u8, Option<dep_views::ranks::RankRun>) {
     let mut session = Session::new(config);
     if let Some(comm) = ranks.communicator() {
@@ -158,6 +171,7 @@ fn run_source_as_rank(
     if let Some(watcher) = watcher {
         watcher.stop();
     }
+    before_views(outcome.error.is_some() || waited.failures.is_some() || waited.interrupted);
     // Views come before the error reports, so that the last line printed is the error.
     let (views_written, kept) = match (&view_plan, recorder) {
         (Some(plan), Some(recorder)) => plan.finish(&session, recorder, path),

@@ -34,6 +34,9 @@ pub(crate) struct OtherRanks {
     peers: PeerRanks,
     all_ranks: bool,
     observed: bool,
+    /// What each rank reported after its statements ran and after its ops ended, once
+    /// [`OtherRanks::settle`] waited for them.
+    settled: Option<(Vec<PeerReport>, Vec<PeerReport>)>,
 }
 
 impl OtherRanks {
@@ -52,14 +55,27 @@ impl OtherRanks {
             peers,
             all_ranks,
             observed: config.observe,
+            settled: None,
         }
     }
 
-    /// Waits for every rank's statements and ops; returns what each ended with, in rank order.
-    pub(crate) fn wait(self) -> Vec<Outcome> {
+    /// Waits for every rank's statements and ops, keeping what each reported: their engines
+    /// are then idle and their temporaries deleted, so that the process holds what the ranks
+    /// keep at their end, whenever their threads ran (rank 0's memory line counts it).
+    pub(crate) fn settle(&mut self) {
+        if self.settled.is_none() {
+            let ran = self.peers.ran(&|| 0);
+            let waited = self.peers.wait_to_the_end(&|| 0);
+            self.settled = Some((ran, waited));
+        }
+    }
+
+    /// Waits for every rank's statements and ops ([`OtherRanks::settle`], if not yet); returns
+    /// what each ended with, in rank order.
+    pub(crate) fn wait(mut self) -> Vec<Outcome> {
         let size = self.peers.size();
-        let ran = self.peers.ran(&|| 0);
-        let waited = self.peers.wait(&|| 0);
+        self.settle();
+        let (ran, waited) = self.settled.take().expect("settled above");
         let observed = self.observed;
         let runs = self.peers.finish(move |session| {
             observed.then(|| crate::rank_views::recorded(session, session.rank(), None))

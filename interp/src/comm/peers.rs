@@ -50,8 +50,10 @@ enum Job {
         first_line: u32,
         source: String,
     },
-    /// Wait for every op, in its final state, and report the failures.
-    Wait,
+    /// Wait for every op, in its final state, and report the failures; `to_the_end`: then let
+    /// the engine go of what it kept of the statements, as at the end of a run
+    /// ([`Session::settle`]), so that the memory in use is the program's alone.
+    Wait { to_the_end: bool },
     /// Report the failures of ops that ended since the last report, without waiting.
     TakeFailures,
     /// Call this on the session, and end.
@@ -134,8 +136,19 @@ impl PeerRanks {
     /// and the failures of its ops, in rank order. An interrupt that `interrupts` counts
     /// gives the peers' waits up, as in [`PeerRanks::ran`].
     pub fn wait(&self, interrupts: &dyn Fn() -> u64) -> Vec<PeerReport> {
+        self.wait_and(false, interrupts)
+    }
+
+    /// [`PeerRanks::wait`] at the end of a run: each peer's engine then lets go of what it
+    /// kept of the statements it ran ([`Session::settle`]), so that the memory the process
+    /// holds is what every rank's program keeps at its end, whenever its thread ran.
+    pub fn wait_to_the_end(&self, interrupts: &dyn Fn() -> u64) -> Vec<PeerReport> {
+        self.wait_and(true, interrupts)
+    }
+
+    fn wait_and(&self, to_the_end: bool, interrupts: &dyn Fn() -> u64) -> Vec<PeerReport> {
         for peer in &self.peers {
-            let _ = peer.jobs.send(Job::Wait);
+            let _ = peer.jobs.send(Job::Wait { to_the_end });
         }
         self.collect(interrupts)
     }
@@ -267,10 +280,13 @@ fn serve(
                 let outcome = driver.run(&mut session, &input, driver.mark(), &mut kept);
                 outcome.error.into_iter().collect()
             }
-            Job::Wait => {
+            Job::Wait { to_the_end } => {
                 // Rank 0's interrupt, passed on, gives the wait up (a peer's driver gives up at
                 // the first).
                 let waited = driver.wait_or_leave(&mut session, driver.mark());
+                if to_the_end && !waited.interrupted {
+                    session.settle();
+                }
                 waited.failures.into_iter().collect()
             }
             Job::TakeFailures => {
