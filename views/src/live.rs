@@ -683,7 +683,16 @@ impl LiveView {
     /// The display's HTML: the heading, the note, the queues and ops of `views::html`, then the
     /// timeline so far.
     pub fn html(&self, note: Option<&str>) -> String {
-        let mut html = views::html::fragment_with_heading(&self.frame, &self.heading, note);
+        // The text says so under its queues; the tables say so in the heading.
+        let heading = match self.n_vars_hidden {
+            0 => self.heading.clone(),
+            n => format!(
+                "{} · {} not shown",
+                self.heading,
+                views::text::count(n, "more variable")
+            ),
+        };
+        let mut html = views::html::fragment_with_heading(&self.frame, &heading, note);
         if let Some(svg) = &self.timeline {
             html.push_str("<div class=\"dep-timeline\" style=\"overflow-x:auto\">");
             html.push_str(TIMELINE_STYLE);
@@ -1714,6 +1723,11 @@ mod tests {
         assert!(text.contains(" running "), "{text}");
         let roomy = view.text_with(None, &panel(100));
         assert!(roomy.contains("  … and 4 more variables\n"), "{roomy}");
+        let html = view.html(None);
+        assert!(
+            html.contains(" · 4 more variables not shown</div>"),
+            "{html}"
+        );
     }
 
     /// Ops cancelled by Ctrl-C that the engine still lists as waiting are shown and counted
