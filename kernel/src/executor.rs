@@ -176,7 +176,8 @@ impl Executor {
         request: &jp::ExecuteRequest,
         interrupt_mark: u64,
     ) -> jp::ExecuteReply {
-        if request.store_history && !request.silent {
+        // An empty cell runs nothing and, as in IPython, takes no number.
+        if request.store_history && !request.silent && !request.code.trim().is_empty() {
             self.execution_count += 1;
         }
         let execution_count = jp::ExecutionCount::new(self.execution_count);

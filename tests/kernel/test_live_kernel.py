@@ -266,6 +266,12 @@ def test_execution_count_increments(kernel):
     assert second["content"]["execution_count"] == first["content"]["execution_count"] + 1
     inputs = [m for m in messages if m["msg_type"] == "execute_input"]
     assert inputs[0]["content"]["execution_count"] == second["content"]["execution_count"]
+    # An empty cell runs nothing and, as in IPython, takes no number.
+    empty, _ = kernel.execute("  \n")
+    assert empty["content"]["status"] == "ok"
+    assert empty["content"]["execution_count"] == second["content"]["execution_count"]
+    third, _ = kernel.execute("N3 = 3")
+    assert third["content"]["execution_count"] == second["content"]["execution_count"] + 1
 
 
 def dag_of(messages):
