@@ -313,6 +313,42 @@ fn a_statement_error_in_a_loop_names_the_iteration_and_the_calls_around_it() {
     }
 }
 
+/// An op that fails on the engine inside a function names the calls it was pushed within, as
+/// an error found at push time does: each call of a function that failed says where it was made.
+#[test]
+fn an_op_failing_inside_functions_names_the_calls_it_was_pushed_within() {
+    let dir = TestDir::new();
+    let source = "a = ones(4)\ndef f(x) {\n  y = x + 1\n  return y[10]\n}\ndef g(x) {\n  return f(x) * 2\n}\nb = f(ones(20))\nc = g(a)\nprint b\n";
+    let expected = "error: index 10 is out of range for axis 0 of size 4\n --> case.dep:4:3\n  |\n4 |   return y[10]\n  |   ^^^^^^^^^^^^ in this statement\n  = in `f`, called at case.dep:7:10\n  = in `g`, called at case.dep:10:5\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert_eq!(run.stdout, "2.0\n", "{engine}");
+        assert_eq!(run.stderr, expected, "{engine}");
+    }
+    // Read by a `print`, the failure is reported there, with its calls too.
+    let source = "def f(x) {\n  return x[10]\n}\nb = f(ones(4))\nprint b\nprint \"after\"\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert_eq!(run.stdout, "", "{engine}");
+        assert!(
+            run.stderr.contains(" --> case.dep:2:3\n")
+                && run.stderr.contains("  = in `f`, called at case.dep:4:5\n"),
+            "{engine}: {}",
+            run.stderr
+        );
+    }
+    // A failure early in a long run of calls, reported at its end, still names its call: the
+    // interpreter forgets where old ops were pushed, but not a failed one's.
+    let source = "def f(x) {\n  return x[10]\n}\nb = f(ones(4))\ndef g(x) {\n  return x + 1\n}\nfor i in 0..40000 {\n  c = g(ones(1))\n}\nprint c\n";
+    dir.write("case.dep", source);
+    let run = Run::of(dir.dep().args(["run", "case.dep"])).expect_code(1);
+    assert_eq!(run.stdout, "[2.]\n");
+    assert!(
+        run.stderr
+            .ends_with(" in this statement\n  = in `f`, called at case.dep:4:5\n"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// An op that failed on the engine may have been pushed at another iteration than the one the
 /// interpreter is at, so its report names the loop only where the op itself knows its
 /// iteration: an observed run's ops do (`--summary`).

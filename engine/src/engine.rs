@@ -616,6 +616,19 @@ impl Engine {
         lock(&self.shared.failures).take()
     }
 
+    /// The ops numbered below `op` whose failures are kept untaken (see
+    /// [`Engine::take_failures`]): what an interpreter that forgets where old ops were pushed
+    /// must note first.
+    pub fn failed_ops_below(&self, op: OpId) -> Vec<OpId> {
+        let failures = lock(&self.shared.failures);
+        failures
+            .kept
+            .iter()
+            .map(|error| error.op)
+            .filter(|failed| *failed < op)
+            .collect()
+    }
+
     /// How many failures since the last call were counted and not kept (past
     /// [`MAX_KEPT_FAILURES`] untaken).
     pub fn take_n_failures_not_kept(&self) -> u64 {
@@ -627,6 +640,12 @@ impl Engine {
     /// engine this one replaces.
     pub fn adopt_failures(&self, failures: Vec<Arc<OpError>>) {
         lock(&self.shared.failures).adopted.extend(failures);
+    }
+
+    /// The id the next op pushed will take: ops are numbered in push order, so an interpreter
+    /// that reads it before and after pushing some knows their ids (see [`OpError::op`]).
+    pub fn next_op_id(&self) -> OpId {
+        OpId(self.shared.next_op.load(Ordering::Relaxed))
     }
 
     /// How many ops are pushed and not yet finished.
@@ -1169,17 +1188,17 @@ impl Shared {
             for state in guards.iter_mut().skip(n_reads).flatten() {
                 state.cancelled_mark = mark;
             }
-            return cancelled(label, line);
+            return cancelled(op.id, label, line);
         } else if let Some(error) = guards[..n_reads + accesses.n_read_writes]
             .iter()
             .find_map(|state| state.as_ref().and_then(|state| state.error.clone()))
         {
             Outcome::Skipped(error)
         } else {
-            run_caught(label, line, run)
+            run_caught(op.id, label, line, run)
         };
         if let Outcome::Failed(error) = &outcome {
-            lock(&self.failures).add(op.id, error);
+            lock(&self.failures).add(error);
         }
         let error = outcome.error();
         for (index, state) in guards.iter_mut().enumerate().skip(n_reads) {
@@ -1350,7 +1369,13 @@ impl Shared {
             // Its work is dropped unrun (a communication's start function, dropped, abandons
             // the communication).
             let cost = self.sim.as_ref().map(|_| Cost::default());
-            self.finish(&op, cancelled(&op.label, op.line), cost, false, ready);
+            self.finish(
+                &op,
+                cancelled(op.id, &op.label, op.line),
+                cost,
+                false,
+                ready,
+            );
             self.blocks.recycle(op);
             return;
         }
@@ -1420,7 +1445,7 @@ impl Shared {
         ready: &mut Vec<OpRef>,
     ) {
         if let Outcome::Failed(error) = &outcome {
-            lock(&self.failures).add(op.id, error);
+            lock(&self.failures).add(error);
         }
         op.set_state(outcome.state());
         if let Some(sim) = &self.sim {
@@ -1611,7 +1636,7 @@ impl Shared {
     /// An async op's start function panicked after its handle was completed or handed on: the
     /// op's outcome is the handle's, and the panic is reported as a failure of its own.
     fn report_late_panic(&self, op: &OpBlock, message: String) {
-        lock(&self.failures).add(op.id, &op_error(op, message));
+        lock(&self.failures).add(&op_error(op, message));
     }
 
     /// Runs `body` as `op`'s execution, with its device clock current when observed.
@@ -1639,7 +1664,7 @@ impl Shared {
         if let Some(outcome) = self.refusal(op) {
             return outcome;
         }
-        self.clocked(op, || run_caught(&op.label, op.line, exec))
+        self.clocked(op, || run_caught(op.id, &op.label, op.line, exec))
     }
 
     /// Ends the op's accesses, in the order they were taken, and counts down the ops they unblock;
@@ -2019,7 +2044,7 @@ fn first_read_error(op: &OpBlock) -> Option<Arc<OpError>> {
 
 /// The error of `op` failing with `message`.
 fn op_error(op: &OpBlock, message: String) -> Arc<OpError> {
-    error_at(&op.label, op.line, message)
+    error_at(op.id, &op.label, op.line, message)
 }
 
 /// The most failures an engine keeps untaken; those past it are counted, not kept.
@@ -2030,15 +2055,15 @@ pub const MAX_KEPT_FAILURES: usize = 10_000;
 struct Failures {
     /// Those of a replaced engine (`Engine::adopt_failures`), whose op numbers are not ours.
     adopted: Vec<Arc<OpError>>,
-    /// This engine's, with the op that failed, in finishing order.
-    kept: Vec<(OpId, Arc<OpError>)>,
+    /// This engine's, in finishing order.
+    kept: Vec<Arc<OpError>>,
     n_not_kept: u64,
 }
 
 impl Failures {
-    fn add(&mut self, op: OpId, error: &Arc<OpError>) {
+    fn add(&mut self, error: &Arc<OpError>) {
         if self.kept.len() < MAX_KEPT_FAILURES {
-            self.kept.push((op, error.clone()));
+            self.kept.push(error.clone());
         } else {
             self.n_not_kept += 1;
         }
@@ -2048,16 +2073,17 @@ impl Failures {
     fn take(&mut self) -> Vec<Arc<OpError>> {
         let mut own = std::mem::take(&mut self.kept);
         // Stable: a late panic's failure stays after its op's own.
-        own.sort_by_key(|(op, _)| *op);
+        own.sort_by_key(|error| error.op);
         let mut failures = std::mem::take(&mut self.adopted);
-        failures.extend(own.into_iter().map(|(_, error)| error));
+        failures.extend(own);
         failures
     }
 }
 
-/// The outcome of the op labelled `label`, at `line`, cancelled before it started.
-fn cancelled(label: &Arc<str>, line: u32) -> Outcome {
+/// The outcome of op `op`, labelled `label`, at `line`, cancelled before it started.
+fn cancelled(op: OpId, label: &Arc<str>, line: u32) -> Outcome {
     Outcome::Cancelled(Arc::new(OpError {
+        op,
         label: label.clone(),
         line,
         message: "cancelled before it started".to_string(),
@@ -2065,19 +2091,25 @@ fn cancelled(label: &Arc<str>, line: u32) -> Outcome {
     }))
 }
 
-/// Runs the op labelled `label`, at `line`: its outcome, a panic caught as a failure.
+/// Runs op `op`, labelled `label`, at `line`: its outcome, a panic caught as a failure.
 #[inline(always)]
-fn run_caught(label: &Arc<str>, line: u32, run: impl FnOnce() -> Result<(), String>) -> Outcome {
+fn run_caught(
+    op: OpId,
+    label: &Arc<str>,
+    line: u32,
+    run: impl FnOnce() -> Result<(), String>,
+) -> Outcome {
     match catch_unwind(AssertUnwindSafe(run)) {
         Ok(Ok(())) => Outcome::Ok,
-        Ok(Err(message)) => Outcome::Failed(error_at(label, line, message)),
-        Err(payload) => Outcome::Failed(error_at(label, line, panic_message(payload.as_ref()))),
+        Ok(Err(message)) => Outcome::Failed(error_at(op, label, line, message)),
+        Err(payload) => Outcome::Failed(error_at(op, label, line, panic_message(payload.as_ref()))),
     }
 }
 
-/// The error of the op labelled `label`, at `line`, failing with `message`.
-fn error_at(label: &Arc<str>, line: u32, message: String) -> Arc<OpError> {
+/// The error of op `op`, labelled `label`, at `line`, failing with `message`.
+fn error_at(op: OpId, label: &Arc<str>, line: u32, message: String) -> Arc<OpError> {
     Arc::new(OpError {
+        op,
         label: label.clone(),
         line,
         message,

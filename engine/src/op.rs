@@ -312,6 +312,9 @@ impl OpState {
 /// always the root cause, the op that failed first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpError {
+    /// The op that failed (or was cancelled), as its engine numbered it: what the interpreter
+    /// finds the calls it was pushed within by.
+    pub op: OpId,
     /// The label of the op that failed.
     pub label: Arc<str>,
     /// Its source line (0: none).

@@ -16,6 +16,7 @@
 mod backlog;
 mod bindings;
 pub mod builtins;
+mod call_sites;
 pub mod comm;
 pub mod commands;
 mod compute;

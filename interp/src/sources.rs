@@ -3,6 +3,7 @@
 //! rendered at its statement.
 
 // FxHash: labels are looked up on every statement; nothing here needs DoS-resistant hashing.
+use crate::call_sites::CallSites;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
@@ -91,15 +92,17 @@ impl SourceChunk {
 }
 
 /// Renders an op failure with the place of its statement in `sources` (for a bulk of one of
-/// `graphs`' ops, the statement in it that failed).
+/// `graphs`' ops, the statement in it that failed), then the calls it was pushed within.
 pub(crate) fn render_op_error(
     sources: &[SourceChunk],
     graphs: &HashMap<String, Graph>,
+    calls: &CallSites,
     error: &engine::OpError,
 ) -> Report {
     let step = graphs.values().find_map(|graph| graph.failed_step(error));
     let error = &match step {
         Some(step) => engine::OpError {
+            op: error.op,
             label: step.label,
             line: step.line,
             message: step.message,
@@ -134,6 +137,12 @@ pub(crate) fn render_op_error(
             format!("{}\n  = at {}", rendered.trim_end(), at.join(", "))
         }
     };
+    let rendered = calls
+        .describe(sources, error.op, error.line)
+        .into_iter()
+        .fold(rendered, |rendered, call| {
+            format!("{}\n  = {call}", rendered.trim_end())
+        });
     Report {
         message: format!("`{}`: {}", error.label, error.message),
         rendered,
@@ -224,8 +233,13 @@ impl Folded {
     }
 
     /// The first failure's report, then how many more there were.
-    fn report(self, sources: &[SourceChunk], graphs: &HashMap<String, Graph>) -> Report {
-        let mut report = render_op_error(sources, graphs, &self.first);
+    fn report(
+        self,
+        sources: &[SourceChunk],
+        graphs: &HashMap<String, Graph>,
+        calls: &CallSites,
+    ) -> Report {
+        let mut report = render_op_error(sources, graphs, calls, &self.first);
         report.repeats = self.n_more;
         if self.n_more > 0 {
             let times = if self.n_more == 1 { "time" } else { "times" };
@@ -277,6 +291,7 @@ pub(crate) fn take_failures(
     reported: &mut Vec<Arc<engine::OpError>>,
     sources: &[SourceChunk],
     graphs: &HashMap<String, Graph>,
+    calls: &CallSites,
 ) -> Result<(), RunError> {
     let failures = engine.take_failures();
     let n_not_kept = engine.take_n_failures_not_kept();
@@ -308,7 +323,7 @@ pub(crate) fn take_failures(
     }
     let mut reports: Vec<Report> = distinct
         .into_iter()
-        .map(|folded| folded.report(sources, graphs))
+        .map(|folded| folded.report(sources, graphs, calls))
         .collect();
     if n_not_kept > 0 {
         reports.push(Report::unplaced(format!(

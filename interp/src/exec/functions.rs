@@ -90,12 +90,24 @@ impl Runner<'_> {
             };
             frame.locals.insert(param.clone(), local);
         }
+        let body = &self.scope.sources[function.source_index];
+        let body_lines = (
+            body.line_of(function.body.span.start),
+            body.line_of(function.body.span.end),
+        );
+        self.scope.call_sites.enter(
+            self.scope.engine,
+            &func.text,
+            (self.source_index, span.start),
+            body_lines,
+        );
         let caller_source = std::mem::replace(&mut self.source_index, function.source_index);
         self.frames.push(frame);
         self.cache.invalidate();
         let flow = self.exec_block(&function.body.statements);
         let frame = self.frames.pop().expect("the frame pushed above");
         self.cache.invalidate();
+        self.scope.call_sites.leave(self.scope.engine);
         self.source_index = caller_source;
         let flow = flow.map_err(|error| {
             error.within(|| format!("in `{}`, called at {}", func.text, self.place(span)))

@@ -14,6 +14,7 @@ use grammar::ExprKind;
 use super::{Local, Runner};
 use crate::bindings::{Binding, Function};
 use crate::builtins;
+use crate::call_sites::CallSites;
 use crate::comm::{CommCounters, Communicator};
 use crate::error::{Report, RunError};
 use crate::graph::Graph;
@@ -52,6 +53,8 @@ pub(crate) struct Scope<'s> {
     pub(crate) n_temporaries: &'s mut u64,
     /// Failures already reported (by a `print` or `wait`), not to report twice.
     pub(crate) reported: &'s mut Vec<Arc<engine::OpError>>,
+    /// The calls each op was pushed within, for the reports of those that fail.
+    pub(crate) call_sites: &'s mut CallSites,
     /// Whether the user interrupted (see `Session::set_interrupt_check`).
     pub(crate) interrupt_check: Option<Check<'s>>,
     /// Whether the user gave up waiting (see `Session::set_abandon_check`).
@@ -90,12 +93,18 @@ impl Scope<'_> {
 
     /// Reports the failures not reported yet (see `Session::take_failures`).
     pub(crate) fn take_failures(&mut self) -> Result<(), RunError> {
-        sources::take_failures(self.engine, self.reported, self.sources, self.graphs)
+        sources::take_failures(
+            self.engine,
+            self.reported,
+            self.sources,
+            self.graphs,
+            self.call_sites,
+        )
     }
 
     /// An op failure, rendered at its statement.
     pub(crate) fn render_op_error(&self, error: &engine::OpError) -> Report {
-        sources::render_op_error(self.sources, self.graphs, error)
+        sources::render_op_error(self.sources, self.graphs, self.call_sites, error)
     }
 }
 
