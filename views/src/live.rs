@@ -530,11 +530,6 @@ impl LiveFold {
         let n_log = self.n_pushed;
         let time_range = replay.time_range();
         let first_ns = time_range.map_or(now_ns, |(first, _)| first);
-        let last_ns = if finished {
-            time_range.map_or(first_ns, |(_, last)| last)
-        } else {
-            now_ns
-        };
         let since_first = |ns: u64| ns.saturating_sub(first_ns);
         // Every op of the cell is an op of the log, shown in the state furthest along of the
         // log's and the snapshot's (either may be the newer for an op: the snapshot is taken
@@ -566,6 +561,19 @@ impl LiveFold {
             }
         }
         let n_ops = n_log + live_only.len();
+        // The time a display is drawn at: the clock's while an op is unfinished, else the
+        // log's last event, so that a display drawn while the interpreter works on after its
+        // ops ended does not count that time, and the cell's last display ("in all") never says
+        // less than one before it ("so far").
+        let all_ended = STATES
+            .into_iter()
+            .zip(n_by_state)
+            .all(|(state, count)| count == 0 || state.is_finished());
+        let last_ns = match time_range {
+            Some((_, last)) if finished || all_ended => last,
+            None if finished => first_ns,
+            _ => now_ns,
+        };
         let counts: Vec<(engine::OpState, usize)> = STATES
             .into_iter()
             .zip(n_by_state)
@@ -1125,6 +1133,32 @@ mod tests {
         let text = view.text(None);
         assert!(!text.contains("_#1"), "{text}");
         assert!(!view.html(None).contains("_#1"));
+    }
+
+    /// A display drawn after every op ended, while the interpreter works on (a host statement,
+    /// a `print`), counts the time up to the last event, not up to the clock: the cell's last
+    /// display never says less than one before it.
+    #[test]
+    fn a_display_after_every_op_ended_counts_no_more_time_than_the_last_display() {
+        let (source, _engine, _a) = finished_chain(3);
+        let elapsed = |view: &LiveView| {
+            let (_, time) = view.heading.rsplit_once(" · ").unwrap();
+            time.to_string()
+        };
+        let mut fold = LiveFold::new(&source);
+        let during = fold.view(&source, false);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let later = fold.view(&source, false);
+        let last = fold.view(&source, true);
+        assert!(during.heading.ends_with(" so far"), "{}", during.heading);
+        assert_eq!(
+            elapsed(&during).replace(" so far", ""),
+            elapsed(&last).replace(" in all", ""),
+            "{} / {}",
+            during.heading,
+            last.heading
+        );
+        assert_eq!(elapsed(&later), elapsed(&during));
     }
 
     #[test]
@@ -1771,14 +1805,6 @@ mod tests {
             .events()
             .first()
             .map_or(now_ns, |event| event.time_ns);
-        let last_ns = if finished {
-            replay
-                .events()
-                .last()
-                .map_or(first_ns, |event| event.time_ns)
-        } else {
-            now_ns
-        };
         let since_first = |ns: u64| ns.saturating_sub(first_ns);
         // Every op of the cell: the log's record, with the snapshot's live state (and why it
         // waits) while it has not finished; then live ops the log has not shown yet.
@@ -1814,6 +1840,12 @@ mod tests {
         .map(|state| (state, ops.iter().filter(|op| op.state == state).count()))
         .filter(|(_, count)| *count > 0)
         .collect();
+        let all_ended = ops.iter().all(|op| op.state.is_finished());
+        let last_ns = match replay.events().last() {
+            Some(last) if finished || all_ended => last.time_ns,
+            None if finished => first_ns,
+            _ => now_ns,
+        };
         let n_ops = ops.len();
         let every_op = ops.clone();
         let ops = old_shown_ops(ops);
