@@ -265,6 +265,40 @@ fn a_wait_for_a_kernels_result_lasts_until_the_kernel_ends() {
     assert!(run.stderr.contains("parallelism: 1.00"), "{}", run.stderr);
 }
 
+/// Without a host wait, a chain of kernels is still the critical path: device ops count the
+/// longer of their launch and their kernels, so the path is the 0.3 ms of kernels, not the
+/// 16 µs of launches the summary gave before; `dep replay` of its trace and the DOT agree.
+#[test]
+fn a_chain_of_kernels_no_host_op_waits_for_is_the_critical_path() {
+    let dir = TestDir::new();
+    dir.write(
+        "kernels.dep",
+        "device gpu0 = sim(launch_us=5, latency_us=0, streams=1)\nx = ones(4)\nwait\nwith gpu0 {\n  a = work(0.1, x)\n  b = work(0.1, a)\n  c = work(0.1, b)\n}\n",
+    );
+    let path = "critical path: 0.30 ms over 4 ops: x = ones(4) (line 2) → a = work(0.1, x) (line 5) →\n  b = work(0.1, a) (line 6) → c = work(0.1, b) (line 7)\n";
+    let run = run_sim(
+        &dir,
+        "kernels.dep",
+        &["--summary", "--trace", "t.json", "--dot", "g.dot"],
+    );
+    assert!(run.stderr.contains(path), "{}", run.stderr);
+    let replayed = Run::of(dir.dep().args(["replay", "t.json", "--end"])).expect_code(0);
+    assert!(
+        replayed.stdout.contains(path) || replayed.stderr.contains(path),
+        "{}{}",
+        replayed.stdout,
+        replayed.stderr
+    );
+    let dot = std::fs::read_to_string(dir.path().join("g.dot")).unwrap();
+    let on_path = dot
+        .lines()
+        .filter(|line| {
+            line.starts_with("  op") && !line.contains("->") && line.contains("penwidth")
+        })
+        .count();
+    assert_eq!(on_path, 4, "{dot}");
+}
+
 /// The cost model charges an op the bytes it reads and writes and a copy the bytes it moves
 /// (latency + max(flops / flop/s, bytes / bytes/s)): 4 MB made on the CPU (20 GB/s, 1 µs) take
 /// 201 µs, copied over PCIe (25 GB/s, 10 µs) 170 µs; `work(ms)` takes exactly its time.

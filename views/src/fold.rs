@@ -409,6 +409,85 @@ fn longer<'a>(
     }
 }
 
+/// A device op's run on its worker.
+struct Ran {
+    /// How long it took (the launch of its kernels).
+    ns: u64,
+    /// The longest path to it (as the fold counts it, device ops by their launches), and the
+    /// push position of its last op.
+    before: Option<(Path, usize)>,
+}
+
+/// Where a chain through device ops comes from: nowhere, a path of the fold's, or a device op.
+enum ChainFrom {
+    Start,
+    Path(Path),
+    Device(OpId),
+}
+
+/// The longest chain of ops that ran, each depending on the one before, whose last ops are
+/// device ops counting the longer of their launch and their kernels' span (as
+/// `Replay::critical_path` counts it): the critical path where it is longer than the fold's,
+/// whose device ops count only their launches. `device_ops` are in push order.
+fn device_path(device_ops: &[(&OpId, &DeviceOp)], labels: &mut Labels) -> Option<Path> {
+    // By op: the length and steps of the longest chain up to and with it, where it comes from,
+    // and its push position.
+    let mut best: HashMap<OpId, (u64, usize, ChainFrom, usize)> = HashMap::default();
+    for (op, device_op) in device_ops {
+        let Some(ran) = &device_op.ran else {
+            continue;
+        };
+        let kernels_ns = device_op
+            .span
+            .as_ref()
+            .map_or(0, |(_, start_ns, end_ns)| end_ns - start_ns);
+        // Ranked as `Replay::critical_path` ranks them: the longest, of the most steps, then
+        // through the latest pushed op, then through a device op's chain.
+        let through_path = ran.before.as_ref().map(|(path, position)| {
+            let rank = (path.ns, path.n_ops, Some((*position, false)));
+            (rank, ChainFrom::Path(path.clone()))
+        });
+        let through_device = device_op.preds.iter().filter_map(|pred| {
+            let (ns, n_steps, _, position) = best.get(pred)?;
+            Some((
+                (*ns, *n_steps, Some((*position, true))),
+                ChainFrom::Device(*pred),
+            ))
+        });
+        let ((ns, n_steps, _), from) = through_path
+            .into_iter()
+            .chain(through_device)
+            .max_by_key(|(rank, _)| *rank)
+            .unwrap_or(((0, 0, None), ChainFrom::Start));
+        let own = ran.ns.max(kernels_ns);
+        best.insert(**op, (ns + own, n_steps + 1, from, device_op.position));
+    }
+    let (&end, _) = best.iter().max_by_key(|(_, (ns, n_steps, _, position))| {
+        (*ns, *n_steps, std::cmp::Reverse(*position))
+    })?;
+    // Back along the device ops to where the chain came from, then forward from there.
+    let mut chain = vec![end];
+    let start = loop {
+        match &best[chain.last().expect("a chain has an op")].2 {
+            ChainFrom::Device(before) => chain.push(*before),
+            ChainFrom::Path(path) => break Some(path.clone()),
+            ChainFrom::Start => break None,
+        }
+    };
+    let by_id: HashMap<OpId, &DeviceOp> = device_ops
+        .iter()
+        .map(|(op, device_op)| (**op, *device_op))
+        .collect();
+    let mut path = start;
+    for op in chain.into_iter().rev() {
+        let device_op = by_id[&op];
+        let own = best[&op].0 - path.as_ref().map_or(0, |path| path.ns);
+        let step = Step(op, labels.number(&device_op.label), device_op.line);
+        path = Some(Path::extend(path.as_ref(), step, own));
+    }
+    path
+}
+
 /// The name of a variable the log never named: its id.
 fn unnamed_var(var: VarId) -> Arc<str> {
     Arc::from(var.to_string())
@@ -419,6 +498,8 @@ struct DeviceOp {
     label: Arc<str>,
     line: u32,
     launch: Option<(u32, u64)>,
+    /// Its run, once it ended having run.
+    ran: Option<Ran>,
     span: Option<(Arc<str>, u64, u64)>,
     /// Its dependencies on other device ops.
     preds: Vec<OpId>,
@@ -567,6 +648,7 @@ impl RunFold {
                             label: self.labels.text(live.label).clone(),
                             line: live.line,
                             launch: live.started,
+                            ran: None,
                             span: None,
                             preds: Vec::new(),
                         };
@@ -780,6 +862,7 @@ impl RunFold {
                     label: label.clone(),
                     line,
                     launch: None,
+                    ran: None,
                     span: None,
                     preds: device_preds,
                 },
@@ -1035,11 +1118,11 @@ impl RunFold {
                 Some((from.path.as_ref()?, from.position))
             })
             .max_by_key(|(path, position)| (path.ns, path.n_ops, *position));
-        let before = match live.done.as_ref().and_then(|done| done.best.as_ref()) {
+        let before_at = match live.done.as_ref().and_then(|done| done.best.as_ref()) {
             Some((path, position)) => longer(before, Some((path, *position))),
             None => before,
-        }
-        .map(|(path, _)| path);
+        };
+        let before = before_at.map(|(path, _)| path);
         // An op that ran nothing (never started, cancelled, or skipped for a failed input) ends
         // every path to it: a path is a chain of ops that ran, each depending on the one before
         // (led on through it, a path read `B → wait D` where no dependency joins them).
@@ -1049,6 +1132,15 @@ impl RunFold {
             true => Path::extend(before, Step(op, live.label, live.line), own_ns),
             false => Path::default(),
         };
+        if ran && !self.device_ops.is_empty() {
+            let before_at = before_at.map(|(path, position)| (path.clone(), position));
+            if let Some(device_op) = self.device_ops.get_mut(&op) {
+                device_op.ran = Some(Ran {
+                    ns: own_ns,
+                    before: before_at,
+                });
+            }
+        }
         let position = live.position;
         let better = match self.critical() {
             _ if path.n_ops == 0 => false,
@@ -1231,8 +1323,14 @@ impl RunFold {
             .collect();
         let wall_ns = end_ns - start_ns;
         let total_busy: u64 = busy_ns.iter().map(|(_, busy)| busy).sum();
-        let (critical_path_ns, critical_path_ops, critical_path) = match self.critical() {
-            Some((path, _)) => (path.ns, path.n_ops, path.shown(&self.labels)),
+        let device_path = device_path(&device_ops, &mut self.labels);
+        let critical = match (self.critical(), &device_path) {
+            (Some((host, _)), Some(device)) if device.ns > host.ns => Some(device),
+            (Some((host, _)), _) => Some(host),
+            (None, device) => device.as_ref(),
+        };
+        let (critical_path_ns, critical_path_ops, critical_path) = match critical {
+            Some(path) => (path.ns, path.n_ops, path.shown(&self.labels)),
             None => (0, 0, Vec::new()),
         };
         Summary {

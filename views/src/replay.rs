@@ -126,6 +126,33 @@ pub struct DeviceSpan {
     pub end_ns: u64,
 }
 
+/// The longest chain found up to an op (see `Replay::longest_path`): its time, its number of
+/// ops, and the op before it, with whether that op's chain is its chain through device ops.
+#[derive(Clone, Copy, Debug, Default)]
+struct Link {
+    ns: u64,
+    n_steps: usize,
+    before: Option<(NodeIndex, bool)>,
+}
+
+impl Link {
+    /// How chains to one op compare: the longest, of the most steps among equals, then
+    /// through the latest pushed op, then through a device op's chain (as the summary's fold
+    /// chooses).
+    fn rank(&self) -> (u64, usize, Option<(NodeIndex, bool)>) {
+        (self.ns, self.n_steps, self.before)
+    }
+
+    /// The chain one op of `own_ns` longer.
+    fn then(self, own_ns: u64) -> Link {
+        Link {
+            ns: self.ns + own_ns,
+            n_steps: self.n_steps + 1,
+            ..self
+        }
+    }
+}
+
 /// One row of a timeline: a worker (the host thread that ran, or enqueued, ops) or a device lane
 /// (a GPU stream, where enqueued kernels ran).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,6 +178,16 @@ impl OpRecord {
     /// How long it ran, once it finished.
     pub fn duration_ns(&self) -> Option<u64> {
         Some(self.finished_ns?.saturating_sub(self.started_ns?))
+    }
+
+    /// What the op took on the critical path of device ops: the longer of its run on its
+    /// worker (for a device op, the launch of its kernels) and its kernels' span on the device.
+    pub fn work_ns(&self) -> u64 {
+        let device_ns = self
+            .device_span
+            .as_ref()
+            .map_or(0, |span| span.end_ns.saturating_sub(span.start_ns));
+        self.duration_ns().unwrap_or(0).max(device_ns)
     }
 
     /// "statement (line N)", or the bare label for engine bookkeeping ops without a line.
@@ -542,52 +579,105 @@ impl Replay {
     /// The critical path: the chain of dependent ops with the largest total run time, in order.
     /// Running ops count as taking no time. An op that ran nothing (never started, cancelled, or
     /// skipped because what it reads failed) is on no path: a path is a chain of ops that ran,
-    /// each depending on the one before, so one ends before such an op. Of chains of one length, the one of more steps is taken (an op of no time at
-    /// the end, a `wait`, is on the path whether the engine's clock saw it take 100 ns or, under
-    /// the simulated engine, none), then the one that ends first; the summary's fold chooses
-    /// alike.
+    /// each depending on the one before, so one ends before such an op. Of chains of one
+    /// length, the one of more steps is taken (an op of no time at the end, a `wait`, is on the
+    /// path whether the engine's clock saw it take 100 ns or, under the simulated engine, none),
+    /// then the one that ends first; the summary's fold chooses alike.
+    ///
+    /// A device op's host thread only launches its kernels, which run later on the device: a
+    /// chain of device ops that no host op waits for would count only the launches. So the
+    /// longest chain of device ops alone, each counting the longer of its launch and its
+    /// kernels (see [`OpRecord::work_ns`]), is the critical path where it is longer.
     pub fn critical_path(&self) -> Vec<OpId> {
+        self.longest_path().1
+    }
+
+    /// The critical path's time: its ops' run times, or, for a chain of device ops, their work
+    /// times (see [`Replay::critical_path`]).
+    pub fn critical_path_ns(&self) -> u64 {
+        self.longest_path().0
+    }
+
+    fn longest_path(&self) -> (u64, Vec<OpId>) {
         let graph = self.graph();
         // Push order is a topological order (see the invariant), which `toposort` confirms.
         let order = petgraph::algo::toposort(&graph, None)
             .unwrap_or_else(|_| graph.node_indices().collect());
-        let is_step = |op: &OpRecord| {
+        let ops = self.ops();
+        let is_step = |node: NodeIndex| {
+            let op = &ops[node.index()];
             op.started_ns.is_some() && !matches!(op.state, OpState::Skipped | OpState::Cancelled)
         };
-        // By node: the length and number of steps of the longest path up to and with it, and
-        // the node before it on that path.
-        let mut best: Vec<(u64, usize, Option<NodeIndex>)> = vec![(0, 0, None); graph.node_count()];
-        for node in &order {
-            let op = &self.ops()[node.index()];
-            if !is_step(op) {
+        let is_device_step =
+            |node: NodeIndex| is_step(node) && ops[node.index()].device != engine::Device::Cpu;
+        // By node: the length and number of steps of the longest chain up to and with it, and
+        // the node before it on that chain; for a device op, the chain through device ops
+        // counting their work, and whether the node before is on such a chain too.
+        let mut host: Vec<Link> = vec![Link::default(); graph.node_count()];
+        let mut device: Vec<Link> = vec![Link::default(); graph.node_count()];
+        for &node in &order {
+            if !is_step(node) {
                 continue;
             }
-            let before = graph
-                .neighbors_directed(*node, petgraph::Direction::Incoming)
-                .filter(|previous| is_step(&self.ops()[previous.index()]))
-                .map(|previous| {
-                    let (length, n_steps, _) = best[previous.index()];
-                    (length, n_steps, Some(previous))
-                })
-                .max_by_key(|(length, n_steps, previous)| (*length, *n_steps, *previous))
-                .unwrap_or((0, 0, None));
-            let own = op.duration_ns().unwrap_or(0);
-            best[node.index()] = (before.0 + own, before.1 + 1, before.2);
+            let op = &ops[node.index()];
+            let preds = || {
+                graph
+                    .neighbors_directed(node, petgraph::Direction::Incoming)
+                    .filter(|previous| is_step(*previous))
+            };
+            let after = |links: &[Link], previous: NodeIndex, on_device: bool| Link {
+                before: Some((previous, on_device)),
+                ..links[previous.index()]
+            };
+            let before = preds()
+                .map(|previous| after(&host, previous, false))
+                .max_by_key(Link::rank)
+                .unwrap_or_default();
+            host[node.index()] = before.then(op.duration_ns().unwrap_or(0));
+            if is_device_step(node) {
+                let before = preds()
+                    .map(|previous| after(&host, previous, false))
+                    .chain(
+                        preds()
+                            .filter(|previous| is_device_step(*previous))
+                            .map(|previous| after(&device, previous, true)),
+                    )
+                    .max_by_key(Link::rank)
+                    .unwrap_or_default();
+                device[node.index()] = before.then(op.work_ns());
+            }
         }
-        let Some(end) = (0..best.len())
-            .filter(|&index| best[index].1 > 0)
-            .max_by_key(|&index| (best[index].0, best[index].1, std::cmp::Reverse(index)))
-        else {
-            return Vec::new();
+        let end_of = |links: &[Link]| {
+            (0..links.len())
+                .filter(|&index| links[index].n_steps > 0)
+                .max_by_key(|&index| {
+                    (
+                        links[index].ns,
+                        links[index].n_steps,
+                        std::cmp::Reverse(index),
+                    )
+                })
         };
-        let mut path = vec![self.ops()[end].id];
-        let mut at = best[end].2;
+        let (mut at, mut on_device) = match (end_of(&host), end_of(&device)) {
+            (Some(host_end), Some(device_end)) if device[device_end].ns > host[host_end].ns => {
+                (Some(NodeIndex::new(device_end)), true)
+            }
+            (Some(host_end), _) => (Some(NodeIndex::new(host_end)), false),
+            (None, device_end) => (device_end.map(NodeIndex::new), true),
+        };
+        let ns = at.map_or(0, |node| match on_device {
+            true => device[node.index()].ns,
+            false => host[node.index()].ns,
+        });
+        let mut path = Vec::new();
         while let Some(node) = at {
-            path.push(self.ops()[node.index()].id);
-            at = best[node.index()].2;
+            path.push(ops[node.index()].id);
+            let link = if on_device { &device } else { &host }[node.index()];
+            at = link.before.map(|(before, _)| before);
+            on_device = link.before.is_some_and(|(_, on_device)| on_device);
         }
         path.reverse();
-        path
+        (ns, path)
     }
 
     /// The earliest push and the latest finish (of an op or of its device work): the span the
