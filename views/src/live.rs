@@ -683,6 +683,15 @@ impl LiveView {
             .map_or(0, |(_, count)| *count)
     }
 
+    /// How many of the cell's ops have not finished (wait, are ready or run).
+    pub fn n_unfinished(&self) -> usize {
+        self.counts
+            .iter()
+            .filter(|(state, _)| !state.is_finished())
+            .map(|(_, count)| count)
+            .sum()
+    }
+
     /// How many ops the input has pushed.
     pub fn n_ops(&self) -> usize {
         self.counts.iter().map(|(_, count)| count).sum()
@@ -739,12 +748,7 @@ impl LiveView {
                 .iter()
                 .filter(|op| !op.state.is_finished())
                 .count();
-            let n_unfinished: usize = self
-                .counts
-                .iter()
-                .filter(|(state, _)| !state.is_finished())
-                .map(|(_, count)| count)
-                .sum();
+            let n_unfinished = self.n_unfinished();
             let mut heading = heading(&self.about, &self.counts, usize::MAX);
             if n_listed < n_unfinished {
                 heading.push_str(&format!(
@@ -1434,12 +1438,7 @@ mod tests {
                 let counted: usize = view.counts.iter().map(|(_, count)| count).sum();
                 assert_eq!(counted, view.n_ops(), "{heading}");
                 assert_eq!(view.n_ops(), N as usize, "{heading}");
-                let n_unfinished: usize = view
-                    .counts
-                    .iter()
-                    .filter(|(state, _)| !state.is_finished())
-                    .map(|(_, count)| count)
-                    .sum();
+                let n_unfinished = view.n_unfinished();
                 for state in [engine::OpState::Running, engine::OpState::Ready] {
                     assert!(view.count(state) <= 2, "two chains: {heading}");
                 }
