@@ -1120,6 +1120,48 @@ fn a_critical_path_and_the_dag_go_through_a_functions_argument_and_result() {
     }
 }
 
+/// `B = f(A + 1)` where B is already a variable: the value returned is computed straight into
+/// B (one op, `return work(1, x)` writing B), not into a temporary then copied into B and
+/// deleted (three ops); the critical path and the DAG go through it.
+#[test]
+fn a_value_returned_to_a_variable_is_computed_into_it() {
+    let dir = TestDir::new();
+    let script = dir.write(
+        "call.dep",
+        "def f(x) { return work(1, x) }\nA = ones(4)\nB = ones(4)\nB = f(A + 1)\nC = work(1, B)\nwait\nprint sum(C)\n",
+    );
+    for engine in ["naive", "threaded", "sim"] {
+        let run = Run::of(
+            dir.dep()
+                .arg("run")
+                .arg(&script)
+                .args(["--engine", engine, "--dot", "g.dot"]),
+        )
+        .expect_code(0);
+        assert_eq!(run.stdout, "8.0\n", "{engine}");
+        let path = run
+            .stderr
+            .split_once("critical path: ")
+            .and_then(|(_, rest)| rest.split_once("\n  memory"))
+            .map(|(path, _)| path.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|| panic!("{engine}: {}", run.stderr));
+        assert!(
+            path.contains(
+                "A = ones(4) (line 2) → A + 1 (line 4) → return work(1, x) (line 1) \
+                 → C = work(1, B) (line 5) → sum(C) (line 7)"
+            ),
+            "{engine}: {path}"
+        );
+        let dot = read(&dir, "g.dot");
+        assert!(!dot.contains("return#"), "{engine}: {dot}");
+        assert!(
+            dot.contains("op4 -> op6 [label=\"B RAW\"")
+                && dot.contains("op2 -> op4 [label=\"B WAW\""),
+            "{engine}: {dot}"
+        );
+    }
+}
+
 /// An op that computes a part of a statement in a loop (a function's argument, a `print`'s
 /// value) is labelled with the loop's counter, as the statement's own op is: a trace told the
 /// iterations' `A + i` apart only by their times.

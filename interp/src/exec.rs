@@ -70,6 +70,9 @@ struct Frame {
     locals: HashMap<String, Local>,
     /// A graph being recorded writes the global names it assigns; a function makes locals.
     writes_globals: bool,
+    /// The caller's variable a call's one returned value is computed straight into
+    /// (`a = f(a)`), rather than into a temporary copied there, then deleted.
+    returns_into: Option<Arc<Slot>>,
 }
 
 /// A local name: `owned` slots belong to the frame and are deleted when it ends; parameters

@@ -143,7 +143,7 @@ impl Runner<'_> {
             ExprKind::Call { func, args, kwargs } => {
                 if self.scope.functions.contains_key(&func.text) {
                     self.compiled_pure = false;
-                    let mut results = self.call_function(func, args, kwargs, expr.span)?;
+                    let mut results = self.call_function(func, args, kwargs, expr.span, None)?;
                     if results.len() != 1 {
                         let line = self.line(expr.span);
                         for result in results {

@@ -25,12 +25,15 @@ impl Runner<'_> {
     }
 
     /// Pushes a function's body with its parameters bound; returns the slots of its results.
+    /// A single value returned is computed straight into `returns_into` where given (the
+    /// caller's variable it is assigned to), which is then its result.
     pub(super) fn call_function(
         &mut self,
         func: &grammar::Name,
         args: &[grammar::Expr],
         kwargs: &[grammar::KeywordArg],
         span: Span,
+        returns_into: Option<Arc<Slot>>,
     ) -> Result<Vec<Arc<Slot>>, RunError> {
         let Some(function) = self.scope.functions.get(&func.text).cloned() else {
             return Err(self.unknown_name(func));
@@ -65,6 +68,7 @@ impl Runner<'_> {
         let mut frame = Frame {
             locals: HashMap::default(),
             writes_globals: false,
+            returns_into,
         };
         for (param, arg) in function.params.iter().zip(args) {
             let local = match self.name_binding(arg) {
@@ -153,7 +157,14 @@ impl Runner<'_> {
                 }
             }
             let compiled = self.compile(expr)?;
-            let slot = self.new_temporary("return");
+            let into = match exprs {
+                [_] => self
+                    .frames
+                    .last()
+                    .and_then(|frame| frame.returns_into.clone()),
+                _ => None,
+            };
+            let slot = into.unwrap_or_else(|| self.new_temporary("return"));
             self.push_compute(stmt, compiled, vec![slot.clone()], None);
             results.push(slot);
         }

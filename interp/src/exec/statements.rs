@@ -29,7 +29,16 @@ impl Runner<'_> {
             return Ok(());
         }
         if let Some((func, args, kwargs)) = self.user_call(value) {
-            let results = self.call_function(func, args, kwargs, value.span)?;
+            // `a = f(a)` where a is already this scope's: a value returned is computed into a
+            // (a new name is made only once the call has succeeded).
+            let returns_into = match targets {
+                [target] => match self.lookup(&target.text) {
+                    Some((Binding::Tensor(slot), true)) => Some(slot),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let results = self.call_function(func, args, kwargs, value.span, returns_into)?;
             if results.len() != targets.len() {
                 return Err(self.error(
                     stmt.span,
@@ -44,6 +53,9 @@ impl Runner<'_> {
             }
             for (target, result) in targets.iter().zip(results) {
                 let output = self.target_slot(target)?;
+                if Arc::ptr_eq(&output, &result) {
+                    continue;
+                }
                 let compiled = Compiled {
                     plan: Plan::Input(0),
                     inputs: vec![result.clone()],
@@ -248,7 +260,7 @@ impl Runner<'_> {
             return Ok(());
         }
         if let Some((func, args, kwargs)) = self.user_call(expr) {
-            let results = self.call_function(func, args, kwargs, expr.span)?;
+            let results = self.call_function(func, args, kwargs, expr.span, None)?;
             for result in results {
                 if self.scope.show_expression_values {
                     let value = self.wait_slot(&result, expr.span)?;
