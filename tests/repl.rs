@@ -78,13 +78,13 @@ impl Repl {
         self.send(&format!("{line}\r"));
     }
 
-    /// Types `line` and Enter key by key, as a person does: a line that comes in one write is
-    /// pasted, and the live panel stays away from the prompt after it (the line editor may
+    /// Types `line` and Enter key by key, at a fast typist's pace: a line whose keys come
+    /// faster is pasted, and the live panel stays away from the prompt after it (the line editor may
     /// hold the lines pasted with it).
     fn type_line(&mut self, line: &str) {
         for key in line.chars().chain(['\r']) {
             self.send(&key.to_string());
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::thread::sleep(std::time::Duration::from_millis(65));
         }
     }
 

@@ -437,10 +437,10 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         KeyEvent::ctrl('C'),
         EventHandler::Conditional(Box::new(InterruptKey(interrupted.clone()))),
     );
-    let first_key = Arc::new(std::sync::Mutex::new(None));
+    let line_keys = Arc::new(std::sync::Mutex::new(LineKeys::default()));
     editor.bind_sequence(
         Event::Any,
-        EventHandler::Conditional(Box::new(FirstKey(first_key.clone()))),
+        EventHandler::Conditional(Box::new(CountKeys(line_keys.clone()))),
     );
     let history = history_path();
     if let Some(path) = &history {
@@ -482,12 +482,11 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
                     .map_or(80, |(columns, _)| usize::from(columns))
             });
         }
-        *engine::lock(&first_key) = None;
+        *engine::lock(&line_keys) = LineKeys::default();
         let read = editor.readline(prompt);
         // A bare Enter (to see the panel again) is no sign of a paste.
-        let first = engine::lock(&first_key).take();
-        typed_ahead = matches!(&read, Ok(line) if !line.trim().is_empty())
-            && first.is_some_and(|first| first.elapsed() < TYPED_AHEAD_WITHIN);
+        let keys = std::mem::take(&mut *engine::lock(&line_keys));
+        typed_ahead = matches!(&read, Ok(line) if !line.trim().is_empty()) && keys.came_at_once();
         let line = match read {
             Ok(_) if interrupted.swap(false, Ordering::SeqCst) => {
                 buffer.clear();
@@ -557,9 +556,11 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// A line whose keys, its first to its Enter, came within this long was typed ahead or pasted:
-/// nobody types a line and Enter faster.
-const TYPED_AHEAD_WITHIN: std::time::Duration = std::time::Duration::from_millis(5);
+/// A line whose keys, its first to its Enter, came less than this long apart on average was
+/// typed ahead or pasted: the fastest typists leave about 60 ms between keys, while the keys of
+/// one write come as fast as the editor takes them, or a few milliseconds apart on a loaded
+/// machine that puts the REPL aside between two of them.
+const TYPED_AHEAD_KEY_GAP: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// The REPL's side of an input: what it prints goes to stdout, now.
 struct Stdout(io::Stdout);
@@ -632,13 +633,32 @@ impl ConditionalEventHandler for InterruptKey {
     }
 }
 
-/// Any key the line editor reads: notes when the line's first key came (see
-/// [`TYPED_AHEAD_WITHIN`]), and lets the editor do what the key does.
-struct FirstKey(Arc<std::sync::Mutex<Option<std::time::Instant>>>);
+/// The keys of the line being read: how many, and when the first came.
+#[derive(Default)]
+struct LineKeys {
+    first: Option<std::time::Instant>,
+    count: u32,
+}
 
-impl ConditionalEventHandler for FirstKey {
+impl LineKeys {
+    /// Whether the line's keys, Enter included, came faster than anyone types (see
+    /// [`TYPED_AHEAD_KEY_GAP`]).
+    fn came_at_once(&self) -> bool {
+        let gaps = self.count.saturating_sub(1);
+        self.first
+            .is_some_and(|first| gaps > 0 && first.elapsed() < TYPED_AHEAD_KEY_GAP * gaps)
+    }
+}
+
+/// Any key the line editor reads: counts it into the line's [`LineKeys`], and lets the editor do
+/// what the key does.
+struct CountKeys(Arc<std::sync::Mutex<LineKeys>>);
+
+impl ConditionalEventHandler for CountKeys {
     fn handle(&self, _: &Event, _: RepeatCount, _: bool, _: &EventContext) -> Option<Cmd> {
-        engine::lock(&self.0).get_or_insert_with(std::time::Instant::now);
+        let mut keys = engine::lock(&self.0);
+        keys.first.get_or_insert_with(std::time::Instant::now);
+        keys.count += 1;
         None
     }
 }
@@ -761,4 +781,36 @@ fn summarize(labels: &[String]) -> String {
         text.push_str(&format!(" and {} more", labels.len() - SHOWN));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn keys(count: u32, first_ago: Duration) -> LineKeys {
+        LineKeys {
+            first: Instant::now().checked_sub(first_ago),
+            count,
+        }
+    }
+
+    #[test]
+    fn a_line_typed_at_a_typists_pace_did_not_come_at_once() {
+        assert!(!keys(10, Duration::from_millis(9 * 60)).came_at_once());
+        assert!(!keys(2, Duration::from_millis(60)).came_at_once());
+    }
+
+    #[test]
+    fn a_line_whose_keys_came_together_or_a_little_apart_came_at_once() {
+        assert!(keys(10, Duration::ZERO).came_at_once());
+        // A loaded machine put the REPL aside for 100 ms between two of its keys.
+        assert!(keys(10, Duration::from_millis(100)).came_at_once());
+    }
+
+    #[test]
+    fn one_key_alone_or_none_is_no_sign_of_a_paste() {
+        assert!(!keys(1, Duration::ZERO).came_at_once());
+        assert!(!LineKeys::default().came_at_once());
+    }
 }
