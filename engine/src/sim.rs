@@ -300,7 +300,10 @@ impl Simulator {
         } = outcome;
         let index = self.next_index;
         self.next_index += 1;
-        let ran = state == OpState::Done || state == OpState::Failed;
+        // A GPU op launches its kernels once its checks pass: one that failed launched nothing
+        // and took no time; one skipped or cancelled never ran.
+        let on_gpu = matches!(device, Device::Gpu(_));
+        let ran = state == OpState::Done || (state == OpState::Failed && !on_gpu);
         let duration_ns = if ran && bookkeeping.is_none() {
             self.model.device(device).duration_ns(cost)
         } else {
@@ -345,7 +348,7 @@ impl Simulator {
             self.op_mut(*other).successors.push(index);
         }
         let model = self.model.device(device);
-        let launch = (matches!(device, Device::Gpu(_)) && model.launch_ns > 0)
+        let launch = (on_gpu && state == OpState::Done && model.launch_ns > 0)
             .then_some((model.launch_ns, model.sync));
         self.ops.insert(
             index,

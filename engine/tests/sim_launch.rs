@@ -22,12 +22,26 @@ impl OpBody for TenMicroseconds {
     }
 }
 
+/// A GPU op whose checks fail before it launches anything.
+struct FailsItsChecks;
+
+impl OpBody for FailsItsChecks {
+    fn run(&self, _: &OpContext) -> Result<(), String> {
+        Err("shapes [2] and [3] are not aligned".to_string())
+    }
+}
+
 /// (start, end) pairs in nanoseconds.
 type Spans = Vec<(u64, u64)>;
 
 /// Three dependent ops of 10 µs on one stream with 5 µs launches, then a CPU op reading the
 /// last: the (start, end) of each op and each kernel, and when `wait_all` left the clock.
 fn chain(sync: bool) -> (Spans, Spans, u64) {
+    chain_after(sync, Arc::new(TenMicroseconds))
+}
+
+/// [`chain`], its first op's body `first`.
+fn chain_after(sync: bool, first: Arc<dyn OpBody>) -> (Spans, Spans, u64) {
     let log = Arc::new(EventLog::new());
     let engine = Engine::new(EngineConfig {
         policy: Policy::Sim,
@@ -46,10 +60,11 @@ fn chain(sync: bool) -> (Spans, Spans, u64) {
         },
     );
     let x = engine.new_var("x");
-    let ten_us = Arc::new(TenMicroseconds);
-    for _ in 0..3 {
+    let ten_us: Arc<dyn OpBody> = Arc::new(TenMicroseconds);
+    for body in [first, ten_us.clone(), ten_us] {
         engine.push(
-            OpSpec::shared("x = k(x)", ten_us.clone())
+            OpSpec::shared("x = k(x)", body)
+                .reads(&[x.clone()])
                 .writes(&[x.clone()])
                 .device(Device::Gpu(0)),
         );
@@ -120,4 +135,17 @@ fn gpu_ops_complete_at_enqueue_and_their_kernels_run_back_to_back() {
         [(5_000, 15_000), (15_000, 25_000), (25_000, 35_000)]
     );
     assert!(now_ns >= 36_000, "{now_ns}");
+}
+
+/// An op that fails its checks launches no kernel, and the ops skipped after it (they read its
+/// error) launch none either: none of them takes the host's launch time or shows a kernel,
+/// which made a failed run look busy for as long as a good one.
+#[test]
+fn a_failed_gpu_op_and_those_skipped_after_it_launch_nothing() {
+    for sync in [false, true] {
+        let (ops, kernels, now_ns) = chain_after(sync, Arc::new(FailsItsChecks));
+        assert_eq!(kernels, [], "sync {sync}");
+        assert_eq!(ops, [(0, 0); 4], "sync {sync}");
+        assert_eq!(now_ns, 0, "sync {sync}");
+    }
 }
