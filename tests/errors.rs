@@ -350,25 +350,66 @@ fn an_op_failing_inside_functions_names_the_calls_it_was_pushed_within() {
 }
 
 /// An op that failed on the engine may have been pushed at another iteration than the one the
-/// interpreter is at, so its report names the loop only where the op itself knows its
-/// iteration: an observed run's ops do (`--summary`).
+/// interpreter is at when the failure is seen, so its report names the loops and calls it was
+/// pushed within, as a push-time error does, observed (`--summary`) or not: an unobserved run
+/// named no iteration.
 #[test]
-fn an_observed_op_failure_in_a_loop_names_its_iteration() {
+fn an_op_failure_in_a_loop_names_the_iteration_it_was_pushed_at() {
     let dir = TestDir::new();
-    dir.write(
-        "case.dep",
-        "x = ones(2, 2)\nfor i in 0..5 {\n  x = x @ ones(2, i + 1)\n}\n",
-    );
+    let source = "x = ones(2, 2)\nfor i in 0..5 {\n  x = x @ ones(2, i + 1)\n}\n";
+    let expected = "3 |   x = x @ ones(2, i + 1)\n  |   ^^^^^^^^^^^^^^^^^^^^^^ in this statement\n  = in the loop at case.dep:2:1, at i = 1\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert!(run.stderr.ends_with(expected), "{engine}: {}", run.stderr);
+    }
     for engine in ["naive", "threaded", "sim"] {
         let run = Run::of(
             dir.dep()
                 .args(["run", "case.dep", "--summary", "--engine", engine]),
         )
         .expect_code(1);
+        assert!(run.stderr.ends_with(expected), "{engine}: {}", run.stderr);
+    }
+}
+
+/// Nested loops and the calls within them name every level at the iteration the failing op
+/// was pushed at, innermost first.
+#[test]
+fn an_op_failure_in_a_call_in_nested_loops_names_every_level() {
+    let dir = TestDir::new();
+    let source = "def f(a, n) {\n  return a[n]\n}\nA = ones(3)\nfor i in 0..2 {\n  for j in 0..3 {\n    B = f(A, i + j)\n  }\n}\nwait\n";
+    let expected = "  = in `f`, called at case.dep:7:9\n  = in the loop at case.dep:6:3, at j = 2\n  = in the loop at case.dep:5:1, at i = 1\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
         assert!(
-            run.stderr.ends_with(
-                "3 |   x = x @ ones(2, i + 1)\n  |   ^^^^^^^^^^^^^^^^^^^^^^ in this statement\n  = at i = 1\n"
-            ),
+            run.stderr
+                .starts_with("error: index 3 is out of range for axis 0 of size 3\n")
+                && run.stderr.ends_with(expected),
+            "{engine}: {}",
+            run.stderr
+        );
+    }
+}
+
+/// A `print` of a variable whose last write failed in a loop reports the loop's failures as one,
+/// from the first: it reported the last iteration's (the write it waited for), then the others
+/// at the run's end, folded without it, so `the last` named one before it.
+#[test]
+fn a_print_after_a_loop_that_failed_reports_its_failures_once_from_the_first() {
+    let dir = TestDir::new();
+    let source = "A = ones(4)\nfor i in 0..8 { B = A[i] }\nprint B\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert_eq!(
+            run.stderr.matches("error:").count(),
+            1,
+            "{engine}: {}",
+            run.stderr
+        );
+        assert!(
+            run.stderr
+                .starts_with("error: index 4 is out of range for axis 0 of size 4\n")
+                && run.stderr.contains(
+                    "  = it failed so 3 more times at this statement, every time with other \
+                     messages (the last: index 7 is out of range for axis 0 of size 4)"
+                ),
             "{engine}: {}",
             run.stderr
         );

@@ -980,6 +980,35 @@ fn summary_alone_prints_the_summary_and_writes_nothing() {
     );
 }
 
+/// A statement written over several lines is shown on one, as it reads: its newlines broke the
+/// summary's critical-path line (and every other one-line view) in the middle of a statement.
+#[test]
+fn a_statement_over_several_lines_is_one_line_in_the_summary() {
+    let dir = TestDir::new();
+    let script = dir.write(
+        "lines.dep",
+        "def f(x, y) {\n  return x * y\n}\nA = ones(2)\nB = (A +   # one more\n\n  1)\nC = f(B +\n  1, B)\n",
+    );
+    let run = Run::of(
+        dir.dep()
+            .arg("run")
+            .arg(&script)
+            .args(["--engine", "naive", "--summary"]),
+    )
+    .expect_code(0);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert!(
+        lines[3].contains("A = ones(2) (line 4) → B = (A + 1) (line 5) →"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("B + 1 (line 8)") && !run.stderr.contains("B +\n"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// A `print`'s wait and a `del` are ops of their statements' lines, as every other op is, on
 /// every engine (the simulator, too, shows them, naming the deleted variable as the script does).
 #[test]

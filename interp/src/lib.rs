@@ -16,7 +16,6 @@
 mod backlog;
 mod bindings;
 pub mod builtins;
-mod call_sites;
 pub mod comm;
 pub mod commands;
 mod compute;
@@ -31,6 +30,7 @@ mod input_uses;
 mod labels;
 mod one_operator;
 mod plan;
+mod pushed_within;
 mod segment;
 mod session;
 mod slot;

@@ -115,8 +115,9 @@ pub struct Session {
     pub(crate) graphs: HashMap<String, crate::graph::Graph>,
     /// Failures already reported (by a `print` or `wait`), not to report twice.
     pub(crate) reported: Vec<Arc<engine::OpError>>,
-    /// The calls each op was pushed within, for the reports of those that fail.
-    pub(crate) call_sites: crate::call_sites::CallSites,
+    /// The calls and loop iterations each op was pushed within, for the reports of those that
+    /// fail.
+    pub(crate) pushed_within: crate::pushed_within::PushedWithin,
     /// Asked before each statement: whether the user interrupted (Ctrl-C, a kernel interrupt).
     pub(crate) interrupt_check: Option<InterruptCheck>,
     /// Asked while a `print` or `wait` blocks: whether the user gave up waiting (a second
@@ -163,7 +164,7 @@ impl Session {
             places: dep_views::Places::default(),
             n_temporaries: 0,
             reported: Vec::new(),
-            call_sites: Default::default(),
+            pushed_within: Default::default(),
             interrupt_check: None,
             abandon_check: None,
             graphs: HashMap::default(),
@@ -503,7 +504,7 @@ impl Session {
             &mut self.reported,
             &self.sources,
             &self.graphs,
-            &self.call_sites,
+            &self.pushed_within,
         );
         let mut errors: Vec<RunError> = own.err().into_iter().collect();
         errors.append(&mut self.peer_errors);
@@ -641,7 +642,7 @@ impl Session {
         self.engine.wait_all();
         // The new engine numbers its ops afresh; the old one's have all finished.
         self.let_go_below.store(0, Ordering::SeqCst);
-        self.call_sites = Default::default();
+        self.pushed_within = Default::default();
         self.config.policy = policy;
         self.config.threads = threads;
         let log = new_log(&self.config);
@@ -680,7 +681,7 @@ impl Session {
             sources: &mut self.sources,
             n_temporaries: &mut self.n_temporaries,
             reported: &mut self.reported,
-            call_sites: &mut self.call_sites,
+            pushed_within: &mut self.pushed_within,
             interrupt_check: self.interrupt_check.as_deref(),
             abandon_check: self.abandon_check.as_deref(),
             cancel_mark: self.engine.cancel_mark(),

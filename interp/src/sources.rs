@@ -3,7 +3,7 @@
 //! rendered at its statement.
 
 // FxHash: labels are looked up on every statement; nothing here needs DoS-resistant hashing.
-use crate::call_sites::CallSites;
+use crate::pushed_within::PushedWithin;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
@@ -51,13 +51,13 @@ impl SourceChunk {
         }
     }
 
-    /// The label of the statement at `span`: its text without comments, trimmed (a statement
-    /// inside a block spans the comment that ends its line).
+    /// The label of the statement at `span`: its text without comments (a statement inside a
+    /// block spans the comment that ends its line), on one line, as every view shows a label.
     pub(crate) fn label(&mut self, span: grammar::Span) -> Arc<str> {
         let text = &self.text;
         self.labels
             .entry(span.start)
-            .or_insert_with(|| Arc::from(without_comments(span.text(text)).trim()))
+            .or_insert_with(|| Arc::from(one_line_without_comments(span.text(text))))
             .clone()
     }
 
@@ -92,24 +92,15 @@ impl SourceChunk {
 }
 
 /// Renders an op failure with the place of its statement in `sources` (for a bulk of one of
-/// `graphs`' ops, the statement in it that failed), then the calls it was pushed within.
+/// `graphs`' ops, the statement in it that failed), then the calls and loop iterations it was
+/// pushed within.
 pub(crate) fn render_op_error(
     sources: &[SourceChunk],
     graphs: &HashMap<String, Graph>,
-    calls: &CallSites,
+    pushed_within: &PushedWithin,
     error: &engine::OpError,
 ) -> Report {
-    let step = graphs.values().find_map(|graph| graph.failed_step(error));
-    let error = &match step {
-        Some(step) => engine::OpError {
-            op: error.op,
-            label: step.label,
-            line: step.line,
-            message: step.message,
-            cancelled: false,
-        },
-        None => error.clone(),
-    };
+    let error = &failed_statement(graphs, error).unwrap_or_else(|| error.clone());
     let located = locate_line(sources, error.line);
     let rendered = match &located {
         Some((path, local_line, line_text)) => {
@@ -125,10 +116,13 @@ pub(crate) fn render_op_error(
         }
         None => format!("error: `{}`: {}\n", error.label, error.message),
     };
-    // An observed loop's op names its iteration (` i=4`): say where the loop was.
+    // Where it was pushed: the calls and loop iterations around it, innermost first. Failing
+    // that (forgotten, adopted from another engine), an observed loop's op still names its
+    // iteration in its label (` i=4`).
+    let frames = pushed_within.describe(sources, error.op, error.line);
     let iteration = error.label[statement_of(&error.label).len()..].trim();
     let rendered = match iteration {
-        "" => rendered,
+        iteration if iteration.is_empty() || !frames.is_empty() => rendered,
         iteration => {
             let at: Vec<String> = iteration
                 .split(' ')
@@ -137,12 +131,9 @@ pub(crate) fn render_op_error(
             format!("{}\n  = at {}", rendered.trim_end(), at.join(", "))
         }
     };
-    let rendered = calls
-        .describe(sources, error.op, error.line)
-        .into_iter()
-        .fold(rendered, |rendered, call| {
-            format!("{}\n  = {call}", rendered.trim_end())
-        });
+    let rendered = frames.into_iter().fold(rendered, |rendered, frame| {
+        format!("{}\n  = {frame}", rendered.trim_end())
+    });
     Report {
         message: format!("`{}`: {}", error.label, error.message),
         rendered,
@@ -153,8 +144,9 @@ pub(crate) fn render_op_error(
 }
 
 /// `text` with each line's comment (from a `#` outside a string literal to the line's end)
-/// left out, and the spaces before it.
-fn without_comments(text: &str) -> String {
+/// left out, and its lines joined by one space (a statement written over several lines, `B =
+/// (A +` then `1)`, reads `B = (A + 1)`).
+pub(crate) fn one_line_without_comments(text: &str) -> String {
     let lines: Vec<&str> = text
         .split('\n')
         .map(|line| {
@@ -164,14 +156,15 @@ fn without_comments(text: &str) -> String {
                     _ if escaped => escaped = false,
                     '\\' if in_string => escaped = true,
                     '"' => in_string = !in_string,
-                    '#' if !in_string => return line[..offset].trim_end(),
+                    '#' if !in_string => return line[..offset].trim(),
                     _ => {}
                 }
             }
-            line
+            line.trim()
         })
+        .filter(|line| !line.is_empty())
         .collect();
-    lines.join("\n")
+    lines.join(" ")
 }
 
 /// Where an op's statement lies on its line: its label without the loop counters a label in a
@@ -237,9 +230,9 @@ impl Folded {
         self,
         sources: &[SourceChunk],
         graphs: &HashMap<String, Graph>,
-        calls: &CallSites,
+        pushed_within: &PushedWithin,
     ) -> Report {
-        let mut report = render_op_error(sources, graphs, calls, &self.first);
+        let mut report = render_op_error(sources, graphs, pushed_within, &self.first);
         report.repeats = self.n_more;
         if self.n_more > 0 {
             let times = if self.n_more == 1 { "time" } else { "times" };
@@ -291,39 +284,14 @@ pub(crate) fn take_failures(
     reported: &mut Vec<Arc<engine::OpError>>,
     sources: &[SourceChunk],
     graphs: &HashMap<String, Graph>,
-    calls: &CallSites,
+    pushed_within: &PushedWithin,
 ) -> Result<(), RunError> {
     let failures = engine.take_failures();
     let n_not_kept = engine.take_n_failures_not_kept();
-    // The failures of one statement (a loop's, each iteration's op labelled with its counters
-    // when observed) are reported once, with how many more there were and, where their
-    // messages differ (other shapes each iteration), how many of those and the last.
-    let mut distinct: Vec<Folded> = Vec::new();
-    let mut index_of: HashMap<(u32, String), usize> = HashMap::default();
-    for failure in failures {
-        if reported
-            .iter()
-            .any(|reported| Arc::ptr_eq(reported, &failure))
-        {
-            continue;
-        }
-        let key = (failure.line, statement_of(&failure.label).to_string());
-        match index_of.get(&key) {
-            Some(&index) => distinct[index].add(failure),
-            None => {
-                index_of.insert(key, distinct.len());
-                distinct.push(Folded {
-                    first: failure,
-                    n_more: 0,
-                    n_other_messages: 0,
-                    last_other_message: None,
-                });
-            }
-        }
-    }
+    let distinct = fold_by_statement(failures, reported, graphs);
     let mut reports: Vec<Report> = distinct
         .into_iter()
-        .map(|folded| folded.report(sources, graphs, calls))
+        .map(|folded| folded.report(sources, graphs, pushed_within))
         .collect();
     if n_not_kept > 0 {
         reports.push(Report::unplaced(format!(
@@ -347,24 +315,111 @@ pub(crate) fn take_failures(
     }
 }
 
+/// For a failed bulk of one of `graphs`' ops, the failure of the statement in it that failed.
+fn failed_statement(
+    graphs: &HashMap<String, Graph>,
+    failure: &engine::OpError,
+) -> Option<engine::OpError> {
+    let step = graphs
+        .values()
+        .find_map(|graph| graph.failed_step(failure))?;
+    Some(engine::OpError {
+        op: failure.op,
+        label: step.label,
+        line: step.line,
+        message: step.message,
+        cancelled: false,
+    })
+}
+
+/// The statement of a failure (a bulk's: the statement in it that failed), as failures are
+/// folded: its line and its label without an observed loop's counters.
+fn statement_key(graphs: &HashMap<String, Graph>, failure: &engine::OpError) -> (u32, String) {
+    let statement = failed_statement(graphs, failure);
+    let failure = statement.as_ref().unwrap_or(failure);
+    (failure.line, statement_of(&failure.label).to_string())
+}
+
+/// `failures` not in `reported`, folded by statement (a loop's, each iteration's op labelled
+/// with its counters when observed; a graph's statement, replayed alone or in bulks): each
+/// statement's are reported once, with how many more there were and, where their messages
+/// differ (other shapes each iteration), how many of those and the last.
+fn fold_by_statement(
+    failures: Vec<Arc<engine::OpError>>,
+    reported: &[Arc<engine::OpError>],
+    graphs: &HashMap<String, Graph>,
+) -> Vec<Folded> {
+    let mut distinct: Vec<Folded> = Vec::new();
+    let mut index_of: HashMap<(u32, String), usize> = HashMap::default();
+    for failure in failures {
+        if reported
+            .iter()
+            .any(|reported| Arc::ptr_eq(reported, &failure))
+        {
+            continue;
+        }
+        let failure = match failed_statement(graphs, &failure) {
+            Some(statement) => Arc::new(statement),
+            None => failure,
+        };
+        let key = statement_key(graphs, &failure);
+        match index_of.get(&key) {
+            Some(&index) => distinct[index].add(failure),
+            None => {
+                index_of.insert(key, distinct.len());
+                distinct.push(Folded {
+                    first: failure,
+                    n_more: 0,
+                    n_other_messages: 0,
+                    last_other_message: None,
+                });
+            }
+        }
+    }
+    distinct
+}
+
+/// The report of `failure`, met by a `print` (or a `wait` for a value), with the failures of
+/// its statement not reported yet (a loop's other iterations), folded from the first: it
+/// reported the last iteration's, then the others without it at the run's end. The failures
+/// of other statements stay for [`take_failures`]. A `failure` not taken from the engine
+/// (reported before, or not recorded there yet) is noted in `reported`, so that a later
+/// [`take_failures`] skips it.
+pub(crate) fn report_failed_value(
+    engine: &engine::Engine,
+    reported: &mut Vec<Arc<engine::OpError>>,
+    failure: &Arc<engine::OpError>,
+    sources: &[SourceChunk],
+    graphs: &HashMap<String, Graph>,
+    pushed_within: &PushedWithin,
+) -> Report {
+    let key = statement_key(graphs, failure);
+    let taken = engine.take_failures_where(|other| statement_key(graphs, other) == key);
+    let taken_here = taken.iter().any(|other| Arc::ptr_eq(other, failure));
+    let mut failures: Vec<Arc<engine::OpError>> = taken
+        .into_iter()
+        .filter(|other| !reported.iter().any(|reported| Arc::ptr_eq(reported, other)))
+        .collect();
+    if !taken_here {
+        failures.insert(0, failure.clone());
+        reported.push(failure.clone());
+    }
+    match fold_by_statement(failures, &[], graphs).pop() {
+        Some(folded) => folded.report(sources, graphs, pushed_within),
+        None => render_op_error(sources, graphs, pushed_within, failure),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn labels_leave_comments_out_but_not_a_hash_in_a_string() {
-        use super::without_comments;
-        assert_eq!(without_comments("x = ones(2)   # a comment"), "x = ones(2)");
-        assert_eq!(
-            without_comments("print \"a # b\", x  # why"),
-            "print \"a # b\", x"
-        );
-        assert_eq!(
-            without_comments("print \"a \\\" # b\"  # why"),
-            "print \"a \\\" # b\""
-        );
-        assert_eq!(
-            without_comments("y = f(a,  # first\n      b)"),
-            "y = f(a,\n      b)"
-        );
+        use super::one_line_without_comments as label;
+        assert_eq!(label("x = ones(2)   # a comment"), "x = ones(2)");
+        assert_eq!(label("print \"a # b\", x  # why"), "print \"a # b\", x");
+        assert_eq!(label("print \"a \\\" # b\"  # why"), "print \"a \\\" # b\"");
+        assert_eq!(label("y = f(a,  # first\n      b)"), "y = f(a, b)");
+        assert_eq!(label("B = (A +\n\n  # the one\n  1)"), "B = (A + 1)");
     }
 
     use super::statement_span;

@@ -99,7 +99,7 @@ impl Runner<'_> {
             body.line_of(function.body.span.start),
             body.line_of(function.body.span.end),
         );
-        self.scope.call_sites.enter(
+        self.scope.pushed_within.enter_call(
             self.scope.engine,
             &func.text,
             (self.source_index, span.start),
@@ -111,7 +111,7 @@ impl Runner<'_> {
         let flow = self.exec_block(&function.body.statements);
         let frame = self.frames.pop().expect("the frame pushed above");
         self.cache.invalidate();
-        self.scope.call_sites.leave(self.scope.engine);
+        self.scope.pushed_within.leave(self.scope.engine);
         self.source_index = caller_source;
         let flow = flow.map_err(|error| {
             error.within(|| format!("in `{}`, called at {}", func.text, self.place(span)))

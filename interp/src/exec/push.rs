@@ -60,9 +60,13 @@ impl Runner<'_> {
 
     /// The label of an op that computes a part of a statement (a function's argument, a
     /// `print`'s value), `text`, with the loop counters it reads, as [`Runner::op_label`] gives
-    /// a statement's.
+    /// a statement's, on one line as a statement's.
     pub(super) fn part_label(&self, text: &str) -> Arc<str> {
-        self.with_iteration(Arc::from(text), None)
+        let label = match text.contains('\n') {
+            true => Arc::from(crate::sources::one_line_without_comments(text)),
+            false => Arc::from(text),
+        };
+        self.with_iteration(label, None)
     }
 
     /// `label` with the values of the loop counters it reads (` i=4`), when observed: views tell

@@ -14,10 +14,10 @@ use grammar::ExprKind;
 use super::{Local, Runner};
 use crate::bindings::{Binding, Function};
 use crate::builtins;
-use crate::call_sites::CallSites;
 use crate::comm::{CommCounters, Communicator};
 use crate::error::{Report, RunError};
 use crate::graph::Graph;
+use crate::pushed_within::PushedWithin;
 use crate::slot::{RngSlot, Slot};
 use crate::sources::{self, SourceChunk};
 use crate::suggest;
@@ -53,8 +53,9 @@ pub(crate) struct Scope<'s> {
     pub(crate) n_temporaries: &'s mut u64,
     /// Failures already reported (by a `print` or `wait`), not to report twice.
     pub(crate) reported: &'s mut Vec<Arc<engine::OpError>>,
-    /// The calls each op was pushed within, for the reports of those that fail.
-    pub(crate) call_sites: &'s mut CallSites,
+    /// The calls and loop iterations each op was pushed within, for the reports of those that
+    /// fail.
+    pub(crate) pushed_within: &'s mut PushedWithin,
     /// Whether the user interrupted (see `Session::set_interrupt_check`).
     pub(crate) interrupt_check: Option<Check<'s>>,
     /// Whether the user gave up waiting (see `Session::set_abandon_check`).
@@ -98,13 +99,21 @@ impl Scope<'_> {
             self.reported,
             self.sources,
             self.graphs,
-            self.call_sites,
+            self.pushed_within,
         )
     }
 
-    /// An op failure, rendered at its statement.
-    pub(crate) fn render_op_error(&self, error: &engine::OpError) -> Report {
-        sources::render_op_error(self.sources, self.graphs, self.call_sites, error)
+    /// The report of `failure`, which a value needed now met, with the other failures of its
+    /// statement not reported yet (see `sources::report_failed_value`).
+    pub(crate) fn report_failed_value(&mut self, failure: &Arc<engine::OpError>) -> Report {
+        sources::report_failed_value(
+            self.engine,
+            self.reported,
+            failure,
+            self.sources,
+            self.graphs,
+            self.pushed_within,
+        )
     }
 }
 

@@ -362,6 +362,28 @@ impl Runner<'_> {
                 }
             },
         };
+        let chunk = &self.scope.sources[self.source_index];
+        let body_lines = (chunk.line_of(body.span.start), chunk.line_of(body.span.end));
+        let names: Vec<&str> = vars.iter().map(|var| var.text.as_str()).collect();
+        self.scope.pushed_within.enter_loop(
+            self.scope.engine,
+            &names,
+            (self.source_index, stmt.span.start),
+            body_lines,
+        );
+        let flow = self.run_rows(stmt, vars, rows, body);
+        self.scope.pushed_within.leave(self.scope.engine);
+        flow
+    }
+
+    /// Runs a loop's body once per row of its counters' values (see [`Runner::exec_for`]).
+    fn run_rows(
+        &mut self,
+        stmt: &grammar::Stmt,
+        vars: &[grammar::Name],
+        rows: impl Iterator<Item = [i64; 2]>,
+        body: &grammar::Block,
+    ) -> Result<Flow, RunError> {
         // The counters this loop bound, and the runner's binding state just after: while
         // nothing was bound or rebound since (no name, no frame, no other loop's counter), the
         // names still hold these counters, and the next iteration only sets their values.
@@ -372,6 +394,7 @@ impl Runner<'_> {
             if body.statements.is_empty() {
                 self.check_interrupt(body.span)?;
             }
+            self.scope.pushed_within.iterate(self.scope.engine, row);
             if bound_at == Some(self.binding_state()) {
                 for (counter, value) in counters.iter().zip(row) {
                     counter.set(value);
