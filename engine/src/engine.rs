@@ -616,29 +616,6 @@ impl Engine {
         lock(&self.shared.failures).take()
     }
 
-    /// The failures [`Engine::take_failures`] would return that `matches` picks, in its order;
-    /// the others stay for it: a `print` that meets a failure reports the others of its
-    /// statement (a loop's) with it, and leaves the rest to be reported where they belong.
-    pub fn take_failures_where(&self, matches: impl Fn(&OpError) -> bool) -> Vec<Arc<OpError>> {
-        let mut failures = lock(&self.shared.failures);
-        let pick = |list: &mut Vec<Arc<OpError>>| {
-            let mut picked = Vec::new();
-            list.retain(|error| {
-                let pick = matches(error);
-                if pick {
-                    picked.push(error.clone());
-                }
-                !pick
-            });
-            picked
-        };
-        let mut taken = pick(&mut failures.adopted);
-        let mut own = pick(&mut failures.kept);
-        own.sort_by_key(|error| error.op);
-        taken.extend(own);
-        taken
-    }
-
     /// The ops numbered below `op` whose failures are kept untaken (see
     /// [`Engine::take_failures`]): what an interpreter that forgets where old ops were pushed
     /// must note first.

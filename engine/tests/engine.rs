@@ -320,40 +320,6 @@ fn failures_are_taken_in_push_order() {
     }
 }
 
-/// The failures of one statement can be taken apart from the others, in push order; the
-/// others stay for the next take.
-#[test]
-fn failures_of_one_statement_are_taken_apart_in_push_order() {
-    for (name, engine) in all_engines() {
-        for (index, line) in [2, 1, 2, 2].into_iter().enumerate() {
-            let var = engine.new_var("X");
-            engine.push(
-                OpSpec::new("X = bad", move || {
-                    if index == 0 {
-                        std::thread::sleep(Duration::from_millis(30));
-                    }
-                    Err(format!("failure {index}"))
-                })
-                .writes(&[var])
-                .line(line),
-            );
-        }
-        engine.wait_all();
-        let messages = |failures: Vec<Arc<dep_engine::OpError>>| -> Vec<String> {
-            failures
-                .iter()
-                .map(|failure| failure.message.clone())
-                .collect()
-        };
-        assert_eq!(
-            messages(engine.take_failures_where(|failure| failure.line == 2)),
-            ["failure 0", "failure 2", "failure 3"],
-            "{name}"
-        );
-        assert_eq!(messages(engine.take_failures()), ["failure 1"], "{name}");
-    }
-}
-
 /// A variable carried over from another engine with its error: readers are skipped and pass
 /// that very error on, a plain write clears it; the old engine's failures are reported once.
 #[test]

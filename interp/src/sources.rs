@@ -214,6 +214,8 @@ struct Folded {
     /// How many of the others had another message than the first's.
     n_other_messages: u64,
     last_other_message: Option<String>,
+    /// How many failures of the statement a `print` reported already (not counted above).
+    n_reported_above: u64,
 }
 
 impl Folded {
@@ -253,6 +255,16 @@ impl Folded {
                 };
             }
             report.rendered = format!("{}\n  = {more}", report.rendered.trim_end());
+        }
+        if self.n_reported_above > 0 {
+            let failures = match self.n_reported_above {
+                1 => "1 other failure of this statement was".to_string(),
+                n => format!("{n} other failures of this statement were"),
+            };
+            report.rendered = format!(
+                "{}\n  = {failures} reported above",
+                report.rendered.trim_end()
+            );
         }
         report
     }
@@ -340,10 +352,11 @@ fn statement_key(graphs: &HashMap<String, Graph>, failure: &engine::OpError) -> 
     (failure.line, statement_of(&failure.label).to_string())
 }
 
-/// `failures` not in `reported`, folded by statement (a loop's, each iteration's op labelled
-/// with its counters when observed; a graph's statement, replayed alone or in bulks): each
-/// statement's are reported once, with how many more there were and, where their messages
-/// differ (other shapes each iteration), how many of those and the last.
+/// `failures` folded by statement (a loop's, each iteration's op labelled with its counters
+/// when observed; a graph's statement, replayed alone or in bulks): each statement's are
+/// reported once, with how many more there were and, where their messages differ (other shapes
+/// each iteration), how many of those and the last. Those in `reported` (reported by a `print`
+/// already) are not reported again, only counted at their statement's report, if it has one.
 fn fold_by_statement(
     failures: Vec<Arc<engine::OpError>>,
     reported: &[Arc<engine::OpError>],
@@ -351,11 +364,15 @@ fn fold_by_statement(
 ) -> Vec<Folded> {
     let mut distinct: Vec<Folded> = Vec::new();
     let mut index_of: HashMap<(u32, String), usize> = HashMap::default();
+    let mut reported_at: HashMap<(u32, String), u64> = HashMap::default();
     for failure in failures {
         if reported
             .iter()
             .any(|reported| Arc::ptr_eq(reported, &failure))
         {
+            *reported_at
+                .entry(statement_key(graphs, &failure))
+                .or_default() += 1;
             continue;
         }
         let failure = match failed_statement(graphs, &failure) {
@@ -372,42 +389,17 @@ fn fold_by_statement(
                     n_more: 0,
                     n_other_messages: 0,
                     last_other_message: None,
+                    n_reported_above: 0,
                 });
             }
         }
     }
+    for (key, n_reported) in reported_at {
+        if let Some(&index) = index_of.get(&key) {
+            distinct[index].n_reported_above = n_reported;
+        }
+    }
     distinct
-}
-
-/// The report of `failure`, met by a `print` (or a `wait` for a value), with the failures of
-/// its statement not reported yet (a loop's other iterations), folded from the first: it
-/// reported the last iteration's, then the others without it at the run's end. The failures
-/// of other statements stay for [`take_failures`]. A `failure` not taken from the engine
-/// (reported before, or not recorded there yet) is noted in `reported`, so that a later
-/// [`take_failures`] skips it.
-pub(crate) fn report_failed_value(
-    engine: &engine::Engine,
-    reported: &mut Vec<Arc<engine::OpError>>,
-    failure: &Arc<engine::OpError>,
-    sources: &[SourceChunk],
-    graphs: &HashMap<String, Graph>,
-    pushed_within: &PushedWithin,
-) -> Report {
-    let key = statement_key(graphs, failure);
-    let taken = engine.take_failures_where(|other| statement_key(graphs, other) == key);
-    let taken_here = taken.iter().any(|other| Arc::ptr_eq(other, failure));
-    let mut failures: Vec<Arc<engine::OpError>> = taken
-        .into_iter()
-        .filter(|other| !reported.iter().any(|reported| Arc::ptr_eq(reported, other)))
-        .collect();
-    if !taken_here {
-        failures.insert(0, failure.clone());
-        reported.push(failure.clone());
-    }
-    match fold_by_statement(failures, &[], graphs).pop() {
-        Some(folded) => folded.report(sources, graphs, pushed_within),
-        None => render_op_error(sources, graphs, pushed_within, failure),
-    }
 }
 
 #[cfg(test)]

@@ -119,8 +119,10 @@ impl Runner<'_> {
             Ok(()) => slot
                 .get()
                 .map_err(|message| self.error(span, message, "needed here")),
-            // Its report, with the other failures of its statement (a loop's, from the first).
-            Err(error) => Err(RunError::runtime(self.scope.report_failed_value(&error))),
+            Err(error) => {
+                self.scope.reported.push(error.clone());
+                Err(RunError::runtime(self.scope.render_op_error(&error)))
+            }
         }
     }
 

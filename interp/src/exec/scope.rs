@@ -103,17 +103,9 @@ impl Scope<'_> {
         )
     }
 
-    /// The report of `failure`, which a value needed now met, with the other failures of its
-    /// statement not reported yet (see `sources::report_failed_value`).
-    pub(crate) fn report_failed_value(&mut self, failure: &Arc<engine::OpError>) -> Report {
-        sources::report_failed_value(
-            self.engine,
-            self.reported,
-            failure,
-            self.sources,
-            self.graphs,
-            self.pushed_within,
-        )
+    /// An op failure, rendered at its statement.
+    pub(crate) fn render_op_error(&self, error: &engine::OpError) -> Report {
+        sources::render_op_error(self.sources, self.graphs, self.pushed_within, error)
     }
 }
 

@@ -13,9 +13,8 @@
 //! - a bulk (`with bulk = N { run g }`) is one op made of N consecutive recorded statements: it
 //!   reads what its statements read from before it, and when it is skipped or one of its
 //!   statements fails, everything it writes holds the error;
-//! - `print` and `save` of a variable holding an error report that error, with the other
-//!   failures of its statement (line and label) not reported yet, folded into one report from
-//!   the first, and stop the statement (a top-level statement: a whole loop); `wait` and the end of the run report every failure
+//! - `print` and `save` of a variable holding an error report that error and stop the statement
+//!   (a top-level statement: a whole loop); `wait` and the end of the run report every failure
 //!   not reported yet, and `wait` then stops too; a failure is reported once.
 //!
 //! Where the rules leave a choice (an op that reads several variables holding different errors
@@ -262,32 +261,9 @@ impl Reference<'_> {
                 } else {
                     matching
                 };
-                // Reported with the other failures of its statement not reported yet (a
-                // loop's), folded into one report from the first: its message, once for each.
-                let chosen_first = *chosen.first().unwrap();
-                let statement = statement_of(&self.failures[chosen_first]);
-                let group: Vec<usize> = self
-                    .pending
-                    .iter()
-                    .copied()
-                    .filter(|&failure| {
-                        statement_of(&self.failures[failure]) == statement
-                            && !self.reported.iter().any(|set| set.contains(&failure))
-                    })
-                    .collect();
-                self.pending.retain(|failure| !group.contains(failure));
-                let n_reported = match group.iter().any(|failure| chosen.contains(failure)) {
-                    true => group.len(),
-                    // Reported before (a `print` of it, or a `wait`): reported again, alone.
-                    false => {
-                        self.reported.push(chosen);
-                        group.len() + 1
-                    }
-                };
-                let first = group
-                    .first()
-                    .map_or(chosen_first, |&first| first.min(chosen_first));
-                Err(Stop(vec![self.failures[first].clone(); n_reported]))
+                let report = self.failures[*chosen.first().unwrap()].clone();
+                self.reported.push(chosen);
+                Err(Stop(vec![report]))
             }
         }
     }
@@ -676,15 +652,4 @@ pub fn check(program: &Program, observed: &Transcript, dir: &Path) -> Result<(),
         Some(difference) => Err(format!("the reference against the run: {difference}")),
         None => Ok(()),
     }
-}
-
-/// A failure's line and the label its report names (`` `c = a @ b`: message `` names `c = a @
-/// b`): its statement, as failures are folded.
-fn statement_of(failure: &Reported) -> (u32, &str) {
-    let label = failure
-        .1
-        .strip_prefix('`')
-        .and_then(|rest| rest.split_once("`: "))
-        .map_or("", |(label, _)| label);
-    (failure.0, label)
 }
