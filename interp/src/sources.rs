@@ -344,11 +344,21 @@ fn failed_statement(
     })
 }
 
-/// The statement of a failure (a bulk's: the statement in it that failed), as failures are
-/// folded: its line and its label without an observed loop's counters.
-fn statement_key(graphs: &HashMap<String, Graph>, failure: &engine::OpError) -> (u32, String) {
-    let statement = failed_statement(graphs, failure);
-    let failure = statement.as_ref().unwrap_or(failure);
+/// `failure` as its statement failed: for a bulk of one of `graphs`' ops, the failure of the
+/// statement in it that failed.
+fn as_statement(
+    graphs: &HashMap<String, Graph>,
+    failure: Arc<engine::OpError>,
+) -> Arc<engine::OpError> {
+    match failed_statement(graphs, &failure) {
+        Some(statement) => Arc::new(statement),
+        None => failure,
+    }
+}
+
+/// The statement of a failure, as failures are folded: its line and its label without an
+/// observed loop's counters.
+fn statement_key(failure: &engine::OpError) -> (u32, String) {
     (failure.line, statement_of(&failure.label).to_string())
 }
 
@@ -371,15 +381,12 @@ fn fold_by_statement(
             .any(|reported| Arc::ptr_eq(reported, &failure))
         {
             *reported_at
-                .entry(statement_key(graphs, &failure))
+                .entry(statement_key(&as_statement(graphs, failure)))
                 .or_default() += 1;
             continue;
         }
-        let failure = match failed_statement(graphs, &failure) {
-            Some(statement) => Arc::new(statement),
-            None => failure,
-        };
-        let key = statement_key(graphs, &failure);
+        let failure = as_statement(graphs, failure);
+        let key = statement_key(&failure);
         match index_of.get(&key) {
             Some(&index) => distinct[index].add(failure),
             None => {
