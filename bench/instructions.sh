@@ -6,7 +6,8 @@
 #   python3 -m venv bench/.venv && bench/.venv/bin/pip install numpy==1.23.5
 # Then the same for a block of ten statements pushed eagerly, replayed from a recorded graph
 # (memory optimisations off), replayed with the default options, and replayed in bulks of ten
-# (issue 9's workload), per op, with N/10 iterations of the block.
+# (issue 9's workload), per op, with N/10 iterations of the block; and a call of a
+# one-statement function against its statement inline.
 # Usage: bench/instructions.sh [N]   (default 100000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,13 +73,20 @@ for iterations in "$((n / 10))" 0; do
   done
 done
 
-# Instructions per op of workload NAME on ENGINE: its N/10 iterations of ten ops minus 0.
-per_op() {
-  local name=$1 with without
-  shift
-  with=$(count "$@" "$work/$name$((n / 10)).dep")
+# Instructions of COMMAND... on script NAME run ITERATIONS times minus run 0 times, over N.
+per_n() {
+  local name=$1 iterations=$2 with without
+  shift 2
+  with=$(count "$@" "$work/$name$iterations.dep")
   without=$(count "$@" "$work/${name}0.dep")
   echo $(((with - without) / n))
+}
+
+# Instructions per op of workload NAME: its N/10 iterations of ten ops minus 0.
+per_op() {
+  local name=$1
+  shift
+  per_n "$name" "$((n / 10))" "$@"
 }
 
 echo "instructions per op of a block of ten statements, N = $n ops"
@@ -87,4 +95,18 @@ for engine in naive threaded; do
     "replay $(per_op graph target/release/dep run --engine "$engine")," \
     "replay with the default options $(per_op default target/release/dep run --engine "$engine")," \
     "bulked replay $(per_op bulk target/release/dep run --engine "$engine")"
+done
+
+# A call of a one-statement function (`a = f(a)`, `def f(x) { return x + 1 }`) against the
+# same statement written inline (`a = a + 1`), N times minus 0 times, over N.
+for iterations in "$n" 0; do
+  printf 'a = ones(4)\ndef f(x) {\n  return x + 1\n}\nfor i in 0..%s { a = f(a) }\nprint a[0]\n' \
+    "$iterations" >"$work/call$iterations.dep"
+  printf 'a = ones(4)\nfor i in 0..%s { a = a + 1 }\nprint a[0]\n' "$iterations" \
+    >"$work/inline$iterations.dep"
+done
+echo "instructions per call of a one-statement function, N = $n"
+for engine in naive threaded; do
+  echo "$engine: call $(per_n call "$n" target/release/dep run --engine "$engine")," \
+    "inline $(per_n inline "$n" target/release/dep run --engine "$engine")"
 done

@@ -1174,18 +1174,23 @@ fn a_value_returned_to_a_variable_is_computed_into_it() {
             .and_then(|(_, rest)| rest.split_once("\n  memory"))
             .map(|(path, _)| path.split_whitespace().collect::<Vec<_>>().join(" "))
             .unwrap_or_else(|| panic!("{engine}: {}", run.stderr));
-        assert!(
-            path.contains(
+        // The path is the longest by the ops' times: before the return, `A + 1` on the
+        // simulated engine's fixed costs; on a real engine, under load, `B = ones(4)` may have
+        // taken longer.
+        let through_the_return = match engine {
+            "sim" => {
                 "A = ones(4) (line 2) → A + 1 (line 4) → return work(1, x) (line 1) \
                  → C = work(1, B) (line 5) → sum(C) (line 7)"
-            ),
-            "{engine}: {path}"
-        );
+            }
+            _ => "return work(1, x) (line 1) → C = work(1, B) (line 5) → sum(C) (line 7)",
+        };
+        assert!(path.contains(through_the_return), "{engine}: {path}");
         let dot = read(&dir, "g.dot");
         assert!(!dot.contains("return#"), "{engine}: {dot}");
         assert!(
             dot.contains("op4 -> op6 [label=\"B RAW\"")
-                && dot.contains("op2 -> op4 [label=\"B WAW\""),
+                && dot.contains("op2 -> op4 [label=\"B WAW\"")
+                && dot.contains("op3 -> op4 [label=\"f.x#1 RAW\""),
             "{engine}: {dot}"
         );
     }

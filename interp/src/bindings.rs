@@ -44,7 +44,10 @@ impl LoopCounter {
 
 /// A user-defined function.
 pub(crate) struct Function {
-    pub(crate) params: Vec<String>,
+    /// Its name, shared with every report of a failure in one of its calls.
+    pub(crate) name: Arc<str>,
+    /// Its parameters' names, shared with every call's frame of locals.
+    pub(crate) params: Vec<Arc<str>>,
     pub(crate) body: grammar::Block,
     /// The session source chunk the body's spans point into.
     pub(crate) source_index: usize,

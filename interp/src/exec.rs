@@ -27,7 +27,7 @@ use crate::error::RunError;
 use crate::graph::{Recording, ReplayOptions};
 use crate::plan::Plan;
 use crate::slot::{lock, Slot};
-use crate::statement_cache::StatementCache;
+use crate::statement_cache::{Dependency, StatementCache};
 use crate::suggest;
 use crate::tensor;
 
@@ -67,7 +67,7 @@ struct Pushed {
 
 /// A function call's local names.
 struct Frame {
-    locals: HashMap<String, Local>,
+    locals: HashMap<Arc<str>, Local>,
     /// A graph being recorded writes the global names it assigns; a function makes locals.
     writes_globals: bool,
     /// The caller's variable a call's one returned value is computed straight into
@@ -113,6 +113,14 @@ pub(crate) struct Runner<'a> {
     /// Whether the expression compiled last depends on nothing but name bindings (no loop
     /// counter, clock, function call), so that its statement may be cached.
     compiled_pure: bool,
+    /// The names the expression compiled last read, and the inputs they resolved to: what its
+    /// statement, once cached, checks to be pushed again after the bindings changed.
+    dependencies: Vec<Dependency>,
+    /// Whether `dependencies` is all the expression compiled last resolved (not so for an entry
+    /// of a list of variables, `x[i]`, found through its index).
+    names_suffice: bool,
+    /// The maps of locals of the calls that returned, emptied, for the next calls' frames.
+    spare_locals: Vec<HashMap<Arc<str>, Local>>,
 }
 
 impl<'a> Runner<'a> {
@@ -129,6 +137,9 @@ impl<'a> Runner<'a> {
             cache: StatementCache::default(),
             binds: 0,
             compiled_pure: true,
+            dependencies: Vec::new(),
+            names_suffice: true,
+            spare_locals: Vec::new(),
         }
     }
 
@@ -238,7 +249,11 @@ impl<'a> Runner<'a> {
                     ));
                 }
                 let function = Function {
-                    params: params.iter().map(|param| param.text.clone()).collect(),
+                    name: Arc::from(name.text.as_str()),
+                    params: params
+                        .iter()
+                        .map(|param| Arc::from(param.text.as_str()))
+                        .collect(),
                     body: body.clone(),
                     source_index: self.source_index,
                 };
@@ -311,24 +326,6 @@ impl<'a> Runner<'a> {
         }
         Ok(Flow::Normal)
     }
-
-    // ----- statements -----
-
-    // ----- functions -----
-
-    // ----- names -----
-
-    // ----- simulated devices and priorities -----
-
-    // ----- graphs -----
-
-    // ----- compiling expressions -----
-
-    // ----- pushing -----
-
-    // ----- waiting -----
-
-    // ----- places and output -----
 
     fn source(&self) -> &str {
         &self.scope.sources[self.source_index].text

@@ -184,11 +184,11 @@ impl PushedWithin {
     pub(crate) fn enter_call(
         &mut self,
         engine: &engine::Engine,
-        function: &str,
+        function: &Arc<str>,
         site: (usize, usize),
         body_lines: (u32, u32),
     ) {
-        self.enter(engine, Kind::Call(Arc::from(function)), site, body_lines);
+        self.enter(engine, Kind::Call(function.clone()), site, body_lines);
     }
 
     /// The ops `engine` numbers next are pushed within a `for` loop over `counters`, written at
@@ -368,6 +368,7 @@ mod tests {
     use super::{PushedWithin, MAX_CHANGES};
     use crate::sources::SourceChunk;
     use dep_engine::{Engine, EngineConfig, OpId, OpSpec, Policy};
+    use std::sync::Arc;
 
     const SOURCE: &str = "def f(x) {\n  return x[9]\n}\ndef g(x) {\n  return f(x)\n}\nb = g(a)\n";
 
@@ -401,9 +402,9 @@ mod tests {
         let at_g = SOURCE.find("g(a)").unwrap();
         let at_f = SOURCE.find("f(x)\n").unwrap();
         let top = push(&engine, 2, false);
-        calls.enter_call(&engine, "g", (0, at_g), (4, 6));
+        calls.enter_call(&engine, &Arc::from("g"), (0, at_g), (4, 6));
         let in_g = push(&engine, 1, false);
-        calls.enter_call(&engine, "f", (0, at_f), (1, 3));
+        calls.enter_call(&engine, &Arc::from("f"), (0, at_f), (1, 3));
         let in_f = push(&engine, 2, false);
         calls.leave(&engine);
         let in_g_again = push(&engine, 1, false);
@@ -434,21 +435,21 @@ mod tests {
     fn calls_from_one_place_share_one_record_and_pushing_nothing_adds_no_point() {
         let engine = naive_engine();
         let mut calls = PushedWithin::default();
-        calls.enter_call(&engine, "f", (0, 5), (1, 3));
+        calls.enter_call(&engine, &Arc::from("f"), (0, 5), (1, 3));
         calls.leave(&engine);
         assert_eq!(calls.frames.len(), 1);
         push(&engine, 1, false);
-        calls.enter_call(&engine, "f", (0, 5), (1, 3));
+        calls.enter_call(&engine, &Arc::from("f"), (0, 5), (1, 3));
         let first = calls.current.clone().unwrap();
         push(&engine, 1, false);
         calls.leave(&engine);
-        calls.enter_call(&engine, "f", (0, 5), (1, 3));
+        calls.enter_call(&engine, &Arc::from("f"), (0, 5), (1, 3));
         assert!(std::sync::Arc::ptr_eq(
             &first,
             calls.current.as_ref().unwrap()
         ));
         calls.leave(&engine);
-        calls.enter_call(&engine, "f", (0, 9), (1, 3));
+        calls.enter_call(&engine, &Arc::from("f"), (0, 9), (1, 3));
         assert!(!std::sync::Arc::ptr_eq(
             &first,
             calls.current.as_ref().unwrap()
@@ -459,13 +460,13 @@ mod tests {
     fn old_points_are_forgotten_but_not_those_of_a_failure_not_reported_yet() {
         let (sources, engine) = (sources(), naive_engine());
         let mut calls = PushedWithin::default();
-        calls.enter_call(&engine, "f", (0, 0), (1, 3));
+        calls.enter_call(&engine, &Arc::from("f"), (0, 0), (1, 3));
         let failed = push(&engine, 1, true);
         let ran = push(&engine, 1, false);
         calls.leave(&engine);
         for _ in 0..MAX_CHANGES {
             push(&engine, 1, false);
-            calls.enter_call(&engine, "f", (0, 0), (1, 3));
+            calls.enter_call(&engine, &Arc::from("f"), (0, 0), (1, 3));
             push(&engine, 1, false);
             calls.leave(&engine);
         }
@@ -500,7 +501,7 @@ mod tests {
             // A last iteration that pushes nothing: the ops after the loop are the outer's.
             within.iterate(&engine, [i + 1, 2]);
             within.leave(&engine);
-            within.enter_call(&engine, "g", (0, 40), (4, 6));
+            within.enter_call(&engine, &Arc::from("g"), (0, 40), (4, 6));
             pushed.push(push(&engine, 1, false));
             within.leave(&engine);
         }

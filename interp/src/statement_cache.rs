@@ -4,15 +4,19 @@
 //! An entry is valid while nothing it resolved can have changed: the runner bumps an epoch on
 //! every change of a name's binding (a new name, a rebinding to another variable, `del`, a
 //! function's frame entering or leaving, a graph's names published), and an entry holds the
-//! epoch, device and priority it was compiled under. Statements whose plan depends on more
-//! than bindings (loop counters, `clock()`, function calls, copies between devices) are never
-//! stored: the runner compiles them every time.
+//! epoch, device and priority it was compiled under. Once the epoch moved on, an entry that
+//! kept the names it resolved ([`Dependency`]) is valid again if each still resolves to the
+//! variable it did: so a function's body, whose frame is new at every call, is compiled at its
+//! first call only while its names keep their variables (`a = f(a)` in a loop). Statements
+//! whose plan depends on more than bindings (loop counters, `clock()`, function calls, copies
+//! between devices) are never stored: the runner compiles them every time.
 
 use rustc_hash::FxHashMap;
 
 use dep_engine as engine;
+use dep_grammar::Span;
 
-use crate::compute::PushableOp;
+use crate::compute::{ComputeOp, PushableOp};
 
 /// Where a statement is: the source chunk it was parsed from and the byte its span starts at.
 pub(crate) type StatementKey = (usize, usize);
@@ -30,6 +34,22 @@ struct Entry {
     device: engine::Device,
     priority: i32,
     op: PushableOp,
+    /// Every name the statement resolved, when those are all its plan depends on besides the
+    /// device and priority; `None` when the epoch alone tells whether it is valid.
+    dependencies: Option<Box<[Dependency]>>,
+}
+
+/// A name a kept statement resolved when it was compiled, and the variable of its op it
+/// resolved to: the op may be pushed again while every one still resolves the same way.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Dependency {
+    /// The name written at `name` (in the statement's source chunk) reads the op's input
+    /// `input`.
+    Reads { name: Span, input: usize },
+    /// The name written at `name` is the op's output `output`, a variable of the scope's own.
+    Writes { name: Span, output: usize },
+    /// The op's single output is the caller's variable the function's value is returned into.
+    ReturnsInto,
 }
 
 impl StatementCache {
@@ -39,19 +59,42 @@ impl StatementCache {
     }
 
     /// The op compiled for the statement at `key`, if it is still valid on `device` at
-    /// `priority`.
+    /// `priority`: compiled under the bindings as they are, or, when they changed since, with
+    /// every dependency it kept still holding (`holds`, asked of each with the op).
     pub(crate) fn get(
-        &self,
+        &mut self,
         key: StatementKey,
         device: engine::Device,
         priority: i32,
+        holds: impl Fn(Dependency, &ComputeOp) -> bool,
     ) -> Option<&PushableOp> {
-        self.entries
-            .get(&key)
-            .filter(|entry| {
-                entry.epoch == self.epoch && entry.device == device && entry.priority == priority
-            })
-            .map(|entry| &entry.op)
+        let entry = self.entries.get_mut(&key)?;
+        if entry.device != device || entry.priority != priority {
+            return None;
+        }
+        if entry.epoch != self.epoch && !Self::holds_again(entry, self.epoch, holds) {
+            return None;
+        }
+        Some(&entry.op)
+    }
+
+    /// Whether `entry`, kept under older bindings, is valid under those of `epoch`: if so it
+    /// is marked valid under them, and the next look needs no check until they change again.
+    #[cold]
+    fn holds_again(
+        entry: &mut Entry,
+        epoch: u64,
+        holds: impl Fn(Dependency, &ComputeOp) -> bool,
+    ) -> bool {
+        let valid = entry.dependencies.as_deref().is_some_and(|dependencies| {
+            dependencies
+                .iter()
+                .all(|dependency| holds(*dependency, entry.op.op()))
+        });
+        if valid {
+            entry.epoch = epoch;
+        }
+        valid
     }
 
     /// The bindings' version now: take it before compiling a statement, and insert with it, so
@@ -61,7 +104,7 @@ impl StatementCache {
     }
 
     /// Keeps `op`, compiled for the statement at `key` on `device` at `priority` under the
-    /// bindings of `epoch`.
+    /// bindings of `epoch`, with the names it resolved if those are all it depends on.
     pub(crate) fn insert(
         &mut self,
         key: StatementKey,
@@ -69,6 +112,7 @@ impl StatementCache {
         device: engine::Device,
         priority: i32,
         op: PushableOp,
+        dependencies: Option<&[Dependency]>,
     ) {
         self.entries.insert(
             key,
@@ -77,6 +121,7 @@ impl StatementCache {
                 device,
                 priority,
                 op,
+                dependencies: dependencies.map(Box::from),
             },
         );
     }
@@ -105,27 +150,84 @@ mod tests {
         })
     }
 
+    const ANYTHING_HOLDS: fn(Dependency, &ComputeOp) -> bool = |_, _| true;
+
     #[test]
-    fn an_entry_is_valid_until_a_binding_changes() {
+    fn an_entry_without_dependencies_is_valid_until_a_binding_changes() {
         let mut cache = StatementCache::default();
-        cache.insert((0, 4), cache.epoch(), engine::Device::Cpu, 0, op());
-        assert!(cache.get((0, 4), engine::Device::Cpu, 0).is_some());
-        assert!(cache.get((1, 4), engine::Device::Cpu, 0).is_none());
+        cache.insert((0, 4), cache.epoch(), engine::Device::Cpu, 0, op(), None);
+        assert!(cache
+            .get((0, 4), engine::Device::Cpu, 0, ANYTHING_HOLDS)
+            .is_some());
+        assert!(cache
+            .get((1, 4), engine::Device::Cpu, 0, ANYTHING_HOLDS)
+            .is_none());
         cache.invalidate();
-        assert!(cache.get((0, 4), engine::Device::Cpu, 0).is_none());
+        assert!(cache
+            .get((0, 4), engine::Device::Cpu, 0, ANYTHING_HOLDS)
+            .is_none());
         let stale = cache.epoch() - 1;
-        cache.insert((0, 4), stale, engine::Device::Cpu, 0, op());
+        cache.insert((0, 4), stale, engine::Device::Cpu, 0, op(), None);
         assert!(
-            cache.get((0, 4), engine::Device::Cpu, 0).is_none(),
+            cache
+                .get((0, 4), engine::Device::Cpu, 0, ANYTHING_HOLDS)
+                .is_none(),
             "compiled under older bindings"
         );
     }
 
     #[test]
+    fn an_entry_with_dependencies_is_valid_again_while_they_hold() {
+        let mut cache = StatementCache::default();
+        let x = Dependency::Reads {
+            name: Span::new(4, 5),
+            input: 0,
+        };
+        cache.insert(
+            (0, 0),
+            cache.epoch(),
+            engine::Device::Cpu,
+            0,
+            op(),
+            Some(&[x, Dependency::ReturnsInto]),
+        );
+        cache.invalidate();
+        let asked = std::cell::RefCell::new(Vec::new());
+        let found = cache.get((0, 0), engine::Device::Cpu, 0, |dependency, _| {
+            asked.borrow_mut().push(dependency);
+            dependency != Dependency::ReturnsInto
+        });
+        assert!(found.is_none(), "a dependency that no longer holds");
+        assert_eq!(asked.take(), [x, Dependency::ReturnsInto]);
+        assert!(cache
+            .get((0, 0), engine::Device::Cpu, 0, ANYTHING_HOLDS)
+            .is_some());
+        // Checked once per change of the bindings.
+        assert!(cache
+            .get((0, 0), engine::Device::Cpu, 0, |_, _| false)
+            .is_some());
+        cache.invalidate();
+        assert!(cache
+            .get((0, 0), engine::Device::Cpu, 0, |_, _| false)
+            .is_none());
+    }
+
+    #[test]
     fn an_entry_serves_only_its_device_and_priority() {
         let mut cache = StatementCache::default();
-        cache.insert((0, 0), cache.epoch(), engine::Device::Cpu, 0, op());
-        assert!(cache.get((0, 0), engine::Device::Gpu(0), 0).is_none());
-        assert!(cache.get((0, 0), engine::Device::Cpu, 5).is_none());
+        cache.insert(
+            (0, 0),
+            cache.epoch(),
+            engine::Device::Cpu,
+            0,
+            op(),
+            Some(&[]),
+        );
+        assert!(cache
+            .get((0, 0), engine::Device::Gpu(0), 0, ANYTHING_HOLDS)
+            .is_none());
+        assert!(cache
+            .get((0, 0), engine::Device::Cpu, 5, ANYTHING_HOLDS)
+            .is_none());
     }
 }

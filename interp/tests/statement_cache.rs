@@ -70,6 +70,35 @@ fn a_function_body_serves_each_call_with_its_own_arguments() {
 }
 
 #[test]
+fn a_function_body_reads_a_global_as_it_is_bound_at_each_call() {
+    // `return x + k` is kept from the first call into `a`, then checked at each call: `k` is
+    // a new variable after `del k`.
+    prints(
+        "def f(x) {\n  return x + k\n}\na = zeros(2)\nk = ones(2)\nfor i in 0..3 {\n  a = f(a)\n  del k\n  k = ones(2) * 10\n}\nprint a\n",
+        "[21. 21.]\n",
+    );
+}
+
+#[test]
+fn a_value_returned_into_the_callers_variable_goes_to_each_callers_own() {
+    // Both calls read `c`; only where the value is returned to tells them apart.
+    prints(
+        "def f(x) {\n  return x + 1\n}\nc = ones(2)\na = zeros(2)\nb = zeros(2)\nfor i in 0..2 {\n  a = f(c)\n  b = f(c)\n  c = c * 3\n}\nprint a\nprint b\n",
+        "[4. 4.]\n[4. 4.]\n",
+    );
+}
+
+#[test]
+fn an_entry_of_a_list_of_variables_is_found_again_after_the_list_is_made_again() {
+    // `x[0]` names no variable by its own name: its statement is kept only until a binding
+    // changes.
+    prints(
+        "x = slots(2)\nset(x, 0, ones(2))\nfor i in 0..2 {\n  b = x[0] + 1\n  del x\n  x = slots(2)\n  set(x, 0, ones(2) * 5)\n}\nprint b\n",
+        "[6. 6.]\n",
+    );
+}
+
+#[test]
 fn loop_counters_and_indices_by_counter_are_read_on_every_iteration() {
     prints(
         "c = zeros(2)\nfor i in 0..4 { c = c + i }\nprint c\n",

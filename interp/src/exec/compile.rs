@@ -12,6 +12,7 @@ use crate::builtins;
 use crate::error::RunError;
 use crate::plan::{Plan, PlanIndex};
 use crate::slot::Slot;
+use crate::statement_cache::Dependency;
 use crate::tensor::{self, Tensor};
 
 /// 2^53, past which every float64 is a whole number: whole numbers up to it are checked for
@@ -41,6 +42,8 @@ impl Runner<'_> {
     /// `expr` compiled for the right side of an assignment, which may give several values.
     pub(super) fn compile_values(&mut self, expr: &grammar::Expr) -> Result<Compiled, RunError> {
         self.compiled_pure = true;
+        self.dependencies.clear();
+        self.names_suffice = true;
         let mut inputs = Vec::new();
         let mut temporaries = Vec::new();
         let plan = self.compile_into(expr, &mut inputs, &mut temporaries)?;
@@ -98,7 +101,16 @@ impl Runner<'_> {
             ExprKind::Number(value) => Plan::Const(Tensor::scalar(self.float32(*value, expr)?)),
             ExprKind::Str(text) => Plan::Str(text.clone()),
             ExprKind::Name(name) => match self.lookup(&name.text) {
-                Some((Binding::Tensor(slot), _)) => Plan::Input(input_index(inputs, slot)),
+                Some((Binding::Tensor(slot), _)) => {
+                    let input = input_index(inputs, slot);
+                    // What the statement cache looks the name up by, later.
+                    debug_assert_eq!(name.span.text(self.source()), name.text);
+                    self.dependencies.push(Dependency::Reads {
+                        name: name.span,
+                        input,
+                    });
+                    Plan::Input(input)
+                }
                 Some((Binding::Counter(counter), _)) => {
                     self.compiled_pure = false;
                     Plan::Const(Tensor::scalar(self.float32(counter.get() as f64, expr)?))
@@ -142,8 +154,9 @@ impl Runner<'_> {
             }
             ExprKind::Call { func, args, kwargs } => {
                 if self.scope.functions.contains_key(&func.text) {
-                    self.compiled_pure = false;
                     let mut results = self.call_function(func, args, kwargs, expr.span, None)?;
+                    // After the call, whose body's statements were compiled in between.
+                    self.compiled_pure = false;
                     if results.len() != 1 {
                         let line = self.line(expr.span);
                         for result in results {
@@ -274,6 +287,7 @@ impl Runner<'_> {
                 else {
                     unreachable!("matched just above")
                 };
+                self.names_suffice = false;
                 match self.slot_of(name, index)? {
                     Some(slot) => Plan::Input(input_index(inputs, slot)),
                     None => return Err(self.slots_misuse(name)),

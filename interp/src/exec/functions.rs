@@ -1,11 +1,11 @@
 //! Calls of the user's functions: a frame of locals per call, results returned as slots.
 
-use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use dep_grammar as grammar;
 use grammar::{ExprKind, Span};
 
+use super::push::Written;
 use super::{CallParts, Flow, Frame, Local, Runner, MAX_CALL_DEPTH};
 use crate::bindings::Binding;
 use crate::error::RunError;
@@ -66,7 +66,7 @@ impl Runner<'_> {
             ));
         }
         let mut frame = Frame {
-            locals: HashMap::default(),
+            locals: self.spare_locals.pop().unwrap_or_default(),
             writes_globals: false,
             returns_into,
         };
@@ -82,7 +82,7 @@ impl Runner<'_> {
                 },
                 None => {
                     let compiled = self.compile(arg)?;
-                    let slot = self.new_temporary(&format!("{}.{param}", func.text));
+                    let slot = self.new_temporary(&format!("{}.{param}", function.name));
                     let label = self.part_label(self.text(arg.span));
                     let line = self.line(arg.span);
                     self.push_labelled(label, line, compiled, vec![slot.clone()], None);
@@ -101,7 +101,7 @@ impl Runner<'_> {
         );
         self.scope.pushed_within.enter_call(
             self.scope.engine,
-            &func.text,
+            &function.name,
             (self.source_index, span.start),
             body_lines,
         );
@@ -109,7 +109,7 @@ impl Runner<'_> {
         self.frames.push(frame);
         self.cache.invalidate();
         let flow = self.exec_block(&function.body.statements);
-        let frame = self.frames.pop().expect("the frame pushed above");
+        let mut frame = self.frames.pop().expect("the frame pushed above");
         self.cache.invalidate();
         self.scope.pushed_within.leave(self.scope.engine);
         self.source_index = caller_source;
@@ -120,15 +120,21 @@ impl Runner<'_> {
             Flow::Return(results) => results,
             Flow::Normal => Vec::new(),
         };
+        let mut owned: Vec<(Arc<str>, Arc<Slot>)> = frame
+            .locals
+            .drain()
+            .filter_map(|(name, local)| match (local.binding, local.owned) {
+                (Binding::Tensor(slot), true) => Some((name, slot)),
+                _ => None,
+            })
+            .collect();
+        self.spare_locals.push(frame.locals);
         // In name order, so that a run pushes the same ops in the same order every time.
-        let mut locals: Vec<(String, Local)> = frame.locals.into_iter().collect();
-        locals.sort_by(|a, b| a.0.cmp(&b.0));
-        for (_, local) in locals {
-            if let (Binding::Tensor(slot), true) = (local.binding, local.owned) {
-                if !results.iter().any(|result| Arc::ptr_eq(result, &slot)) {
-                    let line = self.line(span);
-                    self.delete_slot(slot, line);
-                }
+        owned.sort_by(|a, b| a.0.cmp(&b.0));
+        for (_, slot) in owned {
+            if !results.iter().any(|result| Arc::ptr_eq(result, &slot)) {
+                let line = self.line(span);
+                self.delete_slot(slot, line);
             }
         }
         Ok(results)
@@ -148,7 +154,7 @@ impl Runner<'_> {
                 }) = self
                     .frames
                     .last()
-                    .and_then(|frame| frame.locals.get(&name.text))
+                    .and_then(|frame| frame.locals.get(name.text.as_str()))
                 {
                     if !results.iter().any(|result| Arc::ptr_eq(result, slot)) {
                         results.push(slot.clone());
@@ -156,7 +162,6 @@ impl Runner<'_> {
                     }
                 }
             }
-            let compiled = self.compile(expr)?;
             let into = match exprs {
                 [_] => self
                     .frames
@@ -164,9 +169,22 @@ impl Runner<'_> {
                     .and_then(|frame| frame.returns_into.clone()),
                 _ => None,
             };
-            let slot = into.unwrap_or_else(|| self.new_temporary("return"));
-            self.push_compute(stmt, compiled, vec![slot.clone()], None);
-            results.push(slot);
+            let Some(into) = into else {
+                let compiled = self.compile(expr)?;
+                let slot = self.new_temporary("return");
+                self.push_compute(stmt, compiled, vec![slot.clone()], None);
+                results.push(slot);
+                continue;
+            };
+            // Into the caller's variable: the same op every call while the names it reads keep
+            // their variables (`a = f(a)` in a loop).
+            if !self.push_cached(stmt) {
+                let epoch = self.cache.epoch();
+                let compiled = self.compile(expr)?;
+                let pushed = self.push_compute(stmt, compiled, vec![into.clone()], None);
+                self.keep_compiled(stmt, epoch, pushed, Written::ReturnsInto);
+            }
+            results.push(into);
         }
         Ok(results)
     }

@@ -52,7 +52,7 @@ impl Runner<'_> {
             recording.internals.clear();
             for (name, local) in frame.map(|frame| frame.locals).unwrap_or_default() {
                 if let Binding::Tensor(_) = local.binding {
-                    self.scope.globals.insert(name, local.binding);
+                    self.scope.globals.insert(name.to_string(), local.binding);
                 }
             }
         }

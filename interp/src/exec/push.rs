@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use dep_engine as engine;
 use dep_grammar as grammar;
+use grammar::Span;
 
+use super::scope::resolve;
 use super::{Compiled, Pushed, Runner};
 use crate::bindings::Binding;
 use crate::compute::{ComputeOp, PushableOp};
@@ -14,6 +16,7 @@ use crate::graph::RecordedOp;
 use crate::input_uses::InputUses;
 use crate::one_operator::OneOperator;
 use crate::slot::Slot;
+use crate::statement_cache::Dependency;
 use crate::tensor;
 
 impl Runner<'_> {
@@ -32,12 +35,30 @@ impl Runner<'_> {
 
     /// Pushes the op kept for `stmt` if it is still valid here (see `statement_cache`); says
     /// whether it did.
+    #[inline(always)]
     pub(super) fn push_cached(&mut self, stmt: &grammar::Stmt) -> bool {
         if self.recording.is_some() {
             return false;
         }
         let key = (self.source_index, stmt.span.start);
-        let Some(op) = self.cache.get(key, self.device, self.priority) else {
+        let (frames, globals) = (&self.frames, &*self.scope.globals);
+        let (sources, source_index) = (&*self.scope.sources, self.source_index);
+        let resolves_to = |name: Span, slot: &Arc<Slot>, must_own: bool| {
+            matches!(
+                resolve(frames, globals, name.text(&sources[source_index].text)),
+                Some((Binding::Tensor(bound), owned))
+                    if Arc::ptr_eq(bound, slot) && (owned || !must_own)
+            )
+        };
+        let holds = |dependency, op: &ComputeOp| match dependency {
+            Dependency::Reads { name, input } => resolves_to(name, &op.inputs[input], false),
+            Dependency::Writes { name, output } => resolves_to(name, &op.outputs[output], true),
+            Dependency::ReturnsInto => frames
+                .last()
+                .and_then(|frame| frame.returns_into.as_ref())
+                .is_some_and(|into| op.outputs.len() == 1 && Arc::ptr_eq(into, &op.outputs[0])),
+        };
+        let Some(op) = self.cache.get(key, self.device, self.priority, holds) else {
             return false;
         };
         // Another statement may have placed an output elsewhere since.
@@ -84,12 +105,14 @@ impl Runner<'_> {
     }
 
     /// Keeps the op just pushed for `stmt`, compiled when the bindings were at `epoch`, if
-    /// its plan depends on nothing else (see `statement_cache`).
+    /// its plan depends on nothing else (see `statement_cache`), with the names it resolved:
+    /// those its expression read, and what its outputs are (`written`).
     pub(super) fn keep_compiled(
         &mut self,
         stmt: &grammar::Stmt,
         epoch: u64,
         pushed: Option<Pushed>,
+        written: Written<'_>,
     ) {
         let Some(pushed) = pushed else { return };
         if !self.compiled_pure || pushed.had_temporaries || pushed.op.op().plan.copy_to().is_some()
@@ -97,8 +120,28 @@ impl Runner<'_> {
             return;
         }
         let key = (self.source_index, stmt.span.start);
-        self.cache
-            .insert(key, epoch, self.device, self.priority, pushed.op);
+        let mut dependencies = self.names_suffice.then_some(&mut self.dependencies);
+        if let Some(dependencies) = &mut dependencies {
+            match written {
+                Written::Names(names) => {
+                    dependencies.extend(names.iter().enumerate().map(|(output, name)| {
+                        Dependency::Writes {
+                            name: name.span,
+                            output,
+                        }
+                    }))
+                }
+                Written::ReturnsInto => dependencies.push(Dependency::ReturnsInto),
+            }
+        }
+        self.cache.insert(
+            key,
+            epoch,
+            self.device,
+            self.priority,
+            pushed.op,
+            dependencies.map(|dependencies| dependencies.as_slice()),
+        );
     }
 
     /// Pushes one op that evaluates `compiled` into `outputs` (or, with `update`, applies it in
@@ -191,4 +234,12 @@ impl Runner<'_> {
         let name = format!("{hint}#{}", self.scope.n_temporaries);
         self.create_slot(name)
     }
+}
+
+/// What the outputs of an op kept in the statement cache are.
+pub(super) enum Written<'n> {
+    /// The variables of these names, one an output each, in order.
+    Names(&'n [grammar::Name]),
+    /// The caller's variable the function's value is returned into.
+    ReturnsInto,
 }

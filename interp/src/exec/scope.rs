@@ -11,7 +11,7 @@ use dep_engine as engine;
 use dep_grammar as grammar;
 use grammar::ExprKind;
 
-use super::{Local, Runner};
+use super::{Frame, Local, Runner};
 use crate::bindings::{Binding, Function};
 use crate::builtins;
 use crate::comm::{CommCounters, Communicator};
@@ -109,19 +109,27 @@ impl Scope<'_> {
     }
 }
 
+/// The binding of `name` seen from the innermost of `frames` (its locals, then `globals`), and
+/// whether that scope owns it.
+pub(super) fn resolve<'f>(
+    frames: &'f [Frame],
+    globals: &'f HashMap<String, Binding>,
+    name: &str,
+) -> Option<(&'f Binding, bool)> {
+    if let Some(frame) = frames.last() {
+        if let Some(local) = frame.locals.get(name) {
+            return Some((&local.binding, local.owned));
+        }
+    }
+    let owned = frames.last().is_none_or(|frame| frame.writes_globals);
+    globals.get(name).map(|binding| (binding, owned))
+}
+
 impl Runner<'_> {
     /// The binding of `name`, and whether the current scope owns it.
     pub(super) fn lookup(&self, name: &str) -> Option<(Binding, bool)> {
-        if let Some(frame) = self.frames.last() {
-            if let Some(local) = frame.locals.get(name) {
-                return Some((local.binding.clone(), local.owned));
-            }
-        }
-        let owned = self.frames.last().is_none_or(|frame| frame.writes_globals);
-        self.scope
-            .globals
-            .get(name)
-            .map(|binding| (binding.clone(), owned))
+        resolve(&self.frames, self.scope.globals, name)
+            .map(|(binding, owned)| (binding.clone(), owned))
     }
 
     pub(super) fn name_binding(&self, expr: &grammar::Expr) -> Option<Binding> {
@@ -154,7 +162,7 @@ impl Runner<'_> {
                 None => {
                     frame
                         .locals
-                        .insert(name.to_string(), Local { binding, owned });
+                        .insert(Arc::from(name), Local { binding, owned });
                     self.cache.invalidate();
                 }
             },
@@ -213,7 +221,7 @@ impl Runner<'_> {
             && self
                 .frames
                 .last()
-                .is_some_and(|frame| !frame.locals.contains_key(&name.text))
+                .is_some_and(|frame| !frame.locals.contains_key(name.text.as_str()))
             && self.scope.globals.contains_key(&name.text)
     }
 
@@ -231,12 +239,12 @@ impl Runner<'_> {
         let removed = match self.frames.last_mut() {
             Some(frame) => frame
                 .locals
-                .remove(&name.text)
+                .remove(name.text.as_str())
                 .map(|local| (local.binding, local.owned)),
             None => self
                 .scope
                 .globals
-                .remove(&name.text)
+                .remove(name.text.as_str())
                 .map(|binding| (binding, true)),
         };
         match removed {
@@ -323,7 +331,7 @@ impl Runner<'_> {
     pub(super) fn unknown_name(&self, name: &grammar::Name) -> RunError {
         let mut candidates: Vec<&str> = self.scope.globals.keys().map(String::as_str).collect();
         if let Some(frame) = self.frames.last() {
-            candidates.extend(frame.locals.keys().map(String::as_str));
+            candidates.extend(frame.locals.keys().map(|name| &**name));
         }
         candidates.extend(self.scope.functions.keys().map(String::as_str));
         candidates.extend(builtins::BUILTINS.iter().map(|info| info.name));

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use dep_grammar as grammar;
 use grammar::ExprKind;
 
+use super::push::Written;
 use super::{Compiled, Flow, Runner};
 use crate::bindings::{Binding, LoopCounter};
 use crate::builtins;
@@ -126,7 +127,7 @@ impl Runner<'_> {
             .map(|target| self.target_slot(target))
             .collect::<Result<Vec<_>, _>>()?;
         let pushed = self.push_compute(stmt, compiled, outputs, None);
-        self.keep_compiled(stmt, epoch, pushed);
+        self.keep_compiled(stmt, epoch, pushed, Written::Names(targets));
         Ok(())
     }
 
@@ -187,7 +188,12 @@ impl Runner<'_> {
         let epoch = self.cache.epoch();
         let compiled = self.compile(value)?;
         let pushed = self.push_compute(stmt, compiled, vec![owned_slot], Some(binary));
-        self.keep_compiled(stmt, epoch, pushed);
+        self.keep_compiled(
+            stmt,
+            epoch,
+            pushed,
+            Written::Names(std::slice::from_ref(target)),
+        );
         Ok(())
     }
 
