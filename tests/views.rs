@@ -1196,6 +1196,47 @@ fn a_value_returned_to_a_variable_is_computed_into_it() {
     }
 }
 
+/// `H, P = pair(A)` where H and P are already variables: a value the function computes is
+/// computed straight into its caller's variable (`return h, h + 1` writes P), unless a value
+/// after it reads that variable: `A, B = swap(A, B)` computes its first value, read from B,
+/// into a temporary, since its second reads A.
+#[test]
+fn values_returned_to_several_variables_are_computed_into_them_unless_read_after() {
+    let dir = TestDir::new();
+    let script = dir.write(
+        "pair.dep",
+        "def pair(x) {\n  h = x * 2\n  return h, h + 1\n}\ndef swap(x, y) {\n  return y, x\n}\n\
+         A = ones(2)\nB = ones(2) * 5\nH = zeros(2)\nP = zeros(2)\nH, P = pair(A)\n\
+         A, B = swap(A, B)\nprint H, P, A, B\n",
+    );
+    for engine in ["naive", "threaded", "sim"] {
+        let run = Run::of(
+            dir.dep()
+                .arg("run")
+                .arg(&script)
+                .args(["--engine", engine, "--dot", "g.dot"]),
+        )
+        .expect_code(0);
+        assert_eq!(run.stdout, "[2. 2.] [3. 3.] [5. 5.] [1. 1.]\n", "{engine}");
+        let dot = read(&dir, "g.dot");
+        let node = |label: &str| {
+            dot.lines()
+                .find(|line| line.contains(&format!("[label=\"{label}\\n")))
+                .and_then(|line| line.trim().split_once(' '))
+                .map(|(id, _)| id.to_string())
+                .unwrap_or_else(|| panic!("{engine}: no op {label}: {dot}"))
+        };
+        let returns_pair = node("return h, h + 1");
+        assert!(
+            dot.contains(&format!("-> {returns_pair} [label=\"P WAW\"")),
+            "{engine}: {dot}"
+        );
+        // The swap's first value only: the pair's second went straight into P.
+        assert!(dot.contains("return#1 RAW"), "{engine}: {dot}");
+        assert!(!dot.contains("return#2"), "{engine}: {dot}");
+    }
+}
+
 /// An op that computes a part of a statement in a loop (a function's argument, a `print`'s
 /// value) is labelled with the loop's counter, as the statement's own op is: a trace told the
 /// iterations' `A + i` apart only by their times.

@@ -70,9 +70,10 @@ struct Frame {
     locals: HashMap<Arc<str>, Local>,
     /// A graph being recorded writes the global names it assigns; a function makes locals.
     writes_globals: bool,
-    /// The caller's variable a call's one returned value is computed straight into
-    /// (`a = f(a)`), rather than into a temporary copied there, then deleted.
-    returns_into: Option<Arc<Slot>>,
+    /// The caller's variables a call's returned values are computed straight into, one for
+    /// each (`a = f(a)`, `h, p = forward(x)`), rather than into temporaries copied there, then
+    /// deleted; empty when the caller gave none.
+    returns_into: Vec<Arc<Slot>>,
 }
 
 /// A local name: `owned` slots belong to the frame and are deleted when it ends; parameters

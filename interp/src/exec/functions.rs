@@ -6,7 +6,7 @@ use dep_grammar as grammar;
 use grammar::{ExprKind, Span};
 
 use super::push::Written;
-use super::{CallParts, Flow, Frame, Local, Runner, MAX_CALL_DEPTH};
+use super::{CallParts, Compiled, Flow, Frame, Local, Runner, MAX_CALL_DEPTH};
 use crate::bindings::Binding;
 use crate::error::RunError;
 use crate::slot::Slot;
@@ -25,15 +25,16 @@ impl Runner<'_> {
     }
 
     /// Pushes a function's body with its parameters bound; returns the slots of its results.
-    /// A single value returned is computed straight into `returns_into` where given (the
-    /// caller's variable it is assigned to), which is then its result.
+    /// Values returned are computed straight into `returns_into` where given (the caller's
+    /// variables they are assigned to, one for each), which are then its results (see
+    /// [`Runner::return_values`]).
     pub(super) fn call_function(
         &mut self,
         func: &grammar::Name,
         args: &[grammar::Expr],
         kwargs: &[grammar::KeywordArg],
         span: Span,
-        returns_into: Option<Arc<Slot>>,
+        returns_into: Vec<Arc<Slot>>,
     ) -> Result<Vec<Arc<Slot>>, RunError> {
         let Some(function) = self.scope.functions.get(&func.text).cloned() else {
             return Err(self.unknown_name(func));
@@ -140,52 +141,96 @@ impl Runner<'_> {
         Ok(results)
     }
 
+    /// The slots of the values `return` gives: a local of the call's own as it is, any other
+    /// value computed into the caller's variable it is assigned to (`Frame::returns_into`), or
+    /// into a temporary. Every value is compiled before any is pushed, and one is computed into
+    /// the caller's variable only if no value after it reads that variable (`return b, a` into
+    /// `a, b` swaps them), so the caller's variables change only as the assignment says.
     pub(super) fn return_values(
         &mut self,
         stmt: &grammar::Stmt,
         exprs: &[grammar::Expr],
     ) -> Result<Vec<Arc<Slot>>, RunError> {
-        let mut results = Vec::with_capacity(exprs.len());
-        for expr in exprs {
-            if let ExprKind::Name(name) = &expr.kind {
-                if let Some(Local {
-                    binding: Binding::Tensor(slot),
-                    owned: true,
-                }) = self
-                    .frames
-                    .last()
-                    .and_then(|frame| frame.locals.get(name.text.as_str()))
-                {
-                    if !results.iter().any(|result| Arc::ptr_eq(result, slot)) {
-                        results.push(slot.clone());
-                        continue;
-                    }
+        let returns_into = match self.frames.last() {
+            Some(frame) if frame.returns_into.len() == exprs.len() => frame.returns_into.clone(),
+            _ => Vec::new(),
+        };
+        if let ([expr], [into]) = (exprs, returns_into.as_slice()) {
+            if self.owned_local(expr).is_none() {
+                // The same op every call while the names it reads keep their variables (`a =
+                // f(a)` in a loop).
+                if !self.push_cached(stmt) {
+                    let epoch = self.cache.epoch();
+                    let compiled = self.compile(expr)?;
+                    let pushed = self.push_compute(stmt, compiled, vec![into.clone()], None);
+                    self.keep_compiled(stmt, epoch, pushed, Written::ReturnsInto);
                 }
+                return Ok(vec![into.clone()]);
             }
-            let into = match exprs {
-                [_] => self
-                    .frames
-                    .last()
-                    .and_then(|frame| frame.returns_into.clone()),
-                _ => None,
+        }
+        let mut values = Vec::with_capacity(exprs.len());
+        for expr in exprs {
+            let value = match self.owned_local(expr) {
+                // A local returned twice is copied the second time.
+                Some(slot) if !values.iter().any(|value| is_local(value, &slot)) => {
+                    ReturnValue::Local(slot)
+                }
+                _ => ReturnValue::Computed(self.compile(expr)?),
             };
-            let Some(into) = into else {
-                let compiled = self.compile(expr)?;
-                let slot = self.new_temporary("return");
-                self.push_compute(stmt, compiled, vec![slot.clone()], None);
-                results.push(slot);
-                continue;
+            values.push(value);
+        }
+        // Where each computed value goes: its caller's variable, unless a later value reads it.
+        let intos: Vec<Option<Arc<Slot>>> = (0..values.len())
+            .map(|index| {
+                let into = returns_into.get(index)?;
+                let read_later = values[index + 1..].iter().any(|later| match later {
+                    ReturnValue::Computed(compiled) => {
+                        compiled.inputs.iter().any(|input| Arc::ptr_eq(input, into))
+                    }
+                    ReturnValue::Local(_) => false,
+                });
+                (!read_later).then(|| into.clone())
+            })
+            .collect();
+        let mut results = Vec::with_capacity(values.len());
+        for (value, into) in values.into_iter().zip(intos) {
+            let slot = match value {
+                ReturnValue::Local(slot) => slot,
+                ReturnValue::Computed(compiled) => {
+                    let slot = into.unwrap_or_else(|| self.new_temporary("return"));
+                    self.push_compute(stmt, compiled, vec![slot.clone()], None);
+                    slot
+                }
             };
-            // Into the caller's variable: the same op every call while the names it reads keep
-            // their variables (`a = f(a)` in a loop).
-            if !self.push_cached(stmt) {
-                let epoch = self.cache.epoch();
-                let compiled = self.compile(expr)?;
-                let pushed = self.push_compute(stmt, compiled, vec![into.clone()], None);
-                self.keep_compiled(stmt, epoch, pushed, Written::ReturnsInto);
-            }
-            results.push(into);
+            results.push(slot);
         }
         Ok(results)
     }
+
+    /// The slot of `expr` if it names a local the call owns (made in its body), which `return`
+    /// gives back as it is.
+    fn owned_local(&self, expr: &grammar::Expr) -> Option<Arc<Slot>> {
+        let ExprKind::Name(name) = &expr.kind else {
+            return None;
+        };
+        match self.frames.last()?.locals.get(name.text.as_str()) {
+            Some(Local {
+                binding: Binding::Tensor(slot),
+                owned: true,
+            }) => Some(slot.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// One value of a `return`, before it is pushed.
+enum ReturnValue {
+    /// A local of the call's own, given back as it is.
+    Local(Arc<Slot>),
+    /// An expression, compiled.
+    Computed(Compiled),
+}
+
+fn is_local(value: &ReturnValue, slot: &Arc<Slot>) -> bool {
+    matches!(value, ReturnValue::Local(local) if Arc::ptr_eq(local, slot))
 }

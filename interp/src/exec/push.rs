@@ -53,10 +53,10 @@ impl Runner<'_> {
         let holds = |dependency, op: &ComputeOp| match dependency {
             Dependency::Reads { name, input } => resolves_to(name, &op.inputs[input], false),
             Dependency::Writes { name, output } => resolves_to(name, &op.outputs[output], true),
-            Dependency::ReturnsInto => frames
-                .last()
-                .and_then(|frame| frame.returns_into.as_ref())
-                .is_some_and(|into| op.outputs.len() == 1 && Arc::ptr_eq(into, &op.outputs[0])),
+            Dependency::ReturnsInto => frames.last().is_some_and(|frame| {
+                matches!((frame.returns_into.as_slice(), op.outputs.as_slice()),
+                    ([into], [output]) if Arc::ptr_eq(into, output))
+            }),
         };
         let Some(op) = self.cache.get(key, self.device, self.priority, holds) else {
             return false;

@@ -30,15 +30,23 @@ impl Runner<'_> {
             return Ok(());
         }
         if let Some((func, args, kwargs)) = self.user_call(value) {
-            // `a = f(a)` where a is already this scope's: a value returned is computed into a
-            // (a new name is made only once the call has succeeded).
-            let returns_into = match targets {
-                [target] => match self.lookup(&target.text) {
-                    Some((Binding::Tensor(slot), true)) => Some(slot),
-                    _ => None,
-                },
-                _ => None,
-            };
+            // `a = f(a)` or `h, p = forward(x)` where every name is already this scope's: the
+            // values returned are computed into them (a new name is made only once the call
+            // has succeeded).
+            let mut returns_into = Vec::with_capacity(targets.len());
+            for target in targets {
+                match self.lookup(&target.text) {
+                    Some((Binding::Tensor(slot), true))
+                        if !returns_into.iter().any(|into| Arc::ptr_eq(into, &slot)) =>
+                    {
+                        returns_into.push(slot)
+                    }
+                    _ => {
+                        returns_into.clear();
+                        break;
+                    }
+                }
+            }
             let results = self.call_function(func, args, kwargs, value.span, returns_into)?;
             if results.len() != targets.len() {
                 return Err(self.error(
@@ -266,7 +274,7 @@ impl Runner<'_> {
             return Ok(());
         }
         if let Some((func, args, kwargs)) = self.user_call(expr) {
-            let results = self.call_function(func, args, kwargs, expr.span, None)?;
+            let results = self.call_function(func, args, kwargs, expr.span, Vec::new())?;
             for result in results {
                 if self.scope.show_expression_values {
                     let value = self.wait_slot(&result, expr.span)?;
