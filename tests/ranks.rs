@@ -962,8 +962,9 @@ fn a_replayed_summary_of_several_ranks_says_it_adds_them_up() {
 }
 
 /// `dep replay` of a trace of several ranks steps forward in time through every rank's events
-/// at once, and names each rank's variables by their rank (`r1 x`): it used to step through
-/// rank 0's whole run, then back to the start for rank 1's, with two rows named `x`.
+/// at once, and names each rank's variables (`r1 x`) and ops (`(r1:3)`) by their rank: it used
+/// to step through rank 0's whole run, then back to the start for rank 1's, with two rows named
+/// `x`, and two ops of a statement read the same.
 #[test]
 fn a_replay_of_several_ranks_steps_forward_in_time_through_them_all() {
     let dir = TestDir::new();
@@ -1003,6 +1004,26 @@ fn a_replay_of_several_ranks_steps_forward_in_time_through_them_all() {
     );
     for created in ["created r0 x", "created r1 x"] {
         assert!(run.stdout.contains(created), "{created}\n{}", run.stdout);
+    }
+    // Each op is told by its rank and line, in the steps and in the table's line column: the
+    // same statement's ops on two ranks read the same otherwise.
+    for rank in 0..2 {
+        let done = format!("done y = work(1, x) (r{rank}:3)");
+        assert!(
+            run.stdout
+                .lines()
+                .any(|line| line.starts_with("step ") && line.ends_with(&done)),
+            "{done}\n{}",
+            run.stdout
+        );
+        assert!(
+            run.stdout
+                .lines()
+                .any(|line| line.starts_with("y = work(1, x)")
+                    && line.contains(&format!(" r{rank}:3 done "))),
+            "the table's row of rank {rank}'s y\n{}",
+            run.stdout
+        );
     }
 }
 

@@ -197,7 +197,9 @@ pub fn merge(runs: &[RankRun]) -> Replay {
         }
         by_rank.push(events);
     }
-    Replay::new(in_time_order(by_rank), worker_names)
+    let mut replay = Replay::new(in_time_order(by_rank), worker_names);
+    replay.name_ranks(n);
+    replay
 }
 
 /// The events of every rank in one list: repeatedly the next event of the rank whose next
@@ -342,7 +344,8 @@ pub fn perfetto_trace(runs: &[RankRun]) -> Vec<u8> {
 /// its workers as threads, its ops as slices and its dependencies as arrows, plus an arrow
 /// (category `comm`) from each send to its receive and from the last rank to join a collective
 /// to the others' ends of it. Ops keep their own rank's numbers in `args.op`. The merged event
-/// log goes under `depEvents`, so `dep replay` steps through every rank's events.
+/// log goes under `depEvents`, with how many ranks it merges (`ranks`), so that `dep replay`
+/// steps through every rank's events and names each op's rank.
 pub fn chrome_trace(runs: &[RankRun]) -> String {
     let n = runs.len().max(1);
     let merged = merge(runs);
@@ -426,6 +429,8 @@ pub fn chrome_trace(runs: &[RankRun]) -> String {
         }
     }
     *events = rewritten;
+    // So that `dep replay` tells each op's rank (see `Replay::name_ranks`).
+    document["depEvents"]["ranks"] = json!(n);
     let mut out = serde_json::to_string(&document).expect("a JSON value serializes");
     out.push('\n');
     out

@@ -442,6 +442,22 @@ impl Replay {
         }
     }
 
+    /// Names each op's place by its rank and line (`r1:7`) when the replay merges the runs of
+    /// `ranks` ranks, whose op n is rank `n % ranks`'s (see [`crate::ranks::merge`]): every
+    /// view of the merged run tells which rank pushed an op, not only which worker ran it.
+    pub fn name_ranks(&mut self, ranks: u64) {
+        if ranks < 2 {
+            return;
+        }
+        for op in &mut self.table.ops {
+            let rank = op.id.0 % ranks;
+            op.place = Some(Arc::from(match op.line {
+                0 => format!("r{rank}"),
+                line => format!("r{rank}:{line}"),
+            }));
+        }
+    }
+
     /// The events, in log order.
     pub fn events(&self) -> &[Event] {
         &self.events

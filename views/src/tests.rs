@@ -1823,3 +1823,29 @@ fn a_bad_op_run_at_once_in_a_trace_says_which_field() {
         assert!(error.contains(expected), "{error}");
     }
 }
+
+/// A trace that merges several ranks' runs says how many (`depEvents.ranks`): each op's place
+/// names its rank and line, op n being rank n % ranks's; a count that is not one is refused.
+#[test]
+fn a_trace_of_several_ranks_names_each_ops_rank() {
+    let document = |ranks: &str| {
+        format!(
+            r#"{{"traceEvents": [], "depEvents": {{"version": 3, "workers": ["r0 main", "r1 main"],
+            "ranks": {ranks}, "events": ["x = 1", "cpu", "done",
+            [5, "o", 0, 0, 4, [], [], 1, 0, 9, 2], [6, "o", 1, 0, 4, [], [], 1, 0, 9, 2]]}}}}"#
+        )
+    };
+    let replay = trace::read_trace(&document("2")).unwrap();
+    let places: Vec<Option<&str>> = replay.ops().iter().map(|op| op.place.as_deref()).collect();
+    assert_eq!(places, [Some("r0:4"), Some("r1:4")]);
+    assert_eq!(replay.ops()[1].describe(), "x = 1 (r1:4)");
+    let one = trace::read_trace(&document("1")).unwrap();
+    assert!(one.ops().iter().all(|op| op.place.is_none()));
+    for bad in ["0", "\"two\""] {
+        let error = trace::read_trace(&document(bad)).unwrap_err().to_string();
+        assert!(
+            error.contains("`depEvents.ranks` is not a count of ranks"),
+            "{error}"
+        );
+    }
+}

@@ -18,7 +18,9 @@
 //!   priority, end time, state, message?]`, which stands for its push, a grant of each access,
 //!   its readiness, its start on the pushing thread (worker 0) and its end; `[time, "c", op]` is
 //!   a cancel that stopped an op before it started (an older reader, which knows no `"c"`,
-//!   refuses the trace rather than show it wrongly). [`read_trace`] also
+//!   refuses the trace rather than show it wrongly). A trace of several ranks' runs merged
+//!   ([`crate::ranks::chrome_trace`]) says how many under `ranks` (absent: one), which names
+//!   each op's rank where it is read back ([`Replay::name_ranks`]). [`read_trace`] also
 //!   reads version 2 (the same without `"o"`) and version 1, one object per event, as the HTML
 //!   player still carries them (`event_to_json`).
 //!
@@ -526,8 +528,8 @@ fn json_string(text: &str) -> String {
 pub fn read_trace(json_text: &str) -> Result<Replay, Error> {
     let mut deserializer = serde_json::Deserializer::from_str(json_text);
     let mut events = Vec::new();
-    let workers = read_from(&mut deserializer, Room::default(), &mut events)?;
-    Ok(Replay::new(events, workers))
+    let head = read_from(&mut deserializer, Room::default(), &mut events)?;
+    Ok(head.replay_of(events))
 }
 
 /// Like [`read_trace`], from a reader of `length` bytes (a trace file), without holding its text:
@@ -537,8 +539,8 @@ pub fn read_trace(json_text: &str) -> Result<Replay, Error> {
 /// `length` of 0 (not known) lets the list grow.
 pub fn read_trace_from(reader: impl Read, length: u64) -> Result<Replay, Error> {
     let mut events = Vec::new();
-    let workers = read_file_into(reader, length, &mut events)?;
-    Ok(Replay::new(events, workers))
+    let head = read_file_into(reader, length, &mut events)?;
+    Ok(head.replay_of(events))
 }
 
 /// The last `capacity` events of a trace file, as [`crate::LastEvents`] keeps them (after the
@@ -553,10 +555,28 @@ pub fn read_trace_last(
         last: LastEvents::keeping(capacity),
         fold: RunFold::new(),
     };
-    let workers = read_file_into(reader, 0, &mut kept)?;
-    let summary = kept.fold.finish(&workers, &mut NoTrace);
+    let head = read_file_into(reader, 0, &mut kept)?;
+    let summary = kept.fold.finish(&head.workers, &mut NoTrace);
     let cut = kept.last.finish();
-    Ok((Replay::new(cut.events, workers), cut.prologue, summary))
+    Ok((head.replay_of(cut.events), cut.prologue, summary))
+}
+
+/// What `depEvents` says besides its events.
+struct DepEventsHead {
+    /// The workers' names, by index.
+    workers: Vec<String>,
+    /// How many ranks' runs its events merge (see [`crate::ranks::merge`]); 1 for one run.
+    ranks: u64,
+}
+
+impl DepEventsHead {
+    /// The replay of `events` with these workers, each op's place naming its rank when the
+    /// events are several ranks'.
+    fn replay_of(self, events: Vec<Event>) -> Replay {
+        let mut replay = Replay::new(events, self.workers);
+        replay.name_ranks(self.ranks);
+        replay
+    }
 }
 
 /// Where a trace's events go as they are decoded.
@@ -593,12 +613,12 @@ impl EventsInto for LastRead {
     }
 }
 
-/// Reads a trace file's events into `events`; returns its worker names.
+/// Reads a trace file's events into `events`; returns what `depEvents` says besides.
 fn read_file_into(
     reader: impl Read,
     length: u64,
     events: &mut dyn EventsInto,
-) -> Result<Vec<String>, Error> {
+) -> Result<DepEventsHead, Error> {
     let consumed = Rc::new(Cell::new(0));
     let counting = CountingReader {
         inner: reader,
@@ -660,7 +680,7 @@ fn read_from<'de, R: serde_json::de::Read<'de>>(
     deserializer: &mut serde_json::Deserializer<R>,
     room: Room,
     events: &mut dyn EventsInto,
-) -> Result<Vec<String>, Error> {
+) -> Result<DepEventsHead, Error> {
     let found = deserializer
         .deserialize_map(TraceVisitor(room, events))
         .and_then(|found| deserializer.end().map(|()| found))
@@ -672,11 +692,11 @@ fn read_from<'de, R: serde_json::de::Read<'de>>(
 }
 
 /// Finds `depEvents` in a trace document, skipping everything else; its events go to the
-/// second field, its worker names are the value.
+/// second field, the rest of what it says is the value.
 struct TraceVisitor<'e>(Room, &'e mut dyn EventsInto);
 
 impl<'de> Visitor<'de> for TraceVisitor<'_> {
-    type Value = Option<Vec<String>>;
+    type Value = Option<DepEventsHead>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a trace object")
@@ -696,11 +716,12 @@ impl<'de> Visitor<'de> for TraceVisitor<'_> {
     }
 }
 
-/// The `depEvents` object: its version, workers and events.
+/// The `depEvents` object: its version, workers, events, and how many ranks' runs they merge
+/// (`ranks`, written only when there are several).
 struct DepEventsSeed<'e>(Room, &'e mut dyn EventsInto);
 
 impl<'de> DeserializeSeed<'de> for DepEventsSeed<'_> {
-    type Value = Vec<String>;
+    type Value = DepEventsHead;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_map(self)
@@ -708,7 +729,7 @@ impl<'de> DeserializeSeed<'de> for DepEventsSeed<'_> {
 }
 
 impl<'de> Visitor<'de> for DepEventsSeed<'_> {
-    type Value = Vec<String>;
+    type Value = DepEventsHead;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("the `depEvents` object")
@@ -717,9 +738,19 @@ impl<'de> Visitor<'de> for DepEventsSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let DepEventsSeed(room, events) = self;
         let (mut version, mut workers, mut read_events) = (None, None, false);
+        let mut ranks = 1;
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "version" => version = Some(map.next_value::<Value>()?),
+                "ranks" => {
+                    ranks = map
+                        .next_value::<u64>()
+                        .ok()
+                        .filter(|ranks| *ranks >= 1)
+                        .ok_or_else(|| {
+                            de::Error::custom("`depEvents.ranks` is not a count of ranks")
+                        })?;
+                }
                 "workers" => {
                     workers = Some(map.next_value::<Vec<String>>().map_err(|_| {
                         de::Error::custom("`depEvents.workers` is not a list of names")
@@ -750,7 +781,7 @@ impl<'de> Visitor<'de> for DepEventsSeed<'_> {
         if !read_events {
             return Err(de::Error::custom("`depEvents.events` is missing"));
         }
-        Ok(workers)
+        Ok(DepEventsHead { workers, ranks })
     }
 }
 
