@@ -13,6 +13,7 @@
 
 // FxHash: names are looked up on every statement; nothing here needs DoS-resistant hashing.
 use rustc_hash::FxHashMap as HashMap;
+use smallvec::SmallVec;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -73,8 +74,12 @@ struct Frame {
     /// The caller's variables a call's returned values are computed straight into, one for
     /// each (`a = f(a)`, `h, p = forward(x)`), rather than into temporaries copied there, then
     /// deleted; empty when the caller gave none.
-    returns_into: Vec<Arc<Slot>>,
+    returns_into: ReturnsInto,
 }
+
+/// The caller's variables a call's values are returned into (see `Frame::returns_into`): two
+/// inline, so that a call in a loop allocates nothing for them.
+type ReturnsInto = SmallVec<[Arc<Slot>; 2]>;
 
 /// A local name: `owned` slots belong to the frame and are deleted when it ends; parameters
 /// bound to the caller's variables are not owned, and assigning to them makes a new local.

@@ -12,6 +12,7 @@
 //! between devices) are never stored: the runner compiles them every time.
 
 use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry as MapEntry;
 
 use dep_engine as engine;
 use dep_grammar::Span;
@@ -114,16 +115,28 @@ impl StatementCache {
         op: PushableOp,
         dependencies: Option<&[Dependency]>,
     ) {
-        self.entries.insert(
-            key,
-            Entry {
-                epoch,
-                device,
-                priority,
-                op,
-                dependencies: dependencies.map(Box::from),
-            },
-        );
+        match self.entries.entry(key) {
+            // A statement kept again (a function's body at each call, when its names moved on):
+            // its dependencies' room is reused.
+            MapEntry::Occupied(mut occupied) => {
+                let entry = occupied.get_mut();
+                (entry.epoch, entry.device, entry.priority, entry.op) =
+                    (epoch, device, priority, op);
+                match (&mut entry.dependencies, dependencies) {
+                    (Some(kept), Some(new)) if kept.len() == new.len() => kept.copy_from_slice(new),
+                    (kept, new) => *kept = new.map(Box::from),
+                }
+            }
+            MapEntry::Vacant(vacant) => {
+                vacant.insert(Entry {
+                    epoch,
+                    device,
+                    priority,
+                    op,
+                    dependencies: dependencies.map(Box::from),
+                });
+            }
+        }
     }
 }
 

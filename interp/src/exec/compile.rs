@@ -155,7 +155,7 @@ impl Runner<'_> {
             ExprKind::Call { func, args, kwargs } => {
                 if self.scope.functions.contains_key(&func.text) {
                     let mut results =
-                        self.call_function(func, args, kwargs, expr.span, Vec::new())?;
+                        self.call_function(func, args, kwargs, expr.span, Default::default())?;
                     // After the call, whose body's statements were compiled in between.
                     self.compiled_pure = false;
                     if results.len() != 1 {

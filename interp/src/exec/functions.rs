@@ -6,7 +6,7 @@ use dep_grammar as grammar;
 use grammar::{ExprKind, Span};
 
 use super::push::Written;
-use super::{CallParts, Compiled, Flow, Frame, Local, Runner, MAX_CALL_DEPTH};
+use super::{CallParts, Compiled, Flow, Frame, Local, ReturnsInto, Runner, MAX_CALL_DEPTH};
 use crate::bindings::Binding;
 use crate::error::RunError;
 use crate::slot::Slot;
@@ -34,7 +34,7 @@ impl Runner<'_> {
         args: &[grammar::Expr],
         kwargs: &[grammar::KeywordArg],
         span: Span,
-        returns_into: Vec<Arc<Slot>>,
+        returns_into: ReturnsInto,
     ) -> Result<Vec<Arc<Slot>>, RunError> {
         let Some(function) = self.scope.functions.get(&func.text).cloned() else {
             return Err(self.unknown_name(func));
@@ -151,23 +151,24 @@ impl Runner<'_> {
         stmt: &grammar::Stmt,
         exprs: &[grammar::Expr],
     ) -> Result<Vec<Arc<Slot>>, RunError> {
-        let returns_into = match self.frames.last() {
-            Some(frame) if frame.returns_into.len() == exprs.len() => frame.returns_into.clone(),
-            _ => Vec::new(),
+        let single_into = match (exprs, self.frames.last()) {
+            ([expr], Some(frame)) if self.owned_local(expr).is_none() => frame
+                .returns_into
+                .first()
+                .filter(|_| frame.returns_into.len() == 1),
+            _ => None,
         };
-        if let ([expr], [into]) = (exprs, returns_into.as_slice()) {
-            if self.owned_local(expr).is_none() {
-                // The same op every call while the names it reads keep their variables (`a =
-                // f(a)` in a loop).
-                if !self.push_cached(stmt) {
-                    let epoch = self.cache.epoch();
-                    let compiled = self.compile(expr)?;
-                    let pushed = self.push_compute(stmt, compiled, vec![into.clone()], None);
-                    self.keep_compiled(stmt, epoch, pushed, Written::ReturnsInto);
-                }
-                return Ok(vec![into.clone()]);
-            }
+        if let (Some(into), [expr]) = (single_into, exprs) {
+            let into = into.clone();
+            return self.return_into(stmt, expr, into);
         }
+        // Taken: the call's frame ends with its `return`.
+        let returns_into = match self.frames.last_mut() {
+            Some(frame) if frame.returns_into.len() == exprs.len() => {
+                std::mem::take(&mut frame.returns_into)
+            }
+            _ => ReturnsInto::new(),
+        };
         let mut values = Vec::with_capacity(exprs.len());
         for expr in exprs {
             let value = match self.owned_local(expr) {
@@ -205,6 +206,24 @@ impl Runner<'_> {
             results.push(slot);
         }
         Ok(results)
+    }
+
+    /// Pushes `return expr`'s one value into `into`, the caller's variable it is assigned to:
+    /// the same op every call while the names it reads keep their variables (`a = f(a)` in a
+    /// loop).
+    fn return_into(
+        &mut self,
+        stmt: &grammar::Stmt,
+        expr: &grammar::Expr,
+        into: Arc<Slot>,
+    ) -> Result<Vec<Arc<Slot>>, RunError> {
+        if !self.push_cached(stmt) {
+            let epoch = self.cache.epoch();
+            let compiled = self.compile(expr)?;
+            let pushed = self.push_compute(stmt, compiled, vec![into.clone()], None);
+            self.keep_compiled(stmt, epoch, pushed, Written::ReturnsInto);
+        }
+        Ok(vec![into])
     }
 
     /// The slot of `expr` if it names a local the call owns (made in its body), which `return`

@@ -41,7 +41,7 @@ impl Runner<'_> {
         self.frames.push(Frame {
             locals: HashMap::default(),
             writes_globals: true,
-            returns_into: Vec::new(),
+            returns_into: Default::default(),
         });
         self.cache.invalidate();
         let recorded = self.exec_block(&body.statements);

@@ -129,7 +129,10 @@ impl Runner<'_> {
                             name: name.span,
                             output,
                         }
-                    }))
+                    }));
+                    // Checked first: in a function's body, a name written is most often the
+                    // call's own new local, which fails the check at once.
+                    dependencies.rotate_right(names.len());
                 }
                 Written::ReturnsInto => dependencies.push(Dependency::ReturnsInto),
             }

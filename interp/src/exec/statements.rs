@@ -7,7 +7,7 @@ use dep_grammar as grammar;
 use grammar::ExprKind;
 
 use super::push::Written;
-use super::{Compiled, Flow, Runner};
+use super::{Compiled, Flow, ReturnsInto, Runner};
 use crate::bindings::{Binding, LoopCounter};
 use crate::builtins;
 use crate::error::RunError;
@@ -33,7 +33,7 @@ impl Runner<'_> {
             // `a = f(a)` or `h, p = forward(x)` where every name is already this scope's: the
             // values returned are computed into them (a new name is made only once the call
             // has succeeded).
-            let mut returns_into = Vec::with_capacity(targets.len());
+            let mut returns_into = ReturnsInto::new();
             for target in targets {
                 match self.lookup(&target.text) {
                     Some((Binding::Tensor(slot), true))
@@ -274,7 +274,7 @@ impl Runner<'_> {
             return Ok(());
         }
         if let Some((func, args, kwargs)) = self.user_call(expr) {
-            let results = self.call_function(func, args, kwargs, expr.span, Vec::new())?;
+            let results = self.call_function(func, args, kwargs, expr.span, Default::default())?;
             for result in results {
                 if self.scope.show_expression_values {
                     let value = self.wait_slot(&result, expr.span)?;
