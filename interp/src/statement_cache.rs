@@ -59,41 +59,47 @@ impl StatementCache {
         self.epoch += 1;
     }
 
-    /// The op compiled for the statement at `key`, if it is still valid on `device` at
-    /// `priority`: compiled under the bindings as they are, or, when they changed since, with
-    /// every dependency it kept still holding (`holds`, asked of each with the op).
+    /// The op compiled for the statement at `key`, if it is valid as it is on `device` at
+    /// `priority`: compiled under the bindings as they are.
+    #[inline]
     pub(crate) fn get(
+        &self,
+        key: StatementKey,
+        device: engine::Device,
+        priority: i32,
+    ) -> Option<&PushableOp> {
+        self.entries
+            .get(&key)
+            .filter(|entry| {
+                entry.epoch == self.epoch && entry.device == device && entry.priority == priority
+            })
+            .map(|entry| &entry.op)
+    }
+
+    /// Whether the op kept for the statement at `key` on `device` at `priority`, compiled
+    /// under bindings that changed since, is valid under those of now: every dependency it
+    /// kept still holds (`holds`, asked of each with the op). If so, [`Self::get`] finds it
+    /// until the bindings change again.
+    #[cold]
+    pub(crate) fn holds_again(
         &mut self,
         key: StatementKey,
         device: engine::Device,
         priority: i32,
         holds: impl Fn(Dependency, &ComputeOp) -> bool,
-    ) -> Option<&PushableOp> {
-        let entry = self.entries.get_mut(&key)?;
-        if entry.device != device || entry.priority != priority {
-            return None;
-        }
-        if entry.epoch != self.epoch && !Self::holds_again(entry, self.epoch, holds) {
-            return None;
-        }
-        Some(&entry.op)
-    }
-
-    /// Whether `entry`, kept under older bindings, is valid under those of `epoch`: if so it
-    /// is marked valid under them, and the next look needs no check until they change again.
-    #[cold]
-    fn holds_again(
-        entry: &mut Entry,
-        epoch: u64,
-        holds: impl Fn(Dependency, &ComputeOp) -> bool,
     ) -> bool {
-        let valid = entry.dependencies.as_deref().is_some_and(|dependencies| {
-            dependencies
-                .iter()
-                .all(|dependency| holds(*dependency, entry.op.op()))
-        });
+        let Some(entry) = self.entries.get_mut(&key) else {
+            return false;
+        };
+        let valid = entry.device == device
+            && entry.priority == priority
+            && entry.dependencies.as_deref().is_some_and(|dependencies| {
+                dependencies
+                    .iter()
+                    .all(|dependency| holds(*dependency, entry.op.op()))
+            });
         if valid {
-            entry.epoch = epoch;
+            entry.epoch = self.epoch;
         }
         valid
     }
@@ -163,28 +169,21 @@ mod tests {
         })
     }
 
-    const ANYTHING_HOLDS: fn(Dependency, &ComputeOp) -> bool = |_, _| true;
+    const CPU: engine::Device = engine::Device::Cpu;
 
     #[test]
     fn an_entry_without_dependencies_is_valid_until_a_binding_changes() {
         let mut cache = StatementCache::default();
-        cache.insert((0, 4), cache.epoch(), engine::Device::Cpu, 0, op(), None);
-        assert!(cache
-            .get((0, 4), engine::Device::Cpu, 0, ANYTHING_HOLDS)
-            .is_some());
-        assert!(cache
-            .get((1, 4), engine::Device::Cpu, 0, ANYTHING_HOLDS)
-            .is_none());
+        cache.insert((0, 4), cache.epoch(), CPU, 0, op(), None);
+        assert!(cache.get((0, 4), CPU, 0).is_some());
+        assert!(cache.get((1, 4), CPU, 0).is_none());
         cache.invalidate();
-        assert!(cache
-            .get((0, 4), engine::Device::Cpu, 0, ANYTHING_HOLDS)
-            .is_none());
+        assert!(cache.get((0, 4), CPU, 0).is_none());
+        assert!(!cache.holds_again((0, 4), CPU, 0, |_, _| true));
         let stale = cache.epoch() - 1;
-        cache.insert((0, 4), stale, engine::Device::Cpu, 0, op(), None);
+        cache.insert((0, 4), stale, CPU, 0, op(), None);
         assert!(
-            cache
-                .get((0, 4), engine::Device::Cpu, 0, ANYTHING_HOLDS)
-                .is_none(),
+            cache.get((0, 4), CPU, 0).is_none(),
             "compiled under older bindings"
         );
     }
@@ -199,48 +198,50 @@ mod tests {
         cache.insert(
             (0, 0),
             cache.epoch(),
-            engine::Device::Cpu,
+            CPU,
             0,
             op(),
             Some(&[x, Dependency::ReturnsInto]),
         );
         cache.invalidate();
+        assert!(cache.get((0, 0), CPU, 0).is_none());
         let asked = std::cell::RefCell::new(Vec::new());
-        let found = cache.get((0, 0), engine::Device::Cpu, 0, |dependency, _| {
+        let held = cache.holds_again((0, 0), CPU, 0, |dependency, _| {
             asked.borrow_mut().push(dependency);
             dependency != Dependency::ReturnsInto
         });
-        assert!(found.is_none(), "a dependency that no longer holds");
+        assert!(!held, "a dependency that no longer holds");
         assert_eq!(asked.take(), [x, Dependency::ReturnsInto]);
-        assert!(cache
-            .get((0, 0), engine::Device::Cpu, 0, ANYTHING_HOLDS)
-            .is_some());
-        // Checked once per change of the bindings.
-        assert!(cache
-            .get((0, 0), engine::Device::Cpu, 0, |_, _| false)
-            .is_some());
+        assert!(cache.get((0, 0), CPU, 0).is_none());
+        assert!(cache.holds_again((0, 0), CPU, 0, |_, _| true));
+        // Valid as it is until the bindings change again.
+        assert!(cache.get((0, 0), CPU, 0).is_some());
         cache.invalidate();
-        assert!(cache
-            .get((0, 0), engine::Device::Cpu, 0, |_, _| false)
-            .is_none());
+        assert!(cache.get((0, 0), CPU, 0).is_none());
+        // Kept again with as many dependencies: the new ones replace the old.
+        let y = Dependency::Reads {
+            name: Span::new(8, 9),
+            input: 0,
+        };
+        cache.insert((0, 0), cache.epoch(), CPU, 0, op(), Some(&[y, y]));
+        cache.invalidate();
+        let asked = std::cell::RefCell::new(Vec::new());
+        assert!(cache.holds_again((0, 0), CPU, 0, |dependency, _| {
+            asked.borrow_mut().push(dependency);
+            true
+        }));
+        assert_eq!(asked.take(), [y, y]);
     }
 
     #[test]
     fn an_entry_serves_only_its_device_and_priority() {
         let mut cache = StatementCache::default();
-        cache.insert(
-            (0, 0),
-            cache.epoch(),
-            engine::Device::Cpu,
-            0,
-            op(),
-            Some(&[]),
-        );
-        assert!(cache
-            .get((0, 0), engine::Device::Gpu(0), 0, ANYTHING_HOLDS)
-            .is_none());
-        assert!(cache
-            .get((0, 0), engine::Device::Cpu, 5, ANYTHING_HOLDS)
-            .is_none());
+        cache.insert((0, 0), cache.epoch(), CPU, 0, op(), Some(&[]));
+        assert!(cache.get((0, 0), engine::Device::Gpu(0), 0).is_none());
+        assert!(cache.get((0, 0), CPU, 5).is_none());
+        cache.invalidate();
+        assert!(!cache.holds_again((0, 0), engine::Device::Gpu(0), 0, |_, _| true));
+        assert!(!cache.holds_again((0, 0), CPU, 5, |_, _| true));
+        assert!(cache.holds_again((0, 0), CPU, 0, |_, _| true));
     }
 }

@@ -16,7 +16,7 @@ use crate::graph::RecordedOp;
 use crate::input_uses::InputUses;
 use crate::one_operator::OneOperator;
 use crate::slot::Slot;
-use crate::statement_cache::Dependency;
+use crate::statement_cache::{Dependency, StatementKey};
 use crate::tensor;
 
 impl Runner<'_> {
@@ -35,17 +35,41 @@ impl Runner<'_> {
 
     /// Pushes the op kept for `stmt` if it is still valid here (see `statement_cache`); says
     /// whether it did.
-    #[inline(always)]
     pub(super) fn push_cached(&mut self, stmt: &grammar::Stmt) -> bool {
         if self.recording.is_some() {
             return false;
         }
         let key = (self.source_index, stmt.span.start);
+        let op = match self.cache.get(key, self.device, self.priority) {
+            Some(op) => op,
+            None => {
+                if !self.kept_op_holds_again(key) {
+                    return false;
+                }
+                self.cache
+                    .get(key, self.device, self.priority)
+                    .expect("valid, as just checked")
+            }
+        };
+        // Another statement may have placed an output elsewhere since.
+        for output in &op.op().outputs {
+            output.set_home(self.device);
+        }
+        // A kept statement reads no loop counter and writes no `set` slot, so its label has
+        // nothing of the iteration to add (`op_label`): the statement's text, as compiled.
+        self.scope.push_shared(op.shared_op());
+        true
+    }
+
+    /// Whether the op kept for the statement at `key`, under bindings that changed since, is
+    /// valid under those of now: every name it resolved still resolves to the variable it did
+    /// (see `statement_cache`).
+    fn kept_op_holds_again(&mut self, key: StatementKey) -> bool {
         let (frames, globals) = (&self.frames, &*self.scope.globals);
-        let (sources, source_index) = (&*self.scope.sources, self.source_index);
+        let source = &self.scope.sources[self.source_index].text;
         let resolves_to = |name: Span, slot: &Arc<Slot>, must_own: bool| {
             matches!(
-                resolve(frames, globals, name.text(&sources[source_index].text)),
+                resolve(frames, globals, name.text(source)),
                 Some((Binding::Tensor(bound), owned))
                     if Arc::ptr_eq(bound, slot) && (owned || !must_own)
             )
@@ -58,17 +82,8 @@ impl Runner<'_> {
                     ([into], [output]) if Arc::ptr_eq(into, output))
             }),
         };
-        let Some(op) = self.cache.get(key, self.device, self.priority, holds) else {
-            return false;
-        };
-        // Another statement may have placed an output elsewhere since.
-        for output in &op.op().outputs {
-            output.set_home(self.device);
-        }
-        // A kept statement reads no loop counter and writes no `set` slot, so its label has
-        // nothing of the iteration to add (`op_label`): the statement's text, as compiled.
-        self.scope.push_shared(op.shared_op());
-        true
+        self.cache
+            .holds_again(key, self.device, self.priority, holds)
     }
 
     /// The label of the op `stmt` pushes to write `outputs`: its text, and when the engine is
