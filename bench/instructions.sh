@@ -6,8 +6,8 @@
 #   python3 -m venv bench/.venv && bench/.venv/bin/pip install numpy==1.23.5
 # Then the same for a block of ten statements pushed eagerly, replayed from a recorded graph
 # (memory optimisations off), replayed with the default options, and replayed in bulks of ten
-# (issue 9's workload), per op, with N/10 iterations of the block; and a call of a
-# one-statement function against its statement inline.
+# (issue 9's workload), per op, with N/10 iterations of the block; a call of a
+# one-statement function against its statement inline; and a call of a function with a local.
 # Usage: bench/instructions.sh [N]   (default 100000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -109,4 +109,15 @@ echo "instructions per call of a one-statement function, N = $n"
 for engine in naive threaded; do
   echo "$engine: call $(per_n call "$n" target/release/dep run --engine "$engine")," \
     "inline $(per_n inline "$n" target/release/dep run --engine "$engine")"
+done
+
+# A call of a function with a local (`def f(x) { y = x * 2; return y + 1 }`): the local is a
+# new variable at every call, deleted when the call ends.
+for iterations in "$n" 0; do
+  printf 'a = ones(4)\ndef f(x) {\n  y = x * 2\n  return y + 1\n}\nfor i in 0..%s { a = f(a) }\nprint a[0]\n' \
+    "$iterations" >"$work/local$iterations.dep"
+done
+echo "instructions per call of a function with a local, N = $n"
+for engine in naive threaded; do
+  echo "$engine: $(per_n local "$n" target/release/dep run --engine "$engine")"
 done

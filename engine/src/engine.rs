@@ -581,8 +581,22 @@ impl Engine {
     /// whose temporary it was; 0: none), shown in views.
     pub fn delete_var(&self, var: Var, line: u32, free: impl FnOnce() + Send + 'static) -> OpId {
         let label: Arc<str> = format!("del {}", var.name()).into();
+        self.delete_var_labelled(var, &label, line, free)
+    }
+
+    /// [`Engine::delete_var`] with its label given, `del ` and the variable's name, made once by
+    /// a caller that deletes variables of one name again and again (a function's local at
+    /// every call).
+    pub fn delete_var_labelled(
+        &self,
+        var: Var,
+        label: &Arc<str>,
+        line: u32,
+        free: impl FnOnce() + Send + 'static,
+    ) -> OpId {
+        debug_assert_eq!(label.strip_prefix("del "), Some(var.name()));
         self.shared.push_block(
-            &label,
+            label,
             line,
             Device::Cpu,
             0,
@@ -941,9 +955,10 @@ impl Shared {
         last
     }
 
-    /// The naive engine's fast path: a synchronous op whose accesses would all be granted at
-    /// once (nothing queued on what it writes, no write queued on what it reads) runs here and
-    /// now, under its variables' locks, without entering their queues or getting an op block.
+    /// The naive engine's fast path: a synchronous op (a closure, a shared body, or a deletion,
+    /// whose variable is then forgotten) whose accesses would all be granted at once (nothing
+    /// queued on what it writes, no write queued on what it reads) runs here and now, under its
+    /// variables' locks, without entering their queues or getting an op block.
     /// The queued path would run it on this thread at once too; holding the locks (taken in id
     /// order, as `append_accesses` does) keeps a push from another thread behind it, as its
     /// queue entries would. Observed, it sends the events the queued path would (see
@@ -960,22 +975,30 @@ impl Shared {
     ) -> Result<OpId, Work> {
         let body = match &work {
             Work::Shared(body) => Some(body),
-            Work::Run(_) => None,
-            Work::Async(_) | Work::Wait(_) | Work::Delete(_) | Work::Ran(_) => return Err(work),
+            Work::Run(_) | Work::Delete(_) => None,
+            Work::Async(_) | Work::Wait(_) | Work::Ran(_) => return Err(work),
         };
         let Some(guards) = self.lock_if_grantable(accesses, device, body) else {
             return Err(work);
         };
         let mut guards = guards;
+        let deletes = matches!(work, Work::Delete(_));
         let granted = self.numbered(label, line, device, priority, accesses);
         let id = self.run_granted(granted, &mut states_of(&mut guards), || match work {
             Work::Shared(body) => body.run(&self.op_context()),
             Work::Run(exec) => exec(),
-            Work::Async(_) | Work::Wait(_) | Work::Delete(_) | Work::Ran(_) => {
+            Work::Delete(free) => {
+                free();
+                Ok(())
+            }
+            Work::Async(_) | Work::Wait(_) | Work::Ran(_) => {
                 Err("the engine ran bookkeeping as a plain op".to_string())
             }
         });
         drop(guards);
+        if deletes {
+            self.forget_deleted(&accesses.writes);
+        }
         self.count_finished(1);
         Ok(id)
     }
@@ -1469,16 +1492,22 @@ impl Shared {
         });
         self.release(op, &outcome, time_ns, ready);
         if deleted {
-            for var in &op.accesses.writes {
-                lock(&self.vars).remove(&var.id());
-                // Under the simulated policy the simulator says so, when the deletion ends in
-                // virtual time.
-                if self.sim.is_none() {
-                    self.emit_structural(|| EventKind::VarDeleted { var: var.id() });
-                }
-            }
+            self.forget_deleted(&op.accesses.writes);
         }
         self.count_finished_here();
+    }
+
+    /// Forgets the variables a deletion that just ended wrote: they are no longer live (nor
+    /// in snapshots), and observers hear so.
+    fn forget_deleted(&self, deleted: &[Var]) {
+        for var in deleted {
+            lock(&self.vars).remove(&var.id());
+            // Under the simulated policy the simulator says so, when the deletion ends in
+            // virtual time.
+            if self.sim.is_none() {
+                self.emit_structural(|| EventKind::VarDeleted { var: var.id() });
+            }
+        }
     }
 
     /// Counts one op finished on this thread: on a worker, with the others it finished since

@@ -209,6 +209,26 @@ fn delete_frees_only_after_pending_reads() {
 }
 
 #[test]
+fn an_idle_variable_deleted_under_the_naive_policy_is_freed_before_the_push_returns() {
+    let engine = engine(Policy::Naive, 1);
+    let var = engine.new_var("A");
+    engine.push(OpSpec::new("A = 1", || Ok(())).writes(&[var.clone()]));
+    let freed = Arc::new(AtomicUsize::new(0));
+    let freed_by = freed.clone();
+    engine.delete_var(var, 3, move || {
+        freed_by.fetch_add(1, Ordering::SeqCst);
+    });
+    assert_eq!(
+        freed.load(Ordering::SeqCst),
+        1,
+        "freed before anything is waited for"
+    );
+    assert!(engine.snapshot().vars.is_empty(), "forgotten at once");
+    engine.wait_all();
+    assert_eq!(freed.load(Ordering::SeqCst), 1, "freed once");
+}
+
+#[test]
 fn priorities_on_one_worker_run_highest_first_then_in_push_order() {
     let engine = engine(Policy::Threaded, 1);
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -1135,6 +1155,8 @@ fn observed_naive_story(take_a_snapshot_first: bool) -> Vec<dep_engine::Event> {
         accesses: &accesses,
     });
     assert!(engine.wait_var(&d, 0).is_err());
+    // A deletion of a variable that holds an error, waiting for nothing.
+    engine.delete_var(c, 6, || ());
     // The CPU op has no device clock; the GPU op has its own.
     assert_eq!(
         *clocks.lock().unwrap(),
@@ -1158,6 +1180,12 @@ fn an_observed_naive_op_run_at_once_tells_the_story_a_queued_one_tells() {
     let at_once = observed_naive_story(false);
     let queued = observed_naive_story(true);
     assert!(at_once.len() > 20, "{at_once:?}");
+    assert!(
+        at_once
+            .iter()
+            .any(|event| matches!(event.kind, EventKind::VarDeleted { .. })),
+        "{at_once:?}"
+    );
     assert_eq!(at_once, queued);
 }
 

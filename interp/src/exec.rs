@@ -26,6 +26,7 @@ use crate::builtins;
 use crate::compute::PushableOp;
 use crate::error::RunError;
 use crate::graph::{Recording, ReplayOptions};
+use crate::local_names::LocalNames;
 use crate::plan::Plan;
 use crate::slot::{lock, Slot};
 use crate::statement_cache::{Dependency, StatementCache};
@@ -127,6 +128,8 @@ pub(crate) struct Runner<'a> {
     names_suffice: bool,
     /// The maps of locals of the calls that returned, emptied, for the next calls' frames.
     spare_locals: Vec<HashMap<Arc<str>, Local>>,
+    /// The engine's names of the functions' locals, made once per name.
+    local_names: LocalNames,
 }
 
 impl<'a> Runner<'a> {
@@ -146,6 +149,7 @@ impl<'a> Runner<'a> {
             dependencies: Vec::new(),
             names_suffice: true,
             spare_locals: Vec::new(),
+            local_names: LocalNames::default(),
         }
     }
 

@@ -28,6 +28,7 @@ mod gpu_tests;
 mod graph;
 mod input_uses;
 mod labels;
+mod local_names;
 mod one_operator;
 mod plan;
 mod pushed_within;

@@ -7,7 +7,11 @@
 //! epoch, device and priority it was compiled under. Once the epoch moved on, an entry that
 //! kept the names it resolved ([`Dependency`]) is valid again if each still resolves to the
 //! variable it did: so a function's body, whose frame is new at every call, is compiled at its
-//! first call only while its names keep their variables (`a = f(a)` in a loop). Statements
+//! first call only while its names keep their variables (`a = f(a)` in a loop). Where they
+//! resolve to other variables (a local made anew at every call, another call's arguments), the
+//! runner pushes the kept plan over those instead ([`StatementCache::kept`],
+//! [`StatementCache::replace_op`]), as long as they are alike: no two one that were two, and
+//! the reverse. Statements
 //! whose plan depends on more than bindings (loop counters, `clock()`, function calls, copies
 //! between devices) are never stored: the runner compiles them every time.
 
@@ -104,6 +108,32 @@ impl StatementCache {
         valid
     }
 
+    /// The op kept for the statement at `key` on `device` at `priority`, whatever the bindings
+    /// it was compiled under, with the names it resolved: what a statement whose names now
+    /// resolve to other variables is pushed again from, bound anew (see
+    /// [`Self::replace_op`]). `None` when none is kept, or one whose validity the epoch alone
+    /// tells.
+    pub(crate) fn kept(
+        &self,
+        key: StatementKey,
+        device: engine::Device,
+        priority: i32,
+    ) -> Option<(&PushableOp, &[Dependency])> {
+        let entry = self
+            .entries
+            .get(&key)
+            .filter(|entry| entry.device == device && entry.priority == priority)?;
+        Some((&entry.op, entry.dependencies.as_deref()?))
+    }
+
+    /// Replaces the op kept for the statement at `key` with `op`, the same statement's plan over
+    /// other variables, resolved from the same names under the bindings of `epoch`.
+    pub(crate) fn replace_op(&mut self, key: StatementKey, epoch: u64, op: PushableOp) {
+        if let Some(entry) = self.entries.get_mut(&key) {
+            (entry.epoch, entry.op) = (epoch, op);
+        }
+    }
+
     /// The bindings' version now: take it before compiling a statement, and insert with it, so
     /// that a statement whose own assignment rebinds a name it read is stale at once.
     pub(crate) fn epoch(&self) -> u64 {
@@ -186,6 +216,34 @@ mod tests {
             cache.get((0, 4), CPU, 0).is_none(),
             "compiled under older bindings"
         );
+    }
+
+    #[test]
+    fn an_entry_kept_with_dependencies_is_replaced_by_its_op_bound_anew() {
+        let mut cache = StatementCache::default();
+        let x = Dependency::Reads {
+            name: Span::new(4, 5),
+            input: 0,
+        };
+        cache.insert((0, 0), cache.epoch(), CPU, 0, op(), Some(&[x]));
+        cache.insert((0, 9), cache.epoch(), CPU, 0, op(), None);
+        cache.invalidate();
+        assert!(
+            cache.kept((0, 9), CPU, 0).is_none(),
+            "valid by the epoch alone"
+        );
+        assert!(cache.kept((0, 0), engine::Device::Gpu(0), 0).is_none());
+        let (_, dependencies) = cache.kept((0, 0), CPU, 0).expect("kept, though stale");
+        assert_eq!(dependencies, [x]);
+        assert!(cache.get((0, 0), CPU, 0).is_none());
+        let bound_anew = op();
+        let pushed = bound_anew.op() as *const ComputeOp;
+        cache.replace_op((0, 0), cache.epoch(), bound_anew);
+        let found = cache
+            .get((0, 0), CPU, 0)
+            .expect("valid under the bindings of now");
+        assert_eq!(found.op() as *const ComputeOp, pushed);
+        assert_eq!(cache.kept((0, 0), CPU, 0).unwrap().1, [x]);
     }
 
     #[test]

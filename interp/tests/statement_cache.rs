@@ -181,3 +181,42 @@ fn a_loop_counter_follows_every_rebinding_of_its_name() {
         "0\n0\n1\n1\n2\n2\n",
     );
 }
+
+#[test]
+fn a_function_body_called_with_one_variable_for_two_parameters_reads_it_for_both() {
+    // A call's body is pushed again over the variables its names resolve to at that call:
+    // `p * q` compiled for two variables must not serve `f(a, a)`, nor the reverse.
+    prints(
+        "def f(p, q) {\n  t = p * q\n  return t + p\n}\na = ones(2) * 2\nb = ones(2) * 3\nfor i in 0..2 {\n  x = f(a, b)\n  y = f(a, a)\n  z = f(b, a)\n}\nprint x\nprint y\nprint z\n",
+        "[8. 8.]\n[6. 6.]\n[9. 9.]\n",
+    );
+}
+
+#[test]
+fn an_update_of_a_parameter_the_call_does_not_own_makes_a_local() {
+    // `x += 1` on a temporary argument updates it in place; on the caller's `a` it makes a
+    // local, and `a` stays as it was.
+    prints(
+        "def h(x) {\n  x += 1\n  return x\n}\na = ones(2)\nfor i in 0..2 {\n  p = h(a + 0)\n  q = h(a)\n}\nprint a\nprint p\nprint q\n",
+        "[1. 1.]\n[2. 2.]\n[2. 2.]\n",
+    );
+}
+
+#[test]
+fn a_function_body_with_locals_computes_each_call_into_its_own() {
+    // Each call's `y` is a new variable; the body kept from the call before writes the new one.
+    prints(
+        "def f(x) {\n  y = x * 2\n  z = y + x\n  return z - 1\n}\na = ones(2)\nfor i in 0..3 {\n  a = f(a)\n  b = f(a)\n}\nprint a\nprint b\n",
+        "[14. 14.]\n[41. 41.]\n",
+    );
+}
+
+#[test]
+fn a_value_returned_into_a_variable_it_reads_twice_reads_it_whole() {
+    // `return x * a` kept from `b = f(c)` (two inputs) serves `a = f(a)`, whose one variable is
+    // both inputs and the output it overwrites: the op compiled afresh reads it once.
+    prints(
+        "def f(x) {\n  return x * a\n}\na = ones(2) * 3\nb = zeros(2)\nc = ones(2) * 2\nfor i in 0..2 {\n  b = f(c)\n  a = f(a)\n}\nprint a\nprint b\n",
+        "[81. 81.]\n[18. 18.]\n",
+    );
+}

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use dep_engine as engine;
 use dep_grammar as grammar;
 use grammar::Span;
@@ -44,7 +46,7 @@ impl Runner<'_> {
             Some(op) => op,
             None => {
                 if !self.kept_op_holds_again(key) {
-                    return false;
+                    return self.push_rebound(key);
                 }
                 self.cache
                     .get(key, self.device, self.priority)
@@ -84,6 +86,117 @@ impl Runner<'_> {
         };
         self.cache
             .holds_again(key, self.device, self.priority, holds)
+    }
+
+    /// Pushes the op kept for the statement at `key` over the variables its names resolve to
+    /// now, where some resolve to others than when it was compiled (a function's body at a
+    /// call: its locals are new variables at every call): the same plan, label and line, so
+    /// that the statement is not compiled again. Names it writes that the scope does not own
+    /// yet are bound to new variables, as the statement itself binds them. Refused (`false`,
+    /// and nothing done) when a name resolves to something else than a tensor, or when the
+    /// variables are not alike as they were: two that were one, or one that was two (the plan
+    /// reads each input once, and runs in place where an input is its output). Keeps the new
+    /// op for the next time.
+    fn push_rebound(&mut self, key: StatementKey) -> bool {
+        let epoch = self.cache.epoch();
+        let Some((op, new_locals)) = self.rebound_op(key) else {
+            return false;
+        };
+        let mut op = op;
+        for (name, output) in new_locals {
+            op.outputs[output] = self.new_local(&name);
+        }
+        op.input_uses = InputUses::of(&op.plan, &op.inputs, &op.outputs, op.update);
+        for output in &op.outputs {
+            output.set_home(self.device);
+        }
+        let op = PushableOp::new(op);
+        self.scope.push_shared(op.shared_op());
+        self.cache.replace_op(key, epoch, op);
+        true
+    }
+
+    /// The op kept for the statement at `key`, its inputs and outputs replaced by the variables
+    /// its names resolve to now, with the names of the outputs that are to be new locals of
+    /// the scope (by output): see [`Self::push_rebound`].
+    fn rebound_op(&self, key: StatementKey) -> Option<(ComputeOp, NewLocals)> {
+        let (kept, dependencies) = self.cache.kept(key, self.device, self.priority)?;
+        let kept = kept.op();
+        let (frames, globals) = (&self.frames, &*self.scope.globals);
+        let source = &self.scope.sources[self.source_index].text;
+        let mut inputs = kept.inputs.clone();
+        let mut outputs: SmallVec<[Option<Arc<Slot>>; 2]> =
+            kept.outputs.iter().cloned().map(Some).collect();
+        let mut new_locals = NewLocals::new();
+        if inputs.len() > u64::BITS as usize {
+            return None;
+        }
+        // Which inputs a name read was resolved for so far, by bit.
+        let mut read = 0u64;
+        for dependency in dependencies {
+            match *dependency {
+                Dependency::Reads { name, input } => {
+                    match resolve(frames, globals, name.text(source))? {
+                        // Two names that were one variable (`f(a, a)`) must still be one.
+                        (Binding::Tensor(slot), _) if read & (1 << input) == 0 => {
+                            read |= 1 << input;
+                            inputs[input] = slot.clone();
+                        }
+                        (Binding::Tensor(slot), _) if Arc::ptr_eq(slot, &inputs[input]) => {}
+                        _ => return None,
+                    }
+                }
+                Dependency::Writes { name, output } => {
+                    match resolve(frames, globals, name.text(source)) {
+                        Some((Binding::Tensor(slot), true)) => outputs[output] = Some(slot.clone()),
+                        // `x += 1` updates a variable of the scope's own in place.
+                        Some((Binding::Tensor(_), false)) | None if kept.update.is_some() => {
+                            return None
+                        }
+                        Some((Binding::Tensor(_), false)) | None => {
+                            let name = name.text(source);
+                            if new_locals.iter().any(|(other, _)| &**other == name) {
+                                return None;
+                            }
+                            outputs[output] = None;
+                            new_locals.push((Box::from(name), output));
+                        }
+                        Some(_) => return None,
+                    }
+                }
+                Dependency::ReturnsInto => match frames.last()?.returns_into.as_slice() {
+                    [into] if outputs.len() == 1 => outputs[0] = Some(into.clone()),
+                    _ => return None,
+                },
+            }
+        }
+        // Alike as compiled: each pair of variables one where it was one, two where it was two.
+        let was = || kept.inputs.iter().chain(&kept.outputs).map(Some);
+        let now = || {
+            inputs
+                .iter()
+                .map(Some)
+                .chain(outputs.iter().map(Option::as_ref))
+        };
+        let same = |a: Option<&Arc<Slot>>, b: Option<&Arc<Slot>>| matches!((a, b), (Some(a), Some(b)) if Arc::ptr_eq(a, b));
+        for (index, (was_one, now_one)) in was().zip(now()).enumerate() {
+            let alike = was()
+                .zip(now())
+                .skip(index + 1)
+                .all(|(was_other, now_other)| same(was_one, was_other) == same(now_one, now_other));
+            if !alike {
+                return None;
+            }
+        }
+        let mut op = kept.clone();
+        op.inputs = inputs;
+        // A new local's place holds the old variable until it is made.
+        op.outputs = outputs
+            .into_iter()
+            .zip(&kept.outputs)
+            .map(|(now, was)| now.unwrap_or_else(|| was.clone()))
+            .collect();
+        Some((op, new_locals))
     }
 
     /// The label of the op `stmt` pushes to write `outputs`: its text, and when the engine is
@@ -242,9 +355,14 @@ impl Runner<'_> {
             return;
         }
         let var = slot.var.clone();
-        self.scope
-            .engine
-            .delete_var(var, line, move || slot.clear());
+        let free = move || slot.clear();
+        match self.local_names.deletion_of(var.name()) {
+            Some(label) => self
+                .scope
+                .engine
+                .delete_var_labelled(var, label, line, free),
+            None => self.scope.engine.delete_var(var, line, free),
+        };
     }
 
     pub(super) fn new_temporary(&mut self, hint: &str) -> Arc<Slot> {
@@ -253,6 +371,10 @@ impl Runner<'_> {
         self.create_slot(name)
     }
 }
+
+/// The names a statement pushed again binds to new variables of the scope, each with the
+/// output of its op it is (see [`Runner::push_rebound`]).
+type NewLocals = SmallVec<[(Box<str>, usize); 2]>;
 
 /// What the outputs of an op kept in the statement cache are.
 pub(super) enum Written<'n> {

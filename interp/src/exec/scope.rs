@@ -195,14 +195,20 @@ impl Runner<'_> {
             Some((Binding::Slots(_), _)) => return Err(self.slots_misuse(target)),
             Some((Binding::Tensor(_), false)) | None => {}
         }
+        Ok(self.new_local(&target.text))
+    }
+
+    /// A new variable bound to `name` in the scope, which owns it: a global at the top level
+    /// or in a graph, a local (`name'`) in a function.
+    pub(super) fn new_local(&mut self, name: &str) -> Arc<Slot> {
         let var_name = match self.frames.last() {
-            None => target.text.clone(),
-            Some(frame) if frame.writes_globals => target.text.clone(),
-            Some(_) => format!("{}'", target.text),
+            None => Arc::from(name),
+            Some(frame) if frame.writes_globals => Arc::from(name),
+            Some(_) => self.local_names.of(name).var.clone(),
         };
         let slot = self.create_slot(var_name);
-        self.bind(&target.text, Binding::Tensor(slot.clone()), true);
-        Ok(slot)
+        self.bind(name, Binding::Tensor(slot.clone()), true);
+        slot
     }
 
     /// Whether statements run in a user's function now (not at the top level, nor in a graph,
@@ -226,7 +232,7 @@ impl Runner<'_> {
     }
 
     /// A new slot; while recording a graph, one of the graph's own buffers.
-    pub(super) fn create_slot(&mut self, var_name: String) -> Arc<Slot> {
+    pub(super) fn create_slot(&mut self, var_name: impl Into<Arc<str>>) -> Arc<Slot> {
         let slot = Slot::new(self.scope.engine.new_var(var_name));
         if let Some(recording) = &mut self.recording {
             recording.internals.push(slot.clone());
