@@ -188,14 +188,25 @@ impl Runner<'_> {
                 return None;
             }
         }
-        let mut op = kept.clone();
-        op.inputs = inputs;
-        // A new local's place holds the old variable until it is made.
-        op.outputs = outputs
-            .into_iter()
-            .zip(&kept.outputs)
-            .map(|(now, was)| now.unwrap_or_else(|| was.clone()))
-            .collect();
+        let op = ComputeOp {
+            label: kept.label.clone(),
+            line: kept.line,
+            device: kept.device,
+            priority: kept.priority,
+            plan: kept.plan.clone(),
+            inputs,
+            // A new local's place holds the old variable until it is made.
+            outputs: outputs
+                .into_iter()
+                .zip(&kept.outputs)
+                .map(|(now, was)| now.unwrap_or_else(|| was.clone()))
+                .collect(),
+            update: kept.update,
+            rng: kept.rng.clone(),
+            // Worked out once the outputs are known.
+            input_uses: InputUses::default(),
+            one_operator: kept.one_operator.clone(),
+        };
         Some((op, new_locals))
     }
 
