@@ -97,6 +97,8 @@ impl Runner<'_> {
     /// variables are not alike as they were: two that were one, or one that was two (the plan
     /// reads each input once, and runs in place where an input is its output). Keeps the new
     /// op for the next time.
+    #[cold]
+    #[inline(never)]
     fn push_rebound(&mut self, key: StatementKey) -> bool {
         let epoch = self.cache.epoch();
         let Some((op, new_locals)) = self.rebound_op(key) else {
