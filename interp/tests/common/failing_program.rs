@@ -252,6 +252,20 @@ fn functions() -> Vec<Line> {
                 ))),
             ],
         )),
+        // A local updated in place, then read by the return value: a call's body pushed
+        // again over the next call's local and arguments (which may be one variable twice).
+        line(Stmt::Def(
+            "acc",
+            vec!["p", "q"],
+            vec![
+                line(Stmt::Assign(
+                    vec!["t".into()],
+                    Expr::binary("*", name("p"), Expr::Num("0.5")),
+                )),
+                line(Stmt::Update("t".into(), "+", name("q"))),
+                line(Stmt::Return(Expr::binary("-", name("t"), name("p")))),
+            ],
+        )),
         // An update of a parameter makes a local; the local is returned as is.
         line(Stmt::Def(
             "bump",
@@ -384,10 +398,10 @@ impl Generator {
                 }
                 7 if !in_graph => {
                     let target = self.target(may_bind);
-                    if self.rng.gen_bool(0.5) {
-                        Stmt::Call(target, "mix", vec![self.pick_live(), self.pick_live()])
-                    } else {
-                        Stmt::Call(target, "bump", vec![self.pick_live()])
+                    match self.rng.gen_range(0..3) {
+                        0 => Stmt::Call(target, "mix", vec![self.pick_live(), self.pick_live()]),
+                        1 => Stmt::Call(target, "acc", vec![self.pick_live(), self.pick_live()]),
+                        _ => Stmt::Call(target, "bump", vec![self.pick_live()]),
                     }
                 }
                 8 if may_bind => {
