@@ -1,6 +1,6 @@
-//! The names a function's locals take in the engine (`y'` for `y`) and the label of their
-//! deletion (`del y'`), made once per name rather than at every call, which makes each local
-//! anew and deletes it when the call ends.
+//! The names a function's locals take in the engine (`y'` for `y`), the label of their
+//! deletion (`del y'`) and the key of their frame's map (`y`), made once per name rather than
+//! at every call, which makes each local anew and deletes it when the call ends.
 
 use std::sync::Arc;
 
@@ -14,6 +14,8 @@ pub(crate) struct LocalNames {
 
 /// What a local named `y` in the source is called in the engine.
 pub(crate) struct Names {
+    /// `y`, shared by every call's map of locals.
+    pub(crate) name: Arc<str>,
     /// Its variable's name, `y'`.
     pub(crate) var: Arc<str>,
     /// The label of the op that deletes it, `del y'`.
@@ -26,8 +28,13 @@ impl LocalNames {
         if !self.by_name.contains_key(name) {
             let var: Arc<str> = Arc::from(format!("{name}'"));
             let deletion = Arc::from(format!("del {var}"));
-            self.by_name
-                .insert(Arc::from(name), Names { var, deletion });
+            let name: Arc<str> = Arc::from(name);
+            let names = Names {
+                name: name.clone(),
+                var,
+                deletion,
+            };
+            self.by_name.insert(name, names);
         }
         &self.by_name[name]
     }
@@ -50,6 +57,7 @@ mod tests {
         let first = names.of("y").var.clone();
         assert_eq!(&*first, "y'");
         assert!(Arc::ptr_eq(&first, &names.of("y").var), "made once");
+        assert_eq!(&*names.of("y").name, "y");
         assert_eq!(names.of("y").deletion.as_ref(), "del y'");
         assert_eq!(
             names.deletion_of("y'").map(|label| &**label),

@@ -10,7 +10,7 @@ use dep_engine as engine;
 use dep_grammar as grammar;
 use grammar::Span;
 
-use super::scope::resolve;
+use super::scope::{names_of_new, resolve};
 use super::{Compiled, Pushed, Runner};
 use crate::bindings::Binding;
 use crate::compute::{ComputeOp, PushableOp};
@@ -106,7 +106,9 @@ impl Runner<'_> {
         };
         let mut op = op;
         for (name, output) in new_locals {
-            op.outputs[output] = self.new_local(&name);
+            let source = &self.scope.sources[self.source_index].text;
+            let names = names_of_new(&self.frames, &mut self.local_names, name.text(source));
+            op.outputs[output] = self.new_local_named(names);
         }
         op.input_uses = InputUses::of(&op.plan, &op.inputs, &op.outputs, op.update);
         for output in &op.outputs {
@@ -156,12 +158,15 @@ impl Runner<'_> {
                             return None
                         }
                         Some((Binding::Tensor(_), false)) | None => {
-                            let name = name.text(source);
-                            if new_locals.iter().any(|(other, _)| &**other == name) {
+                            let text = name.text(source);
+                            if new_locals
+                                .iter()
+                                .any(|(other, _)| other.text(source) == text)
+                            {
                                 return None;
                             }
                             outputs[output] = None;
-                            new_locals.push((Box::from(name), output));
+                            new_locals.push((name, output));
                         }
                         Some(_) => return None,
                     }
@@ -385,9 +390,9 @@ impl Runner<'_> {
     }
 }
 
-/// The names a statement pushed again binds to new variables of the scope, each with the
-/// output of its op it is (see [`Runner::push_rebound`]).
-type NewLocals = SmallVec<[(Box<str>, usize); 2]>;
+/// The names (where they are written in the source) a statement pushed again binds to new
+/// variables of the scope, each with the output of its op it is (see [`Runner::push_rebound`]).
+type NewLocals = SmallVec<[(Span, usize); 2]>;
 
 /// What the outputs of an op kept in the statement cache are.
 pub(super) enum Written<'n> {

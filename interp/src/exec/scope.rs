@@ -17,6 +17,7 @@ use crate::builtins;
 use crate::comm::{CommCounters, Communicator};
 use crate::error::{Report, RunError};
 use crate::graph::Graph;
+use crate::local_names::LocalNames;
 use crate::pushed_within::PushedWithin;
 use crate::slot::{RngSlot, Slot};
 use crate::sources::{self, SourceChunk};
@@ -125,6 +126,26 @@ pub(super) fn resolve<'f>(
     globals.get(name).map(|binding| (binding, owned))
 }
 
+/// The name a new variable bound to `name` in the scope of `frames` is bound under, and its
+/// variable's name: in a function, a local's, made once per name (`local_names`); elsewhere
+/// `name` itself, a global's.
+pub(super) fn names_of_new(
+    frames: &[Frame],
+    local_names: &mut LocalNames,
+    name: &str,
+) -> (Arc<str>, Arc<str>) {
+    match frames.last() {
+        Some(frame) if !frame.writes_globals => {
+            let names = local_names.of(name);
+            (names.name.clone(), names.var.clone())
+        }
+        _ => {
+            let name: Arc<str> = Arc::from(name);
+            (name.clone(), name)
+        }
+    }
+}
+
 impl Runner<'_> {
     /// The binding of `name`, and whether the current scope owns it.
     pub(super) fn lookup(&self, name: &str) -> Option<(Binding, bool)> {
@@ -145,7 +166,14 @@ impl Runner<'_> {
         (self.binds, self.cache.epoch())
     }
 
-    pub(super) fn bind(&mut self, name: &str, binding: Binding, owned: bool) {
+    /// Binds `name` to `binding` in the current scope (`owned`: the scope deletes its variable
+    /// when it ends). A name given as an `Arc` becomes the key of a new local as it is.
+    pub(super) fn bind(
+        &mut self,
+        name: impl AsRef<str> + Into<Arc<str>>,
+        binding: Binding,
+        owned: bool,
+    ) {
         self.binds += 1;
         // A loop counter's next value changes no compiled statement (none that reads a counter
         // is cached); any other binding may.
@@ -153,27 +181,27 @@ impl Runner<'_> {
         let still_counter = |old: &Binding| counter && matches!(old, Binding::Counter(_));
         // Rebinding a name (every iteration of `c = c + b`) reuses its key: no allocation.
         match self.frames.last_mut() {
-            Some(frame) => match frame.locals.get_mut(name) {
+            Some(frame) => match frame.locals.get_mut(name.as_ref()) {
                 Some(local) if still_counter(&local.binding) => local.binding = binding,
                 Some(local) => {
                     *local = Local { binding, owned };
                     self.cache.invalidate();
                 }
                 None => {
-                    frame
-                        .locals
-                        .insert(Arc::from(name), Local { binding, owned });
+                    frame.locals.insert(name.into(), Local { binding, owned });
                     self.cache.invalidate();
                 }
             },
-            None => match self.scope.globals.get_mut(name) {
+            None => match self.scope.globals.get_mut(name.as_ref()) {
                 Some(global) if still_counter(global) => *global = binding,
                 Some(global) => {
                     *global = binding;
                     self.cache.invalidate();
                 }
                 None => {
-                    self.scope.globals.insert(name.to_string(), binding);
+                    self.scope
+                        .globals
+                        .insert(name.as_ref().to_string(), binding);
                     self.cache.invalidate();
                 }
             },
@@ -201,11 +229,12 @@ impl Runner<'_> {
     /// A new variable bound to `name` in the scope, which owns it: a global at the top level
     /// or in a graph, a local (`name'`) in a function.
     pub(super) fn new_local(&mut self, name: &str) -> Arc<Slot> {
-        let var_name = match self.frames.last() {
-            None => Arc::from(name),
-            Some(frame) if frame.writes_globals => Arc::from(name),
-            Some(_) => self.local_names.of(name).var.clone(),
-        };
+        let names = names_of_new(&self.frames, &mut self.local_names, name);
+        self.new_local_named(names)
+    }
+
+    /// [`Self::new_local`] of a name whose names are worked out (see [`names_of_new`]).
+    pub(super) fn new_local_named(&mut self, (name, var_name): (Arc<str>, Arc<str>)) -> Arc<Slot> {
         let slot = self.create_slot(var_name);
         self.bind(name, Binding::Tensor(slot.clone()), true);
         slot

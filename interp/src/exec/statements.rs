@@ -114,7 +114,7 @@ impl Runner<'_> {
                 let slots: Vec<Arc<Slot>> = (0..count)
                     .map(|index| self.create_slot(format!("{}[{index}]", target.text)))
                     .collect();
-                self.bind(&target.text, Binding::Slots(Arc::new(slots)), true);
+                self.bind(target.text.as_str(), Binding::Slots(Arc::new(slots)), true);
                 return Ok(());
             }
         }
@@ -417,7 +417,7 @@ impl Runner<'_> {
                 counters.clear();
                 for (var, value) in vars.iter().zip(row) {
                     let counter = LoopCounter::new(value);
-                    self.bind(&var.text, Binding::Counter(counter.clone()), false);
+                    self.bind(var.text.as_str(), Binding::Counter(counter.clone()), false);
                     counters.push(counter);
                 }
                 bound_at = Some(self.binding_state());
