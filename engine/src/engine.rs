@@ -429,9 +429,9 @@ impl Engine {
     /// an op that waits for nothing at once, the threaded ones a cheap one, and then need no
     /// copy of them).
     pub fn push_shared(&self, op: SharedOp<'_>) -> OpId {
-        if let Some(mut guards) =
-            self.shared
-                .lock_if_grantable(op.accesses, op.device, Some(op.body))
+        if let Some(mut guards) = self
+            .shared
+            .lock_if_grantable(op.accesses, op.device, || op.body.is_cheap())
         {
             let granted =
                 self.shared
@@ -973,12 +973,17 @@ impl Shared {
         accesses: &AccessSet,
         work: Work,
     ) -> Result<OpId, Work> {
-        let body = match &work {
-            Work::Shared(body) => Some(body),
-            Work::Run(_) | Work::Delete(_) => None,
-            Work::Async(_) | Work::Wait(_) | Work::Ran(_) => return Err(work),
+        let cheap = || match &work {
+            Work::Shared(body) => body.is_cheap(),
+            Work::Delete(_) => true,
+            _ => false,
         };
-        let Some(guards) = self.lock_if_grantable(accesses, device, body) else {
+        let Some(guards) = (match &work {
+            Work::Shared(_) | Work::Run(_) | Work::Delete(_) => {
+                self.lock_if_grantable(accesses, device, cheap)
+            }
+            Work::Async(_) | Work::Wait(_) | Work::Ran(_) => None,
+        }) else {
             return Err(work);
         };
         let mut guards = guards;
@@ -1014,9 +1019,9 @@ impl Shared {
         &self,
         accesses: &'a Accesses,
         device: Device,
-        body: Option<&Arc<dyn OpBody>>,
+        cheap: impl FnOnce() -> bool,
     ) -> Option<FastGuards<'a>> {
-        if !self.runs_here(device, body)
+        if !self.runs_here(device, cheap)
             || !self.may_run_unqueued()
             || accesses.len() > FAST_ACCESSES
         {
@@ -1033,18 +1038,16 @@ impl Shared {
         Some(guards)
     }
 
-    /// Whether the policy runs an op placed on `device` whose body is `body` (none: a closure)
-    /// on the pushing thread when every access of it is granted at its push: under the naive
-    /// policy every op; under the threaded and per-device ones a CPU op whose shared body says
-    /// it is cheap (see [`OpBody::is_cheap`], asked here, before the variables are locked, so
-    /// that an op that is not cheap locks them only once, on the queued path); none when
-    /// simulated.
-    fn runs_here(&self, device: Device, body: Option<&Arc<dyn OpBody>>) -> bool {
+    /// Whether the policy runs an op placed on `device` on the pushing thread when every access
+    /// of it is granted at its push: under the naive policy every op; under the threaded and
+    /// per-device ones a CPU op whose work is `cheap` (a shared body that says so, see
+    /// [`OpBody::is_cheap`], asked here, before the variables are locked, so that an op that is
+    /// not cheap locks them only once, on the queued path; a deletion, which the queued path
+    /// runs on the thread that makes it ready too); none when simulated.
+    fn runs_here(&self, device: Device, cheap: impl FnOnce() -> bool) -> bool {
         match self.policy {
             Policy::Naive => true,
-            Policy::Threaded | Policy::PerDevice => {
-                device == Device::Cpu && body.is_some_and(|body| body.is_cheap())
-            }
+            Policy::Threaded | Policy::PerDevice => device == Device::Cpu && cheap(),
             Policy::Sim => false,
         }
     }
@@ -1066,7 +1069,7 @@ impl Shared {
         if !batch
             .ops
             .iter()
-            .all(|op| self.runs_here(op.device, Some(&op.body)))
+            .all(|op| self.runs_here(op.device, || op.body.is_cheap()))
             || !self.may_run_unqueued()
             || batch.vars.len() > BATCH_VARS
         {

@@ -243,3 +243,41 @@ fn a_cheap_batch_op_of_many_variables_runs_on_the_pushing_thread() {
         assert_eq!(started_workers(&log), vec![CALLER_WORKER]);
     }
 }
+
+#[test]
+fn the_deletion_of_an_idle_variable_runs_on_the_pushing_thread() {
+    let here = std::thread::current().id();
+    for policy in [Policy::Threaded, Policy::PerDevice] {
+        let engine = engine_with(policy, 2, None);
+        let var = engine.new_var("a");
+        let freed_on = Arc::new(Mutex::new(Vec::new()));
+        let noted = freed_on.clone();
+        engine.delete_var_labelled(var, &Arc::from("del a"), 1, move || {
+            noted.lock().unwrap().push(std::thread::current().id())
+        });
+        // Freed before its push returned, with nothing waited for, and forgotten.
+        assert_eq!(*freed_on.lock().unwrap(), [here], "{policy:?}");
+        assert!(engine.snapshot().vars.is_empty(), "{policy:?}");
+        // Behind a write that has not ended, the deletion runs where the write ends.
+        let var = engine.new_var("b");
+        let (gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
+        engine.push(
+            OpSpec::new("b = slow", move || {
+                gate_rx.recv().ok();
+                Ok(())
+            })
+            .writes(&[var.clone()]),
+        );
+        let freed_on = Arc::new(Mutex::new(Vec::new()));
+        let noted = freed_on.clone();
+        engine.delete_var_labelled(var, &Arc::from("del b"), 2, move || {
+            noted.lock().unwrap().push(std::thread::current().id())
+        });
+        assert!(freed_on.lock().unwrap().is_empty(), "{policy:?}");
+        gate_tx.send(()).unwrap();
+        engine.wait_all();
+        assert_eq!(freed_on.lock().unwrap().len(), 1, "{policy:?}");
+        assert_ne!(freed_on.lock().unwrap()[0], here, "{policy:?}");
+        assert!(engine.snapshot().vars.is_empty(), "{policy:?}");
+    }
+}

@@ -651,6 +651,16 @@ mod tests {
         let source = "A = rand(300, 300)\nfor i in 0..400 { A = A @ A / 300 }";
         let mark = driver.mark();
         driver.run(&mut session, &Input::new("<repl>", source), mark, &mut kept);
+        // On a busy machine the workers may not have started the first op yet: the interrupts
+        // would then cancel everything, and nothing would be left to give up on.
+        let monitor = session.monitor();
+        let running =
+            |ops: &[engine::OpSnapshot]| ops.iter().any(|op| op.state == engine::OpState::Running);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !running(&monitor.snapshot().ops) {
+            assert!(std::time::Instant::now() < deadline, "no op started");
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let interrupt = driver.interrupt();
         interrupt.interrupt();
         interrupt.interrupt();

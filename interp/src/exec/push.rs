@@ -374,13 +374,13 @@ impl Runner<'_> {
         }
         let var = slot.var.clone();
         let free = move || slot.clear();
-        match self.local_names.deletion_of(var.name()) {
-            Some(label) => self
-                .scope
-                .engine
-                .delete_var_labelled(var, label, line, free),
-            None => self.scope.engine.delete_var(var, line, free),
+        let label = match self.local_names.deletion_of(var.name()) {
+            Some(label) => label.clone(),
+            None => Arc::from(format!("del {}", var.name())),
         };
+        self.scope
+            .engine
+            .delete_var_labelled(var, &label, line, free);
     }
 
     pub(super) fn new_temporary(&mut self, hint: &str) -> Arc<Slot> {
