@@ -28,6 +28,10 @@ pub struct Report {
     /// How many more times the same failure of the same statement happened (a loop's), told
     /// in `rendered` and not reported again.
     pub repeats: u64,
+    /// Of those `repeats`, how many failed with another message than `message`, and the last
+    /// such message, in the form of `message` (both told in `rendered`); `None` when every one
+    /// had `message`.
+    pub other_messages: Option<(u64, String)>,
     /// Whether the statement being executed raised it (a statement error, found as it was
     /// pushed), rather than an op that failed on the engine: only then do the loops and calls
     /// around that statement say where the run was (see [`RunError::within`]).
@@ -42,6 +46,7 @@ impl Report {
             message,
             line: 0,
             repeats: 0,
+            other_messages: None,
             raised_here: false,
         }
     }
@@ -71,6 +76,7 @@ impl RunError {
             rendered,
             line: 0,
             repeats: 0,
+            other_messages: None,
             raised_here: false,
         })
     }

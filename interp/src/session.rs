@@ -419,6 +419,7 @@ impl Session {
                         + file_first_line
                         - 1,
                     repeats: 0,
+                    other_messages: None,
                     raised_here: false,
                 })
                 .collect();

@@ -70,6 +70,7 @@ impl SourceChunk {
             line: line_index.line_column(diagnostic.span.start).line as u32 + first - 1,
             message: diagnostic.message,
             repeats: 0,
+            other_messages: None,
             raised_here: true,
         }
     }
@@ -139,6 +140,7 @@ pub(crate) fn render_op_error(
         rendered,
         line: located.map_or(0, |(_, line, _)| line),
         repeats: 0,
+        other_messages: None,
         raised_here: false,
     }
 }
@@ -244,6 +246,9 @@ impl Folded {
             );
             if let Some(last) = &self.last_other_message {
                 let n_other = self.n_other_messages;
+                // In the form of `message`: the statement, then the message.
+                let last_message = format!("`{}`: {last}", self.first.label);
+                report.other_messages = Some((n_other, last_message));
                 let (them, message) = match n_other {
                     1 => ("that time", "another message"),
                     _ if n_other == self.n_more => ("every time", "other messages"),

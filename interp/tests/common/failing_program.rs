@@ -691,10 +691,15 @@ pub fn run_failing(program: &Program, dir: &Path, policy: Policy, threads: usize
         let mut reports: Vec<Reported> = error
             .reports
             .into_iter()
-            // A failure repeated at one statement is reported once with its count.
+            // A failure repeated at one statement is reported once with its count, and how
+            // many of the others had another message, the last of them (see `fold_repeats`).
             .flat_map(|report| {
-                let reported = (report.line, report.message.replace(&dir_text, "{DIR}"));
-                std::iter::repeat_n(reported, 1 + report.repeats as usize)
+                let reported = |message: &str| (report.line, message.replace(&dir_text, "{DIR}"));
+                let (n_other, last) = report.other_messages.clone().unwrap_or_default();
+                let n_first = 1 + report.repeats - n_other;
+                std::iter::repeat_n(reported(&report.message), n_first as usize)
+                    .chain(std::iter::repeat_n(reported(&last), n_other as usize))
+                    .collect::<Vec<_>>()
             })
             .collect();
         reports.sort();

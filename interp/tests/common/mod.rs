@@ -9,7 +9,21 @@ pub mod random_program;
 pub mod reference;
 pub mod timed_program;
 
+use std::ops::Range;
 use std::path::Path;
+
+/// The seeds of a property test's random programs: `default`, or the range
+/// `DEP_RANDOM_SEEDS=START..END` names, to try more programs than a test run does
+/// (`DEP_RANDOM_SEEDS=1000..5000 cargo test --release -p dep-interp --test random_programs`).
+pub fn seeds(default: Range<u64>) -> Range<u64> {
+    let Ok(range) = std::env::var("DEP_RANDOM_SEEDS") else {
+        return default;
+    };
+    let parsed = range
+        .split_once("..")
+        .and_then(|(start, end)| Some(start.trim().parse().ok()?..end.trim().parse().ok()?));
+    parsed.unwrap_or_else(|| panic!("DEP_RANDOM_SEEDS={range}: expected START..END"))
+}
 
 /// The graph-mode sample as two programs: recorded and replayed `runs` times, and the same
 /// statements run eagerly `runs` times.

@@ -274,12 +274,13 @@ impl Reference<'_> {
     /// does.
     fn take_failures(&mut self) -> Result<(), Stop> {
         let render = |chosen: &BTreeSet<usize>| -> Vec<Reported> {
-            let mut reports: Vec<Reported> = self
+            let failures: Vec<Reported> = self
                 .pending
                 .iter()
                 .filter(|failure| !chosen.contains(failure))
                 .map(|&failure| self.failures[failure].clone())
                 .collect();
+            let mut reports = fold_repeats(failures);
             reports.sort();
             reports
         };
@@ -565,6 +566,36 @@ impl Reference<'_> {
         self.graphs
             .insert(name.to_string(), (ops, own.into_values().collect()));
     }
+}
+
+/// `failures`, in push order, as a run reports them: those of one statement (one line here) are
+/// folded into one report that tells the first's message, how many more there were, how many
+/// of those had another message, and the last such message, so that the others' messages in
+/// between are not told. Returns what such a report stands for: the first message for each
+/// failure with it, the last other message for each of the others.
+fn fold_repeats(failures: Vec<Reported>) -> Vec<Reported> {
+    let mut by_line: Vec<(Reported, u64, u64, Option<String>)> = Vec::new();
+    for (line, message) in failures {
+        match by_line.iter_mut().find(|(first, ..)| first.0 == line) {
+            Some((first, n_same, n_other, last_other)) => {
+                if message == first.1 {
+                    *n_same += 1;
+                } else {
+                    *n_other += 1;
+                    *last_other = Some(message);
+                }
+            }
+            None => by_line.push(((line, message), 1, 0, None)),
+        }
+    }
+    by_line
+        .into_iter()
+        .flat_map(|((line, first), n_same, n_other, last_other)| {
+            let last_other = last_other.unwrap_or_default();
+            std::iter::repeat_n((line, first), n_same as usize)
+                .chain(std::iter::repeat_n((line, last_other), n_other as usize))
+        })
+        .collect()
 }
 
 /// Tries every way of picking one failure from each of `options` (at most `budget` of them),
