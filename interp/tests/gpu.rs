@@ -259,7 +259,7 @@ fn assert_saves_close(got: &[(String, Vec<u8>)], want: &[(String, Vec<u8>)], wha
 fn random_programs_placed_on_cpu_gpu0_or_both_save_the_same_arrays() {
     use common::random_program::{random_program, run, Placement};
     let Some((_gpu, _)) = gpu0() else { return };
-    for seed in 0..25 {
+    for seed in common::seeds(0..25) {
         let cpu = random_program(seed, Placement::Cpu);
         let reference_dir = tempfile::tempdir().unwrap();
         let reference = run(&cpu, reference_dir.path(), dep_engine::Policy::Naive, 1);

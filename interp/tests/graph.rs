@@ -136,7 +136,7 @@ fn random_graph(seed: u64) -> String {
 fn pooled_buffers_are_never_reused_under_a_pending_reader() {
     // If a released buffer were handed to a new op while an earlier reader still used it, the
     // reader would see the new op's values and the results would differ from the naive run.
-    for seed in 0..12 {
+    for seed in common::seeds(0..12) {
         let graph = random_graph(seed) + "for i in 0..15 { run g }\n";
         let eager = graph
             .replace("graph g {", "def g_body() {")

@@ -137,7 +137,7 @@ fn programs_with_failures_print_report_and_save_what_the_reference_says_on_every
 
 #[test]
 fn the_simulator_waits_as_the_threaded_engine_does() {
-    for seed in 0..6 {
+    for seed in common::seeds(0..6) {
         let program = timed_program(seed);
         let simulated = timeline(&program, Policy::Sim);
         let threaded = timeline(&program, Policy::Threaded);

@@ -12,7 +12,8 @@ pub mod timed_program;
 use std::ops::Range;
 use std::path::Path;
 
-/// The seeds of a property test's random programs: `default`, or the range
+/// The seeds of a property test's random programs (`random_programs.rs`, the pooled buffers
+/// of `graph.rs`, the placements of `gpu.rs`): `default`, or the range
 /// `DEP_RANDOM_SEEDS=START..END` names, to try more programs than a test run does
 /// (`DEP_RANDOM_SEEDS=1000..5000 cargo test --release -p dep-interp --test random_programs`).
 pub fn seeds(default: Range<u64>) -> Range<u64> {
