@@ -156,6 +156,26 @@ fn a_failing_statement_leaves_the_other_variables_usable() {
     assert_eq!(repl.quit().0, 0);
 }
 
+/// An op that fails after the prompt came back (it waited for seconds of work) is told by the
+/// panel, and its full report comes before the output of the next line typed, not after it.
+#[test]
+fn a_failure_told_by_the_panel_is_reported_before_the_next_lines_output() {
+    let mut repl = Repl::start();
+    // Three seconds: the prompt comes back, and the next line is typed, before it ends.
+    repl.run("B = work(3000, ones(2, 2))");
+    // Typed, not pasted: the panel then watches under the prompt.
+    repl.type_line("C = B @ ones(3)");
+    repl.expect("(press Enter for the full report)");
+    repl.line("print 7");
+    let before = repl.expect("7.0");
+    assert!(
+        before.contains("error: matmul: shapes [2, 2] and [3]"),
+        "{before:?}"
+    );
+    repl.prompt();
+    assert_eq!(repl.quit().0, 0);
+}
+
 #[test]
 fn tab_completes_a_builtin_and_the_hint_shows_its_signature() {
     let mut repl = Repl::start();
@@ -885,6 +905,44 @@ fn a_loaded_scripts_failure_is_reported_before_the_next_line() {
     let error = both.find("error: matmul: shapes [3] and [7, 7]");
     let vars = both.find("name  shape");
     assert!(error.is_some() && vars.is_some() && error < vars, "{both}");
+}
+
+/// An op that fails on a worker after its input has ended (it waited for a second of work) is
+/// reported before the output of the next line, which came after the failure: not after it, as
+/// if that line had failed.
+#[test]
+fn a_failure_that_came_while_waiting_for_input_is_reported_before_the_next_lines_output() {
+    let dir = TestDir::new();
+    let merged = std::fs::File::create(dir.path().join("out.txt")).expect("create out.txt");
+    let mut child = dir
+        .dep()
+        .env("HOME", dir.path())
+        .env("NO_COLOR", "1")
+        .env("DEP_ENGINE", "threaded")
+        .env("DEP_THREADS", "2")
+        .stdin(Stdio::piped())
+        .stdout(merged.try_clone().expect("clone out.txt"))
+        .stderr(merged)
+        .spawn()
+        .expect("spawn dep");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"B = work(1000, ones(2, 2))\nC = B @ ones(3)\n")
+        .expect("write stdin");
+    stdin.flush().expect("flush stdin");
+    // `C`'s op fails once `B`'s second of work ends.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    stdin.write_all(b"print 7\n").expect("write stdin");
+    drop(stdin);
+    let status = child.wait().expect("wait for dep");
+    assert_eq!(status.code(), Some(1));
+    let both = std::fs::read_to_string(dir.path().join("out.txt")).expect("read out.txt");
+    let error = both.find("error: matmul: shapes [2, 2] and [3]");
+    let seven = both.find("7.0");
+    assert!(
+        error.is_some() && seven.is_some() && error < seven,
+        "{both}"
+    );
 }
 
 /// A recorded graph's DAG names each op's line as every other view does (`<stdin>:4`, where

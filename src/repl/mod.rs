@@ -505,6 +505,9 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
                 break;
             }
         };
+        // What failed while the line was typed is reported before it runs (the panel only told
+        // of it): its output comes after the failures that happened first.
+        ctx.report_new_failures();
         if !line.trim().is_empty() && editor.add_history_entry(line.as_str()).unwrap_or(false) {
             // Written at once, so that a session that is killed keeps its history too.
             if let Some(path) = &history {
@@ -700,6 +703,9 @@ fn run_piped(config: SessionConfig) -> ExitCode {
     let (mut line_number, mut buffer_first_line) = (0u32, 1u32);
     for line in io::stdin().lock().split(b'\n') {
         line_number += 1;
+        // What failed while this line was on its way is reported before it runs: its output
+        // comes after the failures that happened first.
+        ctx.report_new_failures();
         let line = match line.map(piped_line) {
             Ok(Ok(line)) => line,
             Ok(Err(not_text)) => {
