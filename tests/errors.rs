@@ -290,6 +290,24 @@ fn a_loop_statement_failing_with_other_messages_is_reported_once() {
     assert!(run.stderr.contains(folded), "{}", run.stderr);
 }
 
+/// A name first assigned inside a recorded graph is the graph's own buffer: read after a run,
+/// the error says so and how to keep it, rather than suggesting another name.
+#[test]
+fn reading_a_graphs_own_buffer_after_a_run_says_how_to_keep_it() {
+    let dir = TestDir::new();
+    let source = "W = ones(3)\ngraph g {\n  W = W * 2\n  V = W + 1\n}\nrun g\nprint V\n";
+    let expected = "error: unknown name `V`: `V` is first assigned inside graph `g`, so it is the graph's own buffer, not kept after a run; assign `V` before `graph g` to read it\n --> case.dep:7:7\n  |\n7 | print V\n  |       ^ not defined out of the graph\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert_eq!(run.stderr, expected, "{engine}");
+    }
+    // Assigned before the graph, it is read and written as usual and keeps its value.
+    let source =
+        "W = ones(3)\nV = zeros(3)\ngraph g {\n  W = W * 2\n  V = W + 1\n}\nrun g\nprint V\n";
+    for (engine, run) in on_every_engine(&dir, source, 0) {
+        assert_eq!(run.stdout, "[3. 3. 3.]\n", "{engine}");
+    }
+}
+
 /// A statement error inside loops and calls says where the run was, innermost first, like a
 /// traceback: the call and the place it was made, then each loop with its counters.
 #[test]

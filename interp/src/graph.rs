@@ -268,6 +268,12 @@ impl Graph {
         }
     }
 
+    /// Whether `name` is one of the graph's own buffers: first assigned inside the block, so
+    /// gone once a run no longer needs it.
+    pub(crate) fn has_internal_named(&self, name: &str) -> bool {
+        self.internals.iter().any(|slot| slot.var.name() == name)
+    }
+
     /// The same graph under another name.
     pub(crate) fn named(mut self, name: &str) -> Graph {
         self.name = name.to_string();

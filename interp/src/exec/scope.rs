@@ -372,6 +372,19 @@ impl Runner<'_> {
         candidates.extend(builtins::BUILTINS.iter().map(|info| info.name));
         // A name that is defined but not usable here (a tensor called) is never its own fix.
         candidates.retain(|candidate| *candidate != name.text);
+        // A name first assigned inside a recorded graph is the graph's own buffer: it is not
+        // kept after a run (see `graph.rs`), which a user of eager mode does not expect.
+        let graph = (self.scope.graphs.iter())
+            .filter(|(_, graph)| graph.has_internal_named(&name.text))
+            .map(|(graph_name, _)| graph_name)
+            .min();
+        if let Some(graph) = graph {
+            let message = format!(
+                "unknown name `{0}`: `{0}` is first assigned inside graph `{graph}`, so it is the graph's own buffer, not kept after a run; assign `{0}` before `graph {graph}` to read it",
+                name.text
+            );
+            return self.error(name.span, message, "not defined out of the graph");
+        }
         let message = match suggest::closest(&name.text, candidates) {
             Some(close) => format!("unknown name `{}` (did you mean `{close}`?)", name.text),
             None => format!("unknown name `{}`", name.text),
