@@ -290,6 +290,18 @@ fn a_loop_statement_failing_with_other_messages_is_reported_once() {
     assert!(run.stderr.contains(folded), "{}", run.stderr);
 }
 
+/// A call that recurses until the depth limit tells the recursive call once, then how many
+/// more times it came, like Python's "previous line repeated": not 63 identical lines.
+#[test]
+fn a_recursion_past_the_depth_limit_tells_its_call_once_and_counts_the_rest() {
+    let dir = TestDir::new();
+    let source = "def f(x) {\n  return f(x)\n}\na = ones(2)\nb = f(a)\n";
+    let expected = "error: functions call each other more than 64 deep\n --> case.dep:2:10\n  |\n2 |   return f(x)\n  |          ^^^^ in this call\n  = in `f`, called at case.dep:2:10\n  = (the same, 62 more times)\n  = in `f`, called at case.dep:5:5\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert_eq!(run.stderr, expected, "{engine}");
+    }
+}
+
 /// A name first assigned inside a recorded graph is the graph's own buffer: read after a run,
 /// the error says so and how to keep it, rather than suggesting another name.
 #[test]

@@ -91,7 +91,7 @@ impl RunError {
         }
         let context = context();
         for report in self.reports.iter_mut().filter(|report| report.raised_here) {
-            report.rendered = format!("{}\n  = {context}", report.rendered.trim_end());
+            report.rendered = with_place_note(&report.rendered, &context);
         }
         self
     }
@@ -132,3 +132,57 @@ impl fmt::Display for RunError {
 }
 
 impl std::error::Error for RunError {}
+
+/// `rendered` with `note` (where the run was: `in \`f\`, called at f.dep:2:10`) told under it,
+/// as `  = note`. A note the same as the one above it is counted rather than told again: a
+/// recursion 64 calls deep tells its call once, then `(the same, 62 more times)`.
+pub(crate) fn with_place_note(rendered: &str, note: &str) -> String {
+    let rendered = rendered.trim_end();
+    let line = format!("  = {note}");
+    let (above, last) = rendered.rsplit_once('\n').unwrap_or(("", rendered));
+    if last == line {
+        return format!("{rendered}\n  = (the same, 1 more time)");
+    }
+    let repeats = last
+        .strip_prefix("  = (the same, ")
+        .and_then(|rest| rest.split_once(" more time"))
+        .and_then(|(count, _)| count.parse::<u64>().ok());
+    match repeats {
+        Some(count) if above.rsplit_once('\n').map_or(above, |(_, note)| note) == line => {
+            format!("{above}\n  = (the same, {} more times)", count + 1)
+        }
+        _ => format!("{rendered}\n{line}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_place_note;
+
+    #[test]
+    fn a_place_note_the_same_as_the_last_is_counted_not_told_again() {
+        let mut rendered = "error: boom\n --> f.dep:2:3\n".to_string();
+        for _ in 0..4 {
+            rendered = with_place_note(&rendered, "in `f`, called at f.dep:2:10");
+        }
+        rendered = with_place_note(&rendered, "in `f`, called at f.dep:5:1");
+        rendered = with_place_note(&rendered, "in the loop at f.dep:4:1, at i = 0");
+        assert_eq!(
+            rendered,
+            "error: boom\n --> f.dep:2:3\n  = in `f`, called at f.dep:2:10\n  = (the same, 3 more times)\n  = in `f`, called at f.dep:5:1\n  = in the loop at f.dep:4:1, at i = 0"
+        );
+        // Once: told once; twice: one more time.
+        let once = with_place_note("error: boom", "in `g`, called at f.dep:1:1");
+        assert_eq!(once, "error: boom\n  = in `g`, called at f.dep:1:1");
+        assert_eq!(
+            with_place_note(&once, "in `g`, called at f.dep:1:1"),
+            "error: boom\n  = in `g`, called at f.dep:1:1\n  = (the same, 1 more time)"
+        );
+        // A count is of the note right above it only.
+        let other = with_place_note(
+            "error: boom\n  = in `h`, called at f.dep:9:9\n  = (the same, 1 more time)",
+            "in `g`, called at f.dep:1:1",
+        );
+        assert!(other.ends_with("(the same, 1 more time)\n  = in `g`, called at f.dep:1:1"));
+    }
+}

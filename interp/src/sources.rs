@@ -133,7 +133,7 @@ pub(crate) fn render_op_error(
         }
     };
     let rendered = frames.into_iter().fold(rendered, |rendered, frame| {
-        format!("{}\n  = {frame}", rendered.trim_end())
+        crate::error::with_place_note(&rendered, &frame)
     });
     Report {
         message: format!("`{}`: {}", error.label, error.message),
