@@ -489,6 +489,35 @@ fn statements_dep_does_not_have_are_named() {
     );
 }
 
+/// An assignment to an index or a slice (NumPy's `A[0] = 5`) says that dep writes a variable
+/// whole, and how to write an entry of a list of slots; an index read (`y = A[0] + 1`) and a
+/// comparison after one (`A[0] == 1`) are not taken for one.
+#[test]
+fn an_assignment_to_an_index_says_how_dep_writes() {
+    check_errors(
+        "A[0] = 5\nA[0:2, i] += 1\nw[k][1] = ones(2)\ny = A[0] + 1\n",
+        expect![[r#"
+            error: dep has no assignment to an index or a slice (`A[0] = ...`)
+             --> test.dep:1:1
+              |
+            1 | A[0] = 5
+              | ^^^^ a variable is written whole (`A = ...`); an entry of a list made with `slots(n)` is written with `set(A, 0, value)`
+
+            error: dep has no assignment to an index or a slice (`A[0:2, i] += ...`)
+             --> test.dep:2:1
+              |
+            2 | A[0:2, i] += 1
+              | ^^^^^^^^^ a variable is written whole (`A = ...`)
+
+            error: dep has no assignment to an index or a slice (`w[k][1] = ...`)
+             --> test.dep:3:1
+              |
+            3 | w[k][1] = ones(2)
+              | ^^^^^^^ a variable is written whole (`w = ...`)
+        "#]],
+    );
+}
+
 #[test]
 fn errors_the_grammar_cannot_express() {
     check_errors(

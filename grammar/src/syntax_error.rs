@@ -146,6 +146,64 @@ fn keyword_assignment(text: &str, offset: usize) -> Option<Diagnostic> {
     })
 }
 
+/// The diagnostic for a statement that assigns to an index or a slice, such as `A[0] = 5` or
+/// `s[i] += 1` (NumPy's way of writing part of an array), if `text` is one: dep writes a
+/// variable whole, and an entry of a list of slots with `set`; said so, rather than "expected
+/// an operator, found `=`".
+fn indexed_assignment(text: &str, offset: usize) -> Option<Diagnostic> {
+    let mut lexer = Lexer::new(text)
+        .filter(|token| token.kind != TokenKind::Comment)
+        .peekable();
+    let name = lexer.next()?;
+    if name.kind != TokenKind::Name {
+        return None;
+    }
+    // One or more indexes (`w[k][1]`), each to its closing bracket.
+    let mut close = None;
+    while lexer
+        .next_if(|token| token.span.text(text) == "[")
+        .is_some()
+    {
+        let mut depth = 1;
+        close = Some(lexer.by_ref().find(|token| {
+            match token.span.text(text) {
+                "[" => depth += 1,
+                "]" => depth -= 1,
+                _ => {}
+            }
+            depth == 0
+        })?);
+    }
+    let close = close?;
+    let operator = lexer.next()?;
+    if !matches!(operator.span.text(text), "=" | "+=" | "-=" | "*=" | "/=") {
+        return None;
+    }
+    let name_text = name.span.text(text);
+    let indexes = &text[name.span.end..close.span.end];
+    let whole = format!("a variable is written whole (`{name_text} = ...`)");
+    // One index may be an entry of a list of slots; a slice or several indices cannot.
+    let single = indexes
+        .strip_prefix('[')
+        .and_then(|rest| rest.strip_suffix(']'))
+        .filter(|index| !index.contains([':', ',', '[', ']']));
+    let label = match single {
+        None => whole,
+        Some(index) => format!(
+            "{whole}; an entry of a list made with `slots(n)` is written with `set({name_text}, {}, value)`",
+            index.trim()
+        ),
+    };
+    Some(Diagnostic::new(
+        format!(
+            "dep has no assignment to an index or a slice (`{name_text}{indexes} {} ...`)",
+            operator.span.text(text)
+        ),
+        Span::new(name.span.start, close.span.end).shifted(offset),
+        label,
+    ))
+}
+
 /// The diagnostic for a statement that starts with a statement of another language that dep
 /// does not have (`if`, `while`, `import`, ...), such as `if rank() == 0 { ... }`, if `text` is
 /// one: said so, with what dep offers instead, rather than "expected `,`" at its second token.
@@ -189,8 +247,9 @@ pub(crate) fn syntax_error(
     offset: usize,
     continued_after: &[Span],
 ) -> Diagnostic {
-    if let Some(diagnostic) =
-        keyword_assignment(text, offset).or_else(|| foreign_statement(text, offset))
+    if let Some(diagnostic) = keyword_assignment(text, offset)
+        .or_else(|| foreign_statement(text, offset))
+        .or_else(|| indexed_assignment(text, offset))
     {
         return diagnostic;
     }
