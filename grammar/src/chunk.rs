@@ -186,7 +186,11 @@ impl<'source> Chunker<'source> {
                     matches!(kind, TokenKind::Operator | TokenKind::Punctuation)
                         && continues_statement(text);
                 match kind {
-                    TokenKind::Unknown => current.report(unknown_character(text, token.span)),
+                    TokenKind::Unknown => match attribute_access(source, token.span) {
+                        Some(AttributeAccess::Reported) => {}
+                        Some(AttributeAccess::New(problem)) => current.report(problem),
+                        None => current.report(unknown_character(text, token.span)),
+                    },
                     TokenKind::String => {
                         if let Some(problem) = text_direction_control(text, token.span, "a string")
                         {
@@ -286,6 +290,91 @@ fn close_bracket(
             )),
         },
     }
+}
+
+/// What a `.` that follows a value is taken for (see [`attribute_access`]).
+enum AttributeAccess {
+    /// The first `.` of an access (`A.T`, `np.random.randn`): its diagnostic.
+    New(Diagnostic),
+    /// A later `.` of an access already reported (`.randn` in `np.random.randn`).
+    Reported,
+}
+
+/// Python's and NumPy's modules always in a user's fingers.
+const MODULES: [&str; 8] = ["np", "numpy", "torch", "mx", "nd", "tf", "jnp", "math"];
+
+/// The diagnostic for an attribute, a method or a module's member (`A.T`, `A.shape`,
+/// `x.sum()`, `np.ones(3)`), if the `.` at `span` of `source` follows a name, a `)` or a `]`
+/// and comes before a name: dep has none of them, and the diagnostic says what to write
+/// instead, rather than that `.` is not part of the language.
+fn attribute_access(source: &str, span: Span) -> Option<AttributeAccess> {
+    let is_name_char = |c: char| c.is_alphanumeric() || c == '_';
+    let name_length = |text: &str| -> usize {
+        text.chars()
+            .take_while(|&c| is_name_char(c))
+            .map(char::len_utf8)
+            .sum()
+    };
+    let before = &source[..span.start];
+    let owner_length: usize = before
+        .chars()
+        .rev()
+        .take_while(|&c| is_name_char(c))
+        .map(char::len_utf8)
+        .sum();
+    let owner_start = span.start - owner_length;
+    let owner = &source[owner_start..span.start];
+    let after = &source[span.end..];
+    let attribute = &after[..name_length(after)];
+    let starts_a_name = |text: &str| text.starts_with(|c: char| c.is_alphabetic() || c == '_');
+    if !starts_a_name(attribute) {
+        return None;
+    }
+    if owner.is_empty() {
+        if !before.trim_end().ends_with([')', ']']) {
+            return None;
+        }
+    } else if !starts_a_name(owner) {
+        return None;
+    } else if source[..owner_start].ends_with('.') {
+        return Some(AttributeAccess::Reported);
+    }
+    // The whole chain (`np.random.randn`), and its last name.
+    let mut end = span.end + attribute.len();
+    let mut last = attribute;
+    while let Some(rest) = source[end..].strip_prefix('.') {
+        let next = &rest[..name_length(rest)];
+        if !starts_a_name(next) {
+            break;
+        }
+        end += 1 + next.len();
+        last = next;
+    }
+    let access = &source[owner_start..end];
+    let value = if owner.is_empty() { "x" } else { owner };
+    let (message, label) = match (owner, attribute) {
+        (owner, _) if MODULES.contains(&owner) => (
+            format!("dep has no modules (`{access}`)"),
+            format!("builtins are called by their name alone: `{last}(...)`"),
+        ),
+        (_, "T") => (
+            format!("dep has no attributes (`{access}`)"),
+            format!("transpose with `transpose({value})`"),
+        ),
+        (_, "shape" | "size" | "ndim" | "dtype") => (
+            format!("dep has no attributes (`{access}`)"),
+            "`print` shows a value; `:vars` in the REPL (`%vars` in a notebook) shows every variable's shape".to_string(),
+        ),
+        _ => (
+            format!("dep has no attributes or methods (`{access}`)"),
+            format!("a builtin takes the value as its first argument: `{attribute}({value}, ...)`"),
+        ),
+    };
+    Some(AttributeAccess::New(Diagnostic::new(
+        message,
+        Span::new(owner_start.min(span.start), end),
+        label,
+    )))
 }
 
 /// The diagnostic for a character the language does not use, `text`, at

@@ -518,6 +518,41 @@ fn an_assignment_to_an_index_says_how_dep_writes() {
     );
 }
 
+/// An attribute, a method or a module's member (NumPy's `A.T`, `A.shape`, `A.sum()`,
+/// `np.ones(3)`) says what dep writes instead, once per access, rather than that `.` is not
+/// part of the language; a number's point is still a number's.
+#[test]
+fn attributes_methods_and_modules_say_what_to_write_instead() {
+    check_errors(
+        "B = A.T\nprint A.shape\nC = np.random.randn(3)\nD = A.sum() + f(x).T\nx = 1.5 + .5\n",
+        expect![[r#"
+            error: dep has no attributes (`A.T`)
+             --> test.dep:1:5
+              |
+            1 | B = A.T
+              |     ^^^ transpose with `transpose(A)`
+
+            error: dep has no attributes (`A.shape`)
+             --> test.dep:2:7
+              |
+            2 | print A.shape
+              |       ^^^^^^^ `print` shows a value; `:vars` in the REPL (`%vars` in a notebook) shows every variable's shape
+
+            error: dep has no modules (`np.random.randn`)
+             --> test.dep:3:5
+              |
+            3 | C = np.random.randn(3)
+              |     ^^^^^^^^^^^^^^^ builtins are called by their name alone: `randn(...)`
+
+            error: dep has no attributes or methods (`A.sum`)
+             --> test.dep:4:5
+              |
+            4 | D = A.sum() + f(x).T
+              |     ^^^^^ a builtin takes the value as its first argument: `sum(A, ...)`
+        "#]],
+    );
+}
+
 #[test]
 fn errors_the_grammar_cannot_express() {
     check_errors(
