@@ -302,6 +302,17 @@ fn a_recursion_past_the_depth_limit_tells_its_call_once_and_counts_the_rest() {
     }
 }
 
+/// Python's `range(n)` in a loop's head says how dep writes the range.
+#[test]
+fn a_loop_over_range_says_how_dep_writes_it() {
+    let dir = TestDir::new();
+    let source = "n = 4\nfor i in range(1, n + 1) { print i }\n";
+    let expected = "error: dep has no `range`: a for loop runs over `1..n + 1`\n --> case.dep:2:10\n  |\n2 | for i in range(1, n + 1) { print i }\n  |          ^^^^^^^^^^^^^^^ a range is `start..end`\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert_eq!(run.stderr, expected, "{engine}");
+    }
+}
+
 /// A name first assigned inside a recorded graph is the graph's own buffer: read after a run,
 /// the error says so and how to keep it, rather than suggesting another name.
 #[test]

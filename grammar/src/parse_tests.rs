@@ -553,6 +553,40 @@ fn attributes_methods_and_modules_say_what_to_write_instead() {
     );
 }
 
+/// A block opened Python's way (`def f(x):`) says that dep's blocks are in braces, with the
+/// head written dep's way, a `range` as `start..end` and a body on the same line inside.
+#[test]
+fn python_blocks_say_that_blocks_are_in_braces() {
+    check_errors(
+        "def f(x):\nfor i in range(2, n):\nfor j in 0..3: print j  # one line\nwith gpu0:\n",
+        expect![[r#"
+            error: dep's blocks are in braces, not after `:`
+             --> test.dep:1:9
+              |
+            1 | def f(x):
+              |         ^ write `def f(x) { ... }`, the block's statements inside the braces
+
+            error: dep's blocks are in braces, not after `:`
+             --> test.dep:2:21
+              |
+            2 | for i in range(2, n):
+              |                     ^ write `for i in 2..n { ... }`, the block's statements inside the braces
+
+            error: dep's blocks are in braces, not after `:`
+             --> test.dep:3:14
+              |
+            3 | for j in 0..3: print j  # one line
+              |              ^ write `for j in 0..3 { print j }`
+
+            error: dep's blocks are in braces, not after `:`
+             --> test.dep:4:10
+              |
+            4 | with gpu0:
+              |          ^ write `with gpu0 { ... }`, the block's statements inside the braces
+        "#]],
+    );
+}
+
 #[test]
 fn errors_the_grammar_cannot_express() {
     check_errors(

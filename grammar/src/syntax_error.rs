@@ -204,6 +204,54 @@ fn indexed_assignment(text: &str, offset: usize) -> Option<Diagnostic> {
     ))
 }
 
+/// The diagnostic for a block opened Python's way, with a `:` after its head (`def f(x):`,
+/// `for i in range(3): print i`), if the parse of `text` failed at that `:` (`position`): dep's
+/// blocks are in braces, and its ranges are `start..end`; the label writes the head so.
+fn python_block(text: &str, offset: usize, position: usize) -> Option<Diagnostic> {
+    let rest = text.get(position..)?.strip_prefix(':')?;
+    let first = Lexer::new(text).next()?;
+    if !matches!(
+        first.span.text(text),
+        "def" | "for" | "with" | "graph" | "priority"
+    ) {
+        return None;
+    }
+    let head = text[..position].trim_end();
+    let head = python_range(head).unwrap_or_else(|| head.to_string());
+    let body = match rest.split_once('\n') {
+        Some((line, _)) => line,
+        None => rest,
+    };
+    // Up to a comment (a `#` in a string is the string's).
+    let comment = Lexer::new(body).find(|token| token.kind == TokenKind::Comment);
+    let body = body[..comment.map_or(body.len(), |comment| comment.span.start)].trim();
+    let written = match body {
+        "" => format!("`{head} {{ ... }}`, the block's statements inside the braces"),
+        body => format!("`{head} {{ {body} }}`"),
+    };
+    Some(Diagnostic::new(
+        "dep's blocks are in braces, not after `:`",
+        Span::new(position, position + 1).shifted(offset),
+        format!("write {written}"),
+    ))
+}
+
+/// `head`, a loop's head over Python's `range(n)` or `range(a, b)` (`for i in range(3)`),
+/// written over dep's range (`for i in 0..3`); `None` when it is not one.
+fn python_range(head: &str) -> Option<String> {
+    let (before, call) = head.split_once(" in range(")?;
+    let arguments = call.strip_suffix(')')?;
+    if arguments.contains(['(', ')']) {
+        return None;
+    }
+    let range = match arguments.split(',').map(str::trim).collect::<Vec<_>>()[..] {
+        [end] => format!("0..{end}"),
+        [start, end] => format!("{start}..{end}"),
+        _ => return None,
+    };
+    Some(format!("{before} in {range}"))
+}
+
 /// The diagnostic for a statement that starts with a statement of another language that dep
 /// does not have (`if`, `while`, `import`, ...), such as `if rank() == 0 { ... }`, if `text` is
 /// one: said so, with what dep offers instead, rather than "expected `,`" at its second token.
@@ -257,6 +305,9 @@ pub(crate) fn syntax_error(
         InputLocation::Pos(position) => position,
         InputLocation::Span((start, _)) => start,
     };
+    if let Some(diagnostic) = python_block(text, offset, position) {
+        return diagnostic;
+    }
     let (found, found_length) = describe_found(text.get(position..).unwrap_or(""));
     let span = Span::new(position, position + found_length).shifted(offset);
     let mut diagnostic = match &error.variant {
