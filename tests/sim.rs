@@ -88,6 +88,32 @@ fn read_trace(text: &str) -> (Slices, Vec<Flow>) {
     )
 }
 
+/// Ops that a loop places by its counter (`with gpu = j`) tell that counter in their labels,
+/// also when the statement reads none and two iterations place it alike (`gpu = j * 0`, where
+/// an op kept from the first iteration would keep its label).
+#[test]
+fn ops_placed_by_a_loop_counter_tell_it_in_their_labels() {
+    let dir = TestDir::new();
+    dir.write(
+        "placed.dep",
+        "for j in 0..2 {\n  with gpu = j { y = ones(2) }\n}\nfor k in 0..3 {\n  with gpu = k * 0 { z = ones(2) }\n}\n",
+    );
+    run_sim(&dir, "placed.dep", &["--trace", "t.json"]);
+    let (slices, _) = read_trace(&std::fs::read_to_string(dir.path().join("t.json")).unwrap());
+    let mut names: Vec<String> = slices.into_values().map(|(_, name)| name).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "y = ones(2) j=0",
+            "y = ones(2) j=1",
+            "z = ones(2) k=0",
+            "z = ones(2) k=1",
+            "z = ones(2) k=2"
+        ],
+    );
+}
+
 #[test]
 fn a_simulated_run_is_the_same_every_time_and_never_starts_an_op_before_its_producers_end() {
     let dir = TestDir::new();

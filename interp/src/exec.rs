@@ -130,6 +130,10 @@ pub(crate) struct Runner<'a> {
     spare_locals: Vec<HashMap<Arc<str>, Local>>,
     /// The engine's names of the functions' locals, made once per name.
     local_names: LocalNames,
+    /// The values of the `with` settings around the statements now that place their ops and
+    /// read a loop counter (`j` of `with gpu = j`): an observed op's label tells those counters
+    /// too, so that the ops a loop places on several devices are told apart.
+    placed_by: Vec<Arc<str>>,
 }
 
 impl<'a> Runner<'a> {
@@ -150,6 +154,7 @@ impl<'a> Runner<'a> {
             names_suffice: true,
             spare_locals: Vec::new(),
             local_names: LocalNames::default(),
+            placed_by: Vec::new(),
         }
     }
 

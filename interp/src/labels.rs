@@ -7,15 +7,18 @@
 use std::sync::Arc;
 
 /// `label` with the slot index of a `set(x, i, value)` written out (from `written`, the name of
-/// the slot it writes: `x[2]`) and the values of the loop counters it names appended, as
-/// `counter` gives them. `None` when there is nothing to add: the shared label is kept.
+/// the slot it writes: `x[2]`) and the values of the loop counters it names appended, then
+/// those that `placed_by` names (the `with` settings that place the op: `j` of `with gpu = j`),
+/// as `counter` gives them. `None` when there is nothing to add: the shared label is kept.
 pub(crate) fn with_iteration(
     label: &str,
     written: Option<&str>,
+    placed_by: &[Arc<str>],
     counter: impl Fn(&str) -> Option<i64>,
 ) -> Option<Arc<str>> {
     let mut values: Vec<(&str, i64)> = Vec::new();
-    for name in identifiers(label) {
+    let placing = placed_by.iter().flat_map(|text| identifiers(text));
+    for name in identifiers(label).chain(placing) {
         if values.iter().any(|(known, _)| *known == name) {
             continue;
         }
@@ -35,7 +38,7 @@ pub(crate) fn with_iteration(
 }
 
 /// The identifiers of a statement's text, in order, outside string literals and comments.
-fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn identifiers(text: &str) -> impl Iterator<Item = &str> {
     let bytes = text.as_bytes();
     let mut at = 0;
     std::iter::from_fn(move || {
@@ -119,6 +122,7 @@ mod tests {
         let label = with_iteration(
             "set(layers, k, work(3, layers[k - 1] + received[k]))",
             Some("layers[2]"),
+            &[],
             counters,
         );
         assert_eq!(
@@ -128,6 +132,7 @@ mod tests {
         let label = with_iteration(
             "set(received, 3 - r, work(4, params[3 - r]))",
             Some("received[2]"),
+            &[],
             counters,
         );
         assert_eq!(
@@ -137,16 +142,32 @@ mod tests {
     }
 
     #[test]
+    fn the_counters_a_with_setting_places_the_op_by_come_after_the_statements() {
+        let placed_by: [Arc<str>; 2] = [Arc::from("r"), Arc::from("k + i")];
+        assert_eq!(
+            with_iteration("y = x[i] * 2", Some("y"), &placed_by, counters).as_deref(),
+            Some("y = x[i] * 2 i=3 r=1 k=2")
+        );
+        assert_eq!(
+            with_iteration("B = A + 1", Some("B"), &placed_by[..1], counters).as_deref(),
+            Some("B = A + 1 r=1")
+        );
+    }
+
+    #[test]
     fn other_statements_get_the_counters_they_name() {
         assert_eq!(
-            with_iteration("A = A + i * 2e3", Some("A"), counters).as_deref(),
+            with_iteration("A = A + i * 2e3", Some("A"), &[], counters).as_deref(),
             Some("A = A + i * 2e3 i=3")
         );
-        assert_eq!(with_iteration("print \"k\", k2 # k", None, counters), None);
-        assert_eq!(with_iteration("B = A + 1", Some("B"), counters), None);
+        assert_eq!(
+            with_iteration("print \"k\", k2 # k", None, &[], counters),
+            None
+        );
+        assert_eq!(with_iteration("B = A + 1", Some("B"), &[], counters), None);
         // A literal index already says it.
         assert_eq!(
-            with_iteration("set(x, 2, ones(3))", Some("x[2]"), counters),
+            with_iteration("set(x, 2, ones(3))", Some("x[2]"), &[], counters),
             None
         );
     }

@@ -247,7 +247,7 @@ impl Runner<'_> {
             Some((Binding::Counter(counter), _)) => Some(counter.get()),
             _ => None,
         };
-        crate::labels::with_iteration(&label, written, counter).unwrap_or(label)
+        crate::labels::with_iteration(&label, written, &self.placed_by, counter).unwrap_or(label)
     }
 
     /// Keeps the op just pushed for `stmt`, compiled when the bindings were at `epoch`, if
@@ -261,7 +261,13 @@ impl Runner<'_> {
         written: Written<'_>,
     ) {
         let Some(pushed) = pushed else { return };
-        if !self.compiled_pure || pushed.had_temporaries || pushed.op.op().plan.copy_to().is_some()
+        // Observed, a statement placed by a loop counter (`with gpu = j`) tells the counter in
+        // its label, which a kept op would keep from its first push.
+        let placed_by_a_counter = !self.placed_by.is_empty() && self.scope.engine.is_observed();
+        if !self.compiled_pure
+            || pushed.had_temporaries
+            || pushed.op.op().plan.copy_to().is_some()
+            || placed_by_a_counter
         {
             return;
         }

@@ -5,7 +5,9 @@ use dep_engine as engine;
 use dep_grammar as grammar;
 use grammar::Span;
 
-use super::{Flow, Runner};
+use std::sync::Arc;
+
+use super::{Binding, Flow, Runner};
 use crate::error::RunError;
 use crate::graph::MAX_BULK;
 
@@ -30,6 +32,7 @@ impl Runner<'_> {
         let saved_priority = self.priority;
         let saved_options = self.replay_options;
         let saved_device = self.device;
+        let n_placed_by = self.placed_by.len();
         let mut runs_here = true;
         for setting in settings {
             match setting {
@@ -67,6 +70,7 @@ impl Runner<'_> {
                     })?;
                 }
                 grammar::WithSetting::Value { key, value } if key.text == "priority" => {
+                    self.note_placed_by(value);
                     let priority = self.host_int(value)?;
                     self.priority = i32::try_from(priority).map_err(|_| {
                         self.error(
@@ -77,6 +81,7 @@ impl Runner<'_> {
                     })?;
                 }
                 grammar::WithSetting::Value { key, value } if key.text == "gpu" => {
+                    self.note_placed_by(value);
                     let index = self.host_int(value)?;
                     let device = u16::try_from(index)
                         .ok()
@@ -118,7 +123,19 @@ impl Runner<'_> {
         self.priority = saved_priority;
         self.replay_options = saved_options;
         self.device = saved_device;
+        self.placed_by.truncate(n_placed_by);
         flow
+    }
+
+    /// Notes `value`, a `with` setting that places the block's ops, when it reads a loop
+    /// counter (see `placed_by`).
+    fn note_placed_by(&mut self, value: &grammar::Expr) {
+        let text = self.text(value.span);
+        let reads_a_counter = crate::labels::identifiers(text)
+            .any(|name| matches!(self.lookup(name), Some((Binding::Counter(_), _))));
+        if reads_a_counter {
+            self.placed_by.push(Arc::from(text));
+        }
     }
 
     /// The device a name in `with NAME` or `to(X, NAME)` means.
