@@ -236,6 +236,23 @@ fn python_block(text: &str, offset: usize, position: usize) -> Option<Diagnostic
     ))
 }
 
+/// The diagnostic for a slice with a step (NumPy's `a[::2]`, `a[1:9:2]`), if the parse of
+/// `text` failed at the `:` of its step (`position`): dep's slices are `start:end`.
+fn slice_step(text: &str, offset: usize, position: usize) -> Option<Diagnostic> {
+    text.get(position..)?.strip_prefix(':')?;
+    let before = &text[..position];
+    let bracket = before.rfind('[')?;
+    let slice = &before[bracket + 1..];
+    if !slice.contains(':') || slice.contains([']', ',']) {
+        return None;
+    }
+    Some(Diagnostic::new(
+        "dep's slices have no step",
+        Span::new(position, position + 1).shifted(offset),
+        "a slice is `start:end` (either may be left out), every element between",
+    ))
+}
+
 /// `head`, a loop's head over Python's `range(n)` or `range(a, b)` (`for i in range(3)`),
 /// written over dep's range (`for i in 0..3`); `None` when it is not one.
 fn python_range(head: &str) -> Option<String> {
@@ -305,7 +322,9 @@ pub(crate) fn syntax_error(
         InputLocation::Pos(position) => position,
         InputLocation::Span((start, _)) => start,
     };
-    if let Some(diagnostic) = python_block(text, offset, position) {
+    if let Some(diagnostic) =
+        python_block(text, offset, position).or_else(|| slice_step(text, offset, position))
+    {
         return diagnostic;
     }
     let (found, found_length) = describe_found(text.get(position..).unwrap_or(""));
