@@ -590,7 +590,9 @@ fn python_blocks_say_that_blocks_are_in_braces() {
 /// A slice with a step (NumPy's `a[::2]`) says that dep's slices have none.
 #[test]
 fn a_slice_with_a_step_says_slices_have_none() {
-    check_errors("y = a[::2]\nz = a[1:9:2] + b[0:2]\n", expect![[r#"
+    check_errors(
+        "y = a[::2]\nz = a[1:9:2] + b[0:2]\n",
+        expect![[r#"
         error: dep's slices have no step
          --> test.dep:1:8
           |
@@ -602,7 +604,8 @@ fn a_slice_with_a_step_says_slices_have_none() {
           |
         2 | z = a[1:9:2] + b[0:2]
           |          ^ a slice is `start:end` (either may be left out), every element between
-    "#]]);
+    "#]],
+    );
 }
 
 #[test]
