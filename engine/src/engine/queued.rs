@@ -13,6 +13,8 @@ use crate::sync::{lock, Arc, MutexGuard, Ordering};
 use crate::Device;
 
 impl Shared {
+    /// Pushes an op: run here and now when the fast path may (see `Self::run_unqueued`), else
+    /// into its variables' queues; returns its id.
     pub(super) fn push_block(
         self: &Arc<Self>,
         label: &Arc<str>,
@@ -260,6 +262,7 @@ impl Shared {
         n_granted
     }
 
+    /// Marks `op` ready (every access granted) and tells the sink.
     pub(super) fn make_ready(&self, op: OpRef) -> OpRef {
         op.set_state(OpState::Ready);
         self.emit(|| EventKind::Ready { op: op.id });

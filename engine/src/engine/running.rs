@@ -336,6 +336,8 @@ impl Shared {
         id.0 < self.cancel_below.load(Ordering::Acquire)
     }
 
+    /// Runs a user op's work `exec`, unless it is refused (cancelled, or reading an error): its
+    /// outcome, a panic caught as a failure; observed, timed by its device clock.
     pub(super) fn run_user_op(
         &self,
         op: &OpBlock,

@@ -8,6 +8,8 @@ use crate::sync::{lock, Arc, Ordering, Weak};
 use std::collections::BTreeMap;
 
 impl Shared {
+    /// Every live variable's queue and every unfinished op, with what each waiting access
+    /// waits behind; from now on observed ops take the queues, where snapshots see them.
     pub(super) fn snapshot(&self) -> Snapshot {
         self.snapshots_taken.store(true, Ordering::Relaxed);
         let time_ns = self.now_ns();

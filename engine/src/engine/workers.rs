@@ -20,6 +20,7 @@ impl Shared {
         self.groups[slot].get_or_init(|| self.start_group(device))
     }
 
+    /// Starts the worker threads of `device`'s group, as many as the policy gives it.
     pub(super) fn start_group(self: &Arc<Self>, device: Device) -> Arc<Group> {
         let (n_workers, prefix) = match (self.policy, device) {
             (Policy::PerDevice, Device::Gpu(index)) => (self.gpu_streams, format!("gpu{index}:s")),
@@ -47,6 +48,8 @@ impl Shared {
         group
     }
 
+    /// A worker's life: runs its group's ready ops, next one it made ready itself when it
+    /// kept one, until the group stops.
     pub(super) fn worker_loop(self: &Arc<Self>, group: &Arc<Group>, worker: u32) {
         let mut ready = Vec::new();
         let mut next = None;
@@ -69,6 +72,7 @@ impl Shared {
         }
     }
 
+    /// See [`Engine::cancel_pending`](super::Engine::cancel_pending).
     pub(super) fn cancel_pending(&self) {
         let next = self.next_op.load(Ordering::SeqCst);
         let before = self.cancel_below.fetch_max(next, Ordering::SeqCst);
@@ -109,6 +113,7 @@ impl Shared {
         found.into_iter().collect()
     }
 
+    /// See [`Engine::wait_all_or`](super::Engine::wait_all_or), without the simulator's part.
     pub(super) fn wait_all_or(&self, give_up: &dyn Fn() -> bool) -> bool {
         let mut idle = lock(&self.idle_lock);
         self.n_idle_waiters.fetch_add(1, Ordering::SeqCst);
@@ -125,6 +130,7 @@ impl Shared {
         finished
     }
 
+    /// Waits until no op is unfinished (see [`Engine::wait_all`](super::Engine::wait_all)).
     pub(super) fn wait_all(&self) {
         let mut idle = lock(&self.idle_lock);
         self.n_idle_waiters.fetch_add(1, Ordering::SeqCst);
