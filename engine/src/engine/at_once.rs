@@ -102,7 +102,7 @@ impl Shared {
     /// Whether the policy runs an op placed on `device` on the pushing thread when every access
     /// of it is granted at its push: under the naive policy every op; under the threaded and
     /// per-device ones a CPU op whose work is `cheap` (a shared body that says so, see
-    /// [`OpBody::is_cheap`], asked here, before the variables are locked, so that an op that is
+    /// [`OpBody::is_cheap`](crate::OpBody::is_cheap), asked here, before the variables are locked, so that an op that is
     /// not cheap locks them only once, on the queued path; a deletion, which the queued path
     /// runs on the thread that makes it ready too); none when simulated.
     pub(super) fn runs_here(&self, device: Device, cheap: impl FnOnce() -> bool) -> bool {
@@ -185,7 +185,7 @@ impl Shared {
     /// [`Self::run_unqueued`]), as a push and its whole run: refused when cancelled or reading an
     /// error, its failure reported and its writes counted. Observed, it sends what the queued
     /// path sends for an op granted at once and run on this thread: its push (every access
-    /// granted, ready) and its start on [`CALLER_WORKER`], at one moment (nothing stands between
+    /// granted, ready) and its start on [`CALLER_WORKER`](super::CALLER_WORKER), at one moment (nothing stands between
     /// them here), then its end, its device clock current while it runs. The caller numbers it
     /// first (from [`Self::number_ops`]), unlocks the variables after, then counts the op
     /// finished.
