@@ -313,6 +313,25 @@ fn a_loop_over_range_says_how_dep_writes_it() {
     }
 }
 
+/// A string in quotes is a file's path: anywhere but as `load`'s path the error points at the
+/// string when the statement compiles (the statement is not pushed), and `load` of something
+/// else points at what it was given. The variables written before keep their values.
+#[test]
+fn a_string_where_a_tensor_belongs_is_pointed_at() {
+    let dir = TestDir::new();
+    let source = "x = ones(3)\nprint x\ny = x + \"a\"\n";
+    let expected = "error: the string \"a\" is not a tensor: a string in quotes is a file's path, read with load(\"x.npy\")\n --> case.dep:3:9\n  |\n3 | y = x + \"a\"\n  |         ^^^ a string\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert_eq!(run.stderr, expected, "{engine}");
+        assert_eq!(run.stdout, "[1. 1. 1.]\n", "{engine}");
+    }
+    let source = "x = load(1 + 1)\n";
+    let expected = "error: load takes a file's path in quotes, as in load(\"x.npy\")\n --> case.dep:1:10\n  |\n1 | x = load(1 + 1)\n  |          ^^^^^ not a path\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert_eq!(run.stderr, expected, "{engine}");
+    }
+}
+
 /// A name first assigned inside a recorded graph is the graph's own buffer: read after a run,
 /// the error says so and how to keep it, rather than suggesting another name.
 #[test]

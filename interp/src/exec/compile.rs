@@ -8,7 +8,7 @@ use grammar::ExprKind;
 
 use super::{input_index, tensor_binary, Compiled, Runner};
 use crate::bindings::Binding;
-use crate::builtins;
+use crate::builtins::{self, Builtin};
 use crate::error::RunError;
 use crate::plan::{Plan, PlanIndex};
 use crate::slot::Slot;
@@ -99,7 +99,18 @@ impl Runner<'_> {
     ) -> Result<Plan, RunError> {
         Ok(match &expr.kind {
             ExprKind::Number(value) => Plan::Const(Tensor::scalar(self.float32(*value, expr)?)),
-            ExprKind::Str(text) => Plan::Str(text.clone()),
+            // A string is a file's path, read by `load("x.npy")` (see the builtins' arguments
+            // below); anywhere else, an error at the string.
+            ExprKind::Str(text) => {
+                return Err(self.error(
+                    expr.span,
+                    format!(
+                        "the string {text:?} is not a tensor: a string in quotes is a file's \
+                         path, read with load(\"x.npy\")"
+                    ),
+                    "a string",
+                ))
+            }
             ExprKind::Name(name) => match self.lookup(&name.text) {
                 Some((Binding::Tensor(slot), _)) => {
                     let input = input_index(inputs, slot);
@@ -273,7 +284,15 @@ impl Runner<'_> {
                 }
                 let args = args
                     .iter()
-                    .map(|arg| self.compile_into(arg, inputs, temporaries))
+                    .map(|arg| match (&arg.kind, info.builtin) {
+                        (ExprKind::Str(path), Builtin::Load) => Ok(Plan::Str(path.clone())),
+                        (_, Builtin::Load) => Err(self.error(
+                            arg.span,
+                            "load takes a file's path in quotes, as in load(\"x.npy\")",
+                            "not a path",
+                        )),
+                        _ => self.compile_into(arg, inputs, temporaries),
+                    })
                     .collect::<Result<Vec<_>, _>>()?;
                 Plan::Call(info.builtin, args)
             }
