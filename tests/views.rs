@@ -1149,6 +1149,42 @@ fn a_critical_path_and_the_dag_go_through_a_functions_argument_and_result() {
     }
 }
 
+/// Two locals of one name alive at once are two variables, named apart in every view: `g`'s
+/// `h` (`h'`) is alive while the `f` it calls makes its own `h` (`h'2`); once both calls' deletions
+/// have run (after the `wait`) the next call's locals take the same names again.
+#[test]
+fn locals_of_one_name_alive_at_once_are_named_apart() {
+    let dir = TestDir::new();
+    let script = dir.write(
+        "nested.dep",
+        "def f(x) {\n  h = x + 1\n  return h * 2\n}\ndef g(x) {\n  h = x * 3\n  return f(h)\n}\n\
+         A = ones(4)\nB = g(A)\nwait\nC = g(B)\nwait\nprint sum(C)\n",
+    );
+    for engine in ["naive", "threaded", "sim"] {
+        let run = Run::of(
+            dir.dep()
+                .arg("run")
+                .arg(&script)
+                .args(["--engine", engine, "--dot", "g.dot"]),
+        )
+        .expect_code(0);
+        assert_eq!(run.stdout, "200.0\n", "{engine}");
+        let dot = read(&dir, "g.dot");
+        let read_after_write: Vec<&str> = dot
+            .split("label=\"")
+            .filter_map(|rest| rest.split_once(" RAW\"").map(|(var, _)| var))
+            .collect();
+        assert_eq!(
+            read_after_write,
+            [
+                "A", "h'", "h'2", "return#1", "return#2", "B", "h'", "h'2", "return#3", "return#4",
+                "C"
+            ],
+            "{engine}: {dot}"
+        );
+    }
+}
+
 /// `B = f(A + 1)` where B is already a variable: the value returned is computed straight into
 /// B (one op, `return work(1, x)` writing B), not into a temporary then copied into B and
 /// deleted (three ops); the critical path and the DAG go through it.

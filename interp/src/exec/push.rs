@@ -379,14 +379,35 @@ impl Runner<'_> {
             return;
         }
         let var = slot.var.clone();
-        let free = move || slot.clear();
-        let label = match self.local_names.deletion_of(var.name()) {
-            Some(label) => label.clone(),
-            None => Arc::from(format!("del {}", var.name())),
-        };
-        self.scope
-            .engine
-            .delete_var_labelled(var, &label, line, free);
+        match self.local_names.deletion_of(var.name()) {
+            // A local's: its name is free for the next local once the deletion has run; under
+            // the simulated policy once it is pushed, as its run (in real time, behind the
+            // asynchronous ops it may wait for) would make the names differ from run to run,
+            // where the same script must give the same events.
+            Some(deletion) if self.scope.engine.policy() == engine::Policy::Sim => {
+                deletion.ran();
+                let label = deletion.label;
+                self.scope
+                    .engine
+                    .delete_var_labelled(var, &label, line, move || slot.clear());
+            }
+            Some(deletion) => {
+                let label = deletion.label.clone();
+                let free = move || {
+                    slot.clear();
+                    deletion.ran();
+                };
+                self.scope
+                    .engine
+                    .delete_var_labelled(var, &label, line, free);
+            }
+            None => {
+                let label: Arc<str> = Arc::from(format!("del {}", var.name()));
+                self.scope
+                    .engine
+                    .delete_var_labelled(var, &label, line, move || slot.clear());
+            }
+        }
     }
 
     pub(super) fn new_temporary(&mut self, hint: &str) -> Arc<Slot> {

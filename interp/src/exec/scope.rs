@@ -127,8 +127,8 @@ pub(super) fn resolve<'f>(
 }
 
 /// The name a new variable bound to `name` in the scope of `frames` is bound under, and its
-/// variable's name: in a function, a local's, made once per name (`local_names`); elsewhere
-/// `name` itself, a global's.
+/// variable's name: in a function, a local's (`name'`, or `name'2` while another local of that
+/// name is alive in the engine: see `local_names`); elsewhere `name` itself, a global's.
 pub(super) fn names_of_new(
     frames: &[Frame],
     local_names: &mut LocalNames,
@@ -136,7 +136,7 @@ pub(super) fn names_of_new(
 ) -> (Arc<str>, Arc<str>) {
     match frames.last() {
         Some(frame) if !frame.writes_globals => {
-            let names = local_names.of(name);
+            let names = local_names.of_new(name);
             (names.name.clone(), names.var.clone())
         }
         _ => {
