@@ -20,13 +20,13 @@ pub(crate) struct LocalNames {
 }
 
 /// What a local named `y` in the source is called in the engine.
-pub(crate) struct Names {
+struct Names {
     /// `y`, shared by every call's map of locals.
-    pub(crate) name: Arc<str>,
+    name: Arc<str>,
     /// Its variable's name, `y'` (or `y'2`, ...).
-    pub(crate) var: Arc<str>,
+    var: Arc<str>,
     /// The label of the op that deletes it, `del y'`.
-    pub(crate) deletion: Arc<str>,
+    deletion: Arc<str>,
     /// Whether a variable of this name is alive in the engine: set when a new local takes the
     /// name, cleared once its deletion has run.
     alive: Arc<AtomicBool>,
@@ -48,44 +48,21 @@ impl Deletion {
 }
 
 impl LocalNames {
-    /// The names of a new local called `name` in the source, taken until its variable's
-    /// deletion runs: the first of its names whose variable is not alive, a new one if all are.
-    pub(crate) fn of_new(&mut self, name: &str) -> &Names {
-        if !self.by_name.contains_key(name) {
-            self.by_name.insert(Arc::from(name), Vec::new());
+    /// The name a new local called `name` in the source is bound under in its frame's map and
+    /// its variable's name, taken until its variable's deletion runs: the first of its names
+    /// whose variable is not alive, a new one if all are.
+    pub(crate) fn of_new(&mut self, name: &str) -> (Arc<str>, Arc<str>) {
+        if let Some(names) = self.by_name.get_mut(name) {
+            return take_free(names, name);
         }
-        let names = self.by_name.get_mut(name).expect("inserted above");
-        let free = names.iter().position(|names| {
-            names
-                .alive
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        });
-        let index = match free {
-            Some(index) => index,
-            None => {
-                let number = names.len() + 1;
-                let var: Arc<str> = match number {
-                    1 => Arc::from(format!("{name}'")),
-                    _ => Arc::from(format!("{name}'{number}")),
-                };
-                names.push(Names {
-                    name: names
-                        .first()
-                        .map_or_else(|| Arc::from(name), |first| first.name.clone()),
-                    deletion: Arc::from(format!("del {var}")),
-                    var,
-                    alive: Arc::new(AtomicBool::new(true)),
-                });
-                names.len() - 1
-            }
-        };
-        &names[index]
+        take_free(self.by_name.entry(Arc::from(name)).or_default(), name)
     }
 
     /// The deletion of the variable named `var`, if it is a local's made here.
     pub(crate) fn deletion_of(&self, var: &str) -> Option<Deletion> {
-        let (name, number) = var.rsplit_once('\'')?;
+        let number = var.trim_end_matches(|c: char| c.is_ascii_digit());
+        let (head, number) = var.split_at(number.len());
+        let name = head.strip_suffix('\'')?;
         let index = match number {
             "" => 0,
             number => number.parse::<usize>().ok()?.checked_sub(1)?,
@@ -98,6 +75,35 @@ impl LocalNames {
     }
 }
 
+/// The first of `names` (those of the locals called `name`) whose variable is not alive, taken,
+/// or a new one: its frame's key and its variable's name.
+fn take_free(names: &mut Vec<Names>, name: &str) -> (Arc<str>, Arc<str>) {
+    let free = names.iter().find(|names| {
+        names
+            .alive
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    });
+    if let Some(names) = free {
+        return (names.name.clone(), names.var.clone());
+    }
+    let number = names.len() + 1;
+    let var: Arc<str> = match number {
+        1 => Arc::from(format!("{name}'")),
+        _ => Arc::from(format!("{name}'{number}")),
+    };
+    let name = names
+        .first()
+        .map_or_else(|| Arc::from(name), |first| first.name.clone());
+    names.push(Names {
+        name: name.clone(),
+        deletion: Arc::from(format!("del {var}")),
+        var: var.clone(),
+        alive: Arc::new(AtomicBool::new(true)),
+    });
+    (name, var)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,11 +111,13 @@ mod tests {
     #[test]
     fn a_locals_names_are_made_once_and_found_by_its_variables_name() {
         let mut names = LocalNames::default();
-        let first = names.of_new("y").var.clone();
-        assert_eq!(&*first, "y'");
+        let (name, first) = names.of_new("y");
+        assert_eq!((&*name, &*first), ("y", "y'"));
         names.deletion_of("y'").unwrap().ran();
-        assert!(Arc::ptr_eq(&first, &names.of_new("y").var), "made once");
-        assert_eq!(&*names.of_new("y").name, "y");
+        let (again, same) = names.of_new("y");
+        assert!(Arc::ptr_eq(&first, &same), "made once");
+        assert!(Arc::ptr_eq(&name, &again), "made once");
+        assert_eq!(&*names.of_new("y").0, "y");
         let deletion = names.deletion_of("y'2").unwrap();
         assert_eq!(&*deletion.label, "del y'2");
         assert_eq!(
@@ -130,17 +138,17 @@ mod tests {
     #[test]
     fn locals_of_one_name_alive_at_once_are_named_apart_and_names_are_reused_once_free() {
         let mut names = LocalNames::default();
-        let vars: Vec<String> = (0..3).map(|_| names.of_new("h").var.to_string()).collect();
+        let vars: Vec<String> = (0..3).map(|_| names.of_new("h").1.to_string()).collect();
         assert_eq!(vars, ["h'", "h'2", "h'3"]);
         // The second's deletion runs: the next local takes its name, then a new one.
         names.deletion_of("h'2").unwrap().ran();
-        assert_eq!(&*names.of_new("h").var, "h'2");
-        assert_eq!(&*names.of_new("h").var, "h'4");
+        assert_eq!(&*names.of_new("h").1, "h'2");
+        assert_eq!(&*names.of_new("h").1, "h'4");
         // Every deletion ran: the first name again.
         for var in ["h'", "h'2", "h'3", "h'4"] {
             names.deletion_of(var).unwrap().ran();
         }
-        assert_eq!(&*names.of_new("h").var, "h'");
-        assert_eq!(&*names.of_new("g").var, "g'", "another name is apart");
+        assert_eq!(&*names.of_new("h").1, "h'");
+        assert_eq!(&*names.of_new("g").1, "g'", "another name is apart");
     }
 }

@@ -135,10 +135,7 @@ pub(super) fn names_of_new(
     name: &str,
 ) -> (Arc<str>, Arc<str>) {
     match frames.last() {
-        Some(frame) if !frame.writes_globals => {
-            let names = local_names.of_new(name);
-            (names.name.clone(), names.var.clone())
-        }
+        Some(frame) if !frame.writes_globals => local_names.of_new(name),
         _ => {
             let name: Arc<str> = Arc::from(name);
             (name.clone(), name)
