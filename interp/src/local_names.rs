@@ -4,19 +4,32 @@
 //!
 //! Two locals of one name alive in the engine at once (two calls in flight on the workers, a
 //! recursive call, a local deleted and made again before its deletion ran) are named apart:
-//! `y'` for the first, then `y'2`, `y'3`, each the first whose variable's deletion has run, so
-//! that a view never shows two variables of one name, as if one op waited for the other's.
+//! `y'` for the first, then `y'2`, `y'3`, each new local taking the first whose variable's
+//! deletion has run, so that a view never shows two variables of one name, as if one op waited
+//! for the other's.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
 
-/// The engine's names of the locals made so far, by the name in the source: one set of names
-/// for each local of that name that was alive at once with the others.
+use crate::slot::lock;
+
+/// The engine's names of the locals made so far, by the name in the source.
 #[derive(Default)]
 pub(crate) struct LocalNames {
-    by_name: FxHashMap<Arc<str>, Vec<Names>>,
+    by_name: FxHashMap<Arc<str>, Namesakes>,
+}
+
+/// The names of the locals called alike in the source: one for each of them that was alive
+/// at once with the others, and which of those are free.
+#[derive(Default)]
+struct Namesakes {
+    names: Vec<Names>,
+    /// The indices of the names whose variable's deletion has run, lowest first: the
+    /// deletions, which may run on any thread, put them back.
+    free: Arc<Mutex<BinaryHeap<Reverse<usize>>>>,
 }
 
 /// What a local named `y` in the source is called in the engine.
@@ -27,35 +40,33 @@ struct Names {
     var: Arc<str>,
     /// The label of the op that deletes it, `del y'`.
     deletion: Arc<str>,
-    /// Whether a variable of this name is alive in the engine: set when a new local takes the
-    /// name, cleared once its deletion has run.
-    alive: Arc<AtomicBool>,
 }
 
-/// What deletes a local's variable: the deletion's label, and the name's flag to clear once
-/// it has run (see [`LocalNames::deletion_of`]).
+/// What deletes a local's variable: the deletion's label, and where to give its name back
+/// once it has run (see [`LocalNames::deletion_of`]).
 pub(crate) struct Deletion {
     /// The label of the deletion op, `del y'`.
     pub(crate) label: Arc<str>,
-    alive: Arc<AtomicBool>,
+    index: usize,
+    free: Arc<Mutex<BinaryHeap<Reverse<usize>>>>,
 }
 
 impl Deletion {
     /// Frees the name for the next local called so: to be called when the deletion has run.
     pub(crate) fn ran(&self) {
-        self.alive.store(false, Ordering::Release);
+        lock(&self.free).push(Reverse(self.index));
     }
 }
 
 impl LocalNames {
     /// The name a new local called `name` in the source is bound under in its frame's map and
-    /// its variable's name, taken until its variable's deletion runs: the first of its names
+    /// its variable's name, taken until its variable's deletion runs: the lowest of its names
     /// whose variable is not alive, a new one if all are.
     pub(crate) fn of_new(&mut self, name: &str) -> (Arc<str>, Arc<str>) {
-        if let Some(names) = self.by_name.get_mut(name) {
-            return take_free(names, name);
+        if let Some(namesakes) = self.by_name.get_mut(name) {
+            return namesakes.take(name);
         }
-        take_free(self.by_name.entry(Arc::from(name)).or_default(), name)
+        self.by_name.entry(Arc::from(name)).or_default().take(name)
     }
 
     /// The deletion of the variable named `var`, if it is a local's made here.
@@ -67,41 +78,36 @@ impl LocalNames {
             "" => 0,
             number => number.parse::<usize>().ok()?.checked_sub(1)?,
         };
-        let names = self.by_name.get(name)?.get(index)?;
+        let namesakes = self.by_name.get(name)?;
+        let names = namesakes.names.get(index)?;
         (*names.var == *var).then(|| Deletion {
             label: names.deletion.clone(),
-            alive: names.alive.clone(),
+            index,
+            free: namesakes.free.clone(),
         })
     }
 }
 
-/// The first of `names` (those of the locals called `name`) whose variable is not alive, taken,
-/// or a new one: its frame's key and its variable's name.
-fn take_free(names: &mut Vec<Names>, name: &str) -> (Arc<str>, Arc<str>) {
-    let free = names.iter().find(|names| {
-        names
-            .alive
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-    });
-    if let Some(names) = free {
-        return (names.name.clone(), names.var.clone());
+impl Namesakes {
+    /// The lowest free name, taken, or a new one: its frame's key and its variable's name.
+    fn take(&mut self, name: &str) -> (Arc<str>, Arc<str>) {
+        if let Some(Reverse(index)) = lock(&self.free).pop() {
+            let names = &self.names[index];
+            return (names.name.clone(), names.var.clone());
+        }
+        let number = self.names.len() + 1;
+        let var: Arc<str> = match number {
+            1 => Arc::from(format!("{name}'")),
+            _ => Arc::from(format!("{name}'{number}")),
+        };
+        let name = (self.names.first()).map_or_else(|| Arc::from(name), |first| first.name.clone());
+        self.names.push(Names {
+            name: name.clone(),
+            deletion: Arc::from(format!("del {var}")),
+            var: var.clone(),
+        });
+        (name, var)
     }
-    let number = names.len() + 1;
-    let var: Arc<str> = match number {
-        1 => Arc::from(format!("{name}'")),
-        _ => Arc::from(format!("{name}'{number}")),
-    };
-    let name = names
-        .first()
-        .map_or_else(|| Arc::from(name), |first| first.name.clone());
-    names.push(Names {
-        name: name.clone(),
-        deletion: Arc::from(format!("del {var}")),
-        var: var.clone(),
-        alive: Arc::new(AtomicBool::new(true)),
-    });
-    (name, var)
 }
 
 #[cfg(test)]
