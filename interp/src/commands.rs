@@ -520,23 +520,23 @@ fn vars(session: &Session) -> Outcome {
     }
 }
 
-/// Whether `name` is one of the interpreter's temporaries (`return#2`, `f.x#1`): user names are
-/// identifiers, which never hold a `#`.
+/// Whether `name` is one of the interpreter's temporaries (`return#2`, `f.x#1`) or a function's
+/// local (`h'`, `h'2`): user names are identifiers, which never hold a `#` nor a `'`.
 fn is_temporary_name(name: &str) -> bool {
-    name.contains('#') && !name.contains(char::is_whitespace)
+    name.contains(['#', '\'']) && !name.contains(char::is_whitespace)
 }
 
 /// `why NAME`: why `name` is not ready: the op that will write it and every access that op waits for; or,
 /// once nothing is pending, why its last write waited when it did (from the event log).
 fn why(session: &Session, name: &str) -> Result<String, String> {
     let Some(var) = session.var_of(name) else {
-        // A temporary the views show (a function's argument `f.x#1`, its result `return#2`)
-        // has no binding: asked while it is live, the live frame answers for it.
+        // A temporary the views show (a function's argument `f.x#1`, its result `return#2`,
+        // its local `h'`) has no binding: asked while it is live, the live frame answers for it.
         if is_temporary_name(name) {
             return live_frame(session).why(name).ok_or_else(|| {
                 format!(
-                    "`{name}` was one of the interpreter's temporaries (a function's argument \
-                     or result, say), deleted once the ops that use it ended: it is no longer live"
+                    "`{name}` was one of the interpreter's temporaries (a function's argument, \
+                     local or result), deleted once the ops that use it ended: it is no longer live"
                 )
             });
         }
@@ -1252,8 +1252,9 @@ mod tests {
         assert!(why(&mut session, "A").starts_with("A is ready: "));
     }
 
-    /// `:why` answers for a temporary the views show (a function's result, `return#1`) while
-    /// it is live, and says what it was once it is gone: it said "no variable named".
+    /// `:why` answers for a temporary the views show (a function's result, `return#1`, its
+    /// local `h'`) while it is live, and says what it was once it is gone: it said "no variable
+    /// named".
     #[test]
     fn why_answers_for_a_live_temporary_and_says_what_a_gone_one_was() {
         let mut session = observed_threaded_session();
@@ -1261,27 +1262,36 @@ mod tests {
         session
             .run_source(
                 "t.dep",
-                "def f(x) { return work(1000, x) + 1 }\nA = ones(2)\nB = f(A)",
+                "def f(x) {\n  h = work(1000, x)\n  return h + 1\n}\nA = ones(2)\nB = f(A)",
                 &mut sink,
             )
             .unwrap();
         let why = |session: &mut Session, name: &str| run(session, Command::Why(name.into()));
-        let live = why(&mut session, "return#1");
+        let live = [why(&mut session, "return#1"), why(&mut session, "h'")];
         session.cancel();
-        let text = match live {
+        let text = |outcome: Result<Outcome, String>| match outcome {
             Ok(Outcome::Text(text)) => text,
             Err(message) => panic!("why gives text: {message}"),
             Ok(_) => panic!("why gives text"),
         };
+        let [result, local] = live.map(text);
         assert!(
-            text.contains("return#1") && text.contains("return work(1000, x) + 1"),
-            "{text}"
+            result.contains("return#1") && result.contains("return h + 1"),
+            "{result}"
+        );
+        // The call has returned: the local's deletion is pushed, behind the write it waits for.
+        assert!(
+            local.starts_with("h' will be written by h = work(1000, x) (t.dep:2), ")
+                && local.ends_with("; then del h' (t.dep:6) deletes it"),
+            "{local}"
         );
         session.engine().wait_all();
-        let Err(gone) = why(&mut session, "return#1") else {
-            panic!("a gone temporary is an error");
-        };
-        assert!(gone.contains("no longer live"), "{gone}");
+        for name in ["return#1", "h'"] {
+            let Err(gone) = why(&mut session, name) else {
+                panic!("a gone temporary is an error");
+            };
+            assert!(gone.contains("no longer live"), "{gone}");
+        }
     }
 
     /// `:why` and the views name a line by its input (`cell[2]:2`), as error reports do,

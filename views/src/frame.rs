@@ -298,9 +298,18 @@ impl Frame {
     }
 
     /// One sentence on what a variable waits for: the op that will write it, and why that op is
-    /// not done. `None` when no variable of that name is live.
+    /// not done. `None` when no variable of that name is live. A variable whose deletion is
+    /// pushed (shown `h' (deleted)`, as a function's local once its call has returned) answers
+    /// to its name when no other does, about the writes before its deletion, which the sentence
+    /// names last.
     pub fn why(&self, name: &str) -> Option<String> {
-        let var = self.vars.iter().find(|var| &*var.name == name)?;
+        let live = self.vars.iter().find(|var| &*var.name == name);
+        let deleted =
+            || (self.vars.iter()).find(|var| var.name.strip_suffix(" (deleted)") == Some(name));
+        let (var, is_deleted) = match live {
+            Some(var) => (var, false),
+            None => (deleted()?, true),
+        };
         let writes = || {
             var.queue
                 .iter()
@@ -308,34 +317,40 @@ impl Frame {
                 .filter(|access| access.write)
                 .filter_map(|access| self.op(access.op))
         };
+        // A deleted variable's last write is its deletion: nothing accesses it after.
+        let deletion = writes().next().filter(|_| is_deleted);
+        let then = deletion.map_or_else(String::new, |deletion| {
+            format!("; then {} deletes it", deletion.describe())
+        });
+        let writes = || writes().skip(usize::from(is_deleted));
         // A cancelled write holds its place in the queue but will write nothing.
         let writer = writes().find(|op| op.state != OpState::Cancelled);
         if let (None, Some(cancelled)) = (writer, writes().next()) {
             return Some(format!(
                 "{name} will not be written: {} was cancelled before it started, and {name} \
-                 keeps what the last write that ran left",
+                 keeps what the last write that ran left{then}",
                 cancelled.describe()
             ));
         }
         let Some(writer) = writer else {
-            let n_reads = var.queue.len();
+            let n_reads = var.queue.iter().filter(|access| !access.write).count();
             return Some(match n_reads {
-                0 => format!("{name} is ready: nothing reads or writes it now"),
+                0 => format!("{name} is ready: nothing reads or writes it now{then}"),
                 _ => format!(
-                    "{name} is ready: no write is pending ({n_reads} read{} pending)",
+                    "{name} is ready: no write is pending ({n_reads} read{} pending){then}",
                     if n_reads == 1 { "" } else { "s" }
                 ),
             });
         };
         let subject = format!("{name} will be written by {}", writer.describe());
         Some(match (writer.state, &writer.worker) {
-            (OpState::Running, Some(worker)) => format!("{subject}, running on {worker}"),
-            (OpState::Ready, _) => format!("{subject}, ready for a free worker"),
+            (OpState::Running, Some(worker)) => format!("{subject}, running on {worker}{then}"),
+            (OpState::Ready, _) => format!("{subject}, ready for a free worker{then}"),
             (OpState::Waiting, _) => match self.why_waiting(writer) {
-                Some(reason) => format!("{subject}, which {reason}"),
-                None => format!("{subject}, which is waiting"),
+                Some(reason) => format!("{subject}, which {reason}{then}"),
+                None => format!("{subject}, which is waiting{then}"),
             },
-            (state, _) => format!("{subject}, {}", state.name()),
+            (state, _) => format!("{subject}, {}{then}", state.name()),
         })
     }
 }
