@@ -1294,6 +1294,26 @@ mod tests {
         }
     }
 
+    /// A call in one input names its locals apart from those of a call in an earlier input
+    /// still in flight: the names are the session's, not one input's.
+    #[test]
+    fn locals_of_calls_from_two_inputs_in_flight_are_named_apart() {
+        let mut session = observed_threaded_session();
+        let mut sink = std::io::sink();
+        let define = "def f(x) {\n  h = work(1000, x)\n  return h + 1\n}\nA = ones(2)\nB = f(A)";
+        session.run_source("cell[1]", define, &mut sink).unwrap();
+        session
+            .run_source("cell[2]", "C = f(A)", &mut sink)
+            .unwrap();
+        let names: Vec<String> = (live_frame(&session).vars.iter())
+            .map(|var| var.name.to_string())
+            .collect();
+        session.cancel();
+        for name in ["h' (deleted)", "h'2 (deleted)"] {
+            assert!(names.iter().any(|shown| shown == name), "{name}: {names:?}");
+        }
+    }
+
     /// `:why` and the views name a line by its input (`cell[2]:2`), as error reports do,
     /// not by its number in the session.
     #[test]

@@ -26,7 +26,6 @@ use crate::builtins;
 use crate::compute::PushableOp;
 use crate::error::RunError;
 use crate::graph::{Recording, ReplayOptions};
-use crate::local_names::LocalNames;
 use crate::plan::Plan;
 use crate::slot::{lock, Slot};
 use crate::statement_cache::{Dependency, StatementCache};
@@ -128,8 +127,6 @@ pub(crate) struct Runner<'a> {
     names_suffice: bool,
     /// The maps of locals of the calls that returned, emptied, for the next calls' frames.
     spare_locals: Vec<HashMap<Arc<str>, Local>>,
-    /// The engine's names of the functions' locals, made once per name.
-    local_names: LocalNames,
     /// The values of the `with` settings around the statements now that place their ops and
     /// read a loop counter (`j` of `with gpu = j`): an observed op's label tells those counters
     /// too, so that the ops a loop places on several devices are told apart.
@@ -153,7 +150,6 @@ impl<'a> Runner<'a> {
             dependencies: Vec::new(),
             names_suffice: true,
             spare_locals: Vec::new(),
-            local_names: LocalNames::default(),
             placed_by: Vec::new(),
         }
     }

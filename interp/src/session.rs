@@ -15,6 +15,7 @@ use dep_grammar as grammar;
 use crate::bindings::{Binding, Function};
 use crate::error::{ErrorKind, Report, RunError};
 use crate::exec::{Runner, Scope};
+use crate::local_names::LocalNames;
 use crate::slot::{RngSlot, Slot, SlotMover};
 use crate::sources::SourceChunk;
 use crate::tensor::{self, Tensor};
@@ -111,6 +112,9 @@ pub struct Session {
     places: dep_views::Places,
     /// Counter for names of temporaries.
     pub(crate) n_temporaries: u64,
+    /// The engine's names of the functions' locals, session-wide: a call in one input names
+    /// its locals apart from those of a call in an earlier input still in flight.
+    local_names: LocalNames,
     /// Recorded graphs, by name.
     pub(crate) graphs: HashMap<String, crate::graph::Graph>,
     /// Failures already reported (by a `print` or `wait`), not to report twice.
@@ -163,6 +167,7 @@ impl Session {
             lines_so_far: 0,
             places: dep_views::Places::default(),
             n_temporaries: 0,
+            local_names: LocalNames::default(),
             reported: Vec::new(),
             pushed_within: Default::default(),
             interrupt_check: None,
@@ -681,6 +686,7 @@ impl Session {
             rng: &self.rng,
             sources: &mut self.sources,
             n_temporaries: &mut self.n_temporaries,
+            local_names: &mut self.local_names,
             reported: &mut self.reported,
             pushed_within: &mut self.pushed_within,
             interrupt_check: self.interrupt_check.as_deref(),

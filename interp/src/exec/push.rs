@@ -107,7 +107,7 @@ impl Runner<'_> {
         let mut op = op;
         for (name, output) in new_locals {
             let source = &self.scope.sources[self.source_index].text;
-            let names = names_of_new(&self.frames, &mut self.local_names, name.text(source));
+            let names = names_of_new(&self.frames, self.scope.local_names, name.text(source));
             op.outputs[output] = self.new_local_named(names);
         }
         op.input_uses = InputUses::of(&op.plan, &op.inputs, &op.outputs, op.update);
@@ -379,7 +379,7 @@ impl Runner<'_> {
             return;
         }
         let var = slot.var.clone();
-        match self.local_names.deletion_of(var.name()) {
+        match self.scope.local_names.deletion_of(var.name()) {
             // A local's: its name is free for the next local once the deletion has run; under
             // the simulated policy once it is pushed, as its run (in real time, behind the
             // asynchronous ops it may wait for) would make the names differ from run to run,

@@ -52,6 +52,8 @@ pub(crate) struct Scope<'s> {
     pub(crate) sources: &'s mut [SourceChunk],
     /// How many temporaries were named so far (`f#3`), session-wide.
     pub(crate) n_temporaries: &'s mut u64,
+    /// The engine's names of the functions' locals (see `local_names`).
+    pub(crate) local_names: &'s mut LocalNames,
     /// Failures already reported (by a `print` or `wait`), not to report twice.
     pub(crate) reported: &'s mut Vec<Arc<engine::OpError>>,
     /// The calls and loop iterations each op was pushed within, for the reports of those that
@@ -226,7 +228,7 @@ impl Runner<'_> {
     /// A new variable bound to `name` in the scope, which owns it: a global at the top level
     /// or in a graph, a local (`name'`) in a function.
     pub(super) fn new_local(&mut self, name: &str) -> Arc<Slot> {
-        let names = names_of_new(&self.frames, &mut self.local_names, name);
+        let names = names_of_new(&self.frames, self.scope.local_names, name);
         self.new_local_named(names)
     }
 
