@@ -98,6 +98,8 @@ const POLICIES: &[(Policy, usize)] = &[
 fn programs_with_failures_print_report_and_save_what_the_reference_says_on_every_engine() {
     // How many prints and saves showed a value, and how many reported an error instead.
     let (mut shown, mut failed) = (0, 0);
+    // How many programs assign a function's two values to two names.
+    let (mut with_two_values, mut n_programs) = (0, 0);
     // 5091 prints a 0-d value in a sentence (`print "a", a[0]` with `a` of one dimension),
     // which the reference once printed with every digit; 1558 fails three times at one
     // statement of a loop, the first time with another message than the last two (a shape
@@ -105,6 +107,8 @@ fn programs_with_failures_print_report_and_save_what_the_reference_says_on_every
     // failures with the first's message.
     for seed in common::seeds(0..80).chain([5091, 1558]) {
         let program = failing_program(seed);
+        with_two_values += usize::from(program.to_string().contains(" = pair("));
+        n_programs += 1;
         let dir = tempfile::tempdir().unwrap();
         let naive = run_failing(&program, dir.path(), Policy::Naive, 1);
         let reference_dir = tempfile::tempdir().unwrap();
@@ -128,6 +132,10 @@ fn programs_with_failures_print_report_and_save_what_the_reference_says_on_every
             }
         }
     }
+    assert!(
+        with_two_values * 4 > n_programs,
+        "{with_two_values} of {n_programs} programs call `pair`"
+    );
     // Errors are common but do not take over: a plain write of a new value clears them.
     assert!(
         shown * 4 > shown + failed && failed * 4 > shown + failed,

@@ -53,8 +53,8 @@ pub enum Stmt {
     Assign(Vec<String>, Expr),
     /// `target op= value`, `op` one of `+ - * /`.
     Update(String, &'static str, Expr),
-    /// `target = function(args)`.
-    Call(String, &'static str, Vec<String>),
+    /// `targets = function(args)` (two targets for a function returning two values).
+    Call(Vec<String>, &'static str, Vec<String>),
     /// `del name`.
     Del(String),
     /// `print items`.
@@ -71,8 +71,8 @@ pub enum Stmt {
     Run(String, Option<usize>),
     /// `def name(params) { body }`.
     Def(&'static str, Vec<&'static str>, Vec<Line>),
-    /// `return value` (in a function).
-    Return(Expr),
+    /// `return values` (in a function).
+    Return(Vec<Expr>),
 }
 
 /// A statement and the line it starts on (1-based).
@@ -158,8 +158,8 @@ impl Stmt {
         match self {
             Stmt::Assign(targets, value) => format!("{} = {value}", targets.join(", ")),
             Stmt::Update(target, op, value) => format!("{target} {op}= {value}"),
-            Stmt::Call(target, function, args) => {
-                format!("{target} = {function}({})", args.join(", "))
+            Stmt::Call(targets, function, args) => {
+                format!("{} = {function}({})", targets.join(", "), args.join(", "))
             }
             Stmt::Del(name) => format!("del {name}"),
             Stmt::Print(items) => {
@@ -173,7 +173,10 @@ impl Stmt {
             Stmt::Run(name, None) => format!("run {name}"),
             Stmt::Run(name, Some(bulk)) => format!("with bulk = {bulk} {{ run {name} }}"),
             Stmt::Def(name, params, _) => format!("def {name}({}) {{", params.join(", ")),
-            Stmt::Return(value) => format!("return {value}"),
+            Stmt::Return(values) => {
+                let values: Vec<String> = values.iter().map(Expr::to_string).collect();
+                format!("return {}", values.join(", "))
+            }
         }
     }
 
@@ -245,11 +248,11 @@ fn functions() -> Vec<Line> {
                     vec!["t".into()],
                     Expr::binary("@", name("p"), name("q")),
                 )),
-                line(Stmt::Return(Expr::binary(
+                line(Stmt::Return(vec![Expr::binary(
                     "+",
                     Expr::binary("*", name("t"), Expr::Num("0.5")),
                     name("p"),
-                ))),
+                )])),
             ],
         )),
         // A local updated in place, then read by the return value: a call's body pushed
@@ -263,7 +266,7 @@ fn functions() -> Vec<Line> {
                     Expr::binary("*", name("p"), Expr::Num("0.5")),
                 )),
                 line(Stmt::Update("t".into(), "+", name("q"))),
-                line(Stmt::Return(Expr::binary("-", name("t"), name("p")))),
+                line(Stmt::Return(vec![Expr::binary("-", name("t"), name("p"))])),
             ],
         )),
         // An update of a parameter makes a local; the local is returned as is.
@@ -272,7 +275,27 @@ fn functions() -> Vec<Line> {
             vec!["p"],
             vec![
                 line(Stmt::Update("p".into(), "+", Expr::Num("1"))),
-                line(Stmt::Return(name("p"))),
+                line(Stmt::Return(vec![name("p")])),
+            ],
+        )),
+        // Two values: a local given back as it is, and one computed from it (which fails
+        // alone when the shapes do not fit), each assigned to its own name.
+        line(Stmt::Def(
+            "pair",
+            vec!["p", "q"],
+            vec![
+                line(Stmt::Assign(
+                    vec!["t".into()],
+                    Expr::binary(
+                        "+",
+                        Expr::binary("*", name("p"), Expr::Num("0.5")),
+                        name("q"),
+                    ),
+                )),
+                line(Stmt::Return(vec![
+                    name("t"),
+                    Expr::binary("@", name("t"), name("p")),
+                ])),
             ],
         )),
     ]
@@ -398,10 +421,18 @@ impl Generator {
                 }
                 7 if !in_graph => {
                     let target = self.target(may_bind);
-                    match self.rng.gen_range(0..3) {
-                        0 => Stmt::Call(target, "mix", vec![self.pick_live(), self.pick_live()]),
-                        1 => Stmt::Call(target, "acc", vec![self.pick_live(), self.pick_live()]),
-                        _ => Stmt::Call(target, "bump", vec![self.pick_live()]),
+                    let two = |this: &mut Self| vec![this.pick_live(), this.pick_live()];
+                    match self.rng.gen_range(0..4) {
+                        0 => Stmt::Call(vec![target], "mix", two(self)),
+                        1 => Stmt::Call(vec![target], "acc", two(self)),
+                        2 => Stmt::Call(vec![target], "bump", vec![self.pick_live()]),
+                        _ => {
+                            let second = self.target(may_bind);
+                            if second == target {
+                                continue;
+                            }
+                            Stmt::Call(vec![target, second], "pair", two(self))
+                        }
                     }
                 }
                 8 if may_bind => {
@@ -524,7 +555,7 @@ impl Generator {
 fn bound_names(stmt: &Stmt) -> Vec<String> {
     match stmt {
         Stmt::Assign(targets, _) => targets.clone(),
-        Stmt::Call(target, ..) => vec![target.clone()],
+        Stmt::Call(targets, ..) => targets.clone(),
         Stmt::For(_, body) => body
             .iter()
             .flat_map(|line| bound_names(&line.stmt))

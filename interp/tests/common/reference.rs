@@ -4,7 +4,7 @@
 //! builtins are shared with dep (they compute the numbers and the messages, bit for bit).
 //!
 //! The rules of errors it follows:
-//! - an op (one statement, one return value, one copy of a function's result) reads variables
+//! - an op (one statement, one value of a `return`, one copy of each value a call returns) reads variables
 //!   and writes variables; the target of `A op= x` is both read and written;
 //! - an op that reads a variable holding an error is skipped: everything it writes holds that
 //!   error (the root cause, the op that failed first), values are unchanged;
@@ -363,11 +363,17 @@ impl Reference<'_> {
                 let writes = vec![self.globals[target]];
                 self.run_ops(&[op(env, value, writes, Some(*symbol))]);
             }
-            Stmt::Call(target, function, args) => {
-                let result = self.call(function, args)?;
-                let writes = vec![self.global_target(target)];
-                let env = HashMap::from([("result".to_string(), result)]);
-                self.run_ops(&[op(env, &Expr::Name("result".into()), writes, None)]);
+            Stmt::Call(targets, function, args) => {
+                // Each value returned is copied into its name, in order (dep computes a value
+                // straight into an existing name when nothing after reads it: the same values
+                // and errors, one op fewer).
+                let results = self.call(function, args)?;
+                assert_eq!(results.len(), targets.len(), "`{function}`'s values");
+                for (target, result) in targets.iter().zip(results) {
+                    let writes = vec![self.global_target(target)];
+                    let env = HashMap::from([("result".to_string(), result)]);
+                    self.run_ops(&[op(env, &Expr::Name("result".into()), writes, None)]);
+                }
             }
             Stmt::Del(name) => {
                 self.globals.remove(name);
@@ -436,7 +442,7 @@ impl Reference<'_> {
 
     /// Calls a function on global names: runs its body in a frame of its own; returns the
     /// variable holding its result.
-    fn call(&mut self, function: &str, args: &[String]) -> Result<VarId, Stop> {
+    fn call(&mut self, function: &str, args: &[String]) -> Result<Vec<VarId>, Stop> {
         let (params, body) = self.functions[function].clone();
         let mut frame: Frame = params
             .iter()
@@ -499,16 +505,25 @@ impl Reference<'_> {
                         self.run_ops(&[op(env, value, vec![local], None)]);
                     }
                 },
-                Stmt::Return(value) => {
-                    if let Expr::Name(name) = value {
-                        if let Some(&(var, true)) = frame.get(name) {
-                            return Ok(var);
+                Stmt::Return(values) => {
+                    // A local of the call's own is given back as it is (once: returned twice,
+                    // it is copied the second time), any other value computed anew, in order.
+                    let mut results = Vec::with_capacity(values.len());
+                    for value in values {
+                        if let Expr::Name(name) = value {
+                            if let Some(&(var, true)) = frame.get(name) {
+                                if !results.contains(&var) {
+                                    results.push(var);
+                                    continue;
+                                }
+                            }
                         }
+                        let env = env_of(&frame, value);
+                        let result = self.new_var();
+                        self.run_ops(&[op(env, value.clone(), vec![result], None)]);
+                        results.push(result);
                     }
-                    let env = env_of(&frame, value);
-                    let result = self.new_var();
-                    self.run_ops(&[op(env, value.clone(), vec![result], None)]);
-                    return Ok(result);
+                    return Ok(results);
                 }
                 other => panic!("not in a function: {other:?}"),
             }
