@@ -4,8 +4,8 @@
 //! builtins are shared with dep (they compute the numbers and the messages, bit for bit).
 //!
 //! The rules of errors it follows:
-//! - an op (one statement, one value of a `return`, one copy of each value a call returns) reads variables
-//!   and writes variables; the target of `A op= x` is both read and written;
+//! - an op (one statement, one value of a `return`, one copy of each value a call returns)
+//!   reads variables and writes variables; the target of `A op= x` is both read and written;
 //! - an op that reads a variable holding an error is skipped: everything it writes holds that
 //!   error (the root cause, the op that failed first), values are unchanged;
 //! - an op that runs and fails holds its own error in everything it writes; a plain write that
