@@ -379,35 +379,31 @@ impl Runner<'_> {
             return;
         }
         let var = slot.var.clone();
-        match self.scope.local_names.deletion_of(var.name()) {
-            // A local's: its name is free for the next local once the deletion has run; under
-            // the simulated policy once it is pushed, as its run (in real time, behind the
-            // asynchronous ops it may wait for) would make the names differ from run to run,
-            // where the same script must give the same events.
+        let deletion = self.scope.local_names.deletion_of(var.name());
+        let label = match &deletion {
+            Some(deletion) => deletion.label.clone(),
+            None => Arc::from(format!("del {}", var.name())),
+        };
+        // A local's name is free for the next local once its deletion has run; under the
+        // simulated policy once it is pushed, as its run (in real time, behind the asynchronous
+        // ops it may wait for) would make the names differ from run to run, where the same
+        // script must give the same events.
+        let frees_name = match deletion {
             Some(deletion) if self.scope.engine.policy() == engine::Policy::Sim => {
                 deletion.ran();
-                let label = deletion.label;
-                self.scope
-                    .engine
-                    .delete_var_labelled(var, &label, line, move || slot.clear());
+                None
             }
-            Some(deletion) => {
-                let label = deletion.label.clone();
-                let free = move || {
-                    slot.clear();
-                    deletion.ran();
-                };
-                self.scope
-                    .engine
-                    .delete_var_labelled(var, &label, line, free);
+            deletion => deletion,
+        };
+        let free = move || {
+            slot.clear();
+            if let Some(deletion) = frees_name {
+                deletion.ran();
             }
-            None => {
-                let label: Arc<str> = Arc::from(format!("del {}", var.name()));
-                self.scope
-                    .engine
-                    .delete_var_labelled(var, &label, line, move || slot.clear());
-            }
-        }
+        };
+        self.scope
+            .engine
+            .delete_var_labelled(var, &label, line, free);
     }
 
     pub(super) fn new_temporary(&mut self, hint: &str) -> Arc<Slot> {
