@@ -253,6 +253,18 @@ fn slice_step(text: &str, offset: usize, position: usize) -> Option<Diagnostic> 
     ))
 }
 
+/// The diagnostic for Python's floor division (`x // 2`), if the parse of `text` failed at the
+/// second `/` (`position`): dep divides with `/` only.
+fn floor_division(text: &str, offset: usize, position: usize) -> Option<Diagnostic> {
+    text.get(position..)?.strip_prefix('/')?;
+    text[..position].strip_suffix('/')?;
+    Some(Diagnostic::new(
+        "dep has no floor division `//`",
+        Span::new(position - 1, position + 1).shifted(offset),
+        "`a / b` divides, in float32; dep has no integer division",
+    ))
+}
+
 /// `head`, a loop's head over Python's `range(n)` or `range(a, b)` (`for i in range(3)`),
 /// written over dep's range (`for i in 0..3`); `None` when it is not one.
 fn python_range(head: &str) -> Option<String> {
@@ -322,8 +334,9 @@ pub(crate) fn syntax_error(
         InputLocation::Pos(position) => position,
         InputLocation::Span((start, _)) => start,
     };
-    if let Some(diagnostic) =
-        python_block(text, offset, position).or_else(|| slice_step(text, offset, position))
+    if let Some(diagnostic) = python_block(text, offset, position)
+        .or_else(|| slice_step(text, offset, position))
+        .or_else(|| floor_division(text, offset, position))
     {
         return diagnostic;
     }
