@@ -611,13 +611,16 @@ fn a_slice_with_a_step_says_slices_have_none() {
 /// Python's floor division (`x // 2`) says that dep divides with `/` only.
 #[test]
 fn floor_division_says_dep_divides_with_one_slash() {
-    check_errors("y = x // 2\n", expect![[r#"
+    check_errors(
+        "y = x // 2\n",
+        expect![[r#"
         error: dep has no floor division `//`
          --> test.dep:1:7
           |
         1 | y = x // 2
           |       ^^ `a / b` divides, in float32; dep has no integer division
-    "#]]);
+    "#]],
+    );
 }
 
 #[test]
