@@ -530,15 +530,17 @@ fn is_temporary_name(name: &str) -> bool {
 /// once nothing is pending, why its last write waited when it did (from the event log).
 fn why(session: &Session, name: &str) -> Result<String, String> {
     let Some(var) = session.var_of(name) else {
-        // A temporary the views show (a function's argument `f.x#1`, its result `return#2`,
-        // its local `h'`) has no binding: asked while it is live, the live frame answers for it.
+        // A variable the views show without a binding (a function's argument `f.x#1`, its
+        // result `return#2`, its local `h'`; a name deleted while ops still use it, shown
+        // `A (deleted)`): asked while it is live, the live frame answers for it.
+        if let Some(text) = live_frame(session).why(name) {
+            return Ok(text);
+        }
         if is_temporary_name(name) {
-            return live_frame(session).why(name).ok_or_else(|| {
-                format!(
-                    "`{name}` was one of the interpreter's temporaries (a function's argument, \
-                     local or result), deleted once the ops that use it ended: it is no longer live"
-                )
-            });
+            return Err(format!(
+                "`{name}` was one of the interpreter's temporaries (a function's argument, local \
+                 or result), deleted once the ops that use it ended: it is no longer live"
+            ));
         }
         // `x[5]` of a list of 3: out of its range, not an unknown name.
         let list = name
@@ -1292,6 +1294,34 @@ mod tests {
             };
             assert!(gone.contains("no longer live"), "{gone}");
         }
+    }
+
+    /// `:why` of a name deleted while an op still reads it answers from the live frame (the
+    /// views show it `A (deleted)`), naming the deletion last; once it is gone, no variable
+    /// has that name.
+    #[test]
+    fn why_answers_for_a_deleted_name_while_ops_still_use_it() {
+        let mut session = observed_threaded_session();
+        let mut sink = std::io::sink();
+        session
+            .run_source("t.dep", "A = ones(2)\nB = work(1000, A)\ndel A", &mut sink)
+            .unwrap();
+        let live = run(&mut session, Command::Why("A".into()));
+        session.cancel();
+        let text = match live {
+            Ok(Outcome::Text(text)) => text,
+            Err(message) => panic!("why gives text: {message}"),
+            Ok(_) => panic!("why gives text"),
+        };
+        assert!(
+            text.starts_with("A ") && text.ends_with("; then del A (t.dep:3) deletes it"),
+            "{text}"
+        );
+        session.engine().wait_all();
+        let Err(gone) = run(&mut session, Command::Why("A".into())) else {
+            panic!("a name gone is an error");
+        };
+        assert_eq!(gone, "no variable named `A`");
     }
 
     /// A call in one input names its locals apart from those of a call in an earlier input
