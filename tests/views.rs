@@ -1,6 +1,8 @@
 //! `dep run`'s view flags (`--trace`, `--timeline`, `--dot`, `--replay`, `--summary`, `--watch`)
 //! and `dep replay`: the files they write, what goes to stderr, and stdout left to the script.
 
+use std::path::Path;
+
 use crate::util::{Run, TestDir};
 
 /// Two independent matmul chains joined at the end: work for two workers.
@@ -28,6 +30,24 @@ fn step_headers(listing: &str) -> Vec<&str> {
 fn read(dir: &TestDir, name: &str) -> String {
     let path = dir.path().join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+/// Runs `script` with `--dot g.dot` on the naive, threaded and simulated engines: each engine's
+/// name, its run (which must exit 0) and the DAG it wrote.
+fn runs_with_dot(dir: &TestDir, script: &Path) -> Vec<(&'static str, Run, String)> {
+    ["naive", "threaded", "sim"]
+        .into_iter()
+        .map(|engine| {
+            let run = Run::of(
+                dir.dep()
+                    .arg("run")
+                    .arg(script)
+                    .args(["--engine", engine, "--dot", "g.dot"]),
+            )
+            .expect_code(0);
+            (engine, run, read(dir, "g.dot"))
+        })
+        .collect()
 }
 
 #[test]
@@ -854,7 +874,7 @@ fn a_failing_run_still_writes_its_views_and_ends_with_the_error() {
 }
 
 /// The `--watch` panel's lines: off a terminal, its heading once a second.
-fn progress_lines<'a>(stderr: &'a str, script: &std::path::Path) -> Vec<&'a str> {
+fn progress_lines<'a>(stderr: &'a str, script: &Path) -> Vec<&'a str> {
     let title = format!("{} · ", script.display());
     stderr
         .lines()
@@ -1118,14 +1138,7 @@ fn a_critical_path_and_the_dag_go_through_a_functions_argument_and_result() {
         "call.dep",
         "def f(x) { return work(1, x) }\nA = ones(4)\nB = f(A + 1)\nC = work(1, B)\nwait\n",
     );
-    for engine in ["naive", "threaded", "sim"] {
-        let run = Run::of(
-            dir.dep()
-                .arg("run")
-                .arg(&script)
-                .args(["--engine", engine, "--dot", "g.dot"]),
-        )
-        .expect_code(0);
+    for (engine, run, dot) in runs_with_dot(&dir, &script) {
         let path = run
             .stderr
             .split_once("critical path: ")
@@ -1139,7 +1152,6 @@ fn a_critical_path_and_the_dag_go_through_a_functions_argument_and_result() {
             ),
             "{engine}: {path}"
         );
-        let dot = read(&dir, "g.dot");
         for edge in [
             "op2 -> op3 [label=\"f.x#1 RAW\"",
             "op3 -> op5 [label=\"return#2 RAW\"",
@@ -1160,16 +1172,8 @@ fn locals_of_one_name_alive_at_once_are_named_apart() {
         "def f(x) {\n  h = x + 1\n  return h * 2\n}\ndef g(x) {\n  h = x * 3\n  return f(h)\n}\n\
          A = ones(4)\nB = g(A)\nwait\nC = g(B)\nwait\nprint sum(C)\n",
     );
-    for engine in ["naive", "threaded", "sim"] {
-        let run = Run::of(
-            dir.dep()
-                .arg("run")
-                .arg(&script)
-                .args(["--engine", engine, "--dot", "g.dot"]),
-        )
-        .expect_code(0);
+    for (engine, run, dot) in runs_with_dot(&dir, &script) {
         assert_eq!(run.stdout, "200.0\n", "{engine}");
-        let dot = read(&dir, "g.dot");
         let read_after_write: Vec<&str> = dot
             .split("label=\"")
             .filter_map(|rest| rest.split_once(" RAW\"").map(|(var, _)| var))
@@ -1195,14 +1199,7 @@ fn a_value_returned_to_a_variable_is_computed_into_it() {
         "call.dep",
         "def f(x) { return work(1, x) }\nA = ones(4)\nB = ones(4)\nB = f(A + 1)\nC = work(1, B)\nwait\nprint sum(C)\n",
     );
-    for engine in ["naive", "threaded", "sim"] {
-        let run = Run::of(
-            dir.dep()
-                .arg("run")
-                .arg(&script)
-                .args(["--engine", engine, "--dot", "g.dot"]),
-        )
-        .expect_code(0);
+    for (engine, run, dot) in runs_with_dot(&dir, &script) {
         assert_eq!(run.stdout, "8.0\n", "{engine}");
         let path = run
             .stderr
@@ -1221,7 +1218,6 @@ fn a_value_returned_to_a_variable_is_computed_into_it() {
             _ => "return work(1, x) (line 1) → C = work(1, B) (line 5) → sum(C) (line 7)",
         };
         assert!(path.contains(through_the_return), "{engine}: {path}");
-        let dot = read(&dir, "g.dot");
         assert!(!dot.contains("return#"), "{engine}: {dot}");
         assert!(
             dot.contains("op4 -> op6 [label=\"B RAW\"")
@@ -1245,16 +1241,8 @@ fn values_returned_to_several_variables_are_computed_into_them_unless_read_after
          A = ones(2)\nB = ones(2) * 5\nH = zeros(2)\nP = zeros(2)\nH, P = pair(A)\n\
          A, B = swap(A, B)\nprint H, P, A, B\n",
     );
-    for engine in ["naive", "threaded", "sim"] {
-        let run = Run::of(
-            dir.dep()
-                .arg("run")
-                .arg(&script)
-                .args(["--engine", engine, "--dot", "g.dot"]),
-        )
-        .expect_code(0);
+    for (engine, run, dot) in runs_with_dot(&dir, &script) {
         assert_eq!(run.stdout, "[2. 2.] [3. 3.] [5. 5.] [1. 1.]\n", "{engine}");
-        let dot = read(&dir, "g.dot");
         let node = |label: &str| {
             dot.lines()
                 .find(|line| line.contains(&format!("[label=\"{label}\\n")))

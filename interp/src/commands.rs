@@ -994,6 +994,15 @@ mod tests {
     }
 
     /// A session on two worker threads with an event log, as the REPL's.
+    /// What `:why NAME` says, which must be text.
+    fn why_text(session: &mut Session, name: &str) -> String {
+        match run(session, Command::Why(name.into())) {
+            Ok(Outcome::Text(text)) => text,
+            Err(message) => panic!("why {name} gives text: {message}"),
+            Ok(_) => panic!("why {name} gives text"),
+        }
+    }
+
     fn observed_threaded_session() -> Session {
         Session::new(SessionConfig {
             observe: true,
@@ -1238,11 +1247,7 @@ mod tests {
         assert_eq!(states[0], "ready");
         assert!(states[1].starts_with("failed: matmul"), "{states:?}");
         assert_eq!(states[2..], ["no value", "no value"]);
-        let why = |session: &mut Session, name: &str| match run(session, Command::Why(name.into()))
-        {
-            Ok(Outcome::Text(text)) => text,
-            _ => panic!("why gives text"),
-        };
+        let why = why_text;
         assert!(why(&mut session, "x[0]")
             .starts_with("x[0] has no value: nothing reads or writes it now\n"),);
         let text = why(&mut session, "C");
@@ -1268,15 +1273,8 @@ mod tests {
                 &mut sink,
             )
             .unwrap();
-        let why = |session: &mut Session, name: &str| run(session, Command::Why(name.into()));
-        let live = [why(&mut session, "return#1"), why(&mut session, "h'")];
+        let [result, local] = ["return#1", "h'"].map(|name| why_text(&mut session, name));
         session.cancel();
-        let text = |outcome: Result<Outcome, String>| match outcome {
-            Ok(Outcome::Text(text)) => text,
-            Err(message) => panic!("why gives text: {message}"),
-            Ok(_) => panic!("why gives text"),
-        };
-        let [result, local] = live.map(text);
         assert!(
             result.contains("return#1") && result.contains("return h + 1"),
             "{result}"
@@ -1306,13 +1304,8 @@ mod tests {
         session
             .run_source("t.dep", "A = ones(2)\nB = work(1000, A)\ndel A", &mut sink)
             .unwrap();
-        let live = run(&mut session, Command::Why("A".into()));
+        let text = why_text(&mut session, "A");
         session.cancel();
-        let text = match live {
-            Ok(Outcome::Text(text)) => text,
-            Err(message) => panic!("why gives text: {message}"),
-            Ok(_) => panic!("why gives text"),
-        };
         assert!(
             text.starts_with("A ") && text.ends_with("; then del A (t.dep:3) deletes it"),
             "{text}"
