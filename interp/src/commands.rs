@@ -534,7 +534,8 @@ fn why(session: &Session, name: &str) -> Result<String, String> {
         // result `return#2`, its local `h'`; a name deleted while ops still use it, shown
         // `A (deleted)`): asked while it is live, the live frame answers for it.
         if let Some(text) = live_frame(session).why(name) {
-            return Ok(text);
+            // A line of its own, as every answer is: the REPL's panel redraws below it.
+            return Ok(text + "\n");
         }
         if is_temporary_name(name) {
             return Err(format!(
@@ -1282,7 +1283,7 @@ mod tests {
         // The call has returned: the local's deletion is pushed, behind the write it waits for.
         assert!(
             local.starts_with("h' will be written by h = work(1000, x) (t.dep:2), ")
-                && local.ends_with("; then del h' (t.dep:6) deletes it"),
+                && local.ends_with("; then del h' (t.dep:6) deletes it\n"),
             "{local}"
         );
         session.engine().wait_all();
@@ -1307,7 +1308,7 @@ mod tests {
         let text = why_text(&mut session, "A");
         session.cancel();
         assert!(
-            text.starts_with("A ") && text.ends_with("; then del A (t.dep:3) deletes it"),
+            text.starts_with("A ") && text.ends_with("; then del A (t.dep:3) deletes it\n"),
             "{text}"
         );
         session.engine().wait_all();
