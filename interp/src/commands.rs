@@ -1288,7 +1288,7 @@ mod tests {
         );
         session.engine().wait_all();
         for name in ["return#1", "h'"] {
-            let Err(gone) = why(&mut session, name) else {
+            let Err(gone) = why(&session, name) else {
                 panic!("a gone temporary is an error");
             };
             assert!(gone.contains("no longer live"), "{gone}");
