@@ -1129,14 +1129,14 @@ fn a_summary_and_a_perfetto_trace_from_the_lean_log_are_those_of_the_whole_log()
 /// A value that goes into a function and comes out of it keeps its dependencies in every view:
 /// the op that computes an argument (`A + 1`, into `f.x#1`) feeds the function's ops, and the
 /// op that computes the result (`return work(1, x)`, into `return#2`) feeds the caller's
-/// `B = f(A + 1)`. These temporaries used to be left out with their accesses, which cut the
+/// `B = f(A + 1) * 2`. These temporaries used to be left out with their accesses, which cut the
 /// DAG and the critical path in two at each end of the call.
 #[test]
 fn a_critical_path_and_the_dag_go_through_a_functions_argument_and_result() {
     let dir = TestDir::new();
     let script = dir.write(
         "call.dep",
-        "def f(x) { return work(1, x) }\nA = ones(4)\nB = f(A + 1)\nC = work(1, B)\nwait\n",
+        "def f(x) { return work(1, x) }\nA = ones(4)\nB = f(A + 1) * 2\nC = work(1, B)\nwait\n",
     );
     for (engine, run, dot) in runs_with_dot(&dir, &script) {
         let path = run
@@ -1148,7 +1148,7 @@ fn a_critical_path_and_the_dag_go_through_a_functions_argument_and_result() {
         assert!(
             path.contains(
                 "over 5 ops: A = ones(4) (line 2) → A + 1 (line 3) → return work(1, x) (line 1) \
-                 → B = f(A + 1) (line 3) → C = work(1, B) (line 4)"
+                 → B = f(A + 1) * 2 (line 3) → C = work(1, B) (line 4)"
             ),
             "{engine}: {path}"
         );
@@ -1180,17 +1180,14 @@ fn locals_of_one_name_alive_at_once_are_named_apart() {
             .collect();
         assert_eq!(
             read_after_write,
-            [
-                "A", "h'", "h'2", "return#1", "return#2", "B", "h'", "h'2", "return#3", "return#4",
-                "C"
-            ],
+            ["A", "h'", "h'2", "return#1", "B", "h'", "h'2", "return#2", "C"],
             "{engine}: {dot}"
         );
     }
 }
 
-/// `B = f(A + 1)` where B is already a variable: the value returned is computed straight into
-/// B (one op, `return work(1, x)` writing B), not into a temporary then copied into B and
+/// `B = f(A + 1)`, B already a variable or a new one: the value returned is computed straight
+/// into B (one op, `return work(1, x)` writing B), not into a temporary then copied into B and
 /// deleted (three ops); the critical path and the DAG go through it.
 #[test]
 fn a_value_returned_to_a_variable_is_computed_into_it() {
@@ -1223,6 +1220,19 @@ fn a_value_returned_to_a_variable_is_computed_into_it() {
             dot.contains("op4 -> op6 [label=\"B RAW\"")
                 && dot.contains("op2 -> op4 [label=\"B WAW\"")
                 && dot.contains("op3 -> op4 [label=\"f.x#1 RAW\""),
+            "{engine}: {dot}"
+        );
+    }
+    let script = dir.write(
+        "new.dep",
+        "def f(x) { return work(1, x) }\nA = ones(4)\nB = f(A + 1)\nC = work(1, B)\nwait\nprint sum(C)\n",
+    );
+    for (engine, run, dot) in runs_with_dot(&dir, &script) {
+        assert_eq!(run.stdout, "8.0\n", "{engine}");
+        assert!(!dot.contains("return#"), "{engine}: {dot}");
+        assert!(
+            dot.contains("op3 -> op5 [label=\"B RAW\"")
+                && dot.contains("op2 -> op3 [label=\"f.x#1 RAW\""),
             "{engine}: {dot}"
         );
     }

@@ -1270,7 +1270,7 @@ mod tests {
         session
             .run_source(
                 "t.dep",
-                "def f(x) {\n  h = work(1000, x)\n  return h + 1\n}\nA = ones(2)\nB = f(A)",
+                "def f(x) {\n  h = work(1000, x)\n  return h + 1\n}\nA = ones(2)\nB = f(A) * 2",
                 &mut sink,
             )
             .unwrap();

@@ -71,15 +71,40 @@ struct Frame {
     locals: HashMap<Arc<str>, Local>,
     /// A graph being recorded writes the global names it assigns; a function makes locals.
     writes_globals: bool,
-    /// The caller's variables a call's returned values are computed straight into, one for
-    /// each (`a = f(a)`, `h, p = forward(x)`), rather than into temporaries copied there, then
-    /// deleted; empty when the caller gave none.
+    /// Where the call's returned values are computed straight into, one for each (`a = f(a)`,
+    /// `h, p = forward(x)`, `b = f(a)` with `b` new), rather than into temporaries copied
+    /// there, then deleted; empty when the caller gave none.
     returns_into: ReturnsInto,
+    /// The caller's new names whose variables the call's `return` made (see
+    /// [`ReturnInto::New`]), with those variables: bound in the caller's scope when the call
+    /// returns.
+    made_for_caller: SmallVec<[(Arc<str>, Arc<Slot>); 2]>,
 }
 
-/// The caller's variables a call's values are returned into (see `Frame::returns_into`): two
-/// inline, so that a call in a loop allocates nothing for them.
-type ReturnsInto = SmallVec<[Arc<Slot>; 2]>;
+/// Where a call's values are returned into (see `Frame::returns_into`): two inline, so that a
+/// call in a loop allocates nothing for them.
+type ReturnsInto = SmallVec<[ReturnInto; 2]>;
+
+/// Where one value a call returns goes in its caller.
+#[derive(Clone)]
+enum ReturnInto {
+    /// A variable the caller's scope owns (`a = f(a)`).
+    Variable(Arc<Slot>),
+    /// A name the caller's scope does not own yet (`b = f(a)`, `b` new): its variable is made
+    /// by the `return` that computes the value into it, named as the caller names a new
+    /// variable, and bound once the call has returned, so a call that fails makes no name.
+    New(Arc<str>),
+}
+
+impl ReturnInto {
+    /// The caller's variable, when it exists already.
+    fn variable(&self) -> Option<&Arc<Slot>> {
+        match self {
+            ReturnInto::Variable(slot) => Some(slot),
+            ReturnInto::New(_) => None,
+        }
+    }
+}
 
 /// A local name: `owned` slots belong to the frame and are deleted when it ends; parameters
 /// bound to the caller's variables are not owned, and assigning to them makes a new local.

@@ -937,6 +937,41 @@ mod tests {
         assert_eq!(session.value("a").unwrap().to_string(), "[2. 2.]");
     }
 
+    /// A call's value assigned to a new name is computed straight into a new variable, bound
+    /// once the call has returned: a call that fails makes no name (nor a variable the views
+    /// would show), and one that succeeds binds it, in a function as at the top level.
+    #[test]
+    fn a_value_returned_to_a_new_name_binds_it_only_when_the_call_returns() {
+        let mut session = Session::new(SessionConfig::default());
+        let mut out = Vec::new();
+        session
+            .run_source(
+                "<stdin>",
+                "def f(x) {\n  h = x * 2\n  return h + q\n}\ndef two(x) { return x, x }\n\
+                 def g(x) {\n  y = one(x)\n  return y * 10\n}\ndef one(x) { return x + 1 }\n\
+                 a = ones(2)",
+                &mut out,
+            )
+            .unwrap();
+        for failing in ["b = f(a)", "b = two(a)"] {
+            assert!(session.run_source("<stdin>", failing, &mut out).is_err());
+            assert_eq!(session.names(), ["a", "f", "g", "one", "two"], "{failing}");
+        }
+        session
+            .run_source("<stdin>", "b = g(a)\nc = one(b)", &mut out)
+            .unwrap();
+        assert_eq!(session.names(), ["a", "b", "c", "f", "g", "one", "two"]);
+        assert_eq!(session.value("c").unwrap().to_string(), "[21. 21.]");
+        // Every variable the engine holds is a name's: no temporary, local or unbound one left.
+        session.wait_all();
+        let held: Vec<String> = session
+            .variables()
+            .into_iter()
+            .map(|info| info.name)
+            .collect();
+        assert_eq!(held, ["a", "b", "c"]);
+    }
+
     /// Ops let go are left out of the count and of `wait_all`; an op that reads what they
     /// write is not, and waits for them.
     #[test]

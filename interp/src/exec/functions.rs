@@ -6,7 +6,10 @@ use dep_grammar as grammar;
 use grammar::{ExprKind, Span};
 
 use super::push::Written;
-use super::{CallParts, Compiled, Flow, Frame, Local, ReturnsInto, Runner, MAX_CALL_DEPTH};
+use super::scope::names_of_new;
+use super::{
+    CallParts, Compiled, Flow, Frame, Local, ReturnInto, ReturnsInto, Runner, MAX_CALL_DEPTH,
+};
 use crate::bindings::Binding;
 use crate::error::RunError;
 use crate::slot::Slot;
@@ -70,6 +73,7 @@ impl Runner<'_> {
             locals: self.spare_locals.pop().unwrap_or_default(),
             writes_globals: false,
             returns_into,
+            made_for_caller: Default::default(),
         };
         for (param, arg) in function.params.iter().zip(args) {
             let local = match self.name_binding(arg) {
@@ -138,12 +142,16 @@ impl Runner<'_> {
                 self.delete_slot(slot, line);
             }
         }
+        for (name, slot) in frame.made_for_caller.drain(..) {
+            self.bind(name, Binding::Tensor(slot), true);
+        }
         Ok(results)
     }
 
     /// The slots of the values `return` gives: a local of the call's own as it is, any other
-    /// value computed into the caller's variable it is assigned to (`Frame::returns_into`), or
-    /// into a temporary. Every value is compiled before any is pushed, and one is computed into
+    /// value computed into the caller's variable it is assigned to (`Frame::returns_into`: one
+    /// of the caller's, or a new one made here for a name the caller assigns), or into a
+    /// temporary. Every value is compiled before any is pushed, and one is computed into
     /// the caller's variable only if no value after it reads that variable (`return b, a` into
     /// `a, b` swaps them), so the caller's variables change only as the assignment says.
     pub(super) fn return_values(
@@ -155,7 +163,8 @@ impl Runner<'_> {
             ([expr], Some(frame)) if self.owned_local(expr).is_none() => frame
                 .returns_into
                 .first()
-                .filter(|_| frame.returns_into.len() == 1),
+                .filter(|_| frame.returns_into.len() == 1)
+                .and_then(ReturnInto::variable),
             _ => None,
         };
         if let (Some(into), [expr]) = (single_into, exprs) {
@@ -181,16 +190,16 @@ impl Runner<'_> {
             values.push(value);
         }
         // Where each computed value goes: its caller's variable, unless a later value reads it.
-        let intos: Vec<Option<Arc<Slot>>> = (0..values.len())
+        let intos: Vec<Option<&ReturnInto>> = (0..values.len())
             .map(|index| {
                 let into = returns_into.get(index)?;
-                let read_later = values[index + 1..].iter().any(|later| match later {
-                    ReturnValue::Computed(compiled) => {
+                let read_later = values[index + 1..].iter().any(|later| match (later, into) {
+                    (ReturnValue::Computed(compiled), ReturnInto::Variable(into)) => {
                         compiled.inputs.iter().any(|input| Arc::ptr_eq(input, into))
                     }
-                    ReturnValue::Local(_) => false,
+                    _ => false,
                 });
-                (!read_later).then(|| into.clone())
+                (!read_later).then_some(into)
             })
             .collect();
         let mut results = Vec::with_capacity(values.len());
@@ -198,7 +207,11 @@ impl Runner<'_> {
             let slot = match value {
                 ReturnValue::Local(slot) => slot,
                 ReturnValue::Computed(compiled) => {
-                    let slot = into.unwrap_or_else(|| self.new_temporary("return"));
+                    let slot = match into {
+                        Some(ReturnInto::Variable(slot)) => slot.clone(),
+                        Some(ReturnInto::New(name)) => self.new_for_caller(name),
+                        None => self.new_temporary("return"),
+                    };
                     self.push_compute(stmt, compiled, vec![slot.clone()], None);
                     slot
                 }
@@ -206,6 +219,19 @@ impl Runner<'_> {
             results.push(slot);
         }
         Ok(results)
+    }
+
+    /// A new variable for `name`, which the caller assigns the value a `return` computes into
+    /// it, named as the caller names a new variable (`b`, or `b'` when the caller is a
+    /// function); bound in the caller's scope once the call returns.
+    fn new_for_caller(&mut self, name: &str) -> Arc<Slot> {
+        let callers = &self.frames[..self.frames.len().saturating_sub(1)];
+        let (bound_name, var_name) = names_of_new(callers, self.scope.local_names, name);
+        let slot = self.create_slot(var_name);
+        if let Some(frame) = self.frames.last_mut() {
+            frame.made_for_caller.push((bound_name, slot.clone()));
+        }
+        slot
     }
 
     /// Pushes `return expr`'s one value into `into`, the caller's variable it is assigned to:

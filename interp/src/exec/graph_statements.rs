@@ -42,6 +42,7 @@ impl Runner<'_> {
             locals: HashMap::default(),
             writes_globals: true,
             returns_into: Default::default(),
+            made_for_caller: Default::default(),
         });
         self.cache.invalidate();
         let recorded = self.exec_block(&body.statements);

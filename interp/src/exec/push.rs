@@ -11,7 +11,7 @@ use dep_grammar as grammar;
 use grammar::Span;
 
 use super::scope::{names_of_new, resolve};
-use super::{Compiled, Pushed, Runner};
+use super::{Compiled, Pushed, ReturnInto, Runner};
 use crate::bindings::Binding;
 use crate::compute::{ComputeOp, PushableOp};
 use crate::graph::RecordedOp;
@@ -81,7 +81,7 @@ impl Runner<'_> {
             Dependency::Writes { name, output } => resolves_to(name, &op.outputs[output], true),
             Dependency::ReturnsInto => frames.last().is_some_and(|frame| {
                 matches!((frame.returns_into.as_slice(), op.outputs.as_slice()),
-                    ([into], [output]) if Arc::ptr_eq(into, output))
+                    ([ReturnInto::Variable(into)], [output]) if Arc::ptr_eq(into, output))
             }),
         };
         self.cache
@@ -172,7 +172,9 @@ impl Runner<'_> {
                     }
                 }
                 Dependency::ReturnsInto => match frames.last()?.returns_into.as_slice() {
-                    [into] if outputs.len() == 1 => outputs[0] = Some(into.clone()),
+                    [ReturnInto::Variable(into)] if outputs.len() == 1 => {
+                        outputs[0] = Some(into.clone())
+                    }
                     _ => return None,
                 },
             }

@@ -7,7 +7,7 @@ use dep_grammar as grammar;
 use grammar::ExprKind;
 
 use super::push::Written;
-use super::{Compiled, Flow, ReturnsInto, Runner};
+use super::{Compiled, Flow, ReturnInto, ReturnsInto, Runner};
 use crate::bindings::{Binding, LoopCounter};
 use crate::builtins;
 use crate::error::RunError;
@@ -30,22 +30,26 @@ impl Runner<'_> {
             return Ok(());
         }
         if let Some((func, args, kwargs)) = self.user_call(value) {
-            // `a = f(a)` or `h, p = forward(x)` where every name is already this scope's: the
-            // values returned are computed into them (a new name is made only once the call
-            // has succeeded).
+            // `a = f(a)`, `b = f(a)` or `h, p = forward(x)`: the values returned are computed
+            // into the names assigned, a variable of this scope's or a new one (made only once
+            // the call has succeeded), where the names are all different.
             let mut returns_into = ReturnsInto::new();
             for target in targets {
-                match self.lookup(&target.text) {
-                    Some((Binding::Tensor(slot), true))
-                        if !returns_into.iter().any(|into| Arc::ptr_eq(into, &slot)) =>
-                    {
-                        returns_into.push(slot)
+                let into = match self.lookup(&target.text) {
+                    Some((Binding::Tensor(slot), true)) => ReturnInto::Variable(slot),
+                    Some((Binding::Tensor(_), false)) | None => {
+                        ReturnInto::New(Arc::from(target.text.as_str()))
                     }
-                    _ => {
+                    Some(_) => {
                         returns_into.clear();
                         break;
                     }
+                };
+                if returns_into.iter().any(|other| same_target(other, &into)) {
+                    returns_into.clear();
+                    break;
                 }
+                returns_into.push(into);
             }
             let results = self.call_function(func, args, kwargs, value.span, returns_into)?;
             if results.len() != targets.len() {
@@ -458,5 +462,14 @@ impl Runner<'_> {
             }
         }
         Ok(Flow::Normal)
+    }
+}
+
+/// Whether two places a call returns into are one: one variable, or one new name.
+fn same_target(a: &ReturnInto, b: &ReturnInto) -> bool {
+    match (a, b) {
+        (ReturnInto::Variable(a), ReturnInto::Variable(b)) => Arc::ptr_eq(a, b),
+        (ReturnInto::New(a), ReturnInto::New(b)) => a == b,
+        _ => false,
     }
 }
