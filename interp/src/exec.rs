@@ -223,6 +223,7 @@ impl<'a> Runner<'a> {
                 StmtKind::Seed(_) => Some("seed"),
                 StmtKind::Del(_) => Some("del"),
                 StmtKind::Def { .. } => Some("def"),
+                StmtKind::Device { .. } => Some("device"),
                 _ => None,
             };
             if let Some(keyword) = refused {
@@ -308,6 +309,7 @@ impl<'a> Runner<'a> {
             StmtKind::Graph { name, body } => self.record_graph(stmt, name, body)?,
             StmtKind::Run(name) => {
                 self.refuse_while_recording(stmt, "run")?;
+                self.refuse_run_changing_globals(name)?;
                 let options = self.replay_options;
                 self.scope.wait_for_backlog();
                 let size = self.scope.comm.size();

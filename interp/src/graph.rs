@@ -135,11 +135,54 @@ impl RecordedOp {
 }
 
 /// What recording a block collects.
-#[derive(Default)]
 pub(crate) struct Recording {
+    /// What is recorded, for the errors that refuse what cannot be.
+    pub(crate) block: RecordedBlock,
     pub(crate) ops: Vec<RecordedOp>,
     /// Slots created while recording: the graph's own buffers.
     pub(crate) internals: Vec<Arc<Slot>>,
+}
+
+impl Recording {
+    /// An empty recording of `block`.
+    pub(crate) fn new(block: RecordedBlock) -> Recording {
+        Recording {
+            block,
+            ops: Vec::new(),
+            internals: Vec::new(),
+        }
+    }
+
+    /// Whether the ops recorded so far write `slot`, or it is one of the graph's own buffers:
+    /// its value is not known until the block runs.
+    pub(crate) fn computes(&self, slot: &Arc<Slot>) -> bool {
+        self.internals
+            .iter()
+            .any(|internal| Arc::ptr_eq(internal, slot))
+            || self
+                .ops
+                .iter()
+                .any(|op| op.outputs().iter().any(|output| Arc::ptr_eq(output, slot)))
+    }
+}
+
+/// The kind of block being recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RecordedBlock {
+    /// `graph NAME { ... }`, replayed by `run NAME`.
+    Graph,
+    /// `priority auto { ... }`, recorded for its critical path, then pushed once.
+    PriorityAuto,
+}
+
+impl RecordedBlock {
+    /// How an error names it: "a graph".
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            RecordedBlock::Graph => "a graph",
+            RecordedBlock::PriorityAuto => "a `priority auto` block",
+        }
+    }
 }
 
 /// The kind of a dependency edge between two recorded ops.
@@ -236,9 +279,21 @@ pub(crate) struct Graph {
 }
 
 impl Graph {
+    /// Its own buffers (the variables first assigned in its block), which go with it.
+    pub(crate) fn into_internals(self) -> Vec<Arc<Slot>> {
+        self.internals
+    }
+
+    /// Whether a replay writes `slot`.
+    pub(crate) fn writes(&self, slot: &Arc<Slot>) -> bool {
+        self.ops
+            .iter()
+            .any(|op| op.outputs().iter().any(|output| Arc::ptr_eq(output, slot)))
+    }
+
     /// Analyses a recording.
     pub(crate) fn new(name: &str, recording: Recording) -> Graph {
-        let Recording { ops, internals } = recording;
+        let Recording { ops, internals, .. } = recording;
         let dag = dependency_dag(&ops);
         let mut release_after = vec![Vec::new(); ops.len()];
         for (internal_index, internal) in internals.iter().enumerate() {

@@ -532,4 +532,107 @@ fn what_cannot_be_recorded_is_refused_with_its_place() {
         error.to_string().contains("no graph named `nothing`"),
         "{error}"
     );
+    // What a recording would do once, when recorded, rather than at every run (they were
+    // accepted: `clock()` gave the time of the recording at every run, `save` wrote its file
+    // then and never again, `device` configured the device then), and a loop bound computed in
+    // the block (it said the ops were cancelled by Ctrl-C).
+    let saved = std::env::temp_dir().join(format!("dep-graph-save-{}.npy", std::process::id()));
+    let save = format!("graph g {{\n  save(A, \"{}\")\n}}\n", saved.display());
+    let cases = [
+        (
+            "graph g {\n  T = clock()\n}\n",
+            "clock() cannot be recorded in a graph",
+            "2:7",
+        ),
+        (save.as_str(), "`save` cannot be recorded in a graph", "2:3"),
+        (
+            "graph g {\n  device gpu0 = sim(tflops=1)\n}\n",
+            "`device` cannot be recorded in a graph",
+            "2:3",
+        ),
+        (
+            "graph g {\n  n = 3\n  for i in 0..n { A = A + 1 }\n}\n",
+            "`n` is computed in a graph, so its value is not known until it runs",
+            "3:15",
+        ),
+        (
+            "priority auto {\n  B = A + 1\n  print B\n}\n",
+            "`print` cannot be recorded in a `priority auto` block",
+            "3:3",
+        ),
+        (
+            "priority auto {\n  T = clock()\n}\n",
+            "clock() cannot be recorded in a `priority auto` block",
+            "2:7",
+        ),
+    ];
+    for (source, message, place) in cases {
+        let error = session.run_source("g.dep", source, &mut out).unwrap_err();
+        let error = error.to_string();
+        assert!(error.contains(message), "{source}: {error}");
+        assert!(
+            error.contains(&format!("--> g.dep:{place}")),
+            "{source}: {error}"
+        );
+        assert!(session.graph_names().is_empty(), "{source}");
+    }
+    assert!(!saved.exists(), "a refused save wrote its file");
+    let out = run(&mut session, "print A");
+    assert_eq!(out, "1.0\n");
+}
+
+/// A function never changes a global: `run g` inside one is refused when `g` writes globals
+/// (it changed them), and the globals keep their values.
+#[test]
+fn a_function_cannot_run_a_graph_that_writes_globals() {
+    let mut session = session(Policy::Threaded, 2);
+    let mut out = Vec::new();
+    let error = session
+        .run_source(
+            "g.dep",
+            "A = ones(2)\nB = ones(2)\ngraph g {\n  t = A + B\n  A = t * 2\n}\n\
+             def f() {\n  run g\n  return 0\n}\nz = f()\n",
+            &mut out,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("`run g` inside a function would change the globals it writes (A)")
+            && error.contains("--> g.dep:8:7")
+            && error.contains("in `f`, called at g.dep:11:5"),
+        "{error}"
+    );
+    assert_eq!(run(&mut session, "run g\nprint A"), "[4. 4.]\n");
+}
+
+/// `del g` forgets a graph, and so does recording another of its name; the graph's own
+/// buffers are deleted with it (they stayed live variables in every view).
+#[test]
+fn a_graph_deleted_or_recorded_again_deletes_its_own_buffers() {
+    let mut session = session(Policy::Threaded, 2);
+    run(
+        &mut session,
+        "A = ones(2)\ngraph g {\n  t = A + 1\n  A = t * 2\n}\nrun g\n\
+         graph g {\n  u = A + 1\n  A = u * 3\n}\nrun g\nwait",
+    );
+    let live_vars = |session: &Session| -> Vec<String> {
+        let snapshot = session.monitor().snapshot();
+        let mut names: Vec<String> = snapshot
+            .vars
+            .iter()
+            .map(|var| var.name.to_string())
+            .filter(|name| name != "rng")
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(live_vars(&session), ["A", "u"]);
+    assert_eq!(run(&mut session, "del g\nwait\nprint A"), "[15. 15.]\n");
+    assert_eq!(live_vars(&session), ["A"]);
+    assert!(session.graph_names().is_empty());
+    let mut out = Vec::new();
+    let error = session
+        .run_source("g.dep", "run g\n", &mut out)
+        .unwrap_err();
+    assert!(error.to_string().contains("no graph named `g`"), "{error}");
 }

@@ -195,6 +195,18 @@ impl Runner<'_> {
                         return Ok(Plan::Const(Tensor::scalar(self.scope.comm.size() as f32)))
                     }
                     ("clock", []) => {
+                        if let Some(recording) = &self.recording {
+                            let block = recording.block.describe();
+                            return Err(self.error(
+                                expr.span,
+                                format!(
+                                    "clock() cannot be recorded in {block}: it reads the \
+                                     engine's clock when its statement is pushed, which a \
+                                     recording does once; read it before or after"
+                                ),
+                                "read once, when recorded",
+                            ));
+                        }
                         self.compiled_pure = false;
                         // A host number: the engine's clock (virtual under `--engine sim`) now.
                         return Ok(Plan::Const(Tensor::scalar(

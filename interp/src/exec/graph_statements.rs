@@ -6,7 +6,7 @@ use rustc_hash::FxHashMap as HashMap;
 use super::{Flow, Frame, Runner};
 use crate::bindings::Binding;
 use crate::error::RunError;
-use crate::graph::{Graph, Recording};
+use crate::graph::{Graph, RecordedBlock, Recording};
 
 impl Runner<'_> {
     /// Records `body` as the graph `name` (replacing an earlier one of that name).
@@ -16,19 +16,31 @@ impl Runner<'_> {
         name: &grammar::Name,
         body: &grammar::Block,
     ) -> Result<(), RunError> {
-        let graph = self.record(stmt, body, false)?.named(&name.text);
-        self.scope.graphs.insert(name.text.clone(), graph);
+        let graph = self
+            .record(stmt, body, RecordedBlock::Graph)?
+            .named(&name.text);
+        if let Some(replaced) = self.scope.graphs.insert(name.text.clone(), graph) {
+            self.delete_graph_buffers(replaced, self.line(name.span));
+        }
         Ok(())
     }
 
-    /// Runs `body` recording its ops instead of pushing them. With `keep_names`, names first
-    /// assigned in the block become global names after it (`priority auto`); otherwise they are
-    /// the graph's own buffers (`graph`).
+    /// Deletes the buffers of a graph that is gone (deleted, or recorded again): nothing reads
+    /// them any more, and the views would show them alive.
+    pub(super) fn delete_graph_buffers(&mut self, graph: Graph, line: u32) {
+        for internal in graph.into_internals() {
+            self.delete_slot(internal, line);
+        }
+    }
+
+    /// Runs `body` recording its ops instead of pushing them. Names first assigned in the block
+    /// are the graph's own buffers (`graph`), or become global names after it (`priority
+    /// auto`).
     pub(super) fn record(
         &mut self,
         stmt: &grammar::Stmt,
         body: &grammar::Block,
-        keep_names: bool,
+        block: RecordedBlock,
     ) -> Result<Graph, RunError> {
         if self.recording.is_some() || !self.frames.is_empty() {
             return Err(self.error(
@@ -37,7 +49,7 @@ impl Runner<'_> {
                 "here",
             ));
         }
-        self.recording = Some(Recording::default());
+        self.recording = Some(Recording::new(block));
         self.frames.push(Frame {
             locals: HashMap::default(),
             writes_globals: true,
@@ -48,8 +60,11 @@ impl Runner<'_> {
         let recorded = self.exec_block(&body.statements);
         let frame = self.frames.pop();
         self.cache.invalidate();
-        let mut recording = self.recording.take().unwrap_or_default();
-        if keep_names {
+        let mut recording = self
+            .recording
+            .take()
+            .unwrap_or_else(|| Recording::new(block));
+        if block == RecordedBlock::PriorityAuto {
             recording.internals.clear();
             for (name, local) in frame.map(|frame| frame.locals).unwrap_or_default() {
                 if let Binding::Tensor(_) = local.binding {
@@ -65,18 +80,54 @@ impl Runner<'_> {
         }
     }
 
+    /// Refuses `run NAME` inside a function when the graph writes globals: a function never
+    /// changes a global (it returns new values instead), and a replay would.
+    pub(super) fn refuse_run_changing_globals(&self, name: &grammar::Name) -> Result<(), RunError> {
+        let Some(graph) = self.scope.graphs.get(&name.text) else {
+            return Ok(());
+        };
+        if !self.in_a_function() {
+            return Ok(());
+        }
+        let mut written: Vec<&str> = self
+            .scope
+            .globals
+            .iter()
+            .filter_map(|(global, binding)| match binding {
+                Binding::Tensor(slot) if graph.writes(slot) => Some(global.as_str()),
+                _ => None,
+            })
+            .collect();
+        if written.is_empty() {
+            return Ok(());
+        }
+        written.sort_unstable();
+        Err(self.error(
+            name.span,
+            format!(
+                "`run {}` inside a function would change the globals it writes ({}): a function \
+                 never changes globals; run it outside the function",
+                name.text,
+                written.join(", ")
+            ),
+            "a graph that writes globals",
+        ))
+    }
+
     pub(super) fn refuse_while_recording(
         &self,
         stmt: &grammar::Stmt,
         keyword: &str,
     ) -> Result<(), RunError> {
-        if self.recording.is_none() {
+        let Some(recording) = &self.recording else {
             return Ok(());
-        }
+        };
+        let block = recording.block.describe();
+        let (_, short) = block.split_once(' ').unwrap_or(("", block));
         Err(self.error(
             stmt.span,
-            format!("`{keyword}` cannot be recorded in a graph: a graph holds computations only; put it before or after the graph"),
-            "inside a graph",
+            format!("`{keyword}` cannot be recorded in {block}: {block} holds computations only; put it before or after the {short}"),
+            "cannot be recorded",
         ))
     }
 }

@@ -17,6 +17,21 @@ impl Runner<'_> {
     /// The value of `expr` now: waits for the ops it depends on.
     pub(super) fn evaluate_now(&mut self, expr: &grammar::Expr) -> Result<Tensor, RunError> {
         if let Some(Binding::Tensor(slot)) = self.name_binding(expr) {
+            if let Some(recording) = &self.recording {
+                if recording.computes(&slot) {
+                    let block = recording.block.describe();
+                    return Err(self.error(
+                        expr.span,
+                        format!(
+                            "`{}` is computed in {block}, so its value is not known until it \
+                             runs: a value needed while recording must be a number, a loop \
+                             counter or a variable computed before",
+                            self.text(expr.span)
+                        ),
+                        "not known until it runs",
+                    ));
+                }
+            }
             return self.wait_slot(&slot, expr.span);
         }
         if let Some(Binding::Counter(counter)) = self.name_binding(expr) {

@@ -315,7 +315,23 @@ impl Runner<'_> {
                 ))
             }
             None if self.scope.functions.remove(&name.text).is_some() => Ok(()),
-            None => Err(self.unknown_name(name)),
+            None if self.in_a_function() && self.scope.graphs.contains_key(&name.text) => Err(self
+                .error(
+                    name.span,
+                    format!(
+                        "`{}` is a graph: a function cannot delete one; delete it outside",
+                        name.text
+                    ),
+                    "a graph, deleted inside a function",
+                )),
+            None => match self.scope.graphs.remove(&name.text) {
+                Some(graph) => {
+                    let line = self.line(name.span);
+                    self.delete_graph_buffers(graph, line);
+                    Ok(())
+                }
+                None => Err(self.unknown_name(name)),
+            },
         }
     }
 

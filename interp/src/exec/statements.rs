@@ -308,6 +308,8 @@ impl Runner<'_> {
         args: &[grammar::Expr],
         kwargs: &[grammar::KeywordArg],
     ) -> Result<(), RunError> {
+        // It writes the file now, not when the recording runs.
+        self.refuse_while_recording(stmt, "save")?;
         let path = match (args, kwargs) {
             (
                 [_, grammar::Expr {

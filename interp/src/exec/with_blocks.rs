@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::{Binding, Flow, Runner};
 use crate::error::RunError;
-use crate::graph::MAX_BULK;
+use crate::graph::{RecordedBlock, MAX_BULK};
 
 /// The fields of `device NAME = sim(...)`: name, lowest and highest value, whether whole.
 const DEVICE_FIELDS: [(&str, f64, f64, bool); 8] = [
@@ -259,7 +259,7 @@ impl Runner<'_> {
         stmt: &grammar::Stmt,
         body: &grammar::Block,
     ) -> Result<(), RunError> {
-        let graph = self.record(stmt, body, true)?;
+        let graph = self.record(stmt, body, RecordedBlock::PriorityAuto)?;
         graph.run_with_upward_ranks(self.scope.engine, self.scope.comm_counters);
         Ok(())
     }
