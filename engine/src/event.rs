@@ -541,7 +541,9 @@ const STATES: [OpState; 7] = [
 
 /// A shard's strings, each kept once and named by its number. A string is found by the address
 /// of the `Arc` it first came in (a statement's label, pushed again and again), else by its
-/// text.
+/// text. An observed loop's ops may each have a label of their own (`A = ones(8) * i i=41`):
+/// once there are many, those no kept record names are let go ([`Shard::compact_strings`]), so
+/// that a streamed log's strings take the memory of its unread events, not of the whole run.
 #[derive(Default)]
 struct Strings {
     /// The strings, the log's own copies, by number.
@@ -556,7 +558,15 @@ struct Strings {
     /// address: a loop's statements push the same few labels again and again. (Address 0,
     /// where the slots start, is no `Arc`'s.)
     recent: [(usize, u32); RECENT],
+    /// How many times the strings were compacted: a reader's copies made before name other
+    /// strings by the same numbers.
+    generation: u64,
+    /// How many strings it holds when it is next compacted (0: [`MIN_STRINGS_TO_COMPACT`]).
+    compact_at: usize,
 }
+
+/// The fewest strings a shard holds before it lets those no record names go.
+const MIN_STRINGS_TO_COMPACT: usize = 4096;
 
 /// How many strings [`Strings::recent`] remembers.
 const RECENT: usize = 16;
@@ -588,6 +598,41 @@ impl Hasher for AddressHasher {
 }
 
 impl Strings {
+    /// Whether it holds enough strings to let the unused ones go: twice as many as it kept the
+    /// last time, so that compacting costs a few steps per string.
+    fn is_due(&self) -> bool {
+        self.texts.len() >= self.compact_at.max(MIN_STRINGS_TO_COMPACT)
+    }
+
+    /// Keeps only the strings numbered `kept`, renumbered from 0 in that order.
+    fn keep_only(&mut self, kept: &[u32]) {
+        let texts: Vec<Arc<str>> = kept
+            .iter()
+            .map(|&number| self.texts[number as usize].clone())
+            .collect();
+        let senders: Vec<Arc<str>> = kept
+            .iter()
+            .map(|&number| self.senders[number as usize].clone())
+            .collect();
+        *self = Strings {
+            by_text: texts
+                .iter()
+                .enumerate()
+                .map(|(number, text)| (text.clone(), number as u32))
+                .collect(),
+            by_address: senders
+                .iter()
+                .enumerate()
+                .map(|(number, sender)| (Arc::as_ptr(sender) as *const u8 as usize, number as u32))
+                .collect(),
+            texts,
+            senders,
+            recent: [(0, 0); RECENT],
+            generation: self.generation + 1,
+            compact_at: 2 * kept.len(),
+        };
+    }
+
     /// How an op's end is kept: its state in the low 8 bits, above them its message's number
     /// plus one, or 0 without a message.
     fn end_payload(&mut self, state: OpState, message: Option<&str>) -> u64 {
@@ -627,6 +672,15 @@ impl Strings {
             Some(number) => *number,
             None => self.number(&Arc::from(text)),
         }
+    }
+}
+
+/// An end's payload (its state, and above it its message's number plus one, or 0 without a
+/// message: see [`Strings::end_payload`]) with its message renumbered by `renumber`.
+fn end_renumbered(payload: u64, renumber: &mut impl FnMut(u64) -> u64) -> u64 {
+    match payload >> 8 {
+        0 => payload,
+        message => payload & 0xff | (renumber(message - 1) + 1) << 8,
     }
 }
 
@@ -884,9 +938,49 @@ impl Shard {
         self.chunks.clear();
     }
 
+    /// Lets go of the strings that no record it holds names, renumbering the others in the
+    /// records (a variable's name, a push's label, an end's message, a device span's lane).
+    fn compact_strings(&mut self) {
+        let mut new_number = vec![u32::MAX; self.strings.texts.len()];
+        let mut kept: Vec<u32> = Vec::new();
+        let mut renumber = |number: u64| -> u64 {
+            let new = &mut new_number[number as usize];
+            if *new == u32::MAX {
+                *new = kept.len() as u32;
+                kept.push(number as u32);
+            }
+            u64::from(*new)
+        };
+        for Chunk { records, words, .. } in &mut self.chunks {
+            for record in records.iter_mut() {
+                match record.kind() {
+                    KIND_VAR_CREATED => record.payload = renumber(record.payload),
+                    KIND_FINISHED => record.payload = end_renumbered(record.payload, &mut renumber),
+                    KIND_PUSHED => {
+                        let offset = (record.payload & 0xffff_ffff) as usize;
+                        let head = words[offset];
+                        words[offset] = renumber(head >> 32) << 32 | head & 0xffff_ffff;
+                        if record.ends_at_once() {
+                            // The end's payload is the push's last word.
+                            let last = offset + record.n_words(words) as usize - 1;
+                            words[last] = end_renumbered(words[last], &mut renumber);
+                        }
+                    }
+                    KIND_DEVICE_SPAN => {
+                        let offset = record.payload as usize;
+                        words[offset] = renumber(words[offset]);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.strings.keep_only(&kept);
+    }
+
     /// Takes out the chunks that hold only events numbered below `seq`, but never the last
     /// one, which is still being appended to: a few are emptied and kept as spares, the others
-    /// put in `freed`, for the caller to drop once it has let the shard's lock go.
+    /// put in `freed`, for the caller to drop once it has let the shard's lock go. Then lets go
+    /// of the strings only those named, when there are many.
     fn forget_before(&mut self, seq: u64, freed: &mut Vec<Chunk>) {
         let n_old = self
             .chunks
@@ -899,6 +993,9 @@ impl Shard {
             } else {
                 freed.push(chunk);
             }
+        }
+        if self.strings.is_due() {
+            self.compact_strings();
         }
     }
 }
@@ -1411,6 +1508,116 @@ mod tests {
         let kept = &shard.strings.texts[0];
         assert_eq!(decoded, kept);
         assert!(!Arc::ptr_eq(decoded, kept) && !Arc::ptr_eq(decoded, &label));
+    }
+
+    /// A streamed log whose ops each have a label of their own (an observed loop's, `y = x + i
+    /// i=41`), and messages, variables and lanes of their own, keeps strings for its unread
+    /// events only, and every event read back names its own strings, whether the strings were
+    /// compacted between its keeping and its reading or not.
+    #[test]
+    fn a_streamed_log_lets_go_of_strings_no_kept_event_names() {
+        let engine = crate::Engine::new(crate::EngineConfig::default());
+        let vars: Vec<Var> = (0..2)
+            .map(|index| engine.new_var(format!("v{index}")))
+            .collect();
+        let log = EventLog::new();
+        let (mut next, mut read) = (0, Vec::new());
+        // What the test checks of an event: its strings.
+        fn described(logged: Logged<'_>) -> String {
+            match logged {
+                Logged::RanAtOnce(ran) => {
+                    let EventKind::Pushed { label, .. } = &ran.push.kind else {
+                        panic!("{:?}", ran.push);
+                    };
+                    format!("{label} {:?} {:?}", ran.state, ran.message)
+                }
+                Logged::Event(event) => match &event.kind {
+                    EventKind::VarCreated { name, .. } => format!("var {name}"),
+                    EventKind::DeviceSpan { lane, .. } => format!("lane {lane}"),
+                    other => panic!("{other:?}"),
+                },
+            }
+        }
+        // Reads every event from `next` on; gives the number after the last.
+        fn read_all(log: &EventLog, mut next: u64, read: &mut Vec<String>) -> u64 {
+            loop {
+                let after = log.read_ops_since(next, false, |logged| read.push(described(logged)));
+                if after == next {
+                    return next;
+                }
+                next = after;
+            }
+        }
+        // About 70,000 strings in all.
+        let n = 10 * MIN_STRINGS_TO_COMPACT as u64;
+        let mut expected = Vec::new();
+        for index in 0..n {
+            let label: Arc<str> = Arc::from(format!("y = x + i i={index}"));
+            let push = Push {
+                op: OpId(index),
+                label: &label,
+                line: 3,
+                reads: &vars[..1],
+                writes: &vars[1..],
+                device: Device::Cpu,
+                priority: 0,
+                granted: &[0b11],
+                ready: true,
+            };
+            let message = format!("failure {index}");
+            let failed = index % 3 == 0;
+            let (state, message) = match failed {
+                true => (OpState::Failed, Some(message.as_str())),
+                false => (OpState::Done, None),
+            };
+            log.ran_at_once(index, &push, index, state, message);
+            expected.push(format!("{label} {state:?} {message:?}"));
+            if index % 5 == 0 {
+                let name = Arc::from(format!("t{index}"));
+                log.event(Event {
+                    time_ns: index,
+                    kind: EventKind::VarCreated {
+                        var: VarId(1000 + index),
+                        name: Arc::clone(&name),
+                    },
+                });
+                expected.push(format!("var {name}"));
+                let lane = Arc::from(format!("gpu0:s{index}"));
+                log.event(Event {
+                    time_ns: index,
+                    kind: EventKind::DeviceSpan {
+                        op: OpId(index),
+                        lane: Arc::clone(&lane),
+                        start_ns: index,
+                        end_ns: index + 1,
+                    },
+                });
+                expected.push(format!("lane {lane}"));
+            }
+            // Read now and then, a few hundred events behind.
+            if index % 97 == 0 {
+                // One read (512 events at most) leaves some unread while the log forgets what
+                // was read and compacts its strings: those are read after, renumbered.
+                next = log.read_ops_since(next, false, |logged| read.push(described(logged)));
+                log.forget_before(next);
+                next = read_all(&log, next, &mut read);
+                let shard = lock_short(&log.shards[this_shard()]);
+                assert!(
+                    shard.strings.texts.len() < 4 * MIN_STRINGS_TO_COMPACT,
+                    "{} strings kept",
+                    shard.strings.texts.len()
+                );
+            }
+        }
+        read_all(&log, next, &mut read);
+        assert_eq!(read.len(), expected.len());
+        assert!(read == expected, "the events read back name other strings");
+        let shard = lock_short(&log.shards[this_shard()]);
+        assert!(
+            shard.strings.generation >= 2,
+            "compacted {}",
+            shard.strings.generation
+        );
     }
 
     /// An event that says which thread sent it and how many it sent before.

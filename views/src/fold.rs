@@ -226,7 +226,10 @@ pub struct RunFold {
 
 /// The labels of a fold's ops, each kept once and named by its number: found by the address of
 /// the `Arc` it came in when that is one of the last few seen (a loop's statements, which the
-/// log hands out as one `Arc` each), else by its text.
+/// log hands out as one `Arc` each), else by its text. An observed loop's ops may each have a
+/// label of their own (`A = ones(8) * i i=41`): the labels no live op or kept path names are
+/// let go now and then ([`RunFold::compact_labels`]), so that they take the memory of the ops
+/// the fold holds, not of every op of the run.
 #[derive(Default)]
 struct Labels {
     texts: Vec<Arc<str>>,
@@ -235,12 +238,36 @@ struct Labels {
     recent: [u32; N_RECENT_LABELS],
     /// The entry of `recent` the next label found by its text takes.
     next_recent: usize,
+    /// How many labels it holds when it is next compacted (0: [`MIN_LABELS_TO_COMPACT`]).
+    compact_at: usize,
 }
 
 /// How many label numbers [`Labels`] remembers as recent.
 const N_RECENT_LABELS: usize = 4;
 
+/// The fewest labels [`Labels`] holds before it lets the unused ones go.
+const MIN_LABELS_TO_COMPACT: usize = 4096;
+
 impl Labels {
+    /// Whether it holds enough labels to let the unused ones go: twice as many as it kept the
+    /// last time, so that compacting costs a few steps per label.
+    fn is_due(&self) -> bool {
+        self.texts.len() >= self.compact_at.max(MIN_LABELS_TO_COMPACT)
+    }
+
+    /// Keeps only `texts`, renumbered from 0 in that order (see [`RunFold::compact_labels`]).
+    fn keep_only(&mut self, texts: Vec<Arc<str>>) {
+        self.by_text = texts
+            .iter()
+            .enumerate()
+            .map(|(number, text)| (text.clone(), number as u32))
+            .collect();
+        self.compact_at = 2 * texts.len();
+        self.texts = texts;
+        // No number is recent: the old ones name other labels now.
+        self.recent = [u32::MAX; N_RECENT_LABELS];
+    }
+
     /// The number of `label`, kept if new.
     fn number(&mut self, label: &Arc<str>) -> u32 {
         // An `Arc` kept here is alive, so no other string can have its address.
@@ -392,6 +419,12 @@ struct DoneReads {
 
 /// The fewest readers of a variable the fold holds before it lets the finished ones go.
 const LET_GO_AT_LEAST: usize = 32;
+
+/// The longest path among some finished readers let go as ops, if they have one.
+fn best_path(done: &mut Option<Box<DoneReads>>) -> Option<&mut Path> {
+    let (path, _) = done.as_mut()?.best.as_mut()?;
+    Some(path)
+}
 
 /// The longer of two paths, each with its last op's push position: by run time, then the
 /// latest pushed (as a write's path picks among its dependencies).
@@ -547,6 +580,15 @@ impl Path {
             n_ops: previous.n_ops + 1,
             head,
             tail: [*second, *third, Some(step)],
+        }
+    }
+
+    /// Its steps' labels renumbered by `renumber` (see [`RunFold::compact_labels`]).
+    fn renumber_labels(&mut self, renumber: &mut impl FnMut(u32) -> u32) {
+        let mut step = |Step(op, label, line): Step| Step(op, renumber(label), line);
+        self.head = self.head.iter().map(|&each| step(each)).collect();
+        for each in self.tail.iter_mut().flatten() {
+            *each = step(*each);
         }
     }
 
@@ -867,6 +909,9 @@ impl RunFold {
                     preds: device_preds,
                 },
             );
+        }
+        if self.labels.is_due() {
+            self.compact_labels();
         }
         let live = LiveOp {
             id: op,
@@ -1208,6 +1253,45 @@ impl RunFold {
         self.free.push(slot);
     }
 
+    /// Lets go of the labels that no live op and no path the fold keeps names, renumbering
+    /// the others: a loop whose ops each have a label of their own would otherwise hold one
+    /// per op of the run.
+    fn compact_labels(&mut self) {
+        let old = std::mem::take(&mut self.labels.texts);
+        let mut kept: Vec<Arc<str>> = Vec::new();
+        let mut new_number = vec![u32::MAX; old.len()];
+        let mut renumber = |number: u32| {
+            let new = &mut new_number[number as usize];
+            if *new == u32::MAX {
+                *new = kept.len() as u32;
+                kept.push(old[number as usize].clone());
+            }
+            *new
+        };
+        for live in self.slots.iter_mut().flatten() {
+            live.label = renumber(live.label);
+            let paths = [live.path.as_mut(), best_path(&mut live.done)];
+            for path in paths.into_iter().flatten() {
+                path.renumber_labels(&mut renumber);
+            }
+        }
+        for history in self.histories.values_mut() {
+            if let Some(path) = best_path(&mut history.done_reads) {
+                path.renumber_labels(&mut renumber);
+            }
+        }
+        for device_op in self.device_ops.values_mut() {
+            let before = device_op.ran.as_mut().and_then(|ran| ran.before.as_mut());
+            if let Some((path, _)) = before {
+                path.renumber_labels(&mut renumber);
+            }
+        }
+        if let Some(Critical::Kept(path, _)) = &mut self.critical {
+            path.renumber_labels(&mut renumber);
+        }
+        self.labels.keep_only(kept);
+    }
+
     /// The longest path so far and the push position of its last op.
     fn critical(&self) -> Option<(&Path, usize)> {
         match self.critical.as_ref()? {
@@ -1393,3 +1477,68 @@ const ALL_STATES: [OpState; N_STATES] = [
     OpState::Skipped,
     OpState::Cancelled,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chain of ops each with a label of its own (an observed loop's, `A = A + i i=41`): the
+    /// fold lets go of the labels no live op or kept path names, and the critical path still
+    /// names its first ops and its last by their own labels, renumbered as the labels went.
+    #[test]
+    fn a_fold_keeps_the_labels_of_its_live_ops_and_paths_only() {
+        let mut fold = RunFold::new();
+        let var = VarId(1);
+        let event = |time_ns: u64, kind: EventKind| Event { time_ns, kind };
+        fold.push(
+            &event(
+                0,
+                EventKind::VarCreated {
+                    var,
+                    name: Arc::from("A"),
+                },
+            ),
+            &mut NoTrace,
+        );
+        let n = 10 * MIN_LABELS_TO_COMPACT as u64;
+        let label = |index: u64| format!("A = A + i i={index}");
+        for index in 0..n {
+            let (op, time_ns) = (OpId(index), 10 * index);
+            let pushed = EventKind::Pushed {
+                op,
+                label: Arc::from(label(index)),
+                line: 2,
+                reads: vec![var],
+                writes: vec![var],
+                device: Device::Cpu,
+                priority: 0,
+            };
+            fold.push(&event(time_ns, pushed), &mut NoTrace);
+            let started = EventKind::Started { op, worker: 0 };
+            fold.push(&event(time_ns + 1, started), &mut NoTrace);
+            let finished = EventKind::Finished {
+                op,
+                state: OpState::Done,
+                message: None,
+            };
+            fold.push(&event(time_ns + 2, finished), &mut NoTrace);
+            assert!(
+                fold.labels.texts.len() <= MIN_LABELS_TO_COMPACT,
+                "{} labels kept",
+                fold.labels.texts.len()
+            );
+        }
+        let summary = fold.finish(&["cpu:0".to_string()], &mut NoTrace);
+        assert_eq!(summary.critical_path_ops, n as usize);
+        let shown: Vec<&str> = summary
+            .critical_path
+            .iter()
+            .map(|(_, text)| text.as_str())
+            .collect();
+        let expected: Vec<String> = [0, 1, 2, n - 3, n - 2, n - 1]
+            .into_iter()
+            .map(|index| format!("{} (line 2)", label(index)))
+            .collect();
+        assert_eq!(shown, expected);
+    }
+}

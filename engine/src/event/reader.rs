@@ -51,6 +51,8 @@ pub(super) struct Run {
     /// (allocated beside it): in some observed runs of `big.dep` that took a tenth of the
     /// interpreter's time, in one function reading a statement's operands.
     strings: Vec<Arc<str>>,
+    /// The generation of the shard's strings that `strings` copies (see `Strings::generation`).
+    generation: u64,
     /// The first number to hand out (it may fall inside the first record: a push's grants).
     from: u64,
 }
@@ -64,6 +66,11 @@ impl Shard {
         out.words.clear();
         out.segments.clear();
         out.from = from;
+        if out.generation != self.strings.generation {
+            // Compacted since: the numbers name other strings now.
+            out.strings.clear();
+            out.generation = self.strings.generation;
+        }
         let known = out.strings.len();
         if let Some(new) = self.strings.texts.get(known..) {
             out.strings
@@ -128,7 +135,7 @@ impl Record {
     }
 
     /// How many words it has, read from `words` (its chunk's, or a run's) at its offset.
-    fn n_words(&self, words: &[u64]) -> u64 {
+    pub(super) fn n_words(&self, words: &[u64]) -> u64 {
         match self.kind() {
             KIND_PUSHED => {
                 let offset = (self.payload & 0xffff_ffff) as usize;
