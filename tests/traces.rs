@@ -186,6 +186,58 @@ fn a_long_loop_reading_a_variable_it_never_writes_completes_under_a_memory_limit
     );
 }
 
+/// An observed loop's ops each have a label of their own (`A = ones(8) * i i=41`): the event
+/// log and the summary's fold kept one string per op (about 350 bytes an op) and ran out of
+/// memory here.
+#[test]
+fn a_loop_whose_ops_have_labels_of_their_own_is_summed_up_within_a_memory_limit() {
+    let run = summary_under_a_memory_limit(
+        "B = ones(8)\nfor i in 0..1000000 {\n  A = ones(8) * i\n}\nprint A[0]\n",
+    );
+    assert_eq!(run.stdout, "999999.0\n");
+    assert!(
+        run.stderr
+            .starts_with("summary: 1000002 ops (1000002 done), wall "),
+        "{}",
+        run.stderr
+    );
+}
+
+/// The trace writers keep a few thousand labels and strings, and start again when full (they
+/// kept one per op of a loop whose ops each have a label of their own): both traces of a run
+/// of more still read back, alike, each op named by its own label.
+#[test]
+fn traces_of_more_labels_than_their_writers_keep_read_back() {
+    let dir = TestDir::new();
+    let script = dir.write(
+        "long.dep",
+        "B = ones(8)\nfor i in 0..10000 {\n  A = ones(8) * i\n}\nprint A[0]\n",
+    );
+    for trace_threads in TRACE_THREADS {
+        let run = traced_run(&dir, &script, ("threaded", "2"), trace_threads, &[]);
+        assert_eq!(run.stdout, "9999.0\n", "{}", run.stderr);
+        let text = std::fs::read_to_string(dir.path().join("t.json")).unwrap();
+        let json = perfetto::read_json(&text).unwrap();
+        let protobuf =
+            perfetto::read(&std::fs::read(dir.path().join("t.pftrace")).unwrap()).unwrap();
+        assert!(json == protobuf, "{trace_threads}: the two formats differ");
+        let replay = trace::read_trace(&text).unwrap();
+        let labels: Vec<&str> = replay.ops().iter().map(|op| &*op.label).collect();
+        let expected: Vec<String> = (0..10000)
+            .map(|index| format!("A = ones(8) * i i={index}"))
+            .collect();
+        assert_eq!(labels.len(), 10002, "{trace_threads}");
+        assert!(
+            labels[1..10001] == expected,
+            "{trace_threads}: the labels differ"
+        );
+        assert!(
+            trace::chrome_trace(&replay) == text,
+            "{trace_threads}: the trace written again from its event log differs"
+        );
+    }
+}
+
 #[test]
 fn a_trace_of_several_ranks_is_written_in_the_format_its_name_says() {
     // Before, `--trace t.pftrace` beside `--ranks` got the merged Chrome JSON, which no Perfetto

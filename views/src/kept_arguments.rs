@@ -56,11 +56,16 @@ impl KeptArguments {
 }
 
 /// Something kept per op label, found by the label's address (the fold hands out one `Arc` per
-/// label; the table holds it, so the address stays its own).
+/// label; the table holds it, so the address stays its own). It holds [`MAX_LABELS`] at most,
+/// and starts again when full: an observed loop's ops may each have a label of their own (`A =
+/// ones(8) * i i=41`), which would make it hold one per op of the run.
 pub(crate) struct PerLabel<T> {
     index: FxHashMap<usize, usize>,
     entries: Vec<(Arc<str>, T)>,
 }
+
+/// The most labels a [`PerLabel`] holds.
+pub(crate) const MAX_LABELS: usize = 4096;
 
 impl<T> Default for PerLabel<T> {
     fn default() -> PerLabel<T> {
@@ -77,6 +82,10 @@ impl<T> PerLabel<T> {
         let address = Arc::as_ptr(label) as *const u8 as usize;
         if let Some(index) = self.index.get(&address) {
             return (*index, false);
+        }
+        if self.entries.len() >= MAX_LABELS {
+            self.index.clear();
+            self.entries.clear();
         }
         let index = self.entries.len();
         self.entries.push((label.clone(), make()));
@@ -142,5 +151,26 @@ mod tests {
         *table.get_mut(0) += 1;
         assert_eq!(*table.get_mut(0), 11);
         assert_eq!(*table.get_mut(1), 30);
+    }
+
+    /// Labels of their own for every op (a loop counter's value in each) fill the table, which
+    /// then starts again: it holds at most `MAX_LABELS`, whatever the run's length.
+    #[test]
+    fn a_table_full_of_labels_starts_again() {
+        let mut table = PerLabel::default();
+        let labels: Vec<Arc<str>> = (0..3 * MAX_LABELS)
+            .map(|index| Arc::from(format!("A = A + i i={index}")))
+            .collect();
+        for (index, label) in labels.iter().enumerate() {
+            let (entry, made) = table.entry(label, || index);
+            assert!(made);
+            assert_eq!(*table.get_mut(entry), index);
+            assert!(table.entries.len() <= MAX_LABELS);
+        }
+        // The last label is still found as it was kept.
+        let last = labels.last().unwrap();
+        let (entry, made) = table.entry(last, || 0);
+        assert!(!made);
+        assert_eq!(*table.get_mut(entry), 3 * MAX_LABELS - 1);
     }
 }

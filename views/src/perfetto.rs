@@ -254,11 +254,17 @@ struct LabelCache {
 }
 
 /// The strings a trace interns (event names, and argument values: states, devices, variables'
-/// names), each written once with the first packet that uses it and named by its id after.
+/// names), each written once with the first packet that uses it and named by its id after. Each
+/// table holds [`MAX_INTERNED`] strings at most and starts again when full (an observed loop's
+/// ops may each have a label of their own): a string met again after is interned again, under
+/// a new id, as ids are never reused.
 #[derive(Default)]
 struct Interning {
     names: FxHashMap<Arc<str>, u64>,
     values: FxHashMap<Box<str>, u64>,
+    /// How many ids were given to names, and to values.
+    n_names: u64,
+    n_values: u64,
     /// `InternedData.event_names` entries not declared yet.
     new_names: Vec<u8>,
     /// `InternedData.debug_annotation_string_values` entries not declared yet.
@@ -267,13 +273,21 @@ struct Interning {
     entry: Vec<u8>,
 }
 
+/// The most strings each table of an [`Interning`] holds, and the most flow names a
+/// [`PerfettoTrace`] keeps.
+const MAX_INTERNED: usize = 4096;
+
 impl Interning {
     /// The interned id of event name `name`, declared with the next track event when new.
     fn name(&mut self, name: &str) -> u64 {
         if let Some(iid) = self.names.get(name) {
             return *iid;
         }
-        let iid = self.names.len() as u64 + 1;
+        if self.names.len() >= MAX_INTERNED {
+            self.names.clear();
+        }
+        self.n_names += 1;
+        let iid = self.n_names;
         self.names.insert(Arc::from(name), iid);
         Self::declare(
             &mut self.entry,
@@ -290,7 +304,11 @@ impl Interning {
         if let Some(iid) = self.values.get(value) {
             return *iid;
         }
-        let iid = self.values.len() as u64 + 1;
+        if self.values.len() >= MAX_INTERNED {
+            self.values.clear();
+        }
+        self.n_values += 1;
+        let iid = self.n_values;
         self.values.insert(Box::from(value), iid);
         let (entry, out) = (&mut self.entry, &mut self.new_values);
         Self::declare(entry, out, field::STRING_VALUES, iid, value);
@@ -629,6 +647,10 @@ impl<W: Write> PerfettoTrace<W> {
             return *iid;
         }
         let iid = self.interned.name(&flow.name());
+        if self.flow_names.len() >= MAX_INTERNED {
+            // Variables made anew in a loop each have flows of their own.
+            self.flow_names.clear();
+        }
         self.flow_names.insert(key, (flow.name_parts(), iid));
         iid
     }
@@ -1108,6 +1130,25 @@ mod tests {
     use super::proto::{DebugAnnotation, InternedString, LegacyEvent, TrackEvent};
     use super::*;
     use dep_engine::{Device, OpId, OpState};
+
+    /// Names of their own for every op fill the interning tables, which then start again:
+    /// they hold at most `MAX_INTERNED` strings, and never give one id twice.
+    #[test]
+    fn interning_tables_start_again_when_full_and_never_reuse_an_id() {
+        use std::collections::HashSet;
+        let mut interning = Interning::default();
+        let (mut names, mut values) = (HashSet::new(), HashSet::new());
+        for index in 0..3 * MAX_INTERNED {
+            assert!(names.insert(interning.name(&format!("A = A + i i={index}"))));
+            assert!(values.insert(interning.value(&format!("t{index}"))));
+            assert!(
+                interning.names.len() <= MAX_INTERNED && interning.values.len() <= MAX_INTERNED
+            );
+        }
+        // A name met again while kept keeps its id.
+        let last = format!("A = A + i i={}", 3 * MAX_INTERNED - 1);
+        assert_eq!(interning.name(&last), interning.n_names);
+    }
 
     /// One packet as prost writes it (field 1 of `Trace`, length-delimited).
     fn prost_packet(out: &mut Vec<u8>, mut packet: TracePacket) {

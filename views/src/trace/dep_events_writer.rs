@@ -13,6 +13,9 @@ use super::{hand_over, N_STATES};
 use crate::bookkeeping::{Bookkeeping, Filtered};
 use crate::json_line::{JsonLine, LastNumber};
 
+/// The most strings a [`DepEventsWriter`] remembers as declared.
+const MAX_STRINGS: usize = 4096;
+
 /// Writes the event log's elements (`[time, kind, ...]`, each string declared once) to a spool,
 /// in the order given, as the views see them: without the interpreter's bookkeeping. The first
 /// write error stops the writing; [`DepEventsWriter::finish`] returns it.
@@ -23,8 +26,12 @@ pub struct DepEventsWriter<S: Write> {
     bookkeeping: Option<Bookkeeping>,
     /// How many elements were written.
     n_events: usize,
-    /// Strings declared so far, by their number.
+    /// Strings declared so far, by their number: [`MAX_STRINGS`] at most, then it starts
+    /// again (an observed loop's ops may each have a label of their own), a string met again
+    /// declared again under a new number.
     strings: HashMap<Arc<str>, usize>,
+    /// How many strings were declared: the next one's number.
+    n_strings: usize,
     /// The numbers of strings met as an `Arc` (a label, pushed again and again), by the
     /// address of that `Arc`, which the entry keeps alive so no other string can take it.
     strings_by_address: HashMap<usize, (Arc<str>, usize)>,
@@ -151,6 +158,7 @@ impl<S: Write> DepEventsWriter<S> {
             bookkeeping,
             n_events: 0,
             strings: HashMap::default(),
+            n_strings: 0,
             strings_by_address: HashMap::default(),
             devices: HashMap::default(),
             states: [None; N_STATES],
@@ -253,6 +261,10 @@ impl<S: Write> DepEventsWriter<S> {
             return Ok(*number);
         }
         let number = self.string(text)?;
+        if self.strings_by_address.len() >= MAX_STRINGS {
+            // Many `Arc`s of one text (or of texts of their own) would fill it.
+            self.strings_by_address.clear();
+        }
         self.strings_by_address
             .insert(address, (text.clone(), number));
         Ok(number)
@@ -283,7 +295,12 @@ impl<S: Write> DepEventsWriter<S> {
         if let Some(number) = self.strings.get(text) {
             return Ok(*number);
         }
-        let number = self.strings.len();
+        if self.strings.len() >= MAX_STRINGS {
+            self.strings.clear();
+            self.strings_by_address.clear();
+        }
+        let number = self.n_strings;
+        self.n_strings += 1;
         self.strings.insert(Arc::from(text), number);
         self.dep_line(|line| {
             line.string(text);
