@@ -113,10 +113,23 @@ fn an_error_inside_a_bulk_names_the_failing_statement_as_without_bulking() {
     let dir = TestDir::new();
     let graph =
         "A = ones(2, 3)\nB = ones(4)\ngraph g {\n  T = A + 1\n  U = T @ B\n  V = U * 2\n}\n";
-    for run_it in [
-        "run g",
-        "with bulk = 4 { run g }",
-        "with bulk = 2 { run g }",
+    // Each report also names the `run` that replayed the statement, and the loop iteration
+    // around it (it named neither).
+    for (run_it, within) in [
+        ("run g", "  = in `run g` at case.dep:8:1\n"),
+        (
+            "with bulk = 4 { run g }",
+            "  = in `run g` at case.dep:8:17\n",
+        ),
+        (
+            "with bulk = 2 { run g }",
+            "  = in `run g` at case.dep:8:17\n",
+        ),
+        (
+            "for i in 0..3 {\n  run g\n}",
+            "  = in `run g` at case.dep:9:3\n  = in the loop at case.dep:8:1, at i = 0\n  \
+             = it failed so 2 more times at this statement\n",
+        ),
     ] {
         // Before the fix, a bulk's error pointed at its first statement, `T = A + 1`, which
         // succeeded.
@@ -124,7 +137,7 @@ fn an_error_inside_a_bulk_names_the_failing_statement_as_without_bulking() {
         for (engine, run) in on_every_engine(&dir, &source, 1) {
             assert_eq!(
                 run.stderr,
-                matmul_report(5, 3, "U = T @ B"),
+                format!("{}{within}", matmul_report(5, 3, "U = T @ B")),
                 "{run_it} on {engine}"
             );
         }

@@ -284,6 +284,12 @@ impl Graph {
         self.internals
     }
 
+    /// The first and last session-wide lines of its statements.
+    pub(crate) fn lines(&self) -> (u32, u32) {
+        let lines = self.ops.iter().map(RecordedOp::line);
+        (lines.clone().min().unwrap_or(0), lines.max().unwrap_or(0))
+    }
+
     /// Whether a replay writes `slot`.
     pub(crate) fn writes(&self, slot: &Arc<Slot>) -> bool {
         self.ops

@@ -33,6 +33,8 @@ enum Kind {
     Call(Arc<str>),
     /// A `for` loop with these counters.
     Loop(Arc<[Arc<str>]>),
+    /// A replay of the graph of this name (`run g`).
+    Run(Arc<str>),
 }
 
 /// A call of a user's function or a `for` loop, and the frame it was entered within.
@@ -61,6 +63,7 @@ impl Frame {
         let same_kind = match (&self.kind, kind) {
             (Kind::Call(mine), Kind::Call(theirs)) => mine == theirs,
             (Kind::Loop(mine), Kind::Loop(theirs)) => mine == theirs,
+            (Kind::Run(mine), Kind::Run(theirs)) => mine == theirs,
             _ => false,
         };
         same_kind
@@ -81,6 +84,7 @@ impl Frame {
             .map_or_else(|| "?".to_string(), |chunk| chunk.place(self.offset));
         match &self.kind {
             Kind::Call(function) => format!("in `{function}`, called at {place}"),
+            Kind::Run(graph) => format!("in `run {graph}` at {place}"),
             Kind::Loop(counters) => {
                 let at: Vec<String> = counters
                     .iter()
@@ -189,6 +193,18 @@ impl PushedWithin {
         body_lines: (u32, u32),
     ) {
         self.enter(engine, Kind::Call(function.clone()), site, body_lines);
+    }
+
+    /// The ops `engine` numbers next are pushed by a replay of graph `graph` (`run graph` at
+    /// `site`), whose statements span `lines`.
+    pub(crate) fn enter_run(
+        &mut self,
+        engine: &engine::Engine,
+        graph: &str,
+        site: (usize, usize),
+        lines: (u32, u32),
+    ) {
+        self.enter(engine, Kind::Run(Arc::from(graph)), site, lines);
     }
 
     /// The ops `engine` numbers next are pushed within a `for` loop over `counters`, written at
