@@ -121,7 +121,7 @@ pub(crate) fn render_op_error(
     // that (forgotten, adopted from another engine), an observed loop's op still names its
     // iteration in its label (` i=4`).
     let frames = pushed_within.describe(sources, error.op, error.line);
-    let iteration = error.label[statement_of(&error.label).len()..].trim();
+    let (_, iteration) = label_parts(&error.label);
     let rendered = match iteration {
         iteration if iteration.is_empty() || !frames.is_empty() => rendered,
         iteration => {
@@ -173,16 +173,7 @@ pub(crate) fn one_line_without_comments(text: &str) -> String {
 /// loop ends with (`y = x[i] i=5`, which the line does not hold); the whole line, its
 /// indentation left out, when the line does not hold it.
 fn statement_span(line_text: &str, label: &str) -> grammar::Span {
-    let mut statement = label;
-    while let Some((before, last)) = statement.rsplit_once(' ') {
-        let is_counter = last
-            .split_once('=')
-            .is_some_and(|(name, value)| !name.is_empty() && value.parse::<i64>().is_ok());
-        if !is_counter {
-            break;
-        }
-        statement = before;
-    }
+    let statement = statement_of(label);
     match line_text.find(statement).filter(|_| !statement.is_empty()) {
         Some(start) => grammar::Span::new(start, start + statement.len()),
         None => {
@@ -276,8 +267,14 @@ impl Folded {
 }
 
 /// A label's statement, without the iteration an observed loop's op adds to it (` i=5 j=2`,
-/// see `labels::with_iteration`).
+/// see `labels::with_iteration`) nor the peer a message's label names (`z = recv(0, 3) ← r0`).
 fn statement_of(label: &str) -> &str {
+    label_parts(label).0
+}
+
+/// A label's statement (see [`statement_of`]) and the iteration it ends with (`i=5 j=2`, or
+/// empty).
+fn label_parts(label: &str) -> (&str, &str) {
     let mut statement = label;
     while let Some((head, tail)) = statement.rsplit_once(' ') {
         let is_counter = tail.split_once('=').is_some_and(|(name, value)| {
@@ -290,7 +287,15 @@ fn statement_of(label: &str) -> &str {
         }
         statement = head;
     }
-    statement
+    let iteration = label[statement.len()..].trim();
+    for mark in [dep_views::ranks::SEND_MARK, dep_views::ranks::RECV_MARK] {
+        if let Some((head, peer)) = statement.rsplit_once(mark) {
+            if peer.parse::<u32>().is_ok() {
+                return (head, iteration);
+            }
+        }
+    }
+    (statement, iteration)
 }
 
 /// Reports the failures `engine` saw that are not in `reported` (already reported by a `print`
@@ -442,6 +447,17 @@ mod tests {
         assert_eq!(&line[span.start..span.end], "a = b + f(i, j)");
         let span = statement_span("  A = B + 1", "A = B + 1");
         assert_eq!(span.start, 2);
+        // A message's label names its peer: the statement is found without it (its report
+        // underlined the whole `with` line).
+        let line = "with rank = 1 { z = recv(0, 3) }";
+        for label in ["z = recv(0, 3) ← r0", "z = recv(0, 3) ← r0 i=4"] {
+            let span = statement_span(line, label);
+            assert_eq!(&line[span.start..span.end], "z = recv(0, 3)", "{label}");
+        }
+        assert_eq!(
+            super::label_parts("send(x, 1) → r1 i=2"),
+            ("send(x, 1)", "i=2")
+        );
         let span = statement_span("  z = f(q)  ", "nothing here");
         assert_eq!((span.start, span.end), (2, 10));
     }
