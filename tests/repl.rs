@@ -406,6 +406,8 @@ fn a_second_ctrl_c_while_print_waits_on_a_running_op_abandons_the_wait_and_keeps
     assert!(shown.contains("[2. 2.]"), "the session kept K: {shown:?}");
     let shown = repl.run(":ops");
     assert!(shown.contains("running"), "A still runs: {shown:?}");
+    // Its start is on the session's clock, where the panel's is on its input's: it says so.
+    assert!(shown.contains("start: on the session's clock"), "{shown:?}");
     // Leaving: Ctrl-D waits for A; Ctrl-C, then Ctrl-C again, leaves at once.
     repl.control('d');
     repl.expect("waiting for");

@@ -387,7 +387,11 @@ impl Executor {
                 let style = views::TextStyle::plain(TEXT_WIDTH);
                 output.stdout(&match view {
                     LiveView::Queues => views::text::queues(&frame, &style),
-                    LiveView::Ops => views::text::ops(&frame, &style),
+                    LiveView::Ops => format!(
+                        "{}{}\n",
+                        views::text::ops(&frame, &style),
+                        views::text::session_clock_note(&frame)
+                    ),
                 });
             }
             Outcome::Timeline(replay, span_ns) => {

@@ -319,6 +319,7 @@ impl Ctx {
             }
             Outcome::Live(LiveView::Ops, frame) => {
                 say!("{}", views::text::ops(&frame, &self.text_style()));
+                self.note(&views::text::session_clock_note(&frame));
             }
             Outcome::Timeline(replay, span_ns) => {
                 say!(

@@ -114,6 +114,16 @@ pub fn ops(frame: &Frame, style: &TextStyle) -> String {
     ops_where(frame, style, |_| true, |_| 0)
 }
 
+/// What the start column of [`ops`] counts from when its frame is the session's (`:ops`), not
+/// an input's as a live panel's is: the two show one op's start apart, and each says where it
+/// counts from.
+pub fn session_clock_note(frame: &Frame) -> String {
+    format!(
+        "start: on the session's clock, at {} now (a live panel counts from its input's first push)",
+        format_ns(frame.time_ns)
+    )
+}
+
 /// [`ops`] listing only the unfinished ops (a live panel's room): a finished one an op still
 /// waits behind (a cancelled op keeps its place in its queues until its turn) is named in the
 /// reasons for waiting, as in the whole table.
