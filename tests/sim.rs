@@ -398,3 +398,78 @@ fn a_device_field_out_of_range_is_an_error_at_its_value() {
         );
     }
 }
+
+/// The queues of a simulated run of `script`, as `dep replay` shows them once every event at
+/// the virtual time `writer`'s op ends has been folded: each access of the op labelled
+/// `reader`, by variable name, with whether it is granted, and the variables the op still
+/// waits for.
+fn accesses_when_writer_ends(
+    script: &str,
+    writer: &str,
+    reader: &str,
+) -> (Vec<(String, bool)>, Vec<String>) {
+    let dir = TestDir::new();
+    dir.write("grants.dep", script);
+    run_sim(&dir, "grants.dep", &["--trace", "t.json"]);
+    let text = std::fs::read_to_string(dir.path().join("t.json")).unwrap();
+    let replay = dep_views::trace::read_trace(&text).unwrap();
+    let id_of = |label: &str| {
+        replay
+            .ops()
+            .iter()
+            .find(|op| &*op.label == label)
+            .unwrap_or_else(|| panic!("no op `{label}`"))
+            .id
+    };
+    let (writer, reader) = (id_of(writer), id_of(reader));
+    let ended = replay.op(writer).unwrap().finished_ns.unwrap();
+    // Simulated events come in virtual-time order: the step after the last one at `ended`.
+    let step = replay
+        .events()
+        .iter()
+        .take_while(|event| event.time_ns <= ended)
+        .count();
+    let frame = replay.frame_at(step);
+    let name = |var| replay.var_name(var).to_string();
+    let mut accesses = Vec::new();
+    for var in &frame.vars {
+        for access in var.queue.iter().filter(|access| access.op == reader) {
+            accesses.push((name(var.id), access.granted));
+        }
+    }
+    accesses.sort();
+    let op = frame.ops.iter().find(|op| op.id == reader).unwrap();
+    let waits_on = op
+        .waits_on
+        .iter()
+        .map(|blocker| name(blocker.var))
+        .collect();
+    (accesses, waits_on)
+}
+
+/// An access is granted when the accesses ahead of it on its variable end, as on the real
+/// engines, not when the op's last access is: once C's writer has ended (10 ms), `D = A + C`
+/// holds C and D and waits for A alone. Before the fix `dep replay` showed C's read and D's
+/// write waiting, with nothing ahead of them, until A's writer ended (20 ms).
+#[test]
+fn a_simulated_access_is_granted_when_the_accesses_ahead_of_it_end() {
+    let (accesses, waits_on) = accesses_when_writer_ends(
+        "A = work(20, ones(2))\nC = work(10, ones(2))\nD = A + C\nprint D\n",
+        "C = work(10, ones(2))",
+        "D = A + C",
+    );
+    let expected =
+        [("A", false), ("C", true), ("D", true)].map(|(var, granted)| (var.to_string(), granted));
+    assert_eq!(accesses, expected);
+    assert_eq!(waits_on, ["A"]);
+    // Write after read: once C's writer has ended (30 ms), `A = C * 2` holds C and waits to
+    // write A until `B = work(30, A)` has read it (50 ms); its read of C waited until then.
+    let (accesses, waits_on) = accesses_when_writer_ends(
+        "A = work(20, ones(2))\nB = work(30, A)\nC = work(30, ones(2))\nA = C * 2\nprint A\n",
+        "C = work(30, ones(2))",
+        "A = C * 2",
+    );
+    let expected = [("A", false), ("C", true)].map(|(var, granted)| (var.to_string(), granted));
+    assert_eq!(accesses, expected);
+    assert_eq!(waits_on, ["A"]);
+}

@@ -5,10 +5,12 @@
 //! Each op reports its cost while it runs, in the context it is given ([`crate::OpContext::report_cost`]: flops, bytes moved, or a fixed
 //! time). The simulator turns the cost into a duration on the op's device (roofline:
 //! latency + max(flops / peak flops, bytes / bandwidth) + fixed time), and schedules ops as the
-//! engine would: an op is ready when the ops it depends on (read after write, write after read,
-//! write after write) have ended; each device has its lanes (CPU workers, GPU streams, one lane
-//! per link) and a ready queue ordered by priority, then push order. Virtual time advances only
-//! when the host waits (`wait_var`, `wait_all`): up to the moment the wait would return.
+//! engine would: each access is granted when the accesses ahead of it on its variable that it
+//! conflicts with (read after write, write after read, write after write) have ended, as a
+//! variable's queue grants it, and an op is ready once all of its accesses are; each device has
+//! its lanes (CPU workers, GPU streams, one lane per link) and a ready queue ordered by
+//! priority, then push order. Virtual time advances only when the host waits (`wait_var`,
+//! `wait_all`): up to the moment the wait would return.
 //!
 //! Events carry virtual times, so every view (queues, timeline, trace) shows the simulated run.
 
@@ -204,13 +206,19 @@ struct SimOp {
     id: OpId,
     device: Device,
     priority: i32,
-    reads: Vec<VarId>,
     writes: Vec<VarId>,
     duration_ns: u64,
     state: OpState,
     message: Option<String>,
-    deps_left: usize,
-    successors: Vec<usize>,
+    /// Its accesses, reads then writes, each with how many ops ahead of it on its variable it
+    /// still waits for (a read for the last writer, a write for the last writer and the readers
+    /// since): an access is granted when its count reaches 0, as a variable's queue grants it
+    /// when those ops release the variable.
+    accesses: Vec<(VarId, u32)>,
+    /// How many of its accesses are not granted: the op is ready when none is left.
+    n_waiting: usize,
+    /// The accesses of later ops that wait for this one: (op, index into its `accesses`).
+    successors: Vec<(usize, u32)>,
     end_ns: Option<u64>,
     /// For a GPU op whose launch is modelled: the launch time and whether the host syncs.
     launch: Option<(u64, bool)>,
@@ -309,10 +317,15 @@ impl Simulator {
         } else {
             0
         };
-        let mut predecessors: Vec<usize> = Vec::new();
+        // Each access (reads, then writes) with the ops ahead of it on its variable that it
+        // conflicts with: (that op, the access's index).
+        let mut ahead: Vec<(usize, u32)> = Vec::new();
+        let mut accesses: Vec<(VarId, u32)> = Vec::with_capacity(reads.len() + writes.len());
         for var in &reads {
             let (writer, readers) = self.history.entry(*var).or_default();
-            predecessors.extend(*writer);
+            let access = accesses.len() as u32;
+            ahead.extend(writer.map(|writer| (writer, access)));
+            accesses.push((*var, 0));
             // A variable only read (`b` in a loop of `c = c + b`) would keep every reader:
             // the retired ones are dropped each time the list doubles.
             if readers.len() >= 64 && readers.len().is_power_of_two() {
@@ -322,31 +335,35 @@ impl Simulator {
         }
         for var in &writes {
             let (writer, readers) = self.history.entry(*var).or_default();
-            predecessors.extend(
+            let access = accesses.len() as u32;
+            ahead.extend(
                 writer
                     .iter()
                     .chain(readers.iter())
-                    .filter(|&&other| other != index),
+                    .filter(|&&other| other != index)
+                    .map(|&other| (other, access)),
             );
+            accesses.push((*var, 0));
             *writer = Some(index);
             readers.clear();
         }
-        predecessors.sort_unstable();
-        predecessors.dedup();
         // Kernels of ended predecessors may still run (launched, not done).
-        let after_ns = predecessors
+        let after_ns = ahead
             .iter()
-            .filter_map(|other| self.ops.get(other)?.kernel.as_ref().map(|kernel| kernel.2))
+            .filter_map(|(other, _)| self.ops.get(other)?.kernel.as_ref().map(|kernel| kernel.2))
             .max()
             .unwrap_or(0);
-        predecessors.retain(|other| {
+        // An access waits only for the ops that have not ended: the others released it.
+        ahead.retain(|(other, _)| {
             self.ops
                 .get(other)
                 .is_some_and(|op| op.end_ns.is_none_or(|end| end > self.now_ns))
         });
-        for other in &predecessors {
-            self.op_mut(*other).successors.push(index);
+        for &(other, access) in &ahead {
+            accesses[access as usize].1 += 1;
+            self.op_mut(other).successors.push((index, access));
         }
+        let n_waiting = accesses.iter().filter(|(_, n_ahead)| *n_ahead > 0).count();
         let model = self.model.device(device);
         let launch = (on_gpu && state == OpState::Done && model.launch_ns > 0)
             .then_some((model.launch_ns, model.sync));
@@ -356,12 +373,12 @@ impl Simulator {
                 id,
                 device,
                 priority,
-                reads,
                 writes,
                 duration_ns,
                 state,
                 message,
-                deps_left: predecessors.len(),
+                accesses,
+                n_waiting,
                 successors: Vec::new(),
                 end_ns: None,
                 launch,
@@ -372,7 +389,19 @@ impl Simulator {
         );
         self.n_unfinished += 1;
         self.emit(sink, pushed);
-        if predecessors.is_empty() {
+        // Granted at push: the accesses that wait for nothing, in the order the engines grant
+        // them (reads, then writes); the others are granted as the ops ahead of them end.
+        let op = self.op(index);
+        for (var, _) in op.accesses.iter().filter(|(_, n_ahead)| *n_ahead == 0) {
+            self.emit(
+                sink,
+                EventKind::Granted {
+                    op: op.id,
+                    var: *var,
+                },
+            );
+        }
+        if n_waiting == 0 {
             self.make_ready(sink, index);
         }
     }
@@ -396,15 +425,6 @@ impl Simulator {
 
     fn make_ready(&mut self, sink: &dyn EventSink, index: usize) {
         let op = self.op(index);
-        for var in op.reads.iter().chain(&op.writes) {
-            self.emit(
-                sink,
-                EventKind::Granted {
-                    op: op.id,
-                    var: *var,
-                },
-            );
-        }
         self.emit(sink, EventKind::Ready { op: op.id });
         if op.state == OpState::Cancelled || op.bookkeeping.is_some() {
             // As on the real engines, a cancelled op never starts, and a wait or a deletion runs
@@ -620,11 +640,21 @@ impl Simulator {
         self.n_unfinished -= 1;
         let kernel_end = self.op(index).kernel.as_ref().map_or(0, |kernel| kernel.2);
         let successors = std::mem::take(&mut self.op_mut(index).successors);
-        for successor in successors {
+        for (successor, access) in successors {
             let successor_op = self.op_mut(successor);
             successor_op.after_ns = successor_op.after_ns.max(kernel_end);
-            successor_op.deps_left -= 1;
-            if successor_op.deps_left == 0 {
+            // An access is granted when the last op ahead of it releases the variable, as the
+            // real engines grant it, whether or not the op's other accesses are granted.
+            let (var, n_ahead) = &mut successor_op.accesses[access as usize];
+            *n_ahead -= 1;
+            if *n_ahead > 0 {
+                continue;
+            }
+            let var = *var;
+            successor_op.n_waiting -= 1;
+            let (id, ready) = (successor_op.id, successor_op.n_waiting == 0);
+            self.emit(sink, EventKind::Granted { op: id, var });
+            if ready {
                 self.make_ready(sink, successor);
             }
         }
