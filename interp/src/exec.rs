@@ -324,12 +324,8 @@ impl<'a> Runner<'a> {
                 match self.scope.graphs.get_mut(&name.text) {
                     Some(graph) => match graph.rank_outside(size) {
                         None => {
-                            let engine = self.scope.engine;
-                            let site = (self.source_index, stmt.span.start);
-                            let within = &mut self.scope.pushed_within;
-                            within.enter_run(engine, &name.text, site, graph.lines());
-                            graph.replay(engine, self.scope.comm_counters, options);
-                            within.leave(engine);
+                            self.scope.pushed_within.note_replay(graph.lines());
+                            graph.replay(self.scope.engine, self.scope.comm_counters, options);
                         }
                         Some((op, rank)) => {
                             let place = crate::sources::locate_line(self.scope.sources, op.line)

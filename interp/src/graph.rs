@@ -257,6 +257,8 @@ struct Prepared {
 pub(crate) struct Graph {
     name: String,
     ops: Vec<RecordedOp>,
+    /// The first and last session-wide lines of its statements.
+    lines: (u32, u32),
     internals: Vec<Arc<Slot>>,
     /// For each op, the internals whose last use it is.
     release_after: Vec<Vec<usize>>,
@@ -284,10 +286,16 @@ impl Graph {
         self.internals
     }
 
-    /// The first and last session-wide lines of its statements.
+    /// The first and last session-wide lines of its statements (and of the functions they
+    /// call): where the ops a replay pushes come from (see `pushed_within`).
     pub(crate) fn lines(&self) -> (u32, u32) {
-        let lines = self.ops.iter().map(RecordedOp::line);
-        (lines.clone().min().unwrap_or(0), lines.max().unwrap_or(0))
+        self.lines
+    }
+
+    /// Whether one of its statements is at session-wide line `line`: an op of that line failing
+    /// on the engine was pushed by one of its replays.
+    pub(crate) fn has_statement_at(&self, line: u32) -> bool {
+        self.ops.iter().any(|op| op.line() == line)
     }
 
     /// Whether a replay writes `slot`.
@@ -314,9 +322,12 @@ impl Graph {
             }
         }
         let internal_bytes = Arc::new(internals.iter().map(|_| AtomicU64::new(0)).collect());
+        let lines = ops.iter().map(RecordedOp::line);
+        let lines = (lines.clone().min().unwrap_or(0), lines.max().unwrap_or(0));
         Graph {
             name: name.to_string(),
             ops,
+            lines,
             internals,
             release_after,
             dag,

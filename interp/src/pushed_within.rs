@@ -33,8 +33,6 @@ enum Kind {
     Call(Arc<str>),
     /// A `for` loop with these counters.
     Loop(Arc<[Arc<str>]>),
-    /// A replay of the graph of this name (`run g`).
-    Run(Arc<str>),
 }
 
 /// A call of a user's function or a `for` loop, and the frame it was entered within.
@@ -63,7 +61,6 @@ impl Frame {
         let same_kind = match (&self.kind, kind) {
             (Kind::Call(mine), Kind::Call(theirs)) => mine == theirs,
             (Kind::Loop(mine), Kind::Loop(theirs)) => mine == theirs,
-            (Kind::Run(mine), Kind::Run(theirs)) => mine == theirs,
             _ => false,
         };
         same_kind
@@ -84,7 +81,6 @@ impl Frame {
             .map_or_else(|| "?".to_string(), |chunk| chunk.place(self.offset));
         match &self.kind {
             Kind::Call(function) => format!("in `{function}`, called at {place}"),
-            Kind::Run(graph) => format!("in `run {graph}` at {place}"),
             Kind::Loop(counters) => {
                 let at: Vec<String> = counters
                     .iter()
@@ -180,6 +176,8 @@ pub(crate) struct PushedWithin {
     row: Row,
     /// The frame left last: the next one entered in the same place shares it.
     last_left: Option<Arc<Frame>>,
+    /// The lines of the graphs replayed (see [`PushedWithin::note_replay`]).
+    replayed: Vec<(u32, u32)>,
 }
 
 impl PushedWithin {
@@ -195,16 +193,13 @@ impl PushedWithin {
         self.enter(engine, Kind::Call(function.clone()), site, body_lines);
     }
 
-    /// The ops `engine` numbers next are pushed by a replay of graph `graph` (`run graph` at
-    /// `site`), whose statements span `lines`.
-    pub(crate) fn enter_run(
-        &mut self,
-        engine: &engine::Engine,
-        graph: &str,
-        site: (usize, usize),
-        lines: (u32, u32),
-    ) {
-        self.enter(engine, Kind::Run(Arc::from(graph)), site, lines);
+    /// Notes that a graph whose statements span `lines` was replayed: its ops, pushed within
+    /// the frame around its `run`, come from those lines, not from the frame's body.
+    #[inline]
+    pub(crate) fn note_replay(&mut self, lines: (u32, u32)) {
+        if !self.replayed.contains(&lines) {
+            self.replayed.push(lines);
+        }
     }
 
     /// The ops `engine` numbers next are pushed within a `for` loop over `counters`, written at
@@ -367,8 +362,9 @@ impl PushedWithin {
                 None => return Vec::new(),
             },
         };
-        let (first_line, last_line) = innermost.0.body_lines;
-        if !(first_line..=last_line).contains(&line) {
+        let in_lines = |(first, last): (u32, u32)| (first..=last).contains(&line);
+        if !in_lines(innermost.0.body_lines) && !self.replayed.iter().any(|&lines| in_lines(lines))
+        {
             return Vec::new();
         }
         std::iter::successors(Some(innermost), |(frame, _)| {

@@ -120,7 +120,16 @@ pub(crate) fn render_op_error(
     // Where it was pushed: the calls and loop iterations around it, innermost first. Failing
     // that (forgotten, adopted from another engine), an observed loop's op still names its
     // iteration in its label (` i=4`).
-    let frames = pushed_within.describe(sources, error.op, error.line);
+    let mut frames = pushed_within.describe(sources, error.op, error.line);
+    // A recorded statement's op is pushed by a `run` of its graph, in the frames around that.
+    let replayed = graphs
+        .iter()
+        .filter(|(_, graph)| graph.has_statement_at(error.line))
+        .map(|(name, _)| name.as_str())
+        .min();
+    if let Some(name) = replayed {
+        frames.insert(0, format!("in `run {name}`"));
+    }
     let (_, iteration) = label_parts(&error.label);
     let rendered = match iteration {
         iteration if iteration.is_empty() || !frames.is_empty() => rendered,
