@@ -324,6 +324,11 @@ impl LiveFold {
     }
 
     fn fold(&mut self, event: engine::Event) {
+        if let engine::EventKind::VarDeleted { var } = event.kind {
+            // A deleted variable idle in no queue is gone from the engine's snapshot; one that
+            // ops still use is shown for its busy queue.
+            self.touched.remove(&var);
+        }
         let Some(position) = self.replay.push_event(event) else {
             return;
         };
@@ -1399,6 +1404,41 @@ mod tests {
         assert_eq!(drawn.n_ops(), 10_000);
         assert!(drawn.count(engine::OpState::Failed) > 0);
         assert_eq!(drawn.frame.ops.len(), MAX_OP_ROWS);
+    }
+
+    /// A terminal's fold following a loop that makes and deletes a variable at every iteration
+    /// (`A = ones(8) * i; del A`) keeps neither the variables it touched nor their names once
+    /// they are deleted: it kept one of each per iteration. A variable still live is shown.
+    #[test]
+    fn a_terminal_fold_lets_go_of_deleted_variables() {
+        let (engine, source) = logged_threaded_source("loop.dep");
+        let mut terminal = LiveFold::from_now(&source);
+        let kept = engine.new_var("B");
+        for index in 0..5_000 {
+            let var = engine.new_var(format!("A{index}"));
+            engine.push(
+                engine::OpSpec::new("A = ones(8) * i", || Ok(()))
+                    .reads(std::slice::from_ref(&kept))
+                    .writes(std::slice::from_ref(&var)),
+            );
+            engine.delete_var(var, 2, || ());
+            if index % 500 == 0 {
+                engine.wait_all();
+                terminal.read(&source, true);
+            }
+        }
+        engine.wait_all();
+        terminal.read(&source, true);
+        // Each iteration's op and its deletion.
+        assert_eq!(terminal.n_pushed, 10_000);
+        assert!(
+            terminal.touched.len() <= 1,
+            "{} variables touched",
+            terminal.touched.len()
+        );
+        assert!(terminal.touched.contains(&kept.id()));
+        let names = terminal.replay.n_var_names();
+        assert!(names <= 2, "{names} names kept");
     }
 
     /// Every view of a long run in flight agrees with itself, however the snapshot and the log

@@ -59,6 +59,10 @@ pub struct Replay {
 #[derive(Clone, Debug, Default)]
 struct OpTable {
     var_names: BTreeMap<VarId, Arc<str>>,
+    /// Whether a deleted variable's name is let go (a replay that keeps no events names no
+    /// deleted variable again: a loop making a variable at every iteration would keep a name
+    /// per iteration).
+    forgets_deleted_vars: bool,
     ops: Vec<OpRecord>,
     op_index: HashMap<OpId, usize>,
     /// How many ops were forgotten from the front ([`Replay::forget_finished`]): the position of
@@ -306,10 +310,12 @@ impl Replay {
     /// does not grow with every event of a long run. [`Replay::events`] stays empty, so only
     /// [`Replay::ops`], [`Replay::op_position`] and [`Replay::time_range`] are of use.
     pub fn ops_only(worker_names: Vec<String>) -> Replay {
-        Replay {
+        let mut replay = Replay {
             keeps_events: false,
             ..Replay::new(Vec::new(), worker_names)
-        }
+        };
+        replay.table.forgets_deleted_vars = true;
+        replay
     }
 
     /// Drops the events kept so far and keeps none from now on, as a replay made by
@@ -318,6 +324,7 @@ impl Replay {
     pub fn stop_keeping_events(&mut self) {
         self.events = Vec::new();
         self.keeps_events = false;
+        self.table.forgets_deleted_vars = true;
         self.edges = OnceLock::new();
     }
 
@@ -345,6 +352,12 @@ impl Replay {
         table.forget_at = 2 * table.ops.len();
         table.ops.shrink_to(table.forget_at);
         table.op_index.shrink_to(table.forget_at);
+    }
+
+    /// How many variables it holds a name for.
+    #[cfg(test)]
+    pub(crate) fn n_var_names(&self) -> usize {
+        self.table.var_names.len()
     }
 
     /// How many ops' records [`Replay::forget_finished`] forgot: the position of
@@ -840,7 +853,13 @@ impl OpTable {
                 self.var_names.insert(*var, name.clone());
                 None
             }
-            EventKind::VarDeleted { .. } | EventKind::Granted { .. } => None,
+            EventKind::VarDeleted { var } => {
+                if self.forgets_deleted_vars {
+                    self.var_names.remove(var);
+                }
+                None
+            }
+            EventKind::Granted { .. } => None,
             EventKind::Pushed {
                 op,
                 label,
