@@ -78,7 +78,7 @@ struct Frame {
     /// The caller's new names whose variables the call's `return` made (see
     /// [`ReturnInto::New`]), with those variables: bound in the caller's scope when the call
     /// returns.
-    made_for_caller: SmallVec<[(Arc<str>, Arc<Slot>); 2]>,
+    made_for_caller: Vec<(Arc<str>, Arc<Slot>)>,
 }
 
 /// Where a call's values are returned into (see `Frame::returns_into`): two inline, so that a

@@ -83,12 +83,12 @@ impl Runner<'_> {
     /// Refuses `run NAME` inside a function when the graph writes globals: a function never
     /// changes a global (it returns new values instead), and a replay would.
     pub(super) fn refuse_run_changing_globals(&self, name: &grammar::Name) -> Result<(), RunError> {
-        let Some(graph) = self.scope.graphs.get(&name.text) else {
-            return Ok(());
-        };
         if !self.in_a_function() {
             return Ok(());
         }
+        let Some(graph) = self.scope.graphs.get(&name.text) else {
+            return Ok(());
+        };
         let mut written: Vec<&str> = self
             .scope
             .globals
