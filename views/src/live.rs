@@ -197,8 +197,11 @@ impl LiveFold {
     /// whenever the engine is idle), or is fed by the log's one streaming reader through
     /// [`LiveFold::push`] (`dep run --watch`, whose recorder forgets what it read).
     pub fn from_now(source: &LiveSource) -> LiveFold {
+        let mut replay = views::Replay::ops_only(source.monitor.worker_names());
+        // It draws the engine's live variables, never a deleted one.
+        replay.forget_deleted_vars();
         LiveFold {
-            replay: views::Replay::ops_only(source.monitor.worker_names()),
+            replay,
             next_seq: source.log.next_seq(),
             timeline: false,
             ..LiveFold::new(source)

@@ -59,9 +59,7 @@ pub struct Replay {
 #[derive(Clone, Debug, Default)]
 struct OpTable {
     var_names: BTreeMap<VarId, Arc<str>>,
-    /// Whether a deleted variable's name is let go (a replay that keeps no events names no
-    /// deleted variable again: a loop making a variable at every iteration would keep a name
-    /// per iteration).
+    /// Whether a deleted variable's name is let go (see [`Replay::forget_deleted_vars`]).
     forgets_deleted_vars: bool,
     ops: Vec<OpRecord>,
     op_index: HashMap<OpId, usize>,
@@ -310,12 +308,18 @@ impl Replay {
     /// does not grow with every event of a long run. [`Replay::events`] stays empty, so only
     /// [`Replay::ops`], [`Replay::op_position`] and [`Replay::time_range`] are of use.
     pub fn ops_only(worker_names: Vec<String>) -> Replay {
-        let mut replay = Replay {
+        Replay {
             keeps_events: false,
             ..Replay::new(Vec::new(), worker_names)
-        };
-        replay.table.forgets_deleted_vars = true;
-        replay
+        }
+    }
+
+    /// Lets go of each variable's name once it is deleted, for a replay that never names a
+    /// deleted variable (a live panel's, which draws the engine's live variables), where a
+    /// loop making a variable at every iteration would keep a name per iteration. A replay
+    /// drawn as a DAG or a timeline names them in its edges.
+    pub fn forget_deleted_vars(&mut self) {
+        self.table.forgets_deleted_vars = true;
     }
 
     /// Drops the events kept so far and keeps none from now on, as a replay made by
@@ -324,7 +328,6 @@ impl Replay {
     pub fn stop_keeping_events(&mut self) {
         self.events = Vec::new();
         self.keeps_events = false;
-        self.table.forgets_deleted_vars = true;
         self.edges = OnceLock::new();
     }
 
