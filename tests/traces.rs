@@ -135,8 +135,9 @@ fn the_trace_of_every_sample_on_every_engine_replays() {
     }
 }
 
-/// `dep run long.dep --summary` of `script` with at most 300 MB of address space.
-fn summary_under_a_memory_limit(script: &str) -> Run {
+/// Checks that `dep run long.dep --summary` of `script`, with at most 300 MB of address space,
+/// prints `stdout` and sums up `n_ops` ops, every one done.
+fn summed_up_under_a_memory_limit(script: &str, stdout: &str, n_ops: usize) {
     let dir = TestDir::new();
     dir.write("long.dep", script);
     let command = format!(
@@ -151,22 +152,20 @@ fn summary_under_a_memory_limit(script: &str) -> Run {
         .env_remove("DEP_ENGINE")
         .env_remove("DEP_THREADS")
         .stdin(std::process::Stdio::null());
-    Run::of(&mut shell).expect_code(0)
+    let run = Run::of(&mut shell).expect_code(0);
+    assert_eq!(run.stdout, stdout);
+    let summary = format!("summary: {n_ops} ops ({n_ops} done), wall ");
+    assert!(run.stderr.starts_with(&summary), "{}", run.stderr);
 }
 
 #[test]
 fn a_long_observed_run_completes_under_a_memory_limit() {
     // 300,002 ops (the `print`'s wait for its temporary and its deletion are not counted):
     // folding the summary from the whole event log took 620 MB here.
-    let run = summary_under_a_memory_limit(
+    summed_up_under_a_memory_limit(
         "x = ones(64)\nfor i in 0..150000 {\n  y = x + 1\n  x = y * 1\n}\nprint sum(x)\n",
-    );
-    assert_eq!(run.stdout, "9.600064e+06\n");
-    assert!(
-        run.stderr
-            .starts_with("summary: 300002 ops (300002 done), wall "),
-        "{}",
-        run.stderr
+        "9.600064e+06\n",
+        300002,
     );
 }
 
@@ -174,15 +173,10 @@ fn a_long_observed_run_completes_under_a_memory_limit() {
 fn a_long_loop_reading_a_variable_it_never_writes_completes_under_a_memory_limit() {
     // Every op reads `b`, which nothing writes: the fold held every op for a later write of
     // `b` (about 400 bytes each) and ran out of memory here.
-    let run = summary_under_a_memory_limit(
+    summed_up_under_a_memory_limit(
         "b = ones(4)\nc = ones(4)\nfor i in 0..400000 {\n  c = c + b\n}\nprint sum(c)\n",
-    );
-    assert_eq!(run.stdout, "1.600004e+06\n");
-    assert!(
-        run.stderr
-            .starts_with("summary: 400003 ops (400003 done), wall "),
-        "{}",
-        run.stderr
+        "1.600004e+06\n",
+        400003,
     );
 }
 
@@ -191,15 +185,10 @@ fn a_long_loop_reading_a_variable_it_never_writes_completes_under_a_memory_limit
 /// memory here.
 #[test]
 fn a_loop_whose_ops_have_labels_of_their_own_is_summed_up_within_a_memory_limit() {
-    let run = summary_under_a_memory_limit(
+    summed_up_under_a_memory_limit(
         "B = ones(8)\nfor i in 0..1000000 {\n  A = ones(8) * i\n}\nprint A[0]\n",
-    );
-    assert_eq!(run.stdout, "999999.0\n");
-    assert!(
-        run.stderr
-            .starts_with("summary: 1000002 ops (1000002 done), wall "),
-        "{}",
-        run.stderr
+        "999999.0\n",
+        1000002,
     );
 }
 

@@ -176,11 +176,11 @@ pub(crate) enum RecordedBlock {
 }
 
 impl RecordedBlock {
-    /// How an error names it: "a graph".
-    pub(crate) fn describe(self) -> &'static str {
+    /// What it is, as an error names it: "graph".
+    pub(crate) fn noun(self) -> &'static str {
         match self {
-            RecordedBlock::Graph => "a graph",
-            RecordedBlock::PriorityAuto => "a `priority auto` block",
+            RecordedBlock::Graph => "graph",
+            RecordedBlock::PriorityAuto => "`priority auto` block",
         }
     }
 }

@@ -196,11 +196,11 @@ impl Runner<'_> {
                     }
                     ("clock", []) => {
                         if let Some(recording) = &self.recording {
-                            let block = recording.block.describe();
+                            let block = recording.block.noun();
                             return Err(self.error(
                                 expr.span,
                                 format!(
-                                    "clock() cannot be recorded in {block}: it reads the \
+                                    "clock() cannot be recorded in a {block}: it reads the \
                                      engine's clock when its statement is pushed, which a \
                                      recording does once; read it before or after"
                                 ),

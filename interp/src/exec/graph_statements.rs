@@ -122,11 +122,10 @@ impl Runner<'_> {
         let Some(recording) = &self.recording else {
             return Ok(());
         };
-        let block = recording.block.describe();
-        let (_, short) = block.split_once(' ').unwrap_or(("", block));
+        let block = recording.block.noun();
         Err(self.error(
             stmt.span,
-            format!("`{keyword}` cannot be recorded in {block}: {block} holds computations only; put it before or after the {short}"),
+            format!("`{keyword}` cannot be recorded in a {block}: a {block} holds computations only; put it before or after the {block}"),
             "cannot be recorded",
         ))
     }

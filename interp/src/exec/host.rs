@@ -19,11 +19,11 @@ impl Runner<'_> {
         if let Some(Binding::Tensor(slot)) = self.name_binding(expr) {
             if let Some(recording) = &self.recording {
                 if recording.computes(&slot) {
-                    let block = recording.block.describe();
+                    let block = recording.block.noun();
                     return Err(self.error(
                         expr.span,
                         format!(
-                            "`{}` is computed in {block}, so its value is not known until it \
+                            "`{}` is computed in a {block}, so its value is not known until it \
                              runs: a value needed while recording must be a number, a loop \
                              counter or a variable computed before",
                             self.text(expr.span)
