@@ -465,6 +465,19 @@ impl Simulator {
     ) {
         loop {
             self.start_ready(sink, new_lane);
+            // Ops that end at the current instant (a wait, a deletion, an op of no cost) end
+            // before the host goes on: a later push must not see one ended that no event says
+            // has finished.
+            if let Some(Reverse((_, index))) = self
+                .running
+                .peek()
+                .copied()
+                .filter(|Reverse((end, _))| *end <= self.now_ns)
+            {
+                self.running.pop();
+                self.finish(sink, index);
+                continue;
+            }
             if done(self) {
                 return;
             }
@@ -489,13 +502,6 @@ impl Simulator {
             {
                 self.retiring.pop();
                 self.ops.remove(&index);
-            }
-            while let Some(Reverse((end, index))) = self.running.peek().copied() {
-                if end != end_ns {
-                    break;
-                }
-                self.running.pop();
-                self.finish(sink, index);
             }
         }
     }

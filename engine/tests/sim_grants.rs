@@ -262,7 +262,7 @@ impl Numbers {
 }
 
 /// Ops of random lengths over a few variables, on the CPU's 2 lanes and a GPU's, with waits for
-/// them all now and then: returns the events.
+/// them all or for one variable now and then: returns the events.
 fn random_run(seed: u64) -> Vec<Event> {
     let log = Arc::new(EventLog::new());
     let engine = sim_engine(2, &log);
@@ -289,9 +289,14 @@ fn random_run(seed: u64) -> Vec<Event> {
                 .writes(&writes)
                 .device(device),
         );
-        // The clock advances: the ops pushed next are pushed later than the ones before.
-        if numbers.below(25) == 0 {
-            engine.wait_all();
+        // The clock advances: the ops pushed next are pushed later than the ones before. A
+        // wait for one variable ends at the instant it returns, before the next push.
+        match numbers.below(25) {
+            0 => engine.wait_all(),
+            1 | 2 => engine
+                .wait_var(&vars[numbers.below(5) as usize], 0)
+                .expect("no op fails"),
+            _ => {}
         }
     }
     engine.wait_all();
