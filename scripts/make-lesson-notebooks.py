@@ -4,7 +4,13 @@ two_gpus.ipynb, gpu_sync.ipynb, data_parallel.ipynb) from their .dep scripts: on
 block of statements, after a `%engine sim` cell (`%engine sim --ranks 4` for the lessons on
 ranks); a comment line `#%magic` becomes a code cell
 `%magic` (a script run by `dep run` skips it as a comment). A script without such lines ends with a
-`%timeline` cell. Run it again after editing a lesson script."""
+`%timeline` cell, which draws the last cell that ran ops. Run it again after editing a lesson script.
+
+A lesson in ONE_CELL keeps its statements in one code cell instead (its first comment block is
+the markdown before it; its other comments stay in the cell as comments): at the end of every
+cell the simulated engine runs its virtual clock to the end, so a script cut into cells would
+run each cell's ops only after the cell before had ended, and what the lesson shows overlapping
+(two GPUs' steps, copies under backward) would run one part after another."""
 import json
 import pathlib
 
@@ -17,7 +23,9 @@ METADATA = {
 INTRO = {
     "gpipe": "Run on **simulated devices**: the timeline is on a virtual clock, the same on every machine.",
     "priorities": "Run on **simulated devices**: watch the copy lane and gpu0 in the timeline of each iteration.",
-    "two_gpus": "Run on **simulated devices**: two H100-like GPUs on PCIe links, whatever this machine has.",
+    "two_gpus": "Run on **simulated devices**: two H100-like GPUs on PCIe links, whatever this machine has. "
+                "The whole step is one cell: when a cell ends, the virtual clock runs until its ops "
+                "have ended, so the ops of two cells never overlap.",
     "data_parallel_lesson": "Run on **4 simulated ranks**: each cell runs on every rank, each a session of "
                      "its own on a virtual clock, in this one kernel; only rank 0 prints, as under "
                      "`mpirun`. The timelines are rank 0's: its CPU workers and its `net` lane.",
@@ -26,6 +34,8 @@ INTRO = {
 }
 # The notebook a lesson script becomes, when not its own name.
 NOTEBOOK_NAME = {"data_parallel_lesson": "data_parallel"}
+# The lessons whose ops must overlap across what would be several cells: one code cell each.
+ONE_CELL = {"two_gpus"}
 # The engine a lesson runs on, when not `%engine sim`.
 ENGINE = {"data_parallel_lesson": "%engine sim --ranks 4"}
 # A sentence the student can check against the last timeline.
@@ -45,8 +55,10 @@ OUTRO = {
                 "(at 1.14 ms); the step takes 2.37 ms.",
     "data_parallel_lesson": "Check it against the two timelines, on one scale: in the first step the "
                             "`net` lane's allreduces run beside the CPU's backward ops (the gradient "
-                            "of W2 is summed while dH and gW1 are computed); in the second every "
-                            "allreduce runs alone, the CPU idle, and the step takes longer.",
+                            "of W2 is summed while dH and gW1 are computed); in the second the "
+                            "allreduces of gW2 and gW1 run alone, the CPU idle (only the biases' "
+                            "small sums still run beside dH and the updates), and the step takes "
+                            "longer: 0.304 ms against 0.235 ms.",
     "priorities": "Check it against the two timelines, drawn on one scale: in the first, gpu0 idles "
                   "until the last parameter has arrived, at 16 ms, and the iteration takes 28 ms; in "
                   "the second, the link sends parameter 0 first, the forward pass starts at 4 ms "
@@ -87,12 +99,39 @@ def cells_of(script):
     return cells
 
 
+def one_cell(script):
+    """The script's first comment block as markdown, then the rest as one code cell, its comments
+    and blank lines kept (a `#%magic` line would still be a cell of its own)."""
+    lines = script.splitlines()
+    head = 0
+    while head < len(lines) and lines[head].startswith("#") and not lines[head].startswith("#%"):
+        head += 1
+    cells = [("markdown", [line[2:] for line in lines[:head]])] if head else []
+    block = []
+    for line in lines[head:] + [None]:
+        if line is None or line.startswith("#%"):
+            while block and not block[-1].strip():
+                block.pop()
+            while block and not block[0].strip():
+                block.pop(0)
+            if block:
+                cells.append(("code", block))
+            if line is not None:
+                cells.append(("code", [line[1:]]))
+            block = []
+        else:
+            block.append(line)
+    return cells
+
+
 def notebook(name):
     script = (SAMPLES / f"{name}.dep").read_text()
     cells = [("markdown", [INTRO[name]]), ("code", [ENGINE.get(name, "%engine sim")])]
-    cells += cells_of(script)
+    cells += one_cell(script) if name in ONE_CELL else cells_of(script)
     if "\n#%" not in script:
-        cells.append(("markdown", ["The timeline of the whole run, in virtual time:"]))
+        whole = "the whole run" if name in ONE_CELL else "the cell above"
+        cells.append(("markdown", [f"The timeline of {whole} (`%timeline` draws the last cell "
+                                   "that ran ops), in virtual time:"]))
         cells.append(("code", ["%timeline"]))
     if name in OUTRO:
         cells.append(("markdown", [OUTRO[name]]))

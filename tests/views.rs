@@ -293,6 +293,65 @@ fn replay_prints_every_step_in_order_when_not_on_a_terminal() {
     );
 }
 
+/// A worker preempted between an op's end and its grants logs the grants late, behind events
+/// of later times, stamped with that end (here before the op granted was even pushed): the
+/// replay steps through the events in time order, the grant moved to its op's push, so no step
+/// goes back in time and `B` is not shown waiting for `A` after it was granted.
+#[test]
+fn replay_steps_through_events_logged_late_in_time_order() {
+    let dir = TestDir::new();
+    // Microseconds: A = work(1) ends at 2,000; B = A + 1 is pushed at 3,000, queued behind A's
+    // write by then, and C = 3 at 4,000; A's release grants A to B, stamped 2,000, logged after
+    // C's push.
+    let events = r#"["A", [1000, "v", 1, 0], "A = work(1)", "cpu", [1000, "p", 1, 1, 1, [], [1], 2, 0],
+        [1000, "g", 1, 1], [1000, "r", 1], [1000, "s", 1, 1], "done", [2000000, "f", 1, 3],
+        "B", [2500000, "v", 2, 4], "B = A + 1", [3000000, "p", 2, 5, 2, [1], [2], 2, 0],
+        [3000000, "g", 2, 2], "C", [3500000, "v", 3, 6], "C = 3", [4000000, "p", 3, 7, 3, [], [3], 2, 0],
+        [4000000, "g", 3, 3], [4000000, "r", 3], [4000000, "s", 3, 2],
+        [2000000, "g", 2, 1], [2000000, "r", 2], [5000000, "s", 2, 1],
+        [5000000, "f", 3, 3], [6000000, "f", 2, 3]]"#;
+    let trace = format!(
+        r#"{{"traceEvents": [], "depEvents": {{"version": 3, "workers": ["main", "cpu:0", "cpu:1"], "events": {events}}}}}"#
+    );
+    std::fs::write(dir.path().join("t.json"), trace).unwrap();
+    let run = Run::of(dir.dep().args(["replay", "t.json"])).expect_code(0);
+    let headers = step_headers(&run.stdout);
+    let times: Vec<&str> = headers
+        .iter()
+        .map(|line| {
+            line.split(" at ")
+                .nth(1)
+                .unwrap()
+                .split(':')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    let position = |text: &str| {
+        headers
+            .iter()
+            .position(|line| line.ends_with(text))
+            .unwrap_or_else(|| panic!("no step {text:?} in {headers:?}"))
+    };
+    let granted = position(": granted A to B = A + 1 (line 2)");
+    assert!(
+        position(": pushed B = A + 1 (line 2)") < granted
+            && granted < position(": pushed C = 3 (line 3)"),
+        "{headers:?}"
+    );
+    assert_eq!(times[granted], "3.00 ms", "{headers:?}");
+    assert_eq!(
+        times[position(": ready: B = A + 1 (line 2)")],
+        "3.00 ms",
+        "{headers:?}"
+    );
+    let ms = |time: &&str| time.trim_end_matches(" ms").parse::<f64>().unwrap_or(0.0);
+    assert!(
+        times.windows(2).all(|pair| ms(&pair[0]) <= ms(&pair[1])),
+        "the steps go forward in time: {headers:?}"
+    );
+}
+
 /// Off a terminal, each step of a long trace lists the 100 ops around its event and counts the
 /// others, so the listing grows with the steps, not with their square; the last step's window
 /// ends with the run's last op (on the naive engine each step's event concerns the latest op).

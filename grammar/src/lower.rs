@@ -38,7 +38,8 @@ pub(crate) const MAX_EXPRESSION_NESTING: usize = 100;
 /// The result of lowering one node.
 type Lowering<T> = Result<T, Diagnostic>;
 
-/// An expression and the depth of its tree.
+/// An expression and the depth of its tree: the most operations on a path from its root to a
+/// leaf (a name, a number or a string is 0 deep, `a + b` 1).
 struct DeepExpr {
     expr: Expr,
     depth: usize,
@@ -415,7 +416,7 @@ impl Lowerer {
                         text: text.to_string(),
                         span,
                     };
-                    self.node(ExprKind::Name(name), span, 1)
+                    self.node(ExprKind::Name(name), span, 0)
                 }
                 _ => Err(self.unexpected_shape(span)),
             }?;
@@ -521,14 +522,14 @@ impl Lowerer {
         let value = text
             .parse::<f64>()
             .map_err(|_| Diagnostic::new("invalid number", span, "this is not a valid number"))?;
-        self.node(ExprKind::Number(value), span, 1)
+        self.node(ExprKind::Number(value), span, 0)
     }
 
     /// Lowers the parts of a `string` pair: its content.
     fn string(&self, mut parts: Vec<Pair<'_, Rule>>, span: Span) -> Lowering<DeepExpr> {
         let content = parts.pop().ok_or_else(|| self.unexpected_shape(span))?;
         let text = self.unescape(&content)?;
-        self.node(ExprKind::Str(text), span, 1)
+        self.node(ExprKind::Str(text), span, 0)
     }
 
     /// Lowers an `expression`, `sum` or `product` pair: operands separated

@@ -713,7 +713,12 @@ fn long_operator_chains_are_not_nesting() {
 
 #[test]
 fn too_long_chains_are_reported_at_the_operator_past_the_limit() {
+    // As many operations as the limit, then one more.
     let terms = crate::lower::MAX_EXPRESSION_DEPTH + 1;
+    assert!(parse(&format!("x = 1{}", "+1".repeat(terms - 1)))
+        .diagnostics
+        .is_empty());
+    let terms = terms + 1;
     let long_sum = format!("x = 1{}", "+1".repeat(terms - 1));
     let output = parse(&long_sum);
     let [diagnostic] = output.diagnostics.as_slice() else {
@@ -723,7 +728,7 @@ fn too_long_chains_are_reported_at_the_operator_past_the_limit() {
     assert_eq!(diagnostic.span.text(&long_sum), "+");
     assert_eq!(diagnostic.span.start, long_sum.len() - 2);
     let rendered = diagnostic.render("t.dep", &long_sum);
-    assert!(rendered.contains("--> t.dep:1:2004"), "{rendered}");
+    assert!(rendered.contains("--> t.dep:1:2006"), "{rendered}");
     assert!(
         rendered.contains("more than 1000 operations deep"),
         "{rendered}"
@@ -732,7 +737,10 @@ fn too_long_chains_are_reported_at_the_operator_past_the_limit() {
 
 #[test]
 fn unary_and_power_chains_are_nesting_with_a_limit() {
-    for length in [1000, 5000] {
+    assert!(parse(&format!("x = {}1", "-".repeat(1000)))
+        .diagnostics
+        .is_empty());
+    for length in [1001, 5000] {
         let many_negations = format!("x = {}1", "-".repeat(length));
         let output = parse(&many_negations);
         let [diagnostic] = output.diagnostics.as_slice() else {
@@ -740,7 +748,7 @@ fn unary_and_power_chains_are_nesting_with_a_limit() {
         };
         assert_eq!(diagnostic.message, "expression is nested too deeply");
         // The place is the `-` that goes past the limit.
-        assert_eq!(diagnostic.span.start, 4 + length - 1000);
+        assert_eq!(diagnostic.span.start, 4 + length - 1001);
     }
     for length in [101, 150, 250, 400, 1000, 5000] {
         let long_power = format!("x = 2{}", " ** 2".repeat(length));

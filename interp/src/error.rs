@@ -25,6 +25,9 @@ pub struct Report {
     pub rendered: String,
     /// The 1-based line within its file (0: none).
     pub line: u32,
+    /// The name of that file as reports name it (`run.dep`, `cell[2]`, `<repl>`; empty: none),
+    /// so that a failure reported later, in another cell, still names its own.
+    pub file: String,
     /// How many more times the same failure of the same statement happened (a loop's), told
     /// in `rendered` and not reported again.
     pub repeats: u64,
@@ -45,6 +48,7 @@ impl Report {
             rendered: format!("error: {message}\n"),
             message,
             line: 0,
+            file: String::new(),
             repeats: 0,
             other_messages: None,
             raised_here: false,
@@ -75,6 +79,7 @@ impl RunError {
             message: rendered.clone(),
             rendered,
             line: 0,
+            file: String::new(),
             repeats: 0,
             other_messages: None,
             raised_here: false,
@@ -134,25 +139,80 @@ impl fmt::Display for RunError {
 impl std::error::Error for RunError {}
 
 /// `rendered` with `note` (where the run was: `in \`f\`, called at f.dep:2:10`) told under it,
-/// as `  = note`. A note the same as the one above it is counted rather than told again: a
-/// recursion 64 calls deep tells its call once, then `(the same, 62 more times)`.
+/// as `  = note`. Notes that repeat the ones above them are counted rather than told again: a
+/// recursion 64 calls deep tells its call once, then `(the same, 62 more times)`, and one
+/// through two functions calling each other tells both calls once, then `(the same 2 calls, 31
+/// more times)` (a cycle of up to [`LONGEST_REPEATED_CYCLE`] notes).
 pub(crate) fn with_place_note(rendered: &str, note: &str) -> String {
-    let rendered = rendered.trim_end();
     let line = format!("  = {note}");
-    let (above, last) = rendered.rsplit_once('\n').unwrap_or(("", rendered));
-    if last == line {
-        return format!("{rendered}\n  = (the same, 1 more time)");
-    }
-    let repeats = last
-        .strip_prefix("  = (the same, ")
-        .and_then(|rest| rest.split_once(" more time"))
-        .and_then(|(count, _)| count.parse::<u64>().ok());
-    match repeats {
-        Some(count) if above.rsplit_once('\n').map_or(above, |(_, note)| note) == line => {
-            format!("{above}\n  = (the same, {} more times)", count + 1)
+    let mut lines: Vec<&str> = rendered.trim_end().lines().collect();
+    lines.push(&line);
+    let folded = fold_repeated_notes(&lines);
+    let lines: Vec<&str> = match &folded {
+        Some((kept, marker)) => lines[..*kept]
+            .iter()
+            .copied()
+            .chain([marker.as_str()])
+            .collect(),
+        None => lines,
+    };
+    lines.join("\n")
+}
+
+/// The most notes a repeated cycle of them may have to be counted (`f` calls `g` calls `h`
+/// calls `f`... is a cycle of three).
+const LONGEST_REPEATED_CYCLE: usize = 4;
+
+/// Where the last note, just added to `lines`, completes a repetition of the notes above it:
+/// how many of `lines` to keep, and the count that follows them in place of the rest.
+fn fold_repeated_notes(lines: &[&str]) -> Option<(usize, String)> {
+    let n = lines.len();
+    let is_note = |line: &&str| line.starts_with("  = ") && repeat_count(line).is_none();
+    for period in 1..=LONGEST_REPEATED_CYCLE.min(n / 2) {
+        let last = &lines[n - period..];
+        if !last.iter().all(is_note) {
+            continue;
         }
-        _ => format!("{rendered}\n{line}"),
+        // Counted already: the cycle, its count, then the cycle again.
+        if n > 2 * period {
+            let marker = lines[n - period - 1];
+            let cycle = &lines[n - 2 * period - 1..n - period - 1];
+            if let Some((counted_period, count)) = repeat_count(marker) {
+                if counted_period == period && cycle == last {
+                    return Some((n - period - 1, repeat_marker(period, count + 1)));
+                }
+            }
+        }
+        // Told twice in a row.
+        let before = &lines[n - 2 * period..n - period];
+        if before.iter().all(is_note) && before == last {
+            return Some((n - period, repeat_marker(period, 1)));
+        }
     }
+    None
+}
+
+/// The line counting `count` more times of the `period` notes above it.
+fn repeat_marker(period: usize, count: u64) -> String {
+    let times = if count == 1 { "time" } else { "times" };
+    match period {
+        1 => format!("  = (the same, {count} more {times})"),
+        _ => format!("  = (the same {period} calls, {count} more {times})"),
+    }
+}
+
+/// The cycle's length and the count of a line [`repeat_marker`] wrote.
+fn repeat_count(line: &str) -> Option<(usize, u64)> {
+    let rest = line.strip_prefix("  = (the same")?;
+    let (period, rest) = match rest.strip_prefix(", ") {
+        Some(rest) => (1, rest),
+        None => {
+            let (period, rest) = rest.strip_prefix(' ')?.split_once(" calls, ")?;
+            (period.parse().ok()?, rest)
+        }
+    };
+    let (count, _) = rest.split_once(" more time")?;
+    Some((period, count.parse().ok()?))
 }
 
 #[cfg(test)]
@@ -184,5 +244,36 @@ mod tests {
             "in `g`, called at f.dep:1:1",
         );
         assert!(other.ends_with("(the same, 1 more time)\n  = in `g`, called at f.dep:1:1"));
+    }
+
+    #[test]
+    fn notes_repeating_a_cycle_of_calls_are_counted_not_told_again() {
+        let (f, g) = (
+            "in `f`, called at f.dep:1:20",
+            "in `g`, called at f.dep:2:20",
+        );
+        let mut rendered = "error: boom\n --> f.dep:1:1".to_string();
+        for _ in 0..32 {
+            rendered = with_place_note(&rendered, g);
+            rendered = with_place_note(&rendered, f);
+        }
+        rendered = with_place_note(&rendered, g);
+        rendered = with_place_note(&rendered, "in `f`, called at f.dep:3:7");
+        assert_eq!(
+            rendered,
+            "error: boom\n --> f.dep:1:1\n  = in `g`, called at f.dep:2:20\n  = in `f`, called at f.dep:1:20\n  = (the same 2 calls, 31 more times)\n  = in `g`, called at f.dep:2:20\n  = in `f`, called at f.dep:3:7"
+        );
+        // Three functions in a ring.
+        let h = "in `h`, called at f.dep:3:20";
+        let mut ring = "error: boom".to_string();
+        for _ in 0..5 {
+            for note in [f, g, h] {
+                ring = with_place_note(&ring, note);
+            }
+        }
+        assert_eq!(
+            ring,
+            format!("error: boom\n  = {f}\n  = {g}\n  = {h}\n  = (the same 3 calls, 4 more times)")
+        );
     }
 }

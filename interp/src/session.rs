@@ -423,6 +423,7 @@ impl Session {
                     line: line_index.line_column(diagnostic.span.start).line as u32
                         + file_first_line
                         - 1,
+                    file: path.to_string(),
                     repeats: 0,
                     other_messages: None,
                     raised_here: false,

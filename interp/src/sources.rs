@@ -68,6 +68,7 @@ impl SourceChunk {
         Report {
             rendered: diagnostic.render_from_line(&self.path, &line_index, first as usize),
             line: line_index.line_column(diagnostic.span.start).line as u32 + first - 1,
+            file: self.path.to_string(),
             message: diagnostic.message,
             repeats: 0,
             other_messages: None,
@@ -147,7 +148,8 @@ pub(crate) fn render_op_error(
     Report {
         message: format!("`{}`: {}", error.label, error.message),
         rendered,
-        line: located.map_or(0, |(_, line, _)| line),
+        line: located.as_ref().map_or(0, |(_, line, _)| *line),
+        file: located.map_or_else(String::new, |(path, _, _)| path.to_string()),
         repeats: 0,
         other_messages: None,
         raised_here: false,

@@ -574,6 +574,11 @@ fn failure_of(error: &interp::RunError) -> CellFailure {
         .collect();
     let first = error.reports.first();
     let evalue = match first {
+        // Its own cell's place (`cell[2]:3`), as the displays name ops: a failure read in a
+        // later cell happened in an earlier one.
+        Some(report) if report.line > 0 && !report.file.is_empty() => {
+            format!("{} ({}:{})", report.message, report.file, report.line)
+        }
         Some(report) if report.line > 0 => format!("{} (line {})", report.message, report.line),
         Some(report) => report.message.clone(),
         None => String::new(),

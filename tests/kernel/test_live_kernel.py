@@ -240,7 +240,8 @@ def test_an_error_cell_names_line_and_statement_and_the_next_cell_uses_earlier_v
     content = reply["content"]
     assert content["status"] == "error"
     assert content["ename"] == "RuntimeError"
-    assert "S = P @ Q" in content["evalue"] and "line 2" in content["evalue"], content["evalue"]
+    assert "S = P @ Q" in content["evalue"], content["evalue"]
+    assert re.search(r"\(cell\[\d+\]:2\)", content["evalue"]), content["evalue"]
     traceback = "\n".join(content["traceback"])
     assert "cell[" in traceback and ":2:" in traceback, traceback
     errors = [m for m in messages if m["msg_type"] == "error"]
@@ -249,6 +250,17 @@ def test_an_error_cell_names_line_and_statement_and_the_next_cell_uses_earlier_v
     reply, messages = kernel.execute('print "R:", sum(R), "P:", sum(P)')
     assert reply["content"]["status"] == "ok", reply["content"]
     assert stdout_of(messages) == "R: 12 P: 6\n"
+
+
+def test_a_failure_read_in_a_later_cell_names_the_cell_it_happened_in(kernel):
+    kernel.execute("A7 = ones(3)")
+    failing, _ = kernel.execute("\n\nC7 = A7 @ ones(4)")
+    assert failing["content"]["status"] == "error", failing["content"]
+    reply, _ = kernel.execute("x7 = 1\nprint C7")
+    content = reply["content"]
+    assert content["status"] == "error", content
+    place = f"(cell[{failing['content']['execution_count']}]:3)"
+    assert "C7 = A7 @ ones(4)" in content["evalue"] and place in content["evalue"], content["evalue"]
 
 
 def test_a_syntax_error_reports_every_error_and_runs_nothing(kernel):

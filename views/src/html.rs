@@ -331,7 +331,7 @@ const PLAYER_JS: &str = r#"
       case 'cancelled': return 'cancelled ' + opText(e.op) + ' (it keeps its place in its queues until its turn)';
       case 'started': return 'started ' + opText(e.op) + ' on ' + workerName(e.worker);
       case 'finished': return e.state + ' ' + opText(e.op);
-      default: return e.lane + ' ran the kernels of ' + opText(e.op) + ' for ' + ns(Math.max(e.end - e.start, 0));
+      default: return 'dev:' + e.lane + ' ran the kernels of ' + opText(e.op) + ' for ' + ns(Math.max(e.end - e.start, 0));
     }
   }
   // The state after `n` events: the live variables' queues and the unfinished ops.

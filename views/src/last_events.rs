@@ -16,6 +16,7 @@ use dep_engine::{Event, EventKind, OpId, VarId};
 use rustc_hash::FxHashMap;
 
 use crate::bookkeeping::{Bookkeeping, Filtered};
+use crate::time_order::OpTimes;
 
 /// Keeps at most a given number of a run's latest events, as the views see them (the
 /// interpreter's bookkeeping left out, as [`crate::Replay`] leaves it); the events pushed out are
@@ -35,6 +36,8 @@ pub struct LastEvents {
     vars: FxHashMap<VarId, (usize, Event)>,
     /// The unfinished ops of the events pushed out, by when they were pushed.
     ops: FxHashMap<OpId, (usize, CarriedOp)>,
+    /// Each unfinished op's latest time, to keep the events in time order (`time_order.rs`).
+    op_times: OpTimes,
 }
 
 /// The events of an op pushed before the cut and unfinished there that rebuild its state.
@@ -108,6 +111,7 @@ impl LastEvents {
             n_ops_dropped: 0,
             vars: FxHashMap::default(),
             ops: FxHashMap::default(),
+            op_times: OpTimes::default(),
         }
     }
 
@@ -120,20 +124,28 @@ impl LastEvents {
         last.finish()
     }
 
-    /// Keeps the run's next event (unless it is bookkeeping), pushing out the oldest one when
-    /// full.
+    /// Keeps the run's next event in log order (unless it is bookkeeping), pushing out the
+    /// earliest one when full. The events kept are in time order, as [`crate::Replay::new`]
+    /// puts a whole log: one logged late takes its place among them, never before the cut.
     pub fn push(&mut self, event: Event) {
-        let event = match self.bookkeeping.filter(&event) {
+        let mut event = match self.bookkeeping.filter(&event) {
             Filtered::Hidden => return,
             Filtered::Shown => event,
             Filtered::Trimmed(trimmed) => trimmed,
         };
         if self.kept.len() == self.capacity {
-            if let Some(oldest) = self.kept.pop_front() {
-                self.drop_event(oldest);
+            if let Some(earliest) = self.kept.pop_front() {
+                self.drop_event(earliest);
             }
         }
-        self.kept.push_back(event);
+        self.op_times.settle(&mut event);
+        event.time_ns = event.time_ns.max(self.dropped_until_ns);
+        let at = self
+            .kept
+            .iter()
+            .rposition(|kept| kept.time_ns <= event.time_ns)
+            .map_or(0, |before| before + 1);
+        self.kept.insert(at, event);
     }
 
     /// Folds an event pushed out into the state the cut leaves.
@@ -268,6 +280,61 @@ mod tests {
                         "capacity {capacity}, step {step} after the cut"
                     );
                 }
+            }
+        }
+    }
+
+    /// `events` (in time order) with every other pair of neighbours of different times logged
+    /// the wrong way round, as threads preempted between stamping an event and logging it log
+    /// them; an op's grants and readiness stay where they were, after the end that made them.
+    fn logged_out_of_order(events: &[Event]) -> Vec<Event> {
+        let mut logged = events.to_vec();
+        let moves = |event: &Event| {
+            !matches!(
+                event.kind,
+                EventKind::Granted { .. } | EventKind::Ready { .. }
+            )
+        };
+        for pair in logged.chunks_exact_mut(2) {
+            let op = |event: &Event| match &event.kind {
+                EventKind::Pushed { op, .. }
+                | EventKind::Cancelled { op }
+                | EventKind::Started { op, .. }
+                | EventKind::Finished { op, .. }
+                | EventKind::DeviceSpan { op, .. } => Some(*op),
+                _ => None,
+            };
+            if pair[0].time_ns < pair[1].time_ns
+                && moves(&pair[0])
+                && moves(&pair[1])
+                && op(&pair[0]) != op(&pair[1])
+            {
+                pair.swap(0, 1);
+            }
+        }
+        logged
+    }
+
+    /// A log whose events are not in time order is put in it, whole by a replay and as its
+    /// last events by a cut: the same replay, the same cut, as from the log in order.
+    #[test]
+    fn events_logged_out_of_order_are_kept_in_time_order() {
+        for replay in [
+            crate::tests::threaded_mutation_replay(),
+            crate::tests::long_queue_replay(),
+            crate::tests::long_chain_replay(400),
+        ] {
+            let in_order = replay.events().to_vec();
+            let logged = logged_out_of_order(&in_order);
+            assert_ne!(logged, in_order, "the log is out of order");
+            let whole = Replay::new(logged.clone(), replay.worker_names().to_vec());
+            assert!(whole.events() == in_order.as_slice());
+            // (A window of one event cannot put back an event logged one place late.)
+            for capacity in [2, 5, in_order.len() / 2] {
+                let cut = LastEvents::cut(logged.iter().cloned(), capacity);
+                let cut_in_order = LastEvents::cut(in_order.iter().cloned(), capacity);
+                assert_eq!(cut.prologue, cut_in_order.prologue, "capacity {capacity}");
+                assert!(cut.events == cut_in_order.events, "capacity {capacity}");
             }
         }
     }

@@ -66,6 +66,7 @@ mod stepper;
 mod summary;
 pub mod svg;
 pub mod text;
+mod time_order;
 pub mod trace;
 mod util;
 

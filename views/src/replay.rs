@@ -265,8 +265,11 @@ pub fn renumber_times(events: &mut [Event]) {
 impl Replay {
     /// Folds `events` (in log order) into a replay; `worker_names` are the engine's
     /// ([`dep_engine::Engine::worker_names`]; index 0 is the calling thread, `main`). The
-    /// events of the interpreter's temporaries (`_#1`, `wait _#1`, `del _#1`) are left out.
+    /// events are put in time order first (an event logged late moves to its time, never before
+    /// its op's event before it: see `time_order.rs`), so that its steps go forward in time.
+    /// The events of the interpreter's temporaries (`_#1`, `wait _#1`, `del _#1`) are left out.
     pub fn new(mut events: Vec<Event>, worker_names: Vec<String>) -> Replay {
+        crate::time_order::into_time_order(&mut events);
         let mut replay = Replay {
             table: OpTable::default(),
             bookkeeping: Bookkeeping::default(),
@@ -768,7 +771,7 @@ impl Replay {
                 start_ns,
                 end_ns,
             } => format!(
-                "{lane} ran the kernels of {} for {}",
+                "dev:{lane} ran the kernels of {} for {}",
                 op_text(op),
                 crate::format_ns(end_ns.saturating_sub(*start_ns))
             ),
