@@ -309,6 +309,18 @@ fn a_recursion_past_the_depth_limit_tells_its_call_once_and_counts_the_rest() {
     }
 }
 
+/// Two functions calling each other until the depth limit: both calls told once, then how
+/// many more times the pair came.
+#[test]
+fn a_mutual_recursion_past_the_depth_limit_tells_its_two_calls_once() {
+    let dir = TestDir::new();
+    let source = "def f(n) { return g(n) }\ndef g(n) { return f(n) }\nprint f(1)\n";
+    let expected = "error: functions call each other more than 64 deep\n --> case.dep:2:19\n  |\n2 | def g(n) { return f(n) }\n  |                   ^^^^ in this call\n  = in `g`, called at case.dep:1:19\n  = in `f`, called at case.dep:2:19\n  = (the same 2 calls, 30 more times)\n  = in `g`, called at case.dep:1:19\n  = in `f`, called at case.dep:3:7\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert_eq!(run.stderr, expected, "{engine}");
+    }
+}
+
 /// Python's `range(n)` in a loop's head says how dep writes the range.
 #[test]
 fn a_loop_over_range_says_how_dep_writes_it() {
