@@ -8,7 +8,14 @@ use dep_interp::SessionConfig;
 
 /// dep: a small tensor language run by an asynchronous dependency engine.
 #[derive(Parser, Debug)]
-#[command(name = "dep", version, about, long_about = None)]
+#[command(
+    name = "dep",
+    version,
+    about,
+    long_about = None,
+    after_help = "With no command, dep opens its REPL: each statement runs as it is entered, \
+                  the live queues and ops under the prompt (:help lists its commands)."
+)]
 pub(crate) struct Cli {
     /// With no command, dep opens an interactive REPL.
     #[command(subcommand)]

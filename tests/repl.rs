@@ -158,6 +158,24 @@ fn a_failing_statement_leaves_the_other_variables_usable() {
 
 /// An op that fails after the prompt came back (it waited for seconds of work) is told by the
 /// panel, and its full report comes before the output of the next line typed, not after it.
+/// A pasted line's prompt comes back without the live panel: nothing watches under it (the line
+/// editor may hold the lines pasted with it), so a panel drawn there would stand still until a
+/// key came, showing an op running long after it ended.
+#[test]
+fn after_a_pasted_line_no_panel_stands_still_under_the_prompt() {
+    let mut repl = Repl::start();
+    repl.line("Q = work(1500, ones(2))");
+    repl.prompt();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // Everything the terminal showed from that prompt on (the next key brings the panel back;
+    // the op has ended by then, so it shows nothing).
+    repl.line("print Q[0]");
+    let shown = repl.expect("1.0");
+    assert!(!shown.contains("running"), "{shown:?}");
+    repl.prompt();
+    assert_eq!(repl.quit().0, 0);
+}
+
 #[test]
 fn a_failure_told_by_the_panel_is_reported_before_the_next_lines_output() {
     let mut repl = Repl::start();

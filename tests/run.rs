@@ -227,6 +227,11 @@ fn usage_errors_exit_2() {
     Run::of(dir.dep().args(["frobnicate"])).expect_code(2);
     let help = Run::of(dir.dep().arg("--help")).expect_code(0);
     assert!(help.stdout.contains("run"), "{}", help.stdout);
+    assert!(
+        help.stdout.contains("With no command, dep opens its REPL"),
+        "{}",
+        help.stdout
+    );
 }
 
 /// A closed stderr (`dep run FILE 2>&1 | head -1`) does not stop a run with a panic: its errors

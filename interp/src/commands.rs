@@ -343,6 +343,12 @@ pub fn run(session: &mut Session, command: Command) -> Result<Outcome, String> {
                         "`{argument}` names no file: give a name before the extension (FILE.dot or FILE.svg)"
                     ))
                 }
+                // A graph's name is a name: with a dot or a slash it was meant as a file.
+                _ if argument.contains(['.', '/']) => {
+                    return Err(format!(
+                        "`{argument}` is not a FILE.dot or FILE.svg: the DAG is written as Graphviz's DOT or, through it, as SVG"
+                    ))
+                }
                 _ => return Err(no_graph(session, &argument)),
             };
             with_forgotten(session, written)
@@ -1152,6 +1158,15 @@ mod tests {
                         "`{file}` names no file: give a name before the extension"
                     ))),
                 "{error:?}"
+            );
+        }
+        // A file of another kind is not taken for a graph's name.
+        for file in ["t.png", "out/dag"] {
+            assert_eq!(
+                run(&mut session, Command::Dag(Some(file.into()))).err(),
+                Some(format!(
+                    "`{file}` is not a FILE.dot or FILE.svg: the DAG is written as Graphviz's DOT or, through it, as SVG"
+                ))
             );
         }
         for args in ["sim --ranks", "sim 2 --ranks"] {

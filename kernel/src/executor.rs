@@ -250,17 +250,14 @@ impl Executor {
             }
             match step {
                 Step::Magic(line) => {
-                    if let Err(failure) = self.run_magic(&line, output, mark, &mut display) {
+                    let ran = self.run_magic(&line, output, mark, &mut display, &mut ran_code);
+                    if let Err(failure) = ran {
                         finish_display(display.take(), Some(failure.evalue.clone()));
                         return Err(failure);
                     }
                 }
                 Step::Code(text, parsed) => {
-                    if !ran_code {
-                        // The log holds the last cell that ran code, for %timeline and friends.
-                        self.session.forget_events();
-                        ran_code = true;
-                    }
+                    self.start_code(&mut ran_code);
                     let input = Input {
                         // The last step's last statement, an expression, is the cell's result.
                         value_apart: index + 1 == n_steps,
@@ -347,12 +344,22 @@ impl Executor {
         }
     }
 
+    /// Before a cell's first code (its own, or a script `%load` runs): the event log holds the
+    /// last cell that ran code, for its display, `%timeline` and friends.
+    fn start_code(&mut self, ran_code: &mut bool) {
+        if !*ran_code {
+            self.session.forget_events();
+            *ran_code = true;
+        }
+    }
+
     fn run_magic(
         &mut self,
         line: &str,
         output: &CellOutput,
         mark: u64,
         display: &mut Option<LiveDisplay>,
+        ran_code: &mut bool,
     ) -> Result<(), CellFailure> {
         let body = line.trim().strip_prefix('%').unwrap_or(line);
         let command = commands::parse('%', body).map_err(|message| CellFailure {
@@ -420,6 +427,7 @@ impl Executor {
                 });
             }
             Outcome::Run { path, source } => {
+                self.start_code(ran_code);
                 let mut listener = CellListener {
                     output,
                     display,

@@ -181,7 +181,10 @@ impl Hinter for DepHelper {
         } else {
             String::new()
         };
-        let panel = self.panel.refresh();
+        let panel = match self.panel.is_left_out_now() {
+            true => String::new(),
+            false => self.panel.refresh(),
+        };
         if !panel.is_empty() {
             hint.push('\n');
             hint.push_str(&panel);

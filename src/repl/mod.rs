@@ -476,7 +476,9 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         // the next ones already, read from stdin with it: the panel, which waits for a key on
         // stdin with Ctrl-C taken as a key, would then hold them back, and a Ctrl-C meant for
         // the `print` among them would wait for its end.
-        if !typed_ahead {
+        if typed_ahead {
+            panel.leave_out_of_next_drawing();
+        } else {
             panel::watch_until_key(&panel, prompt, || {
                 editor
                     .dimensions()

@@ -69,6 +69,9 @@ pub(crate) struct Panel {
     /// Ops cancelled by Ctrl-C that the engine still lists as waiting: it drops them only when
     /// their turn comes, and the panel shows them as cancelled meanwhile.
     cancelled: Mutex<HashSet<engine::OpId>>,
+    /// Whether the line editor's next drawing leaves the panel out (see
+    /// [`Panel::leave_out_of_next_drawing`]).
+    left_out: AtomicBool,
 }
 
 #[derive(Default, Clone, PartialEq, Eq)]
@@ -88,7 +91,21 @@ impl Panel {
             text: Mutex::new(PanelText::default()),
             known_failures: Mutex::new(Vec::new()),
             cancelled: Mutex::new(HashSet::new()),
+            left_out: AtomicBool::new(false),
         }
+    }
+
+    /// Leaves the panel out of the line editor's next drawing: the prompt's first after a line
+    /// typed ahead or pasted, when nothing watches under the prompt. Drawn there, nothing would
+    /// redraw the panel until a key came, and it would stand still, showing ops running that
+    /// have ended. The key after brings it back.
+    pub(crate) fn leave_out_of_next_drawing(&self) {
+        self.left_out.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether this drawing leaves the panel out (once: the next one shows it again).
+    pub(crate) fn is_left_out_now(&self) -> bool {
+        self.left_out.swap(false, Ordering::SeqCst)
     }
 
     pub(crate) fn set_enabled(&self, enabled: bool) {

@@ -318,6 +318,22 @@ def test_magics_work_and_a_bad_magic_is_an_error(kernel):
     assert reply["content"]["status"] == "ok"
 
 
+def test_a_loaded_scripts_display_shows_its_own_ops_only(kernel, tmp_path):
+    """%load runs a script as the cell's code: its display, like a code cell's, shows the ops of
+    this cell, not those of the cell before it or of an earlier %load."""
+    script = tmp_path / "loaded.dep"
+    script.write_text("L9 = K9 + 5\n")
+    kernel.execute("K9 = ones(2)\nJ9 = K9 * 2")
+    for _ in range(2):
+        reply, messages = kernel.execute(f"%load {script}")
+        assert reply["content"]["status"] == "ok", reply["content"]
+        shown = [m["content"]["data"]["text/plain"] for m in messages
+                 if m["msg_type"] in ("display_data", "update_display_data")]
+        assert shown, messages
+        final = shown[-1]
+        assert final.count("L9 = K9 + 5") == 1 and "J9 = K9 * 2" not in final, final
+
+
 def listed_commands(help_text, sigil):
     """The command names a help text lists: the first word after `sigil` on its indented lines."""
     prefix = "  " + sigil
