@@ -119,6 +119,55 @@ fn a_number_too_large_for_a_count_says_so_and_its_limit() {
     }
 }
 
+/// A whole number written with digits only past 2^53, as a seed, a loop bound, a count or an
+/// operand of their arithmetic, is too large, said with its every digit: `seed
+/// 9007199254740993` seeded with 9007199254740992, its float64, silently. 2^53 itself is taken;
+/// as a tensor's value, the number says it is not a float32 number, as before.
+#[test]
+fn a_whole_number_past_2_53_written_with_digits_only_is_too_large_not_its_neighbour() {
+    let dir = TestDir::new();
+    let too_large = "the number is too large: 9.007199254740993e15 is beyond ±9007199254740992";
+    for (source, message, place) in [
+        ("seed 9007199254740993\nprint 1\n", too_large, "1:6"),
+        ("seed 9007199254740993 - 1\nprint 1\n", too_large, "1:6"),
+        (
+            "for i in 0..9007199254740993 { x = 1 }\n",
+            too_large,
+            "1:13",
+        ),
+        (
+            "for i in -9007199254740993..0 { x = 1 }\n",
+            too_large,
+            "1:11",
+        ),
+        ("s = slots(9007199254740993)\n", too_large, "1:11"),
+        (
+            "with priority = 18014398509481985 { x = 1 }\n",
+            "the number is too large: 1.8014398509481985e16 is beyond ±9007199254740992",
+            "1:17",
+        ),
+        (
+            "x = ones(9007199254740993)\n",
+            "9007199254740993 is not a float32 number: tensors hold float32, whose whole numbers \
+             are exact up to 16777216; the nearest is 9007199254740992",
+            "1:10",
+        ),
+    ] {
+        dir.write("big.dep", source);
+        let run = Run::of(dir.dep().args(["run", "big.dep"])).expect_code(1);
+        assert_eq!(run.stdout, "", "{source}");
+        assert!(
+            run.stderr
+                .starts_with(&format!("error: {message}\n --> big.dep:{place}\n")),
+            "{source}: {}",
+            run.stderr
+        );
+    }
+    dir.write("max.dep", "seed 9007199254740992\nprint 1\n");
+    let run = Run::of(dir.dep().args(["run", "max.dep"])).expect_code(0);
+    assert_eq!(run.stdout, "1.0\n");
+}
+
 #[test]
 fn a_tensor_larger_than_the_machine_fails_with_its_size_and_what_is_available() {
     let dir = TestDir::new();

@@ -321,15 +321,90 @@ fn a_mutual_recursion_past_the_depth_limit_tells_its_two_calls_once() {
     }
 }
 
-/// Python's `range(n)` in a loop's head says how dep writes the range.
+/// Python's `range(n)` in a loop's head says how dep writes the range: a syntax error (exit 2),
+/// as it was a run-time one (exit 1).
 #[test]
 fn a_loop_over_range_says_how_dep_writes_it() {
     let dir = TestDir::new();
     let source = "n = 4\nfor i in range(1, n + 1) { print i }\n";
     let expected = "error: dep has no `range`: a for loop runs over `1..n + 1`\n --> case.dep:2:10\n  |\n2 | for i in range(1, n + 1) { print i }\n  |          ^^^^^^^^^^^^^^^ a range is `start..end`\n";
-    for (engine, run) in on_every_engine(&dir, source, 1) {
+    for (engine, run) in on_every_engine(&dir, source, 2) {
         assert_eq!(run.stderr, expected, "{engine}");
     }
+}
+
+/// A loop over `range(n)` is found by `dep check`, in a block too, and `dep run` runs nothing
+/// of the file: `dep check` said ok, and the run printed what came before the loop, then
+/// failed with exit 1.
+#[test]
+fn a_loop_over_range_is_found_by_check_and_nothing_runs() {
+    let dir = TestDir::new();
+    dir.write(
+        "case.dep",
+        "print 1\nfor i in range(3) { print i }\ndef f(n) {\n  for j in range(2, n) { wait }\n}\n",
+    );
+    let expected = "error: dep has no `range`: a for loop runs over `0..3`\n --> case.dep:2:10\n  |\n2 | for i in range(3) { print i }\n  |          ^^^^^^^^ a range is `start..end`\n\nerror: dep has no `range`: a for loop runs over `2..n`\n --> case.dep:4:12\n  |\n4 |   for j in range(2, n) { wait }\n  |            ^^^^^^^^^^^ a range is `start..end`\n";
+    let check = Run::of(dir.dep().args(["check", "case.dep"])).expect_code(2);
+    assert_eq!(check.stdout, "");
+    assert_eq!(
+        check.stderr,
+        format!("{expected}dep: 2 syntax errors in case.dep\n")
+    );
+    let run = Run::of(dir.dep().args(["run", "case.dep"])).expect_code(2);
+    assert_eq!(run.stdout, "", "nothing runs");
+    assert_eq!(run.stderr, expected);
+}
+
+/// A statement of another language (`if`, `while`, `import`) or NumPy's assignment to an index
+/// inside a block, at any depth, is named as at the top level, at the statement, by `dep check`
+/// and `dep run` alike: they said "expected `,`, found name `i`" and "expected `}`, found `=`".
+/// The statements after them are still read: a later syntax error is reported too.
+#[test]
+fn a_statement_of_another_language_inside_a_block_is_named_as_at_the_top_level() {
+    let dir = TestDir::new();
+    dir.write(
+        "case.dep",
+        "A = ones(2)\nfor i in 0..2 { if i == 1 { print i } }\ndef f(x) {\n  y = x + 1\n  while y < 3 {\n    y += 1\n  }\n  return y\n}\nwith priority = 1 { for k in 0..2 { import numpy } }\nfor i in 0..2 { A[0] = 5 }\nB = )\n",
+    );
+    let expected = "\
+error: dep has no `if` statement
+ --> case.dep:2:17
+  |
+2 | for i in 0..2 { if i == 1 { print i } }
+  |                 ^^ every statement runs; `with rank = 0 { ... }` runs a block on one rank only
+
+error: dep has no `while` statement
+ --> case.dep:5:3
+  |
+5 |   while y < 3 {
+  |   ^^^^^ a loop runs over a range: `for i in 0..n { ... }`
+
+error: dep has no `import` statement
+  --> case.dep:10:37
+   |
+10 | with priority = 1 { for k in 0..2 { import numpy } }
+   |                                     ^^^^^^ every builtin is always there; the REPL's `:load FILE` runs a file
+
+error: dep has no assignment to an index or a slice (`A[0] = ...`)
+  --> case.dep:11:17
+   |
+11 | for i in 0..2 { A[0] = 5 }
+   |                 ^^^^ a variable is written whole (`A = ...`); an entry of a list made with `slots(n)` is written with `set(A, 0, value)`
+
+error: unmatched `)`
+  --> case.dep:12:5
+   |
+12 | B = )
+   |     ^ this bracket closes nothing
+";
+    let check = Run::of(dir.dep().args(["check", "case.dep"])).expect_code(2);
+    assert_eq!(
+        check.stderr,
+        format!("{expected}dep: 5 syntax errors in case.dep\n")
+    );
+    let run = Run::of(dir.dep().args(["run", "case.dep"])).expect_code(2);
+    assert_eq!(run.stdout, "", "nothing runs");
+    assert_eq!(run.stderr, expected);
 }
 
 /// A string in quotes is a file's path: anywhere but as `load`'s path the error points at the

@@ -2,8 +2,8 @@
 //! types, shifting every span by the statement's offset in the source.
 //! The few errors the grammar cannot express (a positional argument after a
 //! keyword argument, an unknown string escape, a range loop with several
-//! variables, expressions nested too deeply or chained too long) are
-//! reported here.
+//! variables, a loop over Python's `range(n)`, expressions nested too deeply
+//! or chained too long) are reported here.
 //!
 //! Two limits keep the trees the interpreter walks recursively within its
 //! stack. Nesting (brackets, calls, indexes, `**`) is limited to
@@ -22,6 +22,7 @@ use crate::ast::{
 use crate::diagnostic::Diagnostic;
 use crate::parse::Rule;
 use crate::span::Span;
+use crate::syntax_error::dep_range;
 
 /// The deepest expression tree accepted, such as a sum of 1000 terms;
 /// deeper ones are reported as errors, so that the interpreter, which walks
@@ -242,7 +243,12 @@ impl Lowerer {
                     let end = self.expression_of(bounds.next(), range_span)?;
                     ForIter::Range { start, end }
                 } else {
-                    ForIter::Expr(self.expression_of(Some(iter_pair), span)?)
+                    let input = iter_pair.get_input();
+                    let iter = self.expression_of(Some(iter_pair), span)?;
+                    if let Some(diagnostic) = self.loop_over_python_range(&iter, input) {
+                        return Err(diagnostic);
+                    }
+                    ForIter::Expr(iter)
                 };
                 StmtKind::For { vars, iter, body }
             }
@@ -286,6 +292,30 @@ impl Lowerer {
             },
             _ => return Err(self.unexpected_shape(span)),
         })
+    }
+
+    /// The error for a loop over Python's `range(n)` or `range(a, b)` (`for i in range(3)`),
+    /// if `iter`, the loop's expression in `input` (the parsed text), is one: dep's ranges are
+    /// `start..end`, and the error writes this one so. A loop runs over a range or
+    /// `clock_cycles(m, n)` only, so no `range` call, not even a function of that name, could
+    /// run.
+    fn loop_over_python_range(&self, iter: &Expr, input: &str) -> Option<Diagnostic> {
+        let ExprKind::Call { func, args, .. } = &iter.kind else {
+            return None;
+        };
+        if func.text != "range" {
+            return None;
+        }
+        let bounds: Vec<&str> = args
+            .iter()
+            .map(|arg| arg.span.shifted_back(self.offset).text(input))
+            .collect();
+        let range = dep_range(&bounds)?;
+        Some(Diagnostic::new(
+            format!("dep has no `range`: a for loop runs over `{range}`"),
+            iter.span,
+            "a range is `start..end`",
+        ))
     }
 
     /// Lowers a `block` pair.

@@ -489,6 +489,62 @@ fn statements_dep_does_not_have_are_named() {
     );
 }
 
+/// The same statements inside a block, at any depth (a loop, a function, a `with` block, a
+/// body of several lines, blocks in blocks), are named as at the top level, at the statement:
+/// they said "expected `,`, found name `i`". Each bad top-level statement still gets one
+/// diagnostic, and the statements around them parse.
+#[test]
+fn statements_dep_does_not_have_are_named_inside_blocks() {
+    let source = "for i in 0..2 { if i == 1 { } }\nfor i in 0..2 { x = 1; while i < 1 { } }\n\
+                  A = 1\nfor i in 0..2 {\n  x = 1\n  import numpy\n  print x\n}\n\
+                  def f(x) {\n  y = x + 1\n  if y > 1 {\n    return y\n  }\n  return x\n}\n\
+                  with priority = 1 { else: x }\n\
+                  graph g { def h(x) { with gpu0 { break now } } }\nB = 2\n";
+    check_errors(
+        source,
+        expect![[r#"
+            error: dep has no `if` statement
+             --> test.dep:1:17
+              |
+            1 | for i in 0..2 { if i == 1 { } }
+              |                 ^^ every statement runs; `with rank = 0 { ... }` runs a block on one rank only
+
+            error: dep has no `while` statement
+             --> test.dep:2:24
+              |
+            2 | for i in 0..2 { x = 1; while i < 1 { } }
+              |                        ^^^^^ a loop runs over a range: `for i in 0..n { ... }`
+
+            error: dep has no `import` statement
+             --> test.dep:6:3
+              |
+            6 |   import numpy
+              |   ^^^^^^ every builtin is always there; the REPL's `:load FILE` runs a file
+
+            error: dep has no `if` statement
+              --> test.dep:11:3
+               |
+            11 |   if y > 1 {
+               |   ^^ every statement runs; `with rank = 0 { ... }` runs a block on one rank only
+
+            error: dep has no `else` statement
+              --> test.dep:16:21
+               |
+            16 | with priority = 1 { else: x }
+               |                     ^^^^ every statement runs; `with rank = 0 { ... }` runs a block on one rank only
+
+            error: dep has no `break` statement
+              --> test.dep:17:34
+               |
+            17 | graph g { def h(x) { with gpu0 { break now } } }
+               |                                  ^^^^^ a `for` loop runs every one of its iterations
+        "#]],
+    );
+    let output = parse(source);
+    assert_eq!(output.diagnostics.len(), 6);
+    assert_eq!(output.program.statements.len(), 2);
+}
+
 /// An assignment to an index or a slice (NumPy's `A[0] = 5`) says that dep writes a variable
 /// whole, and how to write an entry of a list of slots; an index read (`y = A[0] + 1`) and a
 /// comparison after one (`A[0] == 1`) are not taken for one.
@@ -514,6 +570,36 @@ fn an_assignment_to_an_index_says_how_dep_writes() {
               |
             3 | w[k][1] = ones(2)
               | ^^^^^^^ a variable is written whole (`w = ...`)
+        "#]],
+    );
+}
+
+/// An assignment to an index or a slice inside a block, at any depth, says the same as at the
+/// top level, at the assignment: it said "expected `}`, found `=`". An index read inside a
+/// block is still taken as one.
+#[test]
+fn an_assignment_to_an_index_inside_a_block_says_how_dep_writes() {
+    check_errors(
+        "for i in 0..2 { A[0] = 5 }\nfor i in 0..3 {\n  y = A[i] + 1\n  A[0:2, i] += y\n}\n\
+         def f(w) { for k in 0..2 { with priority = k { w[k][1] = ones(2) } } }\n",
+        expect![[r#"
+            error: dep has no assignment to an index or a slice (`A[0] = ...`)
+             --> test.dep:1:17
+              |
+            1 | for i in 0..2 { A[0] = 5 }
+              |                 ^^^^ a variable is written whole (`A = ...`); an entry of a list made with `slots(n)` is written with `set(A, 0, value)`
+
+            error: dep has no assignment to an index or a slice (`A[0:2, i] += ...`)
+             --> test.dep:4:3
+              |
+            4 |   A[0:2, i] += y
+              |   ^^^^^^^^^ a variable is written whole (`A = ...`)
+
+            error: dep has no assignment to an index or a slice (`w[k][1] = ...`)
+             --> test.dep:6:48
+              |
+            6 | def f(w) { for k in 0..2 { with priority = k { w[k][1] = ones(2) } } }
+              |                                                ^^^^^^^ a variable is written whole (`w = ...`)
         "#]],
     );
 }
@@ -558,7 +644,8 @@ fn attributes_methods_and_modules_say_what_to_write_instead() {
 #[test]
 fn python_blocks_say_that_blocks_are_in_braces() {
     check_errors(
-        "def f(x):\nfor i in range(2, n):\nfor j in 0..3: print j  # one line\nwith gpu0:\n",
+        "def f(x):\nfor i in range(2, n):\nfor j in 0..3: print j  # one line\nwith gpu0:\n\
+         def g(x) {\n  for k in range(x):\n    wait\n}\nfor i in 0..2 { with gpu0: wait }\n",
         expect![[r#"
             error: dep's blocks are in braces, not after `:`
              --> test.dep:1:9
@@ -583,6 +670,51 @@ fn python_blocks_say_that_blocks_are_in_braces() {
               |
             4 | with gpu0:
               |          ^ write `with gpu0 { ... }`, the block's statements inside the braces
+
+            error: dep's blocks are in braces, not after `:`
+             --> test.dep:6:20
+              |
+            6 |   for k in range(x):
+              |                    ^ write `for k in 0..x { ... }`, the block's statements inside the braces
+
+            error: dep's blocks are in braces, not after `:`
+             --> test.dep:9:26
+              |
+            9 | for i in 0..2 { with gpu0: wait }
+              |                          ^ write `with gpu0 { wait }`
+        "#]],
+    );
+}
+
+/// A loop over Python's `range(n)` or `range(a, b)` is a syntax error that writes the range
+/// dep's way, in a block too: it parsed, and failed only when the loop ran. Other loops over a
+/// call parse as before.
+#[test]
+fn a_loop_over_range_says_how_dep_writes_it() {
+    let source = "for i in range(3) { print i }\nfor i in range(1, n + 1) {}\n\
+                  def f(n) {\n  for j in range((n)) { wait }\n}\n\
+                  for i in range(1, 2, 3) {}\nfor i, j in clock_cycles(2, 3) {}\nfor i in rng(3) {}\n";
+    assert_eq!(parse(source).program.statements.len(), 3);
+    check_errors(
+        source,
+        expect![[r#"
+            error: dep has no `range`: a for loop runs over `0..3`
+             --> test.dep:1:10
+              |
+            1 | for i in range(3) { print i }
+              |          ^^^^^^^^ a range is `start..end`
+
+            error: dep has no `range`: a for loop runs over `1..n + 1`
+             --> test.dep:2:10
+              |
+            2 | for i in range(1, n + 1) {}
+              |          ^^^^^^^^^^^^^^^ a range is `start..end`
+
+            error: dep has no `range`: a for loop runs over `0..(n)`
+             --> test.dep:4:12
+              |
+            4 |   for j in range((n)) { wait }
+              |            ^^^^^^^^^^ a range is `start..end`
         "#]],
     );
 }

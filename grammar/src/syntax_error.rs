@@ -273,12 +273,64 @@ fn python_range(head: &str) -> Option<String> {
     if arguments.contains(['(', ')']) {
         return None;
     }
-    let range = match arguments.split(',').map(str::trim).collect::<Vec<_>>()[..] {
-        [end] => format!("0..{end}"),
-        [start, end] => format!("{start}..{end}"),
-        _ => return None,
+    let bounds: Vec<&str> = arguments.split(',').map(str::trim).collect();
+    Some(format!("{before} in {}", dep_range(&bounds)?))
+}
+
+/// Python's `range(end)` or `range(start, end)`, given the texts of its arguments, written as
+/// dep's range (`0..end`, `start..end`); `None` for any other number of arguments.
+pub(crate) fn dep_range(bounds: &[&str]) -> Option<String> {
+    match bounds {
+        [end] => Some(format!("0..{end}")),
+        [start, end] => Some(format!("{start}..{end}")),
+        _ => None,
+    }
+}
+
+/// The span, in `text` (one top-level statement), of the statement that holds `position`: the
+/// innermost statement of a block (`{ ...; A[0] = 5 }`) around it, or the whole text when
+/// `position` is in no block. The checks for another language's statements look at this
+/// statement, so that they name it inside a loop or a function as at the top level.
+fn statement_at(text: &str, position: usize) -> Span {
+    // The brackets open before `position`; for a `{`, where its current statement starts
+    // (`None` right after the `{` or a separator, before the statement's first token).
+    let mut open: Vec<(&str, Option<usize>)> = Vec::new();
+    let mut tokens = Lexer::new(text).peekable();
+    while let Some(token) = tokens.next_if(|token| token.span.start < position) {
+        let token_text = token.span.text(text);
+        if matches!(token_text, ")" | "]" | "}") {
+            open.pop();
+        }
+        match open.last_mut() {
+            Some(("{", start)) if matches!(token_text, "\n" | ";") => *start = None,
+            Some(("{", start)) => {
+                start.get_or_insert(token.span.start);
+            }
+            _ => {}
+        }
+        if matches!(token_text, "(" | "[" | "{") {
+            open.push((token_text, None));
+        }
+    }
+    let Some((_, start)) = open.iter().rev().find(|(bracket, _)| *bracket == "{") else {
+        return Span::new(0, text.len());
     };
-    Some(format!("{before} in {range}"))
+    let start = start.unwrap_or(position);
+    // The statement ends at a separator or at the `}` of its block.
+    let mut depth = 0usize;
+    let mut end = start;
+    let rest = text.get(start..).unwrap_or("");
+    for token in Lexer::new(rest) {
+        match token.span.text(rest) {
+            "\n" | ";" if depth == 0 => break,
+            ")" | "]" | "}" if depth == 0 => break,
+            ")" | "]" | "}" => depth -= 1,
+            "(" | "[" | "{" => depth += 1,
+            _ => {}
+        }
+        end = start + token.span.end;
+    }
+    Span::new(start, end)
 }
 
 /// The diagnostic for a statement that starts with a statement of another language that dep
@@ -324,19 +376,20 @@ pub(crate) fn syntax_error(
     offset: usize,
     continued_after: &[Span],
 ) -> Diagnostic {
-    if let Some(diagnostic) = keyword_assignment(text, offset)
-        .or_else(|| foreign_statement(text, offset))
-        .or_else(|| indexed_assignment(text, offset))
-    {
-        return diagnostic;
-    }
     let position = match error.location {
         InputLocation::Pos(position) => position,
         InputLocation::Span((start, _)) => start,
     };
-    if let Some(diagnostic) = python_block(text, offset, position)
-        .or_else(|| slice_step(text, offset, position))
-        .or_else(|| floor_division(text, offset, position))
+    // The statement that failed, at any depth of blocks, and where in it.
+    let statement = statement_at(text, position);
+    let (inner, inner_offset) = (statement.text(text), offset + statement.start);
+    let inner_position = position.saturating_sub(statement.start);
+    if let Some(diagnostic) = keyword_assignment(inner, inner_offset)
+        .or_else(|| foreign_statement(inner, inner_offset))
+        .or_else(|| indexed_assignment(inner, inner_offset))
+        .or_else(|| python_block(inner, inner_offset, inner_position))
+        .or_else(|| slice_step(inner, inner_offset, inner_position))
+        .or_else(|| floor_division(inner, inner_offset, inner_position))
     {
         return diagnostic;
     }
@@ -387,4 +440,43 @@ pub(crate) fn syntax_error(
         ));
     }
     diagnostic
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text of the statement of `text` that holds the first place where `at` occurs.
+    fn statement_of<'text>(text: &'text str, at: &str) -> &'text str {
+        let position = text.find(at).expect("`at` is in `text`");
+        statement_at(text, position).text(text)
+    }
+
+    #[test]
+    fn the_statement_at_a_place_is_the_innermost_one_of_its_block() {
+        // Outside any block: the whole top-level statement.
+        assert_eq!(statement_of("if x { y }", "x {"), "if x { y }");
+        assert_eq!(
+            statement_of("for i in 0..2 { x } y", "y"),
+            "for i in 0..2 { x } y"
+        );
+        // In a block: from a separator or the `{` to the next separator or the `}`.
+        assert_eq!(
+            statement_of("for i in 0..2 { x = 1; A[0] = 5 }", "= 5"),
+            "A[0] = 5"
+        );
+        assert_eq!(
+            statement_of(
+                "def f(x) {\n  y = (1 +\n 2)\n  if y {\n    z = 1\n  }\n  return y\n}",
+                "y {"
+            ),
+            "if y {\n    z = 1\n  }"
+        );
+        assert_eq!(
+            statement_of("with gpu0 { def g(x) { while x < [1, 2][0] { } } }", "x <"),
+            "while x < [1, 2][0] { }"
+        );
+        // At the first token of a statement, after white space.
+        assert_eq!(statement_of("for i in 0..2 { x\n  = 2 }", "= 2"), "= 2");
+    }
 }

@@ -1030,4 +1030,34 @@ mod tests {
             "{state}"
         );
     }
+
+    /// A whole number written with digits only past 2^53, where the runner needs a whole
+    /// number (a seed, a loop bound, an operand of their arithmetic), is too large, said with
+    /// its every digit: `seed 9007199254740993` seeded with its float64, 9007199254740992.
+    #[test]
+    fn a_whole_number_past_2_53_written_with_digits_only_is_too_large() {
+        let mut session = Session::new(SessionConfig::default());
+        let mut out = Vec::new();
+        for source in [
+            "seed 9007199254740993",
+            "seed 9007199254740993 - 1",
+            "for i in 0..9007199254740993 { wait }",
+            "x = slots(9007199254740993)",
+        ] {
+            let error = session
+                .run_source("<stdin>", source, &mut out)
+                .expect_err(source)
+                .to_string();
+            assert!(
+                error.starts_with(
+                    "error: the number is too large: 9.007199254740993e15 is beyond \
+                     ±9007199254740992\n"
+                ),
+                "{source}: {error}"
+            );
+        }
+        session
+            .run_source("<stdin>", "seed 9007199254740992\nseed 1e15 + 1", &mut out)
+            .unwrap();
+    }
 }

@@ -165,6 +165,9 @@ pub struct LiveFold {
     n_by_state: [usize; STATES.len()],
     /// The log's ready and running ops, by position: a display lists them first.
     active: BTreeSet<usize>,
+    /// The ops cancelled before they started whose end the log has not told yet: they keep
+    /// their places in their queues until their turn comes, as the engine keeps them.
+    cancelled_in_queues: HashSet<engine::OpId>,
     /// Whether the fold keeps every event, to draw the timeline (the kernel's display); the
     /// terminal's panels keep only op records.
     timeline: bool,
@@ -187,6 +190,7 @@ impl LiveFold {
             done: BTreeMap::new(),
             n_by_state: [0; STATES.len()],
             active: BTreeSet::new(),
+            cancelled_in_queues: HashSet::new(),
             timeline: true,
         }
     }
@@ -327,10 +331,19 @@ impl LiveFold {
     }
 
     fn fold(&mut self, event: engine::Event) {
-        if let engine::EventKind::VarDeleted { var } = event.kind {
-            // A deleted variable idle in no queue is gone from the engine's snapshot; one that
-            // ops still use is shown for its busy queue.
-            self.touched.remove(&var);
+        match event.kind {
+            engine::EventKind::VarDeleted { var } => {
+                // A deleted variable idle in no queue is gone from the engine's snapshot; one
+                // that ops still use is shown for its busy queue.
+                self.touched.remove(&var);
+            }
+            engine::EventKind::Cancelled { op } => {
+                self.cancelled_in_queues.insert(op);
+            }
+            engine::EventKind::Finished { op, .. } => {
+                self.cancelled_in_queues.remove(&op);
+            }
+            _ => {}
         }
         let Some(position) = self.replay.push_event(event) else {
             return;
@@ -488,10 +501,11 @@ impl LiveFold {
         let live_state: HashMap<engine::OpId, engine::OpState> =
             live_only.iter().map(|op| (op.id, op.state)).collect();
         let finished_in_log = |id: engine::OpId| {
-            replay.forgot(id)
-                || replay
-                    .op_position(id)
-                    .is_some_and(|position| !self.unfinished.contains_key(&position))
+            !self.cancelled_in_queues.contains(&id)
+                && (replay.forgot(id)
+                    || replay
+                        .op_position(id)
+                        .is_some_and(|position| !self.unfinished.contains_key(&position)))
         };
         let active = |id: engine::OpId| {
             let state = match replay.op_position(id) {
@@ -748,26 +762,8 @@ impl LiveView {
     /// in at most `layout.max_lines` lines.
     pub fn text_with(&self, note: Option<&str>, layout: &TextLayout) -> String {
         let style = &layout.style;
-        // Listing only the unfinished ops, the heading says when some of them are left out.
-        let heading = if layout.ops && !layout.finished_ops {
-            let n_listed = self
-                .frame
-                .ops
-                .iter()
-                .filter(|op| !op.state.is_finished())
-                .count();
-            let n_unfinished = self.n_unfinished();
-            let mut heading = heading(&self.about, &self.counts, usize::MAX);
-            if n_listed < n_unfinished {
-                heading.push_str(&format!(
-                    " · showing {n_listed} of {n_unfinished} unfinished ops"
-                ));
-            }
-            heading
-        } else {
-            self.heading.clone()
-        };
-        let mut lines: Vec<String> = vec![crate::util::fit_heading(&heading, style.columns())];
+        // The heading's line first, written once the rows shown are known.
+        let mut lines: Vec<String> = vec![String::new()];
         lines.extend(note.into_iter().flat_map(str::lines).map(str::to_string));
         if self.frame.vars.iter().any(|var| !var.queue.is_empty()) {
             let queues = if layout.idle_queues {
@@ -798,24 +794,15 @@ impl LiveView {
             }
             lines.extend(queue_lines);
         }
-        if layout.ops && layout.finished_ops {
-            let ops = views::text::ops(&self.frame, style);
-            lines.extend(ops.lines().map(str::to_string));
-            if self.n_hidden > 0 {
-                lines.push(format!("  … and {} more ops", self.n_hidden));
-            }
-        } else if layout.ops {
-            // A panel may be cut short: its running ops first, then its ready ones, then those
-            // that wait (each in push order), so that no cut leaves out what runs.
-            let mut panel = self.frame.clone();
-            panel.ops.sort_by_key(|op| match op.state {
-                engine::OpState::Running => 0,
-                engine::OpState::Ready => 1,
-                _ => 2,
-            });
-            let ops = views::text::unfinished_ops(&panel, style);
-            lines.extend(ops.lines().map(str::to_string));
-        }
+        let room = layout.max_lines.saturating_sub(lines.len());
+        // The table's last line counts the ops it leaves out, so the heading need not.
+        let heading = if layout.ops {
+            lines.extend(self.ops_that_fit(room, style, layout.finished_ops));
+            heading(&self.about, &self.counts, usize::MAX)
+        } else {
+            self.heading.clone()
+        };
+        lines[0] = crate::util::fit_heading(&heading, style.columns());
         if lines.len() > layout.max_lines {
             let n_kept = layout.max_lines.saturating_sub(1).max(1);
             let n_left = lines.len() - n_kept;
@@ -829,6 +816,57 @@ impl LiveView {
         let mut text = lines.join("\n");
         text.push('\n');
         text
+    }
+
+    /// The ops table's lines within `room` lines: every op of the frame (`finished`), or its
+    /// unfinished ones, the running first, then the ready, then those that wait (each in push
+    /// order), so that a cut leaves out no op that runs; as many as fit, each with its
+    /// why-lines, then a line counting the input's ops (or unfinished ones) left out.
+    fn ops_that_fit(&self, room: usize, style: &views::TextStyle, finished: bool) -> Vec<String> {
+        // The ops listed, in order, and those the table only names (an op waiting behind a
+        // cancelled one names it by its label).
+        let (mut listed, named): (Vec<views::FrameOp>, Vec<views::FrameOp>) = self
+            .frame
+            .ops
+            .iter()
+            .cloned()
+            .partition(|op| finished || !op.state.is_finished());
+        if !finished {
+            listed.sort_by_key(|op| match op.state {
+                engine::OpState::Running => 0,
+                engine::OpState::Ready => 1,
+                _ => 2,
+            });
+        }
+        // Those of the input the frame has no row for.
+        let n_more_beyond = match finished {
+            true => self.n_hidden,
+            false => self.n_unfinished().saturating_sub(listed.len()),
+        };
+        let table = |n: usize| {
+            let frame = views::Frame {
+                ops: listed[..n].iter().chain(&named).cloned().collect(),
+                ..self.frame.clone()
+            };
+            let text = if finished {
+                views::text::ops(&frame, style)
+            } else {
+                views::text::unfinished_ops(&frame, style)
+            };
+            let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+            let n_left = listed.len() - n + n_more_beyond;
+            if n_left > 0 {
+                lines.push(format!("  … and {}", views::text::count(n_left, "more op")));
+            }
+            lines
+        };
+        let mut n = listed.len();
+        let mut lines = table(n);
+        while lines.len() > room && n > 0 {
+            n -= 1;
+            lines = table(n);
+        }
+        lines
     }
 
     /// Shows the ops of `cancelled` that still wait or are ready as cancelled, and counts them
@@ -1665,7 +1703,7 @@ mod tests {
             op                                 line state     worker        start   duration
             X = rand(800, 800)             <repl>:1 done      cpu:0          0 ns    2.00 ms
             Y = work(4000, X @ X)          <repl>:2 running   cpu:0       2.00 ms    1.20 s+
-              … and 4 more lines
+              … and 2 more ops
         "#]]
         .assert_eq(&view.text_with(None, &watch));
         // The kernel's text fallback: every variable's queue, every op.
@@ -1769,7 +1807,12 @@ mod tests {
             rows[1].starts_with("W = Z * 2") && rows[1].contains("running"),
             "{cut}"
         );
-        assert!(rows[2].contains("more lines"), "{cut}");
+        assert_eq!(rows[2], "  … and 1 more op", "{cut}");
+        // The heading, which counts every op, is whole.
+        assert!(
+            cut.lines().next().unwrap().ends_with(" · 1.20 s so far"),
+            "{cut}"
+        );
     }
 
     /// A panel over many busy variables keeps room for its ops (the queues filled it, and the
@@ -2136,6 +2179,52 @@ mod tests {
         settle(&engine, 0);
         let view = check_same_as_whole_log(&mut fold, &source, true);
         assert_eq!(view.n_ops(), 3);
+    }
+
+    /// An op cancelled before it started keeps its place in its queues until its turn comes, as
+    /// the engine keeps it and as a replay shows it: the live views show its access there (a
+    /// panel dropped it at the cancel, though its why-lines named it), then not once it ended.
+    #[test]
+    fn a_cancelled_op_keeps_its_place_in_the_live_queues_until_its_turn() {
+        let gate = Arc::new(std::sync::Barrier::new(2));
+        let (engine, vars, source) = source_with_ops(0, Some(gate.clone()));
+        let mut gate = OpenOnDrop(Some(gate));
+        let mut whole = LiveFold::new(&source);
+        let mut terminal = LiveFold::from_now(&source);
+        let read = engine.new_var("r");
+        // The gate's op runs (a cancel would cancel it too otherwise).
+        while !engine
+            .snapshot()
+            .ops
+            .iter()
+            .any(|op| op.state == engine::OpState::Running)
+        {
+            thread::sleep(Duration::from_millis(1));
+        }
+        engine.push(
+            engine::OpSpec::new("r = v0 + 1", || Ok(()))
+                .reads(&[vars[0].clone()])
+                .writes(&[read])
+                .line(2),
+        );
+        engine.cancel_pending();
+        settle(&engine, 2);
+        let queue_of_v0 = |view: &LiveView| {
+            let var = view.frame.vars.iter().find(|var| &*var.name == "v0").unwrap();
+            var.queue.iter().map(|access| access.write).collect::<Vec<bool>>()
+        };
+        for fold in [&mut whole, &mut terminal] {
+            let view = fold.view(&source, false);
+            assert_eq!(view.count(engine::OpState::Cancelled), 1, "{}", view.heading);
+            assert_eq!(queue_of_v0(&view), [true, false], "the gate's write, then the read");
+        }
+        gate.open();
+        engine.wait_all();
+        settle(&engine, 0);
+        for fold in [&mut whole, &mut terminal] {
+            let view = fold.view(&source, true);
+            assert!(queue_of_v0(&view).is_empty(), "{}", view.heading);
+        }
     }
 
     /// Opens a gate (see [`source_with_ops`]) once, at the latest when dropped: declared after

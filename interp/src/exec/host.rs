@@ -141,10 +141,29 @@ impl Runner<'_> {
         }
     }
 
-    /// A number needed on the host now (loop bounds, seeds, priorities).
+    /// A number needed on the host now (loop bounds, seeds, priorities), in float64: a number
+    /// written with digits only past 2^53 ([`builtins::MAX_WHOLE`]), which float64 may not
+    /// hold exactly, is an error at it that says it is too large.
     pub(super) fn host_number(&mut self, expr: &grammar::Expr) -> Result<f64, RunError> {
         match &expr.kind {
-            ExprKind::Number(value) => return Ok(*value),
+            ExprKind::Number(value) => {
+                // Written with digits only, a number is read exactly: past 2^53 its float64 may
+                // be its neighbour (9007199254740993 reads as 9007199254740992), unseen.
+                let text = self.text(expr.span);
+                let exact = text
+                    .bytes()
+                    .all(|byte| byte.is_ascii_digit())
+                    .then(|| text.parse::<u128>().ok())
+                    .flatten();
+                if let Some(exact) = exact.filter(|exact| *exact > builtins::MAX_WHOLE as u128) {
+                    return Err(self.error(
+                        expr.span,
+                        builtins::too_large("the number", exact),
+                        "too large",
+                    ));
+                }
+                return Ok(*value);
+            }
             ExprKind::Unary {
                 op: grammar::UnaryOp::Neg,
                 operand,

@@ -373,23 +373,6 @@ impl Runner<'_> {
                             .map(|(micro_batch, partition)| [micro_batch as i64, partition as i64]),
                     )
                 }
-                // Python's `range(n)`, `range(a, b)`: said how dep writes them.
-                ExprKind::Call { func, args, .. }
-                    if func.text == "range" && (1..=2).contains(&args.len()) =>
-                {
-                    let source = &self.scope.sources[self.source_index].text;
-                    let bounds: Vec<&str> = args.iter().map(|arg| arg.span.text(source)).collect();
-                    let range = match bounds[..] {
-                        [end] => format!("0..{end}"),
-                        [start, end, ..] => format!("{start}..{end}"),
-                        [] => unreachable!("one or two arguments"),
-                    };
-                    return Err(self.error(
-                        expr.span,
-                        format!("dep has no `range`: a for loop runs over `{range}`"),
-                        "a range is `start..end`",
-                    ));
-                }
                 _ => {
                     return Err(self.error(
                         expr.span,
