@@ -2210,13 +2210,30 @@ mod tests {
         engine.cancel_pending();
         settle(&engine, 2);
         let queue_of_v0 = |view: &LiveView| {
-            let var = view.frame.vars.iter().find(|var| &*var.name == "v0").unwrap();
-            var.queue.iter().map(|access| access.write).collect::<Vec<bool>>()
+            let var = view
+                .frame
+                .vars
+                .iter()
+                .find(|var| &*var.name == "v0")
+                .unwrap();
+            var.queue
+                .iter()
+                .map(|access| access.write)
+                .collect::<Vec<bool>>()
         };
         for fold in [&mut whole, &mut terminal] {
             let view = fold.view(&source, false);
-            assert_eq!(view.count(engine::OpState::Cancelled), 1, "{}", view.heading);
-            assert_eq!(queue_of_v0(&view), [true, false], "the gate's write, then the read");
+            assert_eq!(
+                view.count(engine::OpState::Cancelled),
+                1,
+                "{}",
+                view.heading
+            );
+            assert_eq!(
+                queue_of_v0(&view),
+                [true, false],
+                "the gate's write, then the read"
+            );
         }
         gate.open();
         engine.wait_all();
