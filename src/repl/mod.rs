@@ -448,7 +448,8 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         // A missing history file is the first run; anything else is not worth stopping for.
         let _ = editor.load_history(path);
     }
-    watch_interrupts(ctx.driver.interrupt());
+    let leaving = Arc::new(AtomicBool::new(false));
+    watch_interrupts(ctx.driver.interrupt(), leaving.clone());
 
     sayln!(
         "dep {}: a tensor language on an asynchronous dependency engine ({}, {} threads).\n\
@@ -548,6 +549,7 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         }
     }
 
+    leaving.store(true, Ordering::SeqCst);
     let mark = ctx.driver.mark();
     ctx.wait_for_pending("before leaving");
     // While leaving, Ctrl-C cancels what has not started and Ctrl-C again leaves at once.
@@ -583,8 +585,10 @@ impl Listener for Stdout {
 /// blocked `print` returns once the op it waits for is over, and the session's interrupt check
 /// stops the input at its next statement. Running ops finish. A second one abandons a `print`
 /// or `wait` still blocked on a running op (the session's abandon check): the prompt comes
-/// back, the op goes on, the session and its variables stay. Only Ctrl-D or `:quit` leave.
-fn watch_interrupts(interrupt: Interrupt) {
+/// back, the op goes on, the session and its variables stay. Only Ctrl-D or `:quit` leave;
+/// once `leaving` (they wait for the pending ops), the first cancels what has not started and
+/// the second leaves at once, and what each says is that.
+fn watch_interrupts(interrupt: Interrupt, leaving: Arc<AtomicBool>) {
     let mut signals = match signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT]) {
         Ok(signals) => signals,
         Err(error) => {
@@ -596,7 +600,16 @@ fn watch_interrupts(interrupt: Interrupt) {
         .name("dep-interrupts".to_string())
         .spawn(move || {
             for _ in signals.forever() {
-                if interrupt.interrupt() == 1 {
+                let first = interrupt.interrupt() == 1;
+                if leaving.load(Ordering::SeqCst) {
+                    // The second leaves at once, and says so as it goes.
+                    if first {
+                        eprintln!(
+                            "\n(Ctrl-C: the ops that had not started are cancelled; dep leaves \
+                             once the running ops finish; Ctrl-C again leaves at once)"
+                        );
+                    }
+                } else if first {
                     eprintln!(
                         "\n(Ctrl-C: the ops that had not started are cancelled; running ops \
                          finish, then the prompt comes back; Ctrl-C again stops waiting)"

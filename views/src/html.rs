@@ -486,10 +486,13 @@ const PLAYER_JS: &str = r#"
   document.getElementById('dep-next').onclick = function () { go(+slider.value + 1); };
   document.getElementById('dep-last').onclick = function () { go(events.length); };
   document.addEventListener('keydown', function (k) {
-    if (k.key === 'ArrowRight' || k.key === 'n') go(+slider.value + 1);
-    if (k.key === 'ArrowLeft' || k.key === 'p') go(+slider.value - 1);
-    if (k.key === 'PageDown') go(+slider.value + 100);
-    if (k.key === 'PageUp') go(+slider.value - 100);
+    var at = +slider.value;
+    var moves = { ArrowRight: at + 1, n: at + 1, ArrowLeft: at - 1, p: at - 1,
+                  PageDown: at + 100, PageUp: at - 100, Home: start, End: events.length };
+    if (!(k.key in moves)) return;
+    // The slider, when it has the focus, would move by the same key too: one key, one move.
+    k.preventDefault();
+    go(moves[k.key]);
   });
 })();
 "#;
@@ -631,6 +634,68 @@ mod tests {
             tables.contains("… 10 ops done before the cut</span>"),
             "{tables}"
         );
+    }
+
+    /// The player's keys move it as the terminal's do, one move a key: each key it takes is
+    /// kept from the focused slider, which would move by it too (→ went two steps).
+    #[test]
+    fn the_players_keys_move_it_once_each() {
+        let harness = r#"
+            const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+            const els = {};
+            const el = (id) => els[id] || (els[id] = {value: '0', textContent: '', innerHTML: '',
+                listeners: {}, addEventListener(type, f) { this.listeners[type] = f; }});
+            el('dep-data').textContent = input.data;
+            let onKey = null;
+            global.document = {getElementById: el,
+                addEventListener(type, f) { if (type === 'keydown') onKey = f; }};
+            eval(input.js);
+            const seen = [];
+            for (const key of ['n', 'ArrowRight', 'End', 'p', 'PageUp', 'Home', 'PageDown', 'x']) {
+                let kept = false;
+                onKey({key, preventDefault() { kept = true; }});
+                seen.push([key, +el('dep-slider').value, kept]);
+            }
+            console.log(JSON.stringify(seen));
+        "#;
+        let Ok(mut child) = Command::new("node")
+            .arg("-e")
+            .arg(harness)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+        else {
+            eprintln!("skipped: Node.js (`node`) is not installed");
+            return;
+        };
+        let replay = crate::tests::long_chain_replay(400);
+        let n = replay.events().len();
+        let mut data = String::new();
+        write_player_data(&replay, &Prologue::default(), 6, 10, &mut data);
+        let input = json!({"data": data, "js": PLAYER_JS});
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.to_string().as_bytes())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success());
+        let seen: Vec<(String, usize, bool)> = serde_json::from_slice(&output.stdout).unwrap();
+        let expected: Vec<(String, usize, bool)> = [
+            ("n", 1, true),
+            ("ArrowRight", 2, true),
+            ("End", n, true),
+            ("p", n - 1, true),
+            ("PageUp", n - 101, true),
+            ("Home", 0, true),
+            ("PageDown", 100, true),
+            ("x", 100, false),
+        ]
+        .into_iter()
+        .map(|(key, at, kept)| (key.to_string(), at, kept))
+        .collect();
+        assert_eq!(seen, expected);
     }
 
     /// Steps the player's script in Node.js through every step of `replay` (from the end of
