@@ -228,6 +228,7 @@ fn watch_interrupts(interrupt: Interrupt) {
         .spawn(move || {
             for _ in signals.forever() {
                 if interrupt.interrupt() >= 2 {
+                    crate::views::erase_live_panel();
                     let removed = crate::trace_files::remove_unfinished();
                     if !removed.is_empty() {
                         let names: Vec<String> = removed
@@ -263,15 +264,14 @@ pub(crate) fn check(file: &Path) -> ExitCode {
         "{}",
         dep_grammar::render_diagnostics(&parsed.diagnostics, &path, &source)
     );
-    eprintln!(
-        "dep: {} syntax error{} in {path}",
-        parsed.diagnostics.len(),
-        if parsed.diagnostics.len() == 1 {
-            ""
-        } else {
-            "s"
-        }
-    );
+    let (n_errors, stopped) = parsed.n_errors();
+    let plural = if n_errors == 1 { "" } else { "s" };
+    match stopped {
+        true => eprintln!(
+            "dep: more than {n_errors} syntax errors in {path}: the first {n_errors} are reported"
+        ),
+        false => eprintln!("dep: {n_errors} syntax error{plural} in {path}"),
+    }
     ExitCode::from(EXIT_USAGE)
 }
 

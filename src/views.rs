@@ -624,10 +624,26 @@ pub(crate) struct Watcher {
     fold: Arc<Mutex<LiveFold>>,
 }
 
+/// The panel of the run's `--watch`, while it is live: what a second Ctrl-C erases before the
+/// process leaves at once ([`erase_live_panel`]).
+static LIVE_PANEL: Mutex<Option<Arc<Mutex<Panel>>>> = Mutex::new(None);
+
+/// Erases the `--watch` panel, if one is live, and draws it no more: the process is about to
+/// leave at once (a second Ctrl-C), and would leave its last frame on the screen.
+pub(crate) fn erase_live_panel() {
+    if let Some(panel) = lock(&LIVE_PANEL).as_ref() {
+        let mut panel = lock(panel);
+        panel.clear();
+        panel.terminal = false;
+        panel.closed = true;
+    }
+}
+
 impl Watcher {
     fn start(source: LiveSource) -> Watcher {
         let (stop, stopped) = mpsc::channel::<()>();
         let panel = Arc::new(Mutex::new(Panel::new(std::io::stderr().is_terminal())));
+        *lock(&LIVE_PANEL) = Some(panel.clone());
         let fold = Arc::new(Mutex::new(LiveFold::from_now(&source)));
         let shared_panel = panel.clone();
         let shared_fold = fold.clone();
@@ -671,6 +687,7 @@ impl Watcher {
 
     /// Stops the panel and waits for its thread (which clears what it drew).
     pub(crate) fn stop(self) {
+        *lock(&LIVE_PANEL) = None;
         let _ = self.stop.send(());
         if self.thread.join().is_err() {
             eprintln!("dep: the --watch panel stopped with a panic; the run itself is unaffected");
@@ -702,8 +719,13 @@ impl Write for PanelAwareOutput<'_> {
 /// The state of the live panel between redraws.
 struct Panel {
     terminal: bool,
-    n_lines_drawn: usize,
+    /// The columns each line drawn last takes (each fitted to the terminal's width then): how
+    /// many rows they take now, after the terminal was perhaps made narrower, is counted from
+    /// them ([`rows_taken`]).
+    drawn: Vec<usize>,
     last_progress: Option<Instant>,
+    /// Whether it draws no more (erased for good: the process leaves).
+    closed: bool,
 }
 
 /// The watched run now: a snapshot, then the fold once the recorder has fed it every event
@@ -726,12 +748,16 @@ impl Panel {
     fn new(terminal: bool) -> Panel {
         Panel {
             terminal,
-            n_lines_drawn: 0,
+            drawn: Vec::new(),
             last_progress: None,
+            closed: false,
         }
     }
 
     fn draw(&mut self, source: &LiveSource, fold: &Mutex<LiveFold>) {
+        if self.closed {
+            return;
+        }
         if !self.terminal {
             let due = !matches!(self.last_progress, Some(last) if last.elapsed() < PROGRESS_PERIOD);
             if due {
@@ -751,31 +777,45 @@ impl Panel {
         };
         let text = fresh_view(source, fold).text_with(None, &layout);
         let mut out = String::new();
-        out.push_str(&self.erase());
-        for line in text.lines() {
+        out.push_str(&self.erase(width));
+        self.drawn.clear();
+        // Every line fits the width, so that none wraps: each takes one row.
+        for line in views::text::fit_lines(&text, layout.style.width).lines() {
             out.push_str(line);
             out.push_str("\x1b[K\n");
+            self.drawn.push(views::text::shown_width(line));
         }
-        self.n_lines_drawn = text.lines().count();
         let mut stderr = std::io::stderr().lock();
         let _ = stderr.write_all(out.as_bytes());
         let _ = stderr.flush();
     }
 
-    /// Escapes that move back to the panel's first line and clear everything below.
-    fn erase(&self) -> String {
-        match self.n_lines_drawn {
+    /// Escapes that move back to the panel's first line and clear everything below, on a
+    /// terminal `width` columns wide now.
+    fn erase(&self, width: usize) -> String {
+        match rows_taken(&self.drawn, width) {
             0 => String::new(),
             n => format!("\x1b[{n}F\x1b[J"),
         }
     }
 
     fn clear(&mut self) {
-        if self.terminal && self.n_lines_drawn > 0 {
-            eprint!("{}", self.erase());
-            self.n_lines_drawn = 0;
+        if self.terminal && !self.drawn.is_empty() {
+            eprint!("{}", self.erase(terminal_size().0));
+            self.drawn.clear();
         }
     }
+}
+
+/// How many rows lines of these widths (in columns) take on a terminal `width` columns wide:
+/// one each, and more for a line wider than the terminal, which a terminal made narrower since
+/// it was drawn (as tmux, VTE, kitty and iTerm2 do) wraps onto the rows below.
+fn rows_taken(line_widths: &[usize], width: usize) -> usize {
+    let width = width.max(1);
+    line_widths
+        .iter()
+        .map(|n_columns| n_columns.div_ceil(width).max(1))
+        .sum()
 }
 
 /// About how much memory reading a trace of `length` bytes whole takes (its events and op
@@ -944,6 +984,10 @@ impl Drop for RawTerminal {
     }
 }
 
+/// The keys of `dep replay` on a terminal, on its last row.
+const REPLAY_KEYS: &str =
+    "→/n next · ←/p back · PgDn/PgUp 100 steps · Home/End first/last · q quit";
+
 /// How many steps Page Up and Page Down move.
 const PAGE_STEPS: usize = 100;
 
@@ -956,6 +1000,7 @@ fn step_interactively(stepper: &mut views::Stepper) -> std::io::Result<()> {
         let (width, rows) = terminal_size();
         let style = views::TextStyle::terminal(width.saturating_sub(1));
         let room = rows.saturating_sub(2);
+        // Every line fits the width (none wraps), so the heading stays on the screen.
         let text = views::text::step_on_screen(stepper, &style, room);
         let mut screen = String::from("\x1b[H\x1b[2J");
         // Raw mode does not turn `\n` into a new line at column 0.
@@ -963,9 +1008,8 @@ fn step_interactively(stepper: &mut views::Stepper) -> std::io::Result<()> {
             screen.push_str(line);
             screen.push_str("\r\n");
         }
-        screen.push_str(
-            "\r\n→/n next · ←/p back · PgDn/PgUp 100 steps · Home/End first/last · q quit",
-        );
+        screen.push_str("\r\n");
+        screen.push_str(&views::text::fit_line(REPLAY_KEYS, style.width));
         let mut stdout = std::io::stdout().lock();
         stdout.write_all(screen.as_bytes())?;
         stdout.flush()?;
@@ -1005,5 +1049,14 @@ mod tests {
             Some(2 * gib / MEMORY_PER_KEPT_EVENT)
         );
         assert_eq!(events_within(gib, 100_000), Some(1_000));
+    }
+
+    /// A `--watch` frame drawn 120 columns wide takes more rows once the terminal is 50 wide
+    /// (it wraps its lines again), and the erase moves up over all of them.
+    #[test]
+    fn a_frame_takes_more_rows_on_a_narrower_terminal() {
+        assert_eq!(rows_taken(&[119, 0, 40], 120), 3);
+        assert_eq!(rows_taken(&[119, 0, 40], 50), 3 + 1 + 1);
+        assert_eq!(rows_taken(&[], 50), 0);
     }
 }

@@ -572,3 +572,19 @@ fn the_failures_of_a_loop_a_print_met_one_of_are_reported_once_each() {
         );
     }
 }
+
+/// `dep check` of a file with more syntax errors than it reports counts those it reported and
+/// says there are more (it said 101: the hundred, and the line saying it stopped).
+#[test]
+fn check_past_its_error_limit_says_there_are_more() {
+    let dir = TestDir::new();
+    dir.write("many.dep", &"x = )\n".repeat(150));
+    let check = Run::of(dir.dep().args(["check", "many.dep"])).expect_code(2);
+    assert!(
+        check.stderr.ends_with(
+            "dep: more than 100 syntax errors in many.dep: the first 100 are reported\n"
+        ),
+        "{}",
+        check.stderr
+    );
+}

@@ -787,6 +787,10 @@ fn graph_names_complete_after_graph_and_dag() {
     let shown = repl.run(":help");
     assert!(shown.contains(":graph [NAME]"), "{shown:?}");
     assert!(shown.contains(":dag [NAME|"), "{shown:?}");
+    // The communications are builtins too (the help left them out).
+    for signature in ["rank()", "allreduce(x)", "recv(from, d...)"] {
+        assert!(shown.contains(signature), "{signature}: {shown:?}");
+    }
     assert_eq!(repl.quit().0, 0);
 }
 
@@ -1064,4 +1068,85 @@ fn timeline_honours_its_span_and_refuses_a_wrong_one() {
     for file in ["0ms", "abc", "t3.txt"] {
         assert!(!dir.path().join(file).exists(), "{file} written");
     }
+}
+
+/// A `dep` REPL in a pseudo-terminal `columns` wide (set with `stty` before `dep` starts), as
+/// [`Repl::start`] starts one at the terminal's default width.
+fn repl_of_width(columns: usize) -> Repl {
+    let dir = TestDir::new();
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("stty cols {columns} rows 40 && exec \"$0\""))
+        .arg(crate::util::dep_binary())
+        .current_dir(dir.path())
+        .stdin(Stdio::inherit())
+        .env("HOME", dir.path())
+        .env("XDG_DATA_HOME", dir.path().join("data"))
+        .env("TERM", "xterm-256color")
+        .env("NO_COLOR", "1")
+        .env("DEP_ENGINE", "threaded")
+        .env("DEP_THREADS", "2");
+    let options = Options {
+        timeout_ms: Some(TIMEOUT_MS),
+        strip_ansi_escape_codes: true,
+    };
+    let session = rexpect::session::spawn_with_options(command, options).expect("spawn dep");
+    let mut repl = Repl {
+        session,
+        dir,
+        transcript: String::new(),
+    };
+    repl.expect("Ctrl-D leaves.");
+    repl.prompt();
+    repl
+}
+
+/// On a terminal narrower than the ops table, every line the live panel draws (under the
+/// prompt, or under the line being typed) is cut to the terminal's width: a longer one would
+/// wrap, and the redraw, which moves up a row a line, would leave copies of it on the screen.
+#[test]
+fn the_live_panel_fits_a_narrow_terminal() {
+    let mut repl = repl_of_width(50);
+    repl.type_line("A = work(3000, ones(2))");
+    repl.type_line("B = A + 1");
+    repl.type_line("C = A * 2");
+    repl.expect("op ");
+    repl.type_line("print C");
+    let shown = repl.expect("[2. 2.]");
+    // rexpect reads a character a byte.
+    let bytes: Vec<u8> = shown.chars().map(|c| c as u8).collect();
+    let shown = String::from_utf8_lossy(&bytes);
+    // The line editor moves back to the prompt with escapes (stripped), not a new line: what
+    // comes before a prompt is a row of its own, and the line being typed after it (with a
+    // builtin's signature) is the line editor's to wrap.
+    let too_wide: Vec<&str> = shown
+        .split(['\n', '\r'])
+        .filter_map(|line| line.split("dep> ").next())
+        .filter(|line| line.chars().count() > 49)
+        .collect();
+    assert!(
+        shown.contains("waits for A") && too_wide.is_empty(),
+        "lines wider than the terminal: {too_wide:#?}\n--- the terminal:\n{shown}"
+    );
+    repl.prompt();
+    assert_eq!(repl.quit().0, 0);
+}
+
+/// Ctrl-C while Ctrl-D waits for the pending ops to leave says what it does there: dep leaves
+/// once the running ops finish (it said the prompt would come back).
+#[test]
+fn ctrl_c_while_leaving_says_dep_leaves_once_the_running_ops_finish() {
+    let mut repl = Repl::start();
+    repl.line("Q1 = work(2000, ones(2))");
+    repl.prompt();
+    repl.control('d');
+    repl.expect("waiting for 1 pending op before leaving");
+    repl.control('c');
+    let said = repl.expect("Ctrl-C again leaves at once)");
+    assert!(
+        said.contains("dep leaves once the running ops finish"),
+        "{said:?}"
+    );
+    let _ = repl.session.exp_eof();
 }

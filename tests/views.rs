@@ -1356,3 +1356,145 @@ fn a_functions_argument_in_a_loop_is_labelled_with_its_iteration() {
         assert!(labels.contains(&label), "{label}: {labels:?}");
     }
 }
+
+/// `dep ARGS` in `dir`, in a pseudo-terminal of `columns` by `rows` (set with `stty` before
+/// `dep` starts), colours off and escapes stripped from what it shows.
+fn dep_on_a_terminal(
+    dir: &TestDir,
+    (columns, rows): (usize, usize),
+    args: &[&str],
+) -> rexpect::session::PtySession {
+    let mut command = std::process::Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!(
+            "stty cols {columns} rows {rows} && exec \"$0\" \"$@\""
+        ))
+        .arg(crate::util::dep_binary())
+        .args(args)
+        .current_dir(dir.path())
+        .env("TERM", "xterm-256color")
+        .env("NO_COLOR", "1");
+    let options = rexpect::reader::Options {
+        timeout_ms: Some(60_000),
+        strip_ansi_escape_codes: true,
+    };
+    rexpect::session::spawn_with_options(command, options).expect("spawn dep")
+}
+
+/// The lines of `shown` (a terminal's output as rexpect reads it, a character a byte, escapes
+/// stripped) wider than `columns`.
+fn wider_than(shown: &str, columns: usize) -> Vec<String> {
+    let bytes: Vec<u8> = shown.chars().map(|c| c as u8).collect();
+    String::from_utf8_lossy(&bytes)
+        .split(['\n', '\r'])
+        .filter(|line| line.chars().count() > columns)
+        .map(str::to_string)
+        .collect()
+}
+
+/// `--watch` on a terminal narrower than the ops table cuts every line it draws to the
+/// terminal's width: a longer one would wrap, and the redraw, which moves up a row a line,
+/// would leave a piece of each frame on the screen.
+#[test]
+fn watch_fits_a_narrow_terminal() {
+    let dir = TestDir::new();
+    dir.write(
+        "w.dep",
+        "A = work(600, ones(2))\nB = work(600, ones(2))\nfor i in 0..3 {\n  C = work(200, A + B) + i\n}\nprint sum(C)\n",
+    );
+    let mut session = dep_on_a_terminal(
+        &dir,
+        (60, 40),
+        &["run", "w.dep", "--engine", "threaded", "--watch"],
+    );
+    let shown = session
+        .exp_string("summary:")
+        .unwrap_or_else(|error| panic!("waiting for the summary: {error}"));
+    assert!(shown.contains("waits for"), "{shown}");
+    let too_wide = wider_than(&shown, 59);
+    assert!(too_wide.is_empty(), "{too_wide:#?}\n{shown}");
+    let _ = session.exp_eof();
+}
+
+/// `dep replay` on a terminal, at a step where many variables are busy: the queues take at
+/// most about half the screen and say how many are left out, the ops the rest, with the one
+/// the event concerns; on a narrow terminal every line is cut to its width, so that the step's
+/// heading stays on the screen.
+#[test]
+fn replay_on_a_terminal_leaves_room_for_the_ops_and_fits_its_width() {
+    let dir = TestDir::new();
+    // While the first op works, the loop pushes the others: dozens of variables wait.
+    dir.write(
+        "r.dep",
+        "x = work(300, ones(2))\ndef f(a) {\n  h = a + 1\n  return h * 2\n}\nfor k in 0..30 {\n  y = f(x + k)\n}\n",
+    );
+    Run::of(
+        dir.dep()
+            .args(["run", "r.dep", "--engine", "threaded", "--trace", "t.json"]),
+    )
+    .expect_code(0);
+    for (columns, key, step) in [(120, "\x1b[6~", "step 100/"), (50, "G", "step ")] {
+        let mut session = dep_on_a_terminal(&dir, (columns, 20), &["replay", "t.json"]);
+        session
+            .exp_string("PgDn/PgUp")
+            .unwrap_or_else(|error| panic!("waiting for the first step: {error}"));
+        session.send(key).expect("write to the terminal");
+        session.flush().expect("flush the terminal");
+        session
+            .exp_string(step)
+            .unwrap_or_else(|error| panic!("waiting for {step:?}: {error}"));
+        let screen = session
+            .exp_string("PgDn/PgUp")
+            .unwrap_or_else(|error| panic!("waiting for the keys: {error}"));
+        let too_wide = wider_than(&screen, columns - 1);
+        assert!(too_wide.is_empty(), "{too_wide:#?}\n{screen}");
+        assert!(screen.contains("op "), "{screen}");
+        if columns == 120 {
+            assert!(screen.contains("more queues"), "{screen}");
+        }
+        session.send("q").expect("write to the terminal");
+        let _ = session.exp_eof();
+    }
+}
+
+/// A second Ctrl-C leaves at once, and erases the `--watch` panel first: its last frame stayed
+/// on the screen above the message, saying ops were running.
+#[test]
+fn a_second_ctrl_c_erases_the_watch_panel_before_leaving() {
+    let dir = TestDir::new();
+    dir.write(
+        "c.dep",
+        "A = work(3000, ones(2))\nB = A + 1\nC = work(800, B)\nprint C\n",
+    );
+    let mut command = std::process::Command::new("sh");
+    command
+        .arg("-c")
+        .arg("stty cols 120 rows 40 && exec \"$0\" \"$@\"")
+        .arg(crate::util::dep_binary())
+        .args(["run", "c.dep", "--engine", "threaded", "--watch"])
+        .args(["--trace", "t.json"])
+        .current_dir(dir.path())
+        .env("TERM", "xterm-256color")
+        .env("NO_COLOR", "1");
+    let options = rexpect::reader::Options {
+        timeout_ms: Some(60_000),
+        strip_ansi_escape_codes: false,
+    };
+    let mut session = rexpect::session::spawn_with_options(command, options).expect("spawn dep");
+    session
+        .exp_string("waits for")
+        .unwrap_or_else(|error| panic!("waiting for a frame: {error}"));
+    for _ in 0..2 {
+        session.send_control('c').expect("send Ctrl-C");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let rest = session.exp_eof().expect("dep leaves");
+    let last_frame = rest.rfind("threaded engine").unwrap_or(0);
+    let erased = rest[last_frame..].find("\x1b[J");
+    let left = rest.find("left at once");
+    assert!(
+        matches!((erased, left), (Some(erased), Some(left)) if last_frame + erased < left),
+        "{rest:?}"
+    );
+}

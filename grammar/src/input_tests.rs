@@ -140,6 +140,9 @@ fn a_huge_file_of_broken_statements_stops_at_the_hundredth_error_at_once() {
     let junk = "$;".repeat(5 * 1024 * 1024);
     let output = parse(&junk);
     assert_eq!(output.diagnostics.len(), crate::parse::MAX_DIAGNOSTICS + 1);
+    // The errors counted are those reported, and parsing is said to have stopped after them.
+    assert_eq!(output.n_errors(), (crate::parse::MAX_DIAGNOSTICS, true));
+    assert_eq!(parse("x = )\ny = (\n").n_errors(), (2, false));
 }
 
 /// Tokens of 10 MB parse (their time is measured by hand, not here: it was quadratic).

@@ -38,6 +38,13 @@ impl ParseOutput {
     pub fn is_ok(&self) -> bool {
         self.diagnostics.is_empty()
     }
+
+    /// How many syntax errors the diagnostics report, and whether parsing stopped after them
+    /// (the last diagnostic then says so, and more errors may follow in the source).
+    pub fn n_errors(&self) -> (usize, bool) {
+        let stopped = self.diagnostics.len() > MAX_DIAGNOSTICS;
+        (self.diagnostics.len() - usize::from(stopped), stopped)
+    }
 }
 
 /// Parses a whole `.dep` source. Never fails and never panics: statements

@@ -99,7 +99,8 @@ table! {
     "work", Builtin::Work, "work(ms[, x])", "takes ms milliseconds, then gives x (or 0): an op that just takes time, for lessons";
 }
 
-/// Names that are statements or host functions rather than tensor builtins, for completion.
+/// Names that are statements, host functions or communications rather than tensor builtins,
+/// for completion and the help.
 pub const OTHER_FUNCTIONS: &[(&str, &str, &str)] = &[
     (
         "slots",
@@ -130,6 +131,38 @@ pub const OTHER_FUNCTIONS: &[(&str, &str, &str)] = &[
         "clock_cycles",
         "clock_cycles(m, n)",
         "GPipe's schedule: the (micro-batch, partition) pairs of each clock tick",
+    ),
+    ("rank", "rank()", "this rank's number (0 alone)"),
+    (
+        "ranks",
+        "ranks()",
+        "how many ranks run the script (1 alone)",
+    ),
+    (
+        "allreduce",
+        "allreduce(x)",
+        "the sum of x over every rank: x = allreduce(x)",
+    ),
+    (
+        "broadcast",
+        "broadcast(x, root)",
+        "root's x on every rank (in place, or y = broadcast(x, root))",
+    ),
+    (
+        "reduce",
+        "reduce(x, root)",
+        "the sum of x over every rank on root; every other rank gets its own x",
+    ),
+    (
+        "allgather",
+        "allgather(x)",
+        "every rank's x, one row per rank: shape [ranks(), ...]",
+    ),
+    ("send", "send(x, to)", "sends x to rank `to`"),
+    (
+        "recv",
+        "recv(from, d...)",
+        "receives a tensor of dimensions d from rank `from`: x = recv(0, 2, 3)",
     ),
 ];
 

@@ -200,7 +200,7 @@ impl Panel {
                 let lines: Vec<String> = failure_notice(&new_failures)
                     .lines()
                     .map(|line| {
-                        let line = truncate(line, width);
+                        let line = views::text::fit_line(line, width);
                         if colour {
                             self.style.error(&line)
                         } else {
@@ -244,8 +244,11 @@ impl Panel {
             } else {
                 heading.to_string()
             };
+            // Every line fits the width: one wider would wrap, and the redraw, which moves
+            // up a row a line, would leave some of it behind.
             std::iter::once(heading)
                 .chain(lines.map(str::to_string))
+                .map(|line| views::text::fit_line(&line, width))
                 .collect::<Vec<String>>()
                 .join("\n")
         };
@@ -377,25 +380,4 @@ fn failures_in(snapshot: &engine::Snapshot) -> Vec<Arc<engine::OpError>> {
         }
     }
     failures
-}
-
-/// `text` cut to `width` characters, with an ellipsis where it was cut.
-fn truncate(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_string();
-    }
-    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn truncation_marks_the_cut() {
-        assert_eq!(truncate("abcdef", 10), "abcdef");
-        assert_eq!(truncate("abcdef", 4), "abc…");
-    }
 }

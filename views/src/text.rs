@@ -402,22 +402,70 @@ pub fn step(stepper: &Stepper, style: &TextStyle) -> String {
     )
 }
 
-/// One step of a replay on a screen of `rows` lines: which event, the queues, and as many ops as
-/// fit around the one the event concerns (a long run's thousands of ops cannot all show), with
-/// how many are left out before and after. Waiting ops' reasons may still run past the rows.
+/// One step of a replay on a screen of `rows` lines of [`TextStyle::width`] columns: which
+/// event, the queues (at most about half the rows, then a line counting those left out), and
+/// as many ops as the other rows hold around the one the event concerns (a long run's thousands
+/// of ops cannot all show), with how many are left out before and after. That op always shows,
+/// with its row of the table; every line is cut to the width ([`fit_line`]), so that none wraps
+/// and the heading stays on the screen.
 pub fn step_on_screen(stepper: &Stepper, style: &TextStyle, rows: usize) -> String {
+    let fit = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(|line| fit_line(line, style.width))
+            .collect()
+    };
     let queued = stepper.frame_of(0..0);
-    let queue_text = busy_queues(&queued, style);
-    // The heading, the queues, the ops' header and a line for those left out on each side.
-    let fixed = 1 + queue_text.lines().count() + 1 + 2;
-    let room = rows.saturating_sub(fixed).max(3);
-    let window = stepper.window(room);
-    let frame = stepper.frame_of(window.clone());
-    format!(
-        "{}\n{queue_text}{}",
-        step_heading(stepper, &frame),
-        ops_around(stepper, &frame, window, style)
-    )
+    let queue_lines = at_most_half(fit(&busy_queues(&queued, style)), rows, style);
+    // The heading and the queues; the ops take the rest: their header, a line for those left
+    // out on each side, and the ops with their reasons for waiting, fewer where these run long.
+    let room_for_ops = rows.saturating_sub(1 + queue_lines.len()).max(4);
+    let mut n_ops = room_for_ops.saturating_sub(3).max(3);
+    let (heading, mut op_lines) = loop {
+        let window = stepper.window(n_ops);
+        let frame = stepper.frame_of(window.clone());
+        let op_lines = fit(&ops_around(stepper, &frame, window, style));
+        if op_lines.len() <= room_for_ops || n_ops == 1 {
+            break (step_heading(stepper, &frame), op_lines);
+        }
+        n_ops -= 1;
+    };
+    // One op whose reasons for waiting run past the rows: its row shows, the end of them not.
+    op_lines.truncate(room_for_ops);
+    let mut text = fit_line(&heading, style.width);
+    text.push('\n');
+    for line in queue_lines.iter().chain(&op_lines) {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
+/// The lines of [`busy_queues`] on a screen of `rows` lines: all of them when they take at most
+/// half of it, else the first ones and a line counting the queues left out, then the idle
+/// variables' line, in half of it (at least three lines).
+fn at_most_half(mut lines: Vec<String>, rows: usize, style: &TextStyle) -> Vec<String> {
+    let room = (rows / 2).max(3);
+    if lines.len() <= room {
+        return lines;
+    }
+    let idle = lines
+        .last()
+        .filter(|line| strip_escapes(line).starts_with("  idle: "))
+        .cloned();
+    if idle.is_some() {
+        lines.pop();
+    }
+    // The heading, the queues kept, the count of those left out, the idle line.
+    let n_kept = room - 1 - usize::from(idle.is_some());
+    let n_cut = lines.len() - n_kept;
+    lines.truncate(n_kept);
+    let note = format!(
+        "  … {n_cut} more {}",
+        if n_cut == 1 { "queue" } else { "queues" }
+    );
+    lines.push(fit_line(&style.paint(&note, Role::Dim), style.width));
+    lines.extend(idle);
+    lines
 }
 
 /// One step of a replay as [`step`] shows it, every queue included, but with at most `room`
@@ -520,6 +568,90 @@ fn step_heading(stepper: &Stepper, frame: &Frame) -> String {
     )
 }
 
+/// `line` cut to at most `columns` columns on a terminal (a wide character takes two), the ANSI
+/// escapes in it kept, as they take none: `…` in its last column where it was cut, then a
+/// reset of the colours where an escape came before the cut, so that no colour runs on past
+/// it. A line that fits is returned as it is. What a live display draws goes through this: a
+/// line wider than the terminal would wrap, and the display would lose count of its rows.
+pub fn fit_line(line: &str, columns: usize) -> String {
+    if shown_width(line) <= columns {
+        return line.to_string();
+    }
+    let mut cut = String::new();
+    let mut used = 0;
+    let mut escaped = false;
+    let mut chars = line.chars();
+    while let Some(ch) = chars.next() {
+        if ch == '\x1b' {
+            cut.push(ch);
+            cut.push_str(&escape_rest(&mut chars));
+            escaped = true;
+            continue;
+        }
+        let n_columns = unicode_width::UnicodeWidthChar::width(ch).unwrap_or(0);
+        // Room is left for the `…`.
+        if used + n_columns + 1 > columns {
+            break;
+        }
+        cut.push(ch);
+        used += n_columns;
+    }
+    if columns > 0 {
+        cut.push('…');
+    }
+    if escaped {
+        cut.push_str("\x1b[0m");
+    }
+    cut
+}
+
+/// Every line of `text` through [`fit_line`], each ended by a new line.
+pub fn fit_lines(text: &str, columns: usize) -> String {
+    let mut fitted = String::with_capacity(text.len());
+    for line in text.lines() {
+        fitted.push_str(&fit_line(line, columns));
+        fitted.push('\n');
+    }
+    fitted
+}
+
+/// The columns `text` takes on a terminal, its ANSI escapes taking none.
+pub fn shown_width(text: &str) -> usize {
+    width(&strip_escapes(text))
+}
+
+/// `text` without its ANSI escapes: what a terminal shows of it.
+fn strip_escapes(text: &str) -> String {
+    let mut shown = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(ch) = chars.next() {
+        if ch == '\x1b' {
+            escape_rest(&mut chars);
+        } else {
+            shown.push(ch);
+        }
+    }
+    shown
+}
+
+/// The rest of an escape after its `ESC`, taken from `chars`: a control sequence (`[`, its
+/// parameters, up to its final byte, `@` to `~`), or the one character of a short escape.
+fn escape_rest(chars: &mut std::str::Chars<'_>) -> String {
+    let mut rest = String::new();
+    if let Some(first) = chars.next() {
+        rest.push(first);
+        if first == '[' {
+            for ch in chars.by_ref() {
+                rest.push(ch);
+                if ('@'..='~').contains(&ch) {
+                    break;
+                }
+            }
+        }
+    }
+    rest
+}
+
 /// Splits `text` into lines of at most `width` characters, at spaces where it can.
 fn wrap(text: &str, columns: usize) -> Vec<String> {
     let columns = columns.max(10);
@@ -583,5 +715,50 @@ fn ops_word(n: usize) -> &'static str {
         "op"
     } else {
         "ops"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line wider than the terminal is cut to its columns, counted as a terminal shows them
+    /// (a wide character two, an escape none), with `…` at the cut; one that fits is left as
+    /// it is, escapes and all.
+    #[test]
+    fn a_line_is_cut_to_the_columns_a_terminal_shows() {
+        assert_eq!(fit_line("abcdef", 6), "abcdef");
+        assert_eq!(fit_line("abcdef", 4), "abc…");
+        assert_eq!(fit_line("日本語です", 6), "日本…");
+        let coloured = paint("running", Role::State(OpState::Running), true);
+        assert_eq!(fit_line(&coloured, 7), coloured);
+        assert_eq!(shown_width(&coloured), 7);
+        // Cut inside the colour: the colour is reset after the cut, and nothing else shows.
+        let cut = fit_line(&format!("op {coloured} on cpu:0"), 8);
+        assert_eq!(cut, "op \x1b[1;34mrunn…\x1b[0m");
+        assert_eq!(shown_width(&cut), 8);
+        assert_eq!(fit_lines("abcdef\nab\n", 3), "ab…\nab\n");
+    }
+
+    /// The queues of a step take at most half the screen: the first ones, a line counting those
+    /// left out, then the idle variables' line.
+    #[test]
+    fn the_queues_take_at_most_half_the_screen() {
+        let style = TextStyle::plain(100);
+        let mut lines = vec!["queues  (● granted, ○ waiting)".to_string()];
+        lines.extend((0..20).map(|index| format!("  v{index} ● W v{index} = 1")));
+        lines.push("  idle: a b".to_string());
+        let kept = at_most_half(lines.clone(), 10, &style);
+        assert_eq!(
+            kept,
+            [
+                "queues  (● granted, ○ waiting)",
+                "  v0 ● W v0 = 1",
+                "  v1 ● W v1 = 1",
+                "  … 18 more queues",
+                "  idle: a b"
+            ]
+        );
+        assert_eq!(at_most_half(lines[..4].to_vec(), 10, &style), lines[..4]);
     }
 }
