@@ -29,7 +29,13 @@ impl Repl {
     /// Starts `dep` with no arguments and waits for its first prompt.
     fn start() -> Repl {
         let dir = TestDir::new();
-        let mut command = dir.dep();
+        let command = dir.dep();
+        Repl::spawn(dir, command)
+    }
+
+    /// Starts `command` (which runs `dep` in `dir`) in a pseudo-terminal, with the session's
+    /// own HOME, a threaded engine of two workers, and waits for its first prompt.
+    fn spawn(dir: TestDir, mut command: Command) -> Repl {
         command
             .stdin(Stdio::inherit())
             .env("HOME", dir.path())
@@ -1080,26 +1086,8 @@ fn repl_of_width(columns: usize) -> Repl {
         .arg(format!("stty cols {columns} rows 40 && exec \"$0\""))
         .arg(crate::util::dep_binary())
         .current_dir(dir.path())
-        .stdin(Stdio::inherit())
-        .env("HOME", dir.path())
-        .env("XDG_DATA_HOME", dir.path().join("data"))
-        .env("TERM", "xterm-256color")
-        .env("NO_COLOR", "1")
-        .env("DEP_ENGINE", "threaded")
-        .env("DEP_THREADS", "2");
-    let options = Options {
-        timeout_ms: Some(TIMEOUT_MS),
-        strip_ansi_escape_codes: true,
-    };
-    let session = rexpect::session::spawn_with_options(command, options).expect("spawn dep");
-    let mut repl = Repl {
-        session,
-        dir,
-        transcript: String::new(),
-    };
-    repl.expect("Ctrl-D leaves.");
-    repl.prompt();
-    repl
+        .env("NO_COLOR", "1");
+    Repl::spawn(dir, command)
 }
 
 /// On a terminal narrower than the ops table, every line the live panel draws (under the

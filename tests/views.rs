@@ -1361,8 +1361,18 @@ fn a_functions_argument_in_a_loop_is_labelled_with_its_iteration() {
 /// `dep` starts), colours off and escapes stripped from what it shows.
 fn dep_on_a_terminal(
     dir: &TestDir,
+    size: (usize, usize),
+    args: &[&str],
+) -> rexpect::session::PtySession {
+    dep_on_a_terminal_showing(dir, size, args, false)
+}
+
+/// [`dep_on_a_terminal`], its escapes kept in what the session reads when `escapes`.
+fn dep_on_a_terminal_showing(
+    dir: &TestDir,
     (columns, rows): (usize, usize),
     args: &[&str],
+    escapes: bool,
 ) -> rexpect::session::PtySession {
     let mut command = std::process::Command::new("sh");
     command
@@ -1377,7 +1387,7 @@ fn dep_on_a_terminal(
         .env("NO_COLOR", "1");
     let options = rexpect::reader::Options {
         timeout_ms: Some(60_000),
-        strip_ansi_escape_codes: true,
+        strip_ansi_escape_codes: !escapes,
     };
     rexpect::session::spawn_with_options(command, options).expect("spawn dep")
 }
@@ -1467,21 +1477,14 @@ fn a_second_ctrl_c_erases_the_watch_panel_before_leaving() {
         "c.dep",
         "A = work(3000, ones(2))\nB = A + 1\nC = work(800, B)\nprint C\n",
     );
-    let mut command = std::process::Command::new("sh");
-    command
-        .arg("-c")
-        .arg("stty cols 120 rows 40 && exec \"$0\" \"$@\"")
-        .arg(crate::util::dep_binary())
-        .args(["run", "c.dep", "--engine", "threaded", "--watch"])
-        .args(["--trace", "t.json"])
-        .current_dir(dir.path())
-        .env("TERM", "xterm-256color")
-        .env("NO_COLOR", "1");
-    let options = rexpect::reader::Options {
-        timeout_ms: Some(60_000),
-        strip_ansi_escape_codes: false,
-    };
-    let mut session = rexpect::session::spawn_with_options(command, options).expect("spawn dep");
+    let mut session = dep_on_a_terminal_showing(
+        &dir,
+        (120, 40),
+        &[
+            "run", "c.dep", "--engine", "threaded", "--watch", "--trace", "t.json",
+        ],
+        true,
+    );
     session
         .exp_string("waits for")
         .unwrap_or_else(|error| panic!("waiting for a frame: {error}"));
