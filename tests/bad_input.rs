@@ -119,17 +119,23 @@ fn a_number_too_large_for_a_count_says_so_and_its_limit() {
     }
 }
 
-/// A whole number written with digits only past 2^53, as a seed, a loop bound, a count or an
-/// operand of their arithmetic, is too large, said with its every digit: `seed
-/// 9007199254740993` seeded with 9007199254740992, its float64, silently. 2^53 itself is taken;
-/// as a tensor's value, the number says it is not a float32 number, as before.
+/// A whole number written with digits only past 2^53, as a seed, a loop bound or a count, is
+/// too large, said with its every digit: `seed 9007199254740993` seeded with 9007199254740992,
+/// its float64, silently. Their arithmetic is exact: a result past 2^53 is too large, one
+/// within it is taken, and a quotient float64 rounds to a whole number is not whole. 2^53
+/// itself is taken; as a tensor's value, the number says it is not a float32 number, as before.
 #[test]
 fn a_whole_number_past_2_53_written_with_digits_only_is_too_large_not_its_neighbour() {
     let dir = TestDir::new();
     let too_large = "the number is too large: 9.007199254740993e15 is beyond ±9007199254740992";
     for (source, message, place) in [
         ("seed 9007199254740993\nprint 1\n", too_large, "1:6"),
-        ("seed 9007199254740993 - 1\nprint 1\n", too_large, "1:6"),
+        ("seed 9007199254740991 + 2\nprint 1\n", too_large, "1:6"),
+        (
+            "seed 9007199254740993 / 2\nprint 1\n",
+            "expected a whole number, got one between 4503599627370496 and 4503599627370497",
+            "1:6",
+        ),
         (
             "for i in 0..9007199254740993 { x = 1 }\n",
             too_large,
@@ -137,8 +143,8 @@ fn a_whole_number_past_2_53_written_with_digits_only_is_too_large_not_its_neighb
         ),
         (
             "for i in -9007199254740993..0 { x = 1 }\n",
-            too_large,
-            "1:11",
+            "the number is too large: -9.007199254740993e15 is beyond ±9007199254740992",
+            "1:10",
         ),
         ("s = slots(9007199254740993)\n", too_large, "1:11"),
         (
@@ -163,9 +169,16 @@ fn a_whole_number_past_2_53_written_with_digits_only_is_too_large_not_its_neighb
             run.stderr
         );
     }
-    dir.write("max.dep", "seed 9007199254740992\nprint 1\n");
-    let run = Run::of(dir.dep().args(["run", "max.dep"])).expect_code(0);
-    assert_eq!(run.stdout, "1.0\n");
+    for source in [
+        "seed 9007199254740992\nprint 1\n",
+        "seed 9007199254740993 - 1\nprint 1\n",
+        "seed 18014398509481984 / 4\nprint 1\n",
+        "for i in 0..2 { seed 9007199254740993 - i - 1 }\nprint 1\n",
+    ] {
+        dir.write("max.dep", source);
+        let run = Run::of(dir.dep().args(["run", "max.dep"])).expect_code(0);
+        assert_eq!(run.stdout, "1.0\n", "{source}");
+    }
 }
 
 #[test]

@@ -1032,7 +1032,7 @@ mod tests {
     }
 
     /// A whole number written with digits only past 2^53, where the runner needs a whole
-    /// number (a seed, a loop bound, an operand of their arithmetic), is too large, said with
+    /// number (a seed, a loop bound, a result of their arithmetic), is too large, said with
     /// its every digit: `seed 9007199254740993` seeded with its float64, 9007199254740992.
     #[test]
     fn a_whole_number_past_2_53_written_with_digits_only_is_too_large() {
@@ -1040,7 +1040,7 @@ mod tests {
         let mut out = Vec::new();
         for source in [
             "seed 9007199254740993",
-            "seed 9007199254740993 - 1",
+            "seed 9007199254740991 + 2",
             "for i in 0..9007199254740993 { wait }",
             "x = slots(9007199254740993)",
         ] {
@@ -1057,7 +1057,11 @@ mod tests {
             );
         }
         session
-            .run_source("<stdin>", "seed 9007199254740992\nseed 1e15 + 1", &mut out)
+            .run_source(
+                "<stdin>",
+                "seed 9007199254740992\nseed 1e15 + 1\nseed 9007199254740993 - 1",
+                &mut out,
+            )
             .unwrap();
     }
 }

@@ -141,55 +141,90 @@ impl Runner<'_> {
         }
     }
 
-    /// A number needed on the host now (loop bounds, seeds, priorities), in float64: a number
-    /// written with digits only past 2^53 ([`builtins::MAX_WHOLE`]), which float64 may not
-    /// hold exactly, is an error at it that says it is too large.
+    /// A number needed on the host now (loop bounds, seeds, priorities), in float64: a whole
+    /// number past 2^53 ([`builtins::MAX_WHOLE`]), which float64 may not hold exactly, is an
+    /// error at `expr` that says it is too large.
     pub(super) fn host_number(&mut self, expr: &grammar::Expr) -> Result<f64, RunError> {
+        let value = self.host_value(expr)?;
+        self.host_float(value, expr)
+    }
+
+    /// `value` as float64, or the error at `expr` if it is a whole number float64 may not hold.
+    fn host_float(&self, value: HostNumber, expr: &grammar::Expr) -> Result<f64, RunError> {
+        match value {
+            HostNumber::Whole(whole) if whole.unsigned_abs() > builtins::MAX_WHOLE as u128 => Err(
+                self.error(expr.span, builtins::too_large("the number", whole), "too large"),
+            ),
+            HostNumber::Whole(whole) => Ok(whole as f64),
+            HostNumber::Real(real) | HostNumber::Fraction { real, .. } => Ok(real),
+        }
+    }
+
+    /// The value of a number the runner needs, exact while it is whole: numbers written with
+    /// digits only, loop counters and ranks stay whole through `+ - *`, a `/` that divides and
+    /// a `**` of a whole exponent, so `seed 9007199254740993 - 1` is 2^53, not its float64's
+    /// neighbour minus one.
+    fn host_value(&mut self, expr: &grammar::Expr) -> Result<HostNumber, RunError> {
         match &expr.kind {
             ExprKind::Number(value) => {
-                // Written with digits only, a number is read exactly: past 2^53 its float64 may
-                // be its neighbour (9007199254740993 reads as 9007199254740992), unseen.
                 let text = self.text(expr.span);
-                let exact = text
+                let whole = text
                     .bytes()
                     .all(|byte| byte.is_ascii_digit())
-                    .then(|| text.parse::<u128>().ok())
+                    .then(|| text.parse::<i128>().ok())
                     .flatten();
-                if let Some(exact) = exact.filter(|exact| *exact > builtins::MAX_WHOLE as u128) {
-                    return Err(self.error(
-                        expr.span,
-                        builtins::too_large("the number", exact),
-                        "too large",
-                    ));
-                }
-                return Ok(*value);
+                return Ok(whole.map_or(HostNumber::Real(*value), HostNumber::Whole));
             }
             ExprKind::Unary {
                 op: grammar::UnaryOp::Neg,
                 operand,
-            } => return Ok(-self.host_number(operand)?),
+            } => {
+                return Ok(match self.host_value(operand)? {
+                    HostNumber::Whole(whole) => HostNumber::Whole(-whole),
+                    HostNumber::Real(real) => HostNumber::Real(-real),
+                    HostNumber::Fraction { floor, real } => HostNumber::Fraction {
+                        floor: -floor - 1,
+                        real: -real,
+                    },
+                })
+            }
             ExprKind::Name(name) => {
                 if let Some((Binding::Counter(counter), _)) = self.lookup(&name.text) {
-                    return Ok(counter.get() as f64);
+                    return Ok(HostNumber::Whole(i128::from(counter.get())));
                 }
             }
             ExprKind::Call { func, args, .. } if args.is_empty() && self.is_rank_call(func) => {
-                return Ok(match func.text.as_str() {
+                let number = match func.text.as_str() {
                     "rank" => self.scope.comm.rank(),
                     _ => self.scope.comm.size(),
-                } as f64);
+                };
+                return Ok(HostNumber::Whole(number as i128));
             }
             // Arithmetic on numbers and loop counters stays on the host: no op, no wait.
             ExprKind::Binary { op, lhs, rhs }
                 if self.is_host_number(lhs) && self.is_host_number(rhs) =>
             {
-                let (lhs, rhs) = (self.host_number(lhs)?, self.host_number(rhs)?);
+                let (left, right) = (self.host_value(lhs)?, self.host_value(rhs)?);
+                if let (HostNumber::Whole(l), HostNumber::Whole(r)) = (left, right) {
+                    if let Some(whole) = whole_arithmetic(*op, l, r) {
+                        return Ok(HostNumber::Whole(whole));
+                    }
+                    if *op == grammar::BinaryOp::Div && r != 0 {
+                        // A quotient with a fraction: its whole part exact, then its fraction,
+                        // which float64 may round away past 2^52.
+                        let floor = l.div_euclid(r);
+                        let fraction = l.rem_euclid(r) as f64 / r as f64;
+                        let real = self.host_float(HostNumber::Whole(floor), expr)? + fraction;
+                        return Ok(HostNumber::Fraction { floor, real });
+                    }
+                }
+                let (l, r) = (self.host_float(left, lhs)?, self.host_float(right, rhs)?);
                 match op {
-                    grammar::BinaryOp::Add => return Ok(lhs + rhs),
-                    grammar::BinaryOp::Sub => return Ok(lhs - rhs),
-                    grammar::BinaryOp::Mul => return Ok(lhs * rhs),
-                    grammar::BinaryOp::Div => return Ok(lhs / rhs),
-                    grammar::BinaryOp::Pow => return Ok(lhs.powf(rhs)),
+                    grammar::BinaryOp::Add => return Ok(HostNumber::Real(l + r)),
+                    grammar::BinaryOp::Sub => return Ok(HostNumber::Real(l - r)),
+                    grammar::BinaryOp::Mul => return Ok(HostNumber::Real(l * r)),
+                    grammar::BinaryOp::Div => return Ok(HostNumber::Real(l / r)),
+                    grammar::BinaryOp::Pow => return Ok(HostNumber::Real(l.powf(r))),
                     _ => {}
                 }
             }
@@ -197,7 +232,7 @@ impl Runner<'_> {
         }
         let value = self.evaluate_now(expr)?;
         match value.to_scalar() {
-            Some(number) => Ok(number as f64),
+            Some(number) => Ok(HostNumber::Real(number as f64)),
             None => Err(self.error(
                 expr.span,
                 format!(
@@ -231,7 +266,21 @@ impl Runner<'_> {
     }
 
     pub(super) fn host_int(&mut self, expr: &grammar::Expr) -> Result<i64, RunError> {
-        let value = self.host_number(expr)?;
+        let value = match self.host_value(expr)? {
+            HostNumber::Fraction { floor, real } => {
+                let got = if real.fract() == 0.0 {
+                    format!("one between {floor} and {}", floor + 1)
+                } else {
+                    real.to_string()
+                };
+                return Err(self.error(
+                    expr.span,
+                    format!("expected a whole number, got {got}"),
+                    "not a whole number",
+                ));
+            }
+            value => self.host_float(value, expr)?,
+        };
         if value.is_finite() && value.abs() > builtins::MAX_WHOLE {
             return Err(self.error(
                 expr.span,
@@ -258,5 +307,30 @@ impl Runner<'_> {
                 "negative",
             )
         })
+    }
+}
+
+/// A number the runner computes on the host: whole while its arithmetic is exact.
+#[derive(Clone, Copy)]
+enum HostNumber {
+    /// Exact: written with digits only, a loop counter, a rank, or their exact arithmetic.
+    Whole(i128),
+    /// A quotient of whole numbers that is not whole, `floor` below it exactly; `real` may
+    /// have lost its fraction to float64's rounding.
+    Fraction { floor: i128, real: f64 },
+    /// Anything else, as float64 computes it.
+    Real(f64),
+}
+
+/// `l op r` when it is a whole number and fits in an `i128`; `None` for a comparison, a
+/// division with a remainder, a negative exponent or an overflow.
+fn whole_arithmetic(op: grammar::BinaryOp, l: i128, r: i128) -> Option<i128> {
+    match op {
+        grammar::BinaryOp::Add => l.checked_add(r),
+        grammar::BinaryOp::Sub => l.checked_sub(r),
+        grammar::BinaryOp::Mul => l.checked_mul(r),
+        grammar::BinaryOp::Div => (r != 0 && l.checked_rem(r) == Some(0)).then(|| l / r),
+        grammar::BinaryOp::Pow => u32::try_from(r).ok().and_then(|r| l.checked_pow(r)),
+        _ => None,
     }
 }
