@@ -592,6 +592,13 @@ fn why(session: &Session, name: &str) -> Result<String, String> {
         crate::session::NO_VALUE => Some("has no value"),
         _ => None,
     };
+    if not_ready == Some("has no value") {
+        // Its only writes were cancelled: it keeps no value at all.
+        text = text.replace(
+            views::Frame::KEEPS_ITS_VALUE,
+            "will have no value: no write of it ran",
+        );
+    }
     if let (Some(not_ready), Some(rest)) =
         (not_ready, text.strip_prefix(&format!("{name} is ready")))
     {
@@ -1000,7 +1007,6 @@ mod tests {
         }
     }
 
-    /// A session on two worker threads with an event log, as the REPL's.
     /// What `:why NAME` says, which must be text.
     fn why_text(session: &mut Session, name: &str) -> String {
         match run(session, Command::Why(name.into())) {
@@ -1010,6 +1016,7 @@ mod tests {
         }
     }
 
+    /// A session on two worker threads with an event log, as the REPL's.
     fn observed_threaded_session() -> Session {
         Session::new(SessionConfig {
             observe: true,
@@ -1273,6 +1280,32 @@ mod tests {
         );
         assert!(text.contains("\nC holds an error: matmul"), "{text}");
         assert!(why(&mut session, "A").starts_with("A is ready: "));
+    }
+
+    /// A variable whose only write was cancelled has no value, and `:why` says so; one that
+    /// had a value keeps it. (It said both keep what the last write that ran left.)
+    #[test]
+    fn why_a_cancelled_only_write_leaves_no_value() {
+        let mut session = observed_threaded_session();
+        let source = "B = ones(2)\nwait\nA = work(400, ones(2))\nY = A + 1\nB = A * 2";
+        session
+            .run_source("t.dep", source, &mut std::io::sink())
+            .unwrap();
+        session.cancel();
+        let text = why_text(&mut session, "Y");
+        assert!(
+            text.starts_with(
+                "Y will not be written: Y = A + 1 (t.dep:4) was cancelled before it started, \
+                 and Y will have no value: no write of it ran\n"
+            ),
+            "{text}"
+        );
+        let text = why_text(&mut session, "B");
+        assert!(
+            text.contains(&format!("and B {}\n", views::Frame::KEEPS_ITS_VALUE)),
+            "{text}"
+        );
+        session.engine().wait_all();
     }
 
     /// `:why` answers for a temporary the views show (a function's result, `return#1`, its

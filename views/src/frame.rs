@@ -297,6 +297,11 @@ impl Frame {
         clauses.join("; and ")
     }
 
+    /// What [`Frame::why`] says of a variable whose pending writes were all cancelled: the
+    /// frame does not know whether a write of it ever ran, which a front-end that holds the
+    /// variable's value may say instead.
+    pub const KEEPS_ITS_VALUE: &'static str = "keeps what the last write that ran left";
+
     /// One sentence on what a variable waits for: the op that will write it, and why that op is
     /// not done. `None` when no variable of that name is live. A variable whose deletion is
     /// pushed (shown `h' (deleted)`, as a function's local once its call has returned) answers
@@ -328,8 +333,9 @@ impl Frame {
         if let (None, Some(cancelled)) = (writer, writes().next()) {
             return Some(format!(
                 "{name} will not be written: {} was cancelled before it started, and {name} \
-                 keeps what the last write that ran left{then}",
-                cancelled.describe()
+                 {}{then}",
+                cancelled.describe(),
+                Self::KEEPS_ITS_VALUE
             ));
         }
         let Some(writer) = writer else {
