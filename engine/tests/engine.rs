@@ -262,6 +262,35 @@ fn priorities_on_one_worker_run_highest_first_then_in_push_order() {
     );
 }
 
+/// Ops made ready together by one completion run by priority, then push order, too: the worker
+/// that ran the completion kept the second-to-last of them for itself (E ran before D here).
+#[test]
+fn ops_made_ready_together_run_highest_first_then_in_push_order() {
+    let engine = engine(Policy::Threaded, 1);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let a = engine.new_var("A");
+    engine.push(
+        OpSpec::new("A = work", || {
+            std::thread::sleep(Duration::from_millis(50));
+            Ok(())
+        })
+        .writes(&[a.clone()]),
+    );
+    for (name, priority) in [("B", 0), ("C", 0), ("D", 9), ("E", 0), ("F", 0)] {
+        let order = order.clone();
+        engine.push(
+            OpSpec::new(name, move || {
+                order.lock().unwrap().push(name);
+                Ok(())
+            })
+            .priority(priority)
+            .reads(&[a.clone()]),
+        );
+    }
+    engine.wait_all();
+    assert_eq!(*order.lock().unwrap(), ["D", "B", "C", "E", "F"]);
+}
+
 #[test]
 fn errors_propagate_skip_and_clear() {
     for (name, engine) in all_engines() {

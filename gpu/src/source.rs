@@ -22,7 +22,7 @@ pub(crate) fn unary_expr(op: UnaryOp) -> &'static str {
         UnaryOp::Sqrt => "sqrtf(x)",
         UnaryOp::Tanh => "tanhf(x)",
         UnaryOp::Sigmoid => "1.0f / (1.0f + expf(-x))",
-        UnaryOp::Relu => "(x < 0.0f ? 0.0f : x)",
+        UnaryOp::Relu => "(x > 0.0f || x != x ? x : 0.0f)",
         UnaryOp::Abs => "fabsf(x)",
     }
 }
@@ -224,7 +224,8 @@ struct ReduceParts {
 
 fn reduce_parts(op: ReduceOp) -> ReduceParts {
     const SUM: &str = "a.v += b.v; return a;";
-    const SUM_BODY: &str = "float acc = 0.0f; if (n > 0) acc = p[0]; for (u64 k = 1; k < n; ++k) acc += p[k * inner]; y[t] = acc / divisor;";
+    const SUM_BODY: &str =
+        "float acc = 0.0f; for (u64 k = 0; k < n; ++k) acc += p[k * inner]; y[t] = acc / divisor;";
     match op {
         ReduceOp::Sum | ReduceOp::Mean => ReduceParts {
             identity: "{0.0f, 0ull}",
@@ -236,13 +237,13 @@ fn reduce_parts(op: ReduceOp) -> ReduceParts {
             identity: "{-DEP_INF, ~0ull}",
             combine: "if (dep_isnan(a.v)) return a; if (dep_isnan(b.v)) return b; return b.v > a.v ? b : a;",
             finish: "acc.v",
-            per_output: "float m = p[0]; for (u64 k = 1; k < n; ++k) { float v = p[k * inner]; if (!dep_isnan(m) && (dep_isnan(v) || v > m)) m = v; } y[t] = m;",
+            per_output: "float m = p[0]; for (u64 k = 1; k < n; ++k) { float v = p[k * inner]; if (!dep_isnan(m) && (dep_isnan(v) || v >= m)) m = v; } y[t] = m;",
         },
         ReduceOp::Min => ReduceParts {
             identity: "{DEP_INF, ~0ull}",
             combine: "if (dep_isnan(a.v)) return a; if (dep_isnan(b.v)) return b; return b.v < a.v ? b : a;",
             finish: "acc.v",
-            per_output: "float m = p[0]; for (u64 k = 1; k < n; ++k) { float v = p[k * inner]; if (!dep_isnan(m) && (dep_isnan(v) || v < m)) m = v; } y[t] = m;",
+            per_output: "float m = p[0]; for (u64 k = 1; k < n; ++k) { float v = p[k * inner]; if (!dep_isnan(m) && (dep_isnan(v) || v <= m)) m = v; } y[t] = m;",
         },
         ReduceOp::Argmax => ReduceParts {
             identity: "{-DEP_INF, ~0ull}",
@@ -366,7 +367,7 @@ mod tests {
         assert_eq!(binary_expr(BinaryOp::Ne), "(a != b ? 1.0f : 0.0f)");
         assert_eq!(
             unary_expr(UnaryOp::Relu),
-            "(x < 0.0f ? 0.0f : x)",
+            "(x > 0.0f || x != x ? x : 0.0f)",
             "keeps NaN like the CPU"
         );
         let src = kernel_source();

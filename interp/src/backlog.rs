@@ -134,9 +134,11 @@ mod tests {
         let var = engine.new_var("v");
         let release = Arc::new(AtomicBool::new(false));
         // One op that holds the variable until released, and many queued behind it.
-        let hold = release.clone();
+        let (hold, started) = (release.clone(), Arc::new(AtomicBool::new(false)));
+        let starts = started.clone();
         engine.push(
             engine::OpSpec::new("hold", move || {
+                starts.store(true, Ordering::Release);
                 while !hold.load(Ordering::Acquire) {
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -146,6 +148,10 @@ mod tests {
         );
         for _ in 0..MAX_UNFINISHED {
             engine.push(engine::OpSpec::new("queued", || Ok(())).writes(&[var.clone()]));
+        }
+        // Started before the interrupt, which would cancel it too otherwise (a busy machine).
+        while !started.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
         }
         let asked = AtomicUsize::new(0);
         wait_for_room(&engine, None, &|| {

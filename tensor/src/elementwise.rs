@@ -407,11 +407,12 @@ impl UnaryOp {
             UnaryOp::Sqrt => x.sqrt(),
             UnaryOp::Tanh => x.tanh(),
             UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            // NumPy's `maximum(x, 0)`: NaN stays, `-0.0` gives 0.0.
             UnaryOp::Relu => {
-                if x < 0.0 {
-                    0.0
-                } else {
+                if x > 0.0 || x.is_nan() {
                     x
+                } else {
+                    0.0
                 }
             }
             UnaryOp::Abs => x.abs(),
@@ -682,6 +683,12 @@ mod tests {
         assert_eq!(got(UnaryOp::Sigmoid)[1], 0.5);
         let big = unary(UnaryOp::Sigmoid, &t(&[2], &[-1000., 1000.])).unwrap();
         assert_eq!(big.data(), &[0.0, 1.0]);
+        let zero = unary(UnaryOp::Relu, &Tensor::scalar(-0.0)).unwrap();
+        assert_eq!(
+            zero.data()[0].to_bits(),
+            0.0f32.to_bits(),
+            "NumPy's maximum(-0.0, 0)"
+        );
         assert!(unary(UnaryOp::Relu, &Tensor::scalar(f32::NAN))
             .unwrap()
             .data()[0]

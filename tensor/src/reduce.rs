@@ -1,11 +1,12 @@
 //! Reductions: sum, mean, max, min and argmax, over the whole tensor (giving
 //! a 0-d tensor) or over one axis (removing it).
 //!
-//! Sums use NumPy's pairwise summation along contiguous rows (eight
-//! accumulators in blocks of 128), so results are accurate and usually
-//! bit-identical to NumPy's. Max and min propagate NaN; argmax returns the
-//! first maximum (or the first NaN) as an `f32` index, an error past what
-//! `f32` holds exactly.
+//! Sums add in NumPy's order: from 0, pairwise along contiguous rows (eight
+//! accumulators in blocks of 128), row after row across an outer axis, so
+//! results are accurate and bit-identical to NumPy's on the CPU. Max and min
+//! propagate NaN and, among equal values (0.0 and -0.0), keep the last, as
+//! NumPy's do; argmax returns the first maximum (or the first NaN) as an
+//! `f32` index, an error past what `f32` holds exactly.
 
 use super::error::{terr, Result};
 use super::shape::{alloc, alloc_filled, fmt_shape, normalize_axis};
@@ -55,12 +56,10 @@ impl ReduceOp {
 }
 
 /// The sum of a contiguous run the way NumPy's `add.reduce` computes it:
-/// the first element plus the pairwise sum of the rest (0 for no elements).
+/// its identity, 0, plus the pairwise sum of the run (so `sum([1, 1e8, -1e8])`
+/// is 0, as NumPy's, and the sum of `[-0.0]` is 0.0).
 pub(crate) fn numpy_sum(x: &[f32]) -> f32 {
-    match x.split_first() {
-        None => 0.0,
-        Some((first, rest)) => first + pairwise_sum(rest),
-    }
+    0.0 + pairwise_sum(x)
 }
 
 /// NumPy's pairwise sum: eight accumulators over blocks of at most 128
@@ -96,18 +95,28 @@ fn pairwise_sum(x: &[f32]) -> f32 {
 }
 
 /// The maximum (`greater = true`) or minimum of a non-empty run, NaN if any
-/// element is NaN.
+/// element is NaN; of equal values the last (`max([-0.0, 0.0])` is 0.0).
 fn extreme(x: &[f32], greater: bool) -> f32 {
     let mut m = x[0];
     for &v in x {
         if v.is_nan() {
             return v;
         }
-        if (greater && v > m) || (!greater && v < m) {
+        if replaces(v, m, greater) {
             m = v;
         }
     }
     m
+}
+
+/// Whether `v` takes the place of `m` as the maximum (`greater`) or minimum
+/// so far, neither NaN: a value equal to it does, as in NumPy's reductions.
+fn replaces(v: f32, m: f32, greater: bool) -> bool {
+    if greater {
+        v >= m
+    } else {
+        v <= m
+    }
 }
 
 /// The index of the first maximum (or the first NaN) of a non-empty run.
@@ -200,10 +209,8 @@ pub fn reduce(op: ReduceOp, x: &Tensor, axis: Option<i64>) -> Result<Tensor> {
         let acc = &mut out[o * inner..(o + 1) * inner];
         match op {
             ReduceOp::Sum | ReduceOp::Mean => {
-                if n > 0 {
-                    acc.copy_from_slice(&block[..inner]);
-                }
-                for row in block.chunks_exact(inner).skip(1) {
+                // From 0, as NumPy's: `-0.0` rows sum to 0.0.
+                for row in block.chunks_exact(inner) {
                     for (a, &v) in acc.iter_mut().zip(row) {
                         *a += v;
                     }
@@ -220,9 +227,7 @@ pub fn reduce(op: ReduceOp, x: &Tensor, axis: Option<i64>) -> Result<Tensor> {
                 acc.copy_from_slice(&block[..inner]);
                 for row in block.chunks_exact(inner).skip(1) {
                     for (a, &v) in acc.iter_mut().zip(row) {
-                        if !a.is_nan()
-                            && (v.is_nan() || (greater && v > *a) || (!greater && v < *a))
-                        {
+                        if !a.is_nan() && (v.is_nan() || replaces(v, *a, greater)) {
                             *a = v;
                         }
                     }
@@ -381,7 +386,10 @@ mod tests {
         assert!((s - 100_000.0).abs() < 1.0, "{s}");
         let v: Vec<f32> = (0..1000).map(|i| i as f32).collect();
         assert_eq!(numpy_sum(&v), 499_500.0);
-        assert_eq!(numpy_sum(&[-0.0]).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(numpy_sum(&[-0.0]).to_bits(), 0.0f32.to_bits());
+        // NumPy's order: 0 + 1 + 1e8 rounds to 1e8 before -1e8 (the first element
+        // added to the rest's sum gave 1).
+        assert_eq!(numpy_sum(&[1.0, 1e8, -1e8]), 0.0);
         assert_eq!(numpy_sum(&[]), 0.0);
     }
 }

@@ -239,10 +239,15 @@ impl Frame {
 
     /// Why `op` waits, in words, one clause per blocked variable naming every access it waits
     /// behind: `waits for A: read by B = A @ A (line 2), running on cpu:0, and by C = A @ A
-    /// (line 3), running on cpu:1`. `None` unless it waits behind something.
+    /// (line 3), running on cpu:1`. A waiting op with nothing ahead of it (just pushed, or the
+    /// op before it has just ended) waits for the engine's grants: it says so. `None` for an op
+    /// that does not wait.
     pub fn why_waiting(&self, op: &FrameOp) -> Option<String> {
         if op.waits_on.is_empty() {
-            return None;
+            if op.state != OpState::Waiting {
+                return None;
+            }
+            return Some("waits for its grants: nothing is ahead of it in its queues".to_string());
         }
         Some(format!(
             "waits {}",

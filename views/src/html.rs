@@ -430,7 +430,9 @@ const PLAYER_JS: &str = r#"
         if (a.write) { lastWrite = a.op; readsSince = []; } else readsSince.push(a.op);
       });
     });
-    return clauses.length ? 'waits ' + clauses.join('; and ') : null;
+    // Nothing ahead of it: just pushed, or the op before it has just ended (Frame::why_waiting).
+    return clauses.length ? 'waits ' + clauses.join('; and ')
+      : 'waits for its grants: nothing is ahead of it in its queues';
   }
   // How many of the run's ops were pushed before the op at position p, left out of the page or
   // not (Prologue::run_ops_before).

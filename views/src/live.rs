@@ -1610,6 +1610,12 @@ mod tests {
             behind: engine::OpId(2),
             behind_writes: true,
         });
+        let mut behind_z = op(4, "W = Z * 2", engine::OpState::Waiting, (None, None));
+        behind_z.waits_on.push(engine::Blocker {
+            var: engine::VarId(3),
+            behind: engine::OpId(3),
+            behind_writes: true,
+        });
         let frame = views::Frame {
             time_ns: 1_200_000_000,
             vars: vec![
@@ -1632,7 +1638,7 @@ mod tests {
                     (Some(2_000_000), None),
                 ),
                 waiting,
-                op(4, "W = Z * 2", engine::OpState::Waiting, (None, None)),
+                behind_z,
             ],
             named: Vec::new(),
         };
@@ -1684,6 +1690,8 @@ mod tests {
               ↳ Z = Y + 1 (<repl>:3) waits for Y: written by Y = work(4000, X @ X)
                 (<repl>:2), running on cpu:0
             W = Z * 2                      <repl>:4 waiting   -                 -          -
+              ↳ W = Z * 2 (<repl>:4) waits for Z: written by Z = Y + 1 (<repl>:3), itself
+                waiting
         "#]]
         .assert_eq(&view.text_with(Some("(Ctrl-C cancels what has not started)"), &repl));
         // `dep run --watch`: the heading, the busy queues and the ops, cut to the terminal.
@@ -1721,6 +1729,7 @@ mod tests {
             Z = Y + 1                                          <repl>:3 waiting   -                 -          -
               ↳ Z = Y + 1 (<repl>:3) waits for Y: written by Y = work(4000, X @ X) (<repl>:2), running on cpu:0
             W = Z * 2                                          <repl>:4 waiting   -                 -          -
+              ↳ W = Z * 2 (<repl>:4) waits for Z: written by Z = Y + 1 (<repl>:3), itself waiting
         "#]]
         .assert_eq(&view.text(Some("interrupted")));
         // A heading wider than the terminal loses whole parts, or whole items of one.

@@ -467,6 +467,7 @@ fn stepping_shows_queued_accesses_between_push_and_grant() {
             op                                                     line state     worker        start   duration
             A = 2                                                     1 done      main           4 µs       1 µs
             B = A + 1                                                 2 waiting   -                 -          -
+              ↳ B = A + 1 (line 2) waits for its grants: nothing is ahead of it in its queues
         "#]],
     );
     check_text(
@@ -479,6 +480,7 @@ fn stepping_shows_queued_accesses_between_push_and_grant() {
             op                                                     line state     worker        start   duration
             A = 2                                                     1 done      main           4 µs       1 µs
             B = A + 1                                                 2 waiting   -                 -          -
+              ↳ B = A + 1 (line 2) waits for its grants: nothing is ahead of it in its queues
         "#]],
     );
 }
@@ -1540,10 +1542,10 @@ fn a_step_on_a_short_screen_shows_the_ops_around_its_event() {
               B10 ○ W B10 = A + 1 (line 11)
               idle: B1 B2 B3 B4 B5 B6 B7 B8 B9
             op                                                     line state     worker        start   duration
-              … 8 earlier ops
-            B8 = A + 1                                                9 done      main          60 µs       1 µs
+              … 9 earlier ops
             B9 = A + 1                                               10 done      main          67 µs       1 µs
             B10 = A + 1                                              11 waiting   -                 -          -
+              ↳ B10 = A + 1 (line 11) waits for its grants: nothing is ahead of it in its queues
         "#]],
     );
     // At the end every op is done: the last ones show.

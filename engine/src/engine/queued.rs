@@ -270,8 +270,8 @@ impl Shared {
     }
 
     /// Sends ready ops where they run: engine bookkeeping and naive ops run here and now; other
-    /// ops go to their group's queue, except one that this worker keeps to run next (returned)
-    /// when its own queue is empty.
+    /// ops go to their group's queue, except the first by priority and push order of its own
+    /// group's, which this worker keeps to run next (returned) when its own queue was empty.
     pub(super) fn route(
         self: &Arc<Self>,
         ready: &mut Vec<OpRef>,
@@ -279,13 +279,15 @@ impl Shared {
         own_group: Option<&Arc<Group>>,
     ) -> Option<OpRef> {
         let mut keep: Option<OpRef> = None;
+        // Asked once: the ops that lose their place to a better one fill the queue below.
+        let own_idle = own_group.filter(|own| own.is_empty());
         while let Some(op) = ready.pop() {
             if op.inline || matches!(self.policy, Policy::Naive | Policy::Sim) {
                 self.execute(op, worker, ready);
                 continue;
             }
             let group = self.group_for(op.device);
-            let own = own_group.is_some_and(|own| Arc::ptr_eq(own, group) && own.is_empty());
+            let own = own_idle.is_some_and(|own| Arc::ptr_eq(own, group));
             if !own {
                 group.push(op);
                 continue;

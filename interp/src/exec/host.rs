@@ -152,9 +152,13 @@ impl Runner<'_> {
     /// `value` as float64, or the error at `expr` if it is a whole number float64 may not hold.
     fn host_float(&self, value: HostNumber, expr: &grammar::Expr) -> Result<f64, RunError> {
         match value {
-            HostNumber::Whole(whole) if whole.unsigned_abs() > builtins::MAX_WHOLE as u128 => Err(
-                self.error(expr.span, builtins::too_large("the number", whole), "too large"),
-            ),
+            HostNumber::Whole(whole) if whole.unsigned_abs() > builtins::MAX_WHOLE as u128 => {
+                Err(self.error(
+                    expr.span,
+                    builtins::too_large("the number", whole),
+                    "too large",
+                ))
+            }
             HostNumber::Whole(whole) => Ok(whole as f64),
             HostNumber::Real(real) | HostNumber::Fraction { real, .. } => Ok(real),
         }
