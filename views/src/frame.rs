@@ -226,6 +226,14 @@ impl Frame {
         busy
     }
 
+    /// Whether `op` still holds a place in the engine: unfinished, or cancelled while it keeps
+    /// its place in a queue until its turn (its queue rows name it, so its row shows too).
+    pub fn holds_a_place(&self, op: &FrameOp) -> bool {
+        !op.state.is_finished()
+            || (op.state == OpState::Cancelled
+                && (self.vars.iter()).any(|var| var.queue.iter().any(|access| access.op == op.id)))
+    }
+
     /// Whether a queue or a listed op's reasons for waiting name op `id`.
     pub fn names(&self, id: OpId) -> bool {
         self.vars

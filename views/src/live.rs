@@ -830,7 +830,7 @@ impl LiveView {
             .ops
             .iter()
             .cloned()
-            .partition(|op| finished || !op.state.is_finished());
+            .partition(|op| finished || self.frame.holds_a_place(op));
         if !finished {
             listed.sort_by_key(|op| match op.state {
                 engine::OpState::Running => 0,

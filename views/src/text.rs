@@ -124,11 +124,11 @@ pub fn session_clock_note(frame: &Frame) -> String {
     )
 }
 
-/// [`ops`] listing only the unfinished ops (a live panel's room): a finished one an op still
-/// waits behind (a cancelled op keeps its place in its queues until its turn) is named in the
-/// reasons for waiting, as in the whole table.
+/// [`ops`] listing only the ops that hold a place in the engine (a live panel's room): the
+/// unfinished ones and the cancelled ones still in their queues until their turn
+/// ([`Frame::holds_a_place`]).
 pub fn unfinished_ops(frame: &Frame, style: &TextStyle) -> String {
-    ops_where(frame, style, |op| !op.state.is_finished(), |_| 0)
+    ops_where(frame, style, |op| frame.holds_a_place(op), |_| 0)
 }
 
 /// The ops table of the ops of `frame` that are `shown`, each after a line counting the ops left
