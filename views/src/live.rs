@@ -1744,24 +1744,17 @@ mod tests {
         );
     }
 
-    /// The REPL's panel lists unfinished ops only, but an op waiting behind a cancelled one
-    /// (which keeps its place in its queues until its turn) names it by its label, as `:ops`
-    /// does, not by its engine id (`written by op3`).
+    /// The REPL's panel lists the ops that hold a place in the engine: an op waiting behind a
+    /// cancelled one (which keeps its place in its queues until its turn) names it by its label,
+    /// as `:ops` does, not by its engine id (`written by op3`), and the cancelled op's row shows
+    /// while its queue rows do (the heading counted it, the table left it out).
     #[test]
     fn an_op_waiting_behind_a_cancelled_one_names_it_in_the_panel() {
         let mut view = sample_view();
         for op in &mut view.frame.ops {
-            match op.id.0 {
-                3 => {
-                    op.state = engine::OpState::Cancelled;
-                    op.waits_on.clear();
-                }
-                4 => op.waits_on.push(engine::Blocker {
-                    var: engine::VarId(3),
-                    behind: engine::OpId(3),
-                    behind_writes: true,
-                }),
-                _ => {}
+            if op.id.0 == 3 {
+                op.state = engine::OpState::Cancelled;
+                op.waits_on.clear();
             }
         }
         let repl = TextLayout {
@@ -1779,7 +1772,17 @@ mod tests {
             "{text}"
         );
         assert!(
-            !text.contains("Z = Y + 1                "),
+            text.lines()
+                .any(|line| line.starts_with("Z = Y + 1 ") && line.contains(" cancelled ")),
+            "no row for the cancelled op: {text}"
+        );
+        // Once its turn has come and gone, it holds no place: its row goes.
+        for var in &mut view.frame.vars {
+            var.queue.retain(|access| access.op.0 != 3);
+        }
+        let text = view.text_with(None, &repl);
+        assert!(
+            !text.lines().any(|line| line.starts_with("Z = Y + 1 ")),
             "a finished row: {text}"
         );
     }

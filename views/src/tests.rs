@@ -337,6 +337,30 @@ fn a_summary_of_one_op_or_none_reads_as_english() {
     );
 }
 
+/// A statement longer than a line breaks at its own spaces in the summary's critical path,
+/// never inside a name (it was cut at the column: `@ dZ` then `4…` on the next line).
+#[test]
+fn a_critical_path_statement_longer_than_a_line_breaks_between_words() {
+    // 99 characters: as long as a described label gets, past a line of [`STYLE`].
+    let mut terms: Vec<String> = (0..10).map(|i| format!("term{i}")).collect();
+    terms.push("abcdefghijklmno".to_string());
+    let long = format!("x = {}", terms.join(" + "));
+    let replay = naive_replay(&format!("{long}\ny = x * 2"));
+    let summary = text::summary(&Summary::of(&replay), &STYLE);
+    let path: Vec<&str> = summary
+        .lines()
+        .skip_while(|line| !line.contains("critical path:"))
+        .collect();
+    assert!(path.len() > 1, "{summary}");
+    for term in &terms {
+        assert!(
+            path.iter()
+                .any(|line| line.split([' ', ')']).any(|word| word == term)),
+            "{term} split: {summary}"
+        );
+    }
+}
+
 #[test]
 fn seed000_svg_and_dot() {
     let replay = naive_replay(SEED_000);

@@ -377,9 +377,13 @@ pub fn summary(summary: &Summary, style: &TextStyle) -> String {
         count(n_path, "op"),
     );
     for (index, op) in path.iter().enumerate() {
-        // Non-breaking spaces keep each statement on one line; `wrap` breaks at the arrows.
+        // Non-breaking spaces keep each statement on one line; `wrap` breaks at the arrows. A
+        // statement longer than a line (a bulk's) breaks at its own spaces, not inside a name.
         path_text.push_str(if index == 0 { " " } else { " → " });
-        path_text.push_str(&op.replace(' ', "\u{a0}"));
+        match util::width(op) + 2 < style.columns().saturating_sub(2) {
+            true => path_text.push_str(&op.replace(' ', "\u{a0}")),
+            false => path_text.push_str(op),
+        }
     }
     for line in wrap(&path_text, style.columns() - 2) {
         let line = line.replace('\u{a0}', " ");
