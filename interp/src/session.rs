@@ -1031,6 +1031,30 @@ mod tests {
         );
     }
 
+    /// A loop's counter cannot be assigned while its loop runs; once the loop has ended its
+    /// name keeps the last value and is assigned anew like any other (it stayed an error).
+    #[test]
+    fn a_loop_counter_is_assignable_once_its_loop_has_ended() {
+        let mut session = Session::new(SessionConfig::default());
+        let mut out = Vec::new();
+        let error = session
+            .run_source("<stdin>", "for j in 0..2 { j = 3 }", &mut out)
+            .expect_err("assigned in its loop")
+            .to_string();
+        assert!(
+            error.starts_with("error: `j` is a loop counter and cannot be assigned\n"),
+            "{error}"
+        );
+        session
+            .run_source(
+                "<stdin>",
+                "for i in 0..3 { x = 1 }\nprint i\ni = 5\nprint i\nfor i in 0..2 { print i }",
+                &mut out,
+            )
+            .unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "2\n5.0\n0\n1\n");
+    }
+
     /// A whole number written with digits only past 2^53, where the runner needs a whole
     /// number (a seed, a loop bound, a result of their arithmetic), is too large, said with
     /// its every digit: `seed 9007199254740993` seeded with its float64, 9007199254740992.

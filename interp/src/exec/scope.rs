@@ -212,7 +212,7 @@ impl Runner<'_> {
     pub(super) fn target_slot(&mut self, target: &grammar::Name) -> Result<Arc<Slot>, RunError> {
         match self.lookup(&target.text) {
             Some((Binding::Tensor(slot), true)) => return Ok(slot),
-            Some((Binding::Counter(_), _)) => {
+            Some((Binding::Counter(counter), _)) if counter.is_looping() => {
                 return Err(self.error(
                     target.span,
                     format!("`{}` is a loop counter and cannot be assigned", target.text),
@@ -220,7 +220,8 @@ impl Runner<'_> {
                 ));
             }
             Some((Binding::Slots(_), _)) => return Err(self.slots_misuse(target)),
-            Some((Binding::Tensor(_), false)) | None => {}
+            // A counter whose loop ended is a name like others: assigned anew.
+            Some((Binding::Tensor(_), false) | (Binding::Counter(_), _)) | None => {}
         }
         Ok(self.new_local(&target.text))
     }

@@ -393,6 +393,12 @@ impl Runner<'_> {
         );
         let flow = self.run_rows(stmt, vars, rows, body);
         self.scope.pushed_within.leave(self.scope.engine);
+        // Its counters keep their last values, now names like others: assignable.
+        for var in vars {
+            if let Some((Binding::Counter(counter), _)) = self.lookup(&var.text) {
+                counter.end_loop();
+            }
+        }
         flow
     }
 
