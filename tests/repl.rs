@@ -148,7 +148,9 @@ fn a_failing_statement_leaves_the_other_variables_usable() {
         shown.contains("error: matmul: shapes [2, 3] and [2, 3] are not aligned"),
         "{shown:?}"
     );
-    assert!(shown.contains("1 | B = A @ A"), "{shown:?}");
+    // Numbered after the code typed before it, so that each input's lines are told apart.
+    assert!(shown.contains(" --> <repl>:2:1\r\n"), "{shown:?}");
+    assert!(shown.contains("2 | B = A @ A"), "{shown:?}");
     repl.run("C = A * 2");
     let shown = repl.run("print C");
     assert!(shown.contains("[[2. 2. 2.]\r\n [2. 2. 2.]]"), "{shown:?}");
@@ -251,7 +253,7 @@ fn why_explains_an_op_waiting_behind_a_long_matmul_while_the_panel_shows_it() {
     repl.expect("2 ops: 1 running, 1 waiting");
     let shown = repl.run(":why Z");
     assert!(
-        shown.contains("Z will be written by Z = Y + 1 (<repl>:1), which waits for Y: written by Y = work(4000, X @ X) (<repl>:1)"),
+        shown.contains("Z will be written by Z = Y + 1 (<repl>:4), which waits for Y: written by Y = work(4000, X @ X) (<repl>:3)"),
         "{shown:?}"
     );
     assert!(shown.contains("running on cpu:"), "{shown:?}");

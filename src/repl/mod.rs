@@ -459,6 +459,8 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         ctx.session.config().threads,
     );
     let mut buffer = String::new();
+    // The lines of code run so far: the next input's first line is numbered after them.
+    let mut typed_lines: u32 = 0;
     let mut typed_ahead = false;
     loop {
         ctx.settle();
@@ -545,7 +547,10 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
         }
         if !buffer.is_empty() && dep_grammar::is_complete(&buffer) {
             let source = std::mem::take(&mut buffer);
-            ctx.run_source(INPUT_PATH, &source);
+            // Numbered on from the code typed before, so that reports and views tell inputs
+            // apart (`<repl>:7`, not every input's `<repl>:1`).
+            ctx.run_source_from_line(INPUT_PATH, typed_lines + 1, &source);
+            typed_lines += source.lines().count().max(1) as u32;
         }
     }
 
