@@ -531,7 +531,7 @@ fn an_op_failure_in_a_loop_names_the_iteration_it_was_pushed_at() {
 fn an_op_failure_in_a_call_in_nested_loops_names_every_level() {
     let dir = TestDir::new();
     let source = "def f(a, n) {\n  return a[n]\n}\nA = ones(3)\nfor i in 0..2 {\n  for j in 0..3 {\n    B = f(A, i + j)\n  }\n}\nwait\n";
-    let expected = "  = in `f`, called at case.dep:7:9\n  = in the loop at case.dep:6:3, at j = 2\n  = in the loop at case.dep:5:1, at i = 1\n";
+    let expected = "  = in `f`, called at case.dep:7:9\n  = in the loop at case.dep:6:3, at j = 2\n  = in the loop at case.dep:5:1, at i = 1\n  = reported by the `wait` at case.dep:10:1, where the run stops\n";
     for (engine, run) in on_every_engine(&dir, source, 1) {
         assert!(
             run.stderr
@@ -587,4 +587,21 @@ fn check_past_its_error_limit_says_there_are_more() {
         "{}",
         check.stderr
     );
+}
+
+/// A `wait` that reports failures stops the run there, and its report says so: the statements
+/// after it did not run, which the report did not tell.
+#[test]
+fn a_wait_that_reports_a_failure_says_the_run_stops_there() {
+    let dir = TestDir::new();
+    let source = "A = ones(2, 3) @ ones(4)\nwait\nprint \"after\"\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert_eq!(run.stdout, "", "{engine}");
+        assert_eq!(
+            run.stderr,
+            matmul_report(1, 1, "A = ones(2, 3) @ ones(4)")
+                + "  = reported by the `wait` at case.dep:2:1, where the run stops\n",
+            "{engine}"
+        );
+    }
 }

@@ -86,6 +86,15 @@ impl RunError {
         })
     }
 
+    /// The same error with `note` told under its last report: where the failures it reports
+    /// stopped the run (`reported by the wait at f.dep:3:1, where the run stops`).
+    pub(crate) fn noting_last(mut self, note: &str) -> RunError {
+        if let Some(report) = self.reports.last_mut() {
+            report.rendered = with_place_note(&report.rendered, note);
+        }
+        self
+    }
+
     /// The same error with `context` (`in the loop at f.dep:2:1, at i = 4`) told under each
     /// statement error it holds: a loop or a call adds where it was as the error leaves it, so
     /// the notes read innermost first, like a traceback. An op's failure is left as it is: the

@@ -258,7 +258,17 @@ impl<'a> Runner<'a> {
             }
             StmtKind::Wait => {
                 self.wait_all(stmt.span)?;
-                self.scope.take_failures()?;
+                self.scope.take_failures().map_err(|error| {
+                    let stops = if self.scope.batch {
+                        "the run"
+                    } else {
+                        "this input"
+                    };
+                    error.noting_last(&format!(
+                        "reported by the `wait` at {}, where {stops} stops",
+                        self.place(stmt.span)
+                    ))
+                })?;
             }
             StmtKind::For { vars, iter, body } => return self.exec_for(stmt, vars, iter, body),
             StmtKind::Def { name, params, body } => {
