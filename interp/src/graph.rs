@@ -693,23 +693,31 @@ impl Graph {
         path
     }
 
+    /// The options of the latest replay (the defaults before the first).
+    fn options(&self) -> ReplayOptions {
+        self.prepared
+            .as_ref()
+            .map_or_else(ReplayOptions::default, |prepared| prepared.options)
+    }
+
     /// Whether internal buffer `index` is kept from run to run, by the size the graph measured
     /// last and the latest replay's options.
     fn is_kept(&self, index: usize) -> bool {
-        let options = self
-            .prepared
-            .as_ref()
-            .map_or_else(ReplayOptions::default, |prepared| prepared.options);
+        let options = self.options();
         options.lazy && self.is_small(index, options)
     }
 
-    /// Peak bytes of one run, eager (every name keeps its buffer from its first write) against
-    /// graph (internal buffers live from first write to last use, those kept from run to run for
-    /// the whole run), from the sizes of the last run; `None` before the first run.
+    /// Peak bytes of one run under the latest replay's options, eager (every name keeps its
+    /// buffer from its first write) against graph (internal buffers live from first write to
+    /// last use, those kept from run to run for the whole run; with `recycle = 0` to the end of
+    /// the run, with `lazy = 0` for the graph's whole life: as eager), from the sizes of the
+    /// last run; `None` before the first run.
     pub(crate) fn memory_estimate(&self) -> Option<(u64, u64)> {
         if self.runs == 0 {
             return None;
         }
+        let options = self.options();
+        let recycles = options.lazy && options.recycle;
         let kept = |slot: &Arc<Slot>| {
             self.internals
                 .iter()
@@ -746,6 +754,9 @@ impl Graph {
                 }
             }
             graph_peak = graph_peak.max(graph_live);
+            if !recycles {
+                continue;
+            }
             for &internal_index in &self.release_after[op_index] {
                 if !self.is_kept(internal_index) {
                     graph_live -= size_of(&self.internals[internal_index]);
@@ -755,10 +766,38 @@ impl Graph {
         Some((eager, graph_peak))
     }
 
-    /// What `print NAME` shows: ops, edges, critical path, memory eager against graph; the same
-    /// on every engine and run.
+    /// How the report describes the graph's own buffers under the latest replay's options.
+    fn buffers_line(&self) -> String {
+        let n = self.internals.len();
+        if n == 0 {
+            return "no internal buffers".to_string();
+        }
+        let options = self.options();
+        let buffers = count(n, "internal buffer");
+        if !options.lazy {
+            return format!("{buffers}, kept for the graph's whole life (`lazy = 0`)");
+        }
+        let released = if options.recycle {
+            "released after their last reader"
+        } else {
+            "released at the end of each run (`recycle = 0`)"
+        };
+        let n_kept = (0..n).filter(|&index| self.is_kept(index)).count();
+        if n_kept == 0 {
+            return format!("{buffers}, {released}");
+        }
+        format!(
+            "{buffers}: {} {released}, {n_kept} smaller than {} kept from run to run",
+            n - n_kept,
+            format_bytes(options.recycle_from),
+        )
+    }
+
+    /// What `print NAME` shows: ops, edges, critical path, memory eager against graph under the
+    /// latest replay's options; the same on every engine and run.
     pub(crate) fn report(&self) -> String {
-        // Edges by each kind of conflict they carry (one edge may carry two).
+        // The kinds of conflict the edges carry (one edge may carry two: `A = C * 2` after
+        // `C = A + 2` is one edge, RAW on C and WAR on A).
         let mut counts = [0usize; 3];
         for kinds in self.dag.edge_weights() {
             for kind in kinds {
@@ -776,23 +815,7 @@ impl Graph {
             count(self.critical_path().len(), "op"),
             count(self.runs, "run"),
         );
-        let n_kept = (0..self.internals.len())
-            .filter(|&index| self.is_kept(index))
-            .count();
-        let _ = match &self.prepared {
-            Some(prepared) if n_kept > 0 => writeln!(
-                report,
-                "  {}: {} released after their last reader, {n_kept} smaller than {} kept from run to run",
-                count(self.internals.len(), "internal buffer"),
-                self.internals.len() - n_kept,
-                format_bytes(prepared.options.recycle_from),
-            ),
-            _ => writeln!(
-                report,
-                "  {}, released after their last reader",
-                count(self.internals.len(), "internal buffer")
-            ),
-        };
+        let _ = writeln!(report, "  {}", self.buffers_line());
         match self.memory_estimate() {
             Some((eager, graph)) => {
                 let saved = if eager == 0 {
