@@ -805,7 +805,7 @@ impl Graph {
             }
         }
         let mut report = format!(
-            "graph {}: {}, {} ({} RAW, {} WAR, {} WAW), critical path {}, {}\n",
+            "graph {}: {}, {} (carrying {} RAW, {} WAR, {} WAW), critical path {}, {}\n",
             self.name,
             count(self.ops.len(), "op"),
             count(self.dag.edge_count(), "edge"),

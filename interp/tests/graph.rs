@@ -479,7 +479,7 @@ fn the_dag_has_an_edge_for_every_raw_war_and_waw() {
     let report = session.graph_report("g").unwrap();
     assert!(
         report.starts_with(
-            "graph g: 4 ops, 4 edges (2 RAW, 1 WAR, 1 WAW), critical path 4 ops, 0 runs"
+            "graph g: 4 ops, 4 edges (carrying 2 RAW, 1 WAR, 1 WAW), critical path 4 ops, 0 runs"
         ),
         "{report}"
     );
@@ -502,7 +502,7 @@ fn an_edge_carries_every_conflict_between_its_two_ops() {
     );
     let report = session.graph_report("g").unwrap();
     assert!(
-        report.starts_with("graph g: 2 ops, 1 edge (1 RAW, 1 WAR, 0 WAW)"),
+        report.starts_with("graph g: 2 ops, 1 edge (carrying 1 RAW, 1 WAR, 0 WAW)"),
         "{report}"
     );
 }
