@@ -836,15 +836,23 @@ impl Graph {
     }
 
     /// The report with what was measured while it ran: how many allocations the buffer pool
-    /// served (a figure that depends on the schedule: how releases and allocations interleaved).
+    /// served, and the bytes of the free buffers it holds (figures that depend on the schedule:
+    /// how releases and allocations interleaved).
     pub(crate) fn report_measured(&self) -> String {
         let mut report = self.report();
         let _ = writeln!(
             report,
-            "  allocations served by the pool (avoided): {}",
-            self.pool.reused()
+            "  allocations served by the pool (avoided): {}; free buffers it holds: {}",
+            self.pool.reused(),
+            format_bytes(self.pool.held_bytes())
         );
         report
+    }
+
+    /// Bytes of the free buffers its pool holds now, for later runs: host memory, though no
+    /// variable's, whose amount depends on the schedule.
+    pub(crate) fn pooled_bytes(&self) -> u64 {
+        self.pool.held_bytes()
     }
 
     /// The DAG in Graphviz DOT, edges labelled with their variable and RAW/WAR/WAW (`A RAW`),
