@@ -255,8 +255,8 @@ pub(crate) fn check(file: &Path) -> ExitCode {
     let parsed = dep_grammar::parse(&source);
     if parsed.diagnostics.is_empty() {
         println!(
-            "{path}: ok ({} statements)",
-            parsed.program.statements.len()
+            "{path}: ok ({})",
+            dep_views::text::count(parsed.program.statements.len(), "statement")
         );
         return ExitCode::SUCCESS;
     }

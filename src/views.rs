@@ -301,10 +301,15 @@ impl ViewPlan {
             (None, true) => " (with the simulated devices' tensors)".to_string(),
             (None, false) => String::new(),
         };
+        // The free buffers graphs' pools keep for their later runs are no variable's, and how
+        // many depends on the schedule: each graph's report below tells them.
+        let in_use = memory
+            .current_bytes
+            .saturating_sub(session.graph_pooled_bytes());
         eprintln!(
             "  memory{whose}: cpu peak {}, {} in use at the end, {}",
             dep_interp::tensor::format_bytes(memory.peak_bytes),
-            dep_interp::tensor::format_bytes(memory.current_bytes),
+            dep_interp::tensor::format_bytes(in_use),
             views::text::count(memory.allocations, "allocation")
         );
         for name in session.graph_names() {

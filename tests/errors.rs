@@ -113,15 +113,21 @@ fn an_error_inside_a_bulk_names_the_failing_statement_as_without_bulking() {
     let dir = TestDir::new();
     let graph =
         "A = ones(2, 3)\nB = ones(4)\ngraph g {\n  T = A + 1\n  U = T @ B\n  V = U * 2\n}\n";
-    // Each report also names the `run` that replayed the statement, and the loop iteration
-    // around it (it named neither).
+    // Each report also names the `run` that replayed the statement, at its place, and the
+    // loop iteration around it (it named neither, then the `run` without its place).
     for (run_it, within) in [
-        ("run g", "  = in `run g`\n"),
-        ("with bulk = 4 { run g }", "  = in `run g`\n"),
-        ("with bulk = 2 { run g }", "  = in `run g`\n"),
+        ("run g", "  = in `run g` at case.dep:8:1\n"),
+        (
+            "with bulk = 4 { run g }",
+            "  = in `run g` at case.dep:8:17\n",
+        ),
+        (
+            "with bulk = 2 { run g }",
+            "  = in `run g` at case.dep:8:17\n",
+        ),
         (
             "for i in 0..3 {\n  run g\n}",
-            "  = in `run g`\n  = in the loop at case.dep:8:1, at i = 0\n  \
+            "  = in `run g` at case.dep:9:3\n  = in the loop at case.dep:8:1, at i = 0\n  \
              = it failed so 2 more times at this statement\n",
         ),
     ] {
@@ -135,6 +141,77 @@ fn an_error_inside_a_bulk_names_the_failing_statement_as_without_bulking() {
                 "{run_it} on {engine}"
             );
         }
+    }
+}
+
+/// An op that fails in a function called inside a graph names the calls it was recorded
+/// within, then the `run` that replayed it, as the same calls outside a graph would (the calls
+/// were left out: the report went from the statement straight to the `run`).
+#[test]
+fn a_failure_in_a_function_called_in_a_graph_names_the_calls_then_the_run() {
+    let dir = TestDir::new();
+    let functions = "def inner(x) {\n  return x @ ones(5, 5)\n}\ndef outer(x) {\n  y = inner(x) + 1\n  return y\n}\nX = ones(2, 3)\nY = zeros(2, 5)\n";
+    let statement = "  return x @ ones(5, 5)";
+    let report = format!(
+        "error: matmul: shapes [2, 3] and [5, 5] are not aligned (3 != 5)\n --> case.dep:2:3\n  |\n2 | {statement}\n  |   {} in this statement\n  = in `inner`, called at case.dep:5:7\n",
+        "^".repeat(statement.trim().len())
+    );
+    for (graph, run_it, within) in [
+        (
+            "graph step {\n  Y = outer(X)\n}\n",
+            "for i in 0..2 {\n  run step\n}\n",
+            "  = in `outer`, called at case.dep:11:7\n  = in `run step` at case.dep:14:3\n  \
+             = in the loop at case.dep:13:1, at i = 0\n  = it failed so 1 more time at this statement\n",
+        ),
+        // Two calls of `outer`, the second failing: its ops are told apart from the first's,
+        // which come from the same lines, alone or in one bulk.
+        (
+            "graph step {\n  Z = outer(Y)\n  Y = outer(X)\n}\n",
+            "run step\n",
+            "  = in `outer`, called at case.dep:12:7\n  = in `run step` at case.dep:14:1\n",
+        ),
+        (
+            "graph step {\n  Z = outer(Y)\n  Y = outer(X)\n}\n",
+            "with bulk = 8 { run step }\n",
+            "  = in `outer`, called at case.dep:12:7\n  = in `run step` at case.dep:14:17\n",
+        ),
+    ] {
+        let source = format!("{functions}{graph}{run_it}");
+        for (engine, run) in on_every_engine(&dir, &source, 1) {
+            assert_eq!(
+                run.stderr,
+                format!("{report}{within}"),
+                "{run_it} on {engine}"
+            );
+        }
+    }
+}
+
+/// A graph reads and writes names that existed before it by name, as a function reads globals:
+/// after `del X` and a new `X`, a run updates the new X (it updated the deleted variable,
+/// leaving the new X as it was, and the end of the run said `X` has no value); a name deleted
+/// and not assigned again is an error at the `run`, before anything runs.
+#[test]
+fn a_graph_uses_a_name_assigned_again_after_del_and_refuses_one_deleted() {
+    let dir = TestDir::new();
+    let source = "X = ones(2)\ngraph g { X = X * 2 }\nrun g\ndel X\nX = ones(3)\nrun g\nprint X\n";
+    for (engine, run) in on_every_engine(&dir, source, 0) {
+        assert_eq!(run.stdout, "[2. 2. 2.]\n", "{engine}: {}", run.stderr);
+        assert_eq!(run.stderr, "", "{engine}");
+    }
+    // An entry of a list of variables, made anew: the graph writes the new one.
+    let source = "x = slots(2)\nset(x, 1, ones(2))\ngraph g { set(x, 1, x[1] + 1) }\nrun g\ndel x\nx = slots(2)\nset(x, 1, zeros(2))\nrun g\nprint x[1]\n";
+    for (engine, run) in on_every_engine(&dir, source, 0) {
+        assert_eq!(run.stdout, "[1. 1.]\n", "{engine}: {}", run.stderr);
+    }
+    let source = "X = ones(2)\nW = ones(2)\ngraph step { W = W + X }\nrun step\ndel X\nrun step\nprint \"not reached\"\n";
+    for (engine, run) in on_every_engine(&dir, source, 1) {
+        assert_eq!(run.stdout, "", "{engine}");
+        assert_eq!(
+            run.stderr,
+            "error: graph `step` reads or writes `X`, which was deleted after the graph was recorded; assign `X` before `run step`\n --> case.dep:6:5\n  |\n6 | run step\n  |     ^^^^ run here\n",
+            "{engine}"
+        );
     }
 }
 

@@ -746,8 +746,9 @@ fn graph_reports_a_recorded_graph_and_dag_draws_it() {
     )
     .expect_code(0);
     assert!(
-        run.stdout
-            .starts_with("recorded graphs: step\ngraph step: 2 ops, 1 edge (1 RAW, 0 WAR, 0 WAW)"),
+        run.stdout.starts_with(
+            "recorded graphs: step\ngraph step: 2 ops, 1 edge (carrying 1 RAW, 0 WAR, 0 WAW)"
+        ),
         "{}",
         run.stdout
     );

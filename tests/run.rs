@@ -164,6 +164,9 @@ fn parse_errors_are_all_reported_with_line_and_column_and_exit_2() {
     dir.write("good.dep", "A = 1\nprint A\n");
     let run = Run::of(dir.dep().args(["check", "good.dep"])).expect_code(0);
     assert_eq!(run.stdout, "good.dep: ok (2 statements)\n");
+    dir.write("one.dep", "A = 1\n");
+    let run = Run::of(dir.dep().args(["check", "one.dep"])).expect_code(0);
+    assert_eq!(run.stdout, "one.dep: ok (1 statement)\n");
 }
 
 #[test]
@@ -181,9 +184,23 @@ fn runtime_errors_in_values_name_the_problem() {
         ("A = load(\"missing.npy\")\n", "missing.npy"),
         ("A = zeros(1000000, 1000000, 1000)\n", "cannot allocate"),
         ("A = ones(2)\nB = A[5]\n", "index 5 is out of range"),
+        // Counts in the singular where there is one (it said "takes 1 arguments" and "1 names
+        // are assigned").
         (
             "def f(x) { return x }\nB = f(1, 2)\n",
-            "`f` takes 1 arguments (x), got 2",
+            "`f` takes 1 argument (x), got 2",
+        ),
+        (
+            "def f(x, y) { return x }\nB = f(1)\n",
+            "`f` takes 2 arguments (x, y), got 1",
+        ),
+        (
+            "def f(x) { return x, x }\nB = f(1)\n",
+            "`f` returns 2 values but 1 name is assigned",
+        ),
+        (
+            "def f(x) { return x }\nB, C = f(1)\n",
+            "`f` returns 1 value but 2 names are assigned",
         ),
         (
             "B = zeros(2.5)\n",

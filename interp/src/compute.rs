@@ -14,6 +14,7 @@ use crate::one_operator::OneOperator;
 use crate::plan::Plan;
 use crate::slot::{lock, RngSlot, Slot};
 use crate::tensor::{self, BufferPool};
+use dep_views::text::count;
 
 /// One statement's computation, ready to push (once, or on every replay of a graph).
 #[derive(Clone)]
@@ -280,9 +281,9 @@ fn enqueue_on_gpu(
     let results = eval_on_gpu(plan, &values, ctx, cx)?;
     if results.len() != outputs.len() {
         return Err(tensor::TensorError::new(format!(
-            "the right side gives {} values but {} names are assigned",
-            results.len(),
-            outputs.len()
+            "the right side gives {} but {}",
+            count(results.len(), "value"),
+            names_assigned(outputs.len())
         )));
     }
     for (slot, value) in outputs.iter().zip(results) {
@@ -358,8 +359,8 @@ fn run(
     if !plan.is_multi() {
         let [output] = outputs else {
             return Err(format!(
-                "the right side gives 1 value but {} names are assigned",
-                outputs.len()
+                "the right side gives 1 value but {}",
+                names_assigned(outputs.len())
             ));
         };
         // The old value of a variable written but not read is dead: its buffer may take the
@@ -380,9 +381,9 @@ fn run(
         .map_err(|error| error.message().to_string())?;
     if results.len() != outputs.len() {
         return Err(format!(
-            "the right side gives {} values but {} names are assigned",
-            results.len(),
-            outputs.len()
+            "the right side gives {} but {}",
+            count(results.len(), "value"),
+            names_assigned(outputs.len())
         ));
     }
     for (slot, value) in outputs.iter().zip(results) {
@@ -482,5 +483,14 @@ impl OperandShapes {
                 true
             }
         }
+    }
+}
+
+/// How many names an assignment assigns, as its errors say it: "1 name is assigned", "2 names
+/// are assigned".
+pub(crate) fn names_assigned(n: usize) -> String {
+    match n {
+        1 => "1 name is assigned".to_string(),
+        n => format!("{n} names are assigned"),
     }
 }

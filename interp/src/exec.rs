@@ -319,6 +319,7 @@ impl<'a> Runner<'a> {
             StmtKind::Graph { name, body } => self.record_graph(stmt, name, body)?,
             StmtKind::Run(name) => {
                 self.refuse_while_recording(stmt, "run")?;
+                self.rebind_graph(name)?;
                 self.refuse_run_changing_globals(name)?;
                 let options = self.replay_options;
                 self.scope.wait_for_backlog();
@@ -334,8 +335,16 @@ impl<'a> Runner<'a> {
                 match self.scope.graphs.get_mut(&name.text) {
                     Some(graph) => match graph.rank_outside(size) {
                         None => {
-                            self.scope.pushed_within.note_replay(graph.lines());
-                            graph.replay(self.scope.engine, self.scope.comm_counters, options);
+                            let run = (
+                                &mut *self.scope.pushed_within,
+                                (self.source_index, stmt.span.start),
+                            );
+                            graph.replay(
+                                self.scope.engine,
+                                self.scope.comm_counters,
+                                options,
+                                Some(run),
+                            );
                         }
                         Some((op, rank)) => {
                             let place = crate::sources::locate_line(self.scope.sources, op.line)

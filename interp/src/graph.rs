@@ -5,7 +5,8 @@
 //! is kept, and every buffer a name first assigned inside the block (or a function temporary)
 //! needs is the graph's own ("internal"). Names that existed before the block are read and
 //! written as usual and keep their values after a run: to keep a result, define its name before
-//! the graph.
+//! the graph. They are used by name ([`External`]): a run uses the variable each is bound to
+//! then, as a function call does, so a name deleted and assigned again is the new variable.
 //!
 //! Communication statements are recorded too: each replay posts a fresh communication,
 //! numbered as the rank's next of its kind at the replay's push (`CommKind::numbered`), so that
@@ -47,6 +48,7 @@ use petgraph::visit::EdgeRef;
 use crate::comm::ops::CommOp;
 use crate::comm::CommCounters;
 use crate::compute::ComputeOp;
+use crate::pushed_within::{Frame as WithinFrame, PushedWithin, ReplayWithin, Within};
 use crate::segment::{FailedStep, FailedSteps, Segment, SegmentBuilder, SegmentContext};
 use crate::slot::{RngSlot, Slot, SlotMover};
 use crate::tensor::{format_bytes, BufferPool};
@@ -103,18 +105,21 @@ impl RecordedOp {
 
     /// Rebinds it to the slots of another engine (see [`Graph::move_to`]).
     fn move_to(&mut self, slots: &mut SlotMover<'_>, rng: &Arc<RngSlot>) {
-        match self {
-            RecordedOp::Compute(op) => {
-                for slot in op.inputs.iter_mut().chain(&mut op.outputs) {
-                    *slot = slots.slot(slot);
-                }
-                if op.rng.is_some() {
-                    op.rng = Some(rng.clone());
-                }
+        self.each_slot(|slot| *slot = slots.slot(slot));
+        if let RecordedOp::Compute(op) = self {
+            if op.rng.is_some() {
+                op.rng = Some(rng.clone());
             }
+        }
+    }
+
+    /// Calls `change` on every slot it reads or writes.
+    fn each_slot(&mut self, mut change: impl FnMut(&mut Arc<Slot>)) {
+        match self {
+            RecordedOp::Compute(op) => op.inputs.iter_mut().chain(&mut op.outputs).for_each(change),
             RecordedOp::Comm(op) => {
                 for slot in op.input.iter_mut().chain(&mut op.output) {
-                    *slot = slots.slot(slot);
+                    change(slot);
                 }
             }
         }
@@ -139,18 +144,45 @@ pub(crate) struct Recording {
     /// What is recorded, for the errors that refuse what cannot be.
     pub(crate) block: RecordedBlock,
     pub(crate) ops: Vec<RecordedOp>,
+    /// By op: the calls and loop iterations of the block it was recorded within.
+    pub(crate) within: Vec<Within>,
+    /// The frame the block was recorded within (see [`PushedWithin::within_since`]).
+    pub(crate) base: Option<Arc<WithinFrame>>,
     /// Slots created while recording: the graph's own buffers.
     pub(crate) internals: Vec<Arc<Slot>>,
+    /// The names the ops' other slots were bound to when the block ended (see [`External`]).
+    pub(crate) externals: Vec<External>,
+}
+
+/// A variable a graph uses that is not its own, and the global name it was found under: a
+/// replay uses the variable that name is bound to now (see [`Graph::rebind`]), as a function
+/// reads the global its name is bound to at each call.
+pub(crate) struct External {
+    /// The global name.
+    pub(crate) name: Arc<str>,
+    /// For `x = slots(n)`: the entry `x[i]` of the list the name is bound to.
+    pub(crate) entry: Option<usize>,
+    /// The variable the graph's ops use now.
+    pub(crate) slot: Arc<Slot>,
 }
 
 impl Recording {
-    /// An empty recording of `block`.
-    pub(crate) fn new(block: RecordedBlock) -> Recording {
+    /// An empty recording of `block`, recorded within the frame `base`.
+    pub(crate) fn new(block: RecordedBlock, base: Option<Arc<WithinFrame>>) -> Recording {
         Recording {
             block,
             ops: Vec::new(),
+            within: Vec::new(),
+            base,
             internals: Vec::new(),
+            externals: Vec::new(),
         }
+    }
+
+    /// Records `op`, made now within the frames `pushed_within` is in.
+    pub(crate) fn push(&mut self, op: RecordedOp, pushed_within: &PushedWithin) {
+        self.ops.push(op);
+        self.within.push(pushed_within.within_since(&self.base));
     }
 
     /// Whether the ops recorded so far write `slot`, or it is one of the graph's own buffers:
@@ -251,15 +283,22 @@ struct Prepared {
     /// (see [`Graph::is_small`]).
     kept: Vec<bool>,
     segments: Vec<Segment>,
+    /// By engine op the segments push: the frames within the block its ops were recorded
+    /// within; `None` when every op was recorded in the block itself.
+    within: Option<ReplayWithin>,
 }
 
 /// A recorded block.
 pub(crate) struct Graph {
-    name: String,
+    name: Arc<str>,
     ops: Vec<RecordedOp>,
+    /// By op: the calls and loop iterations of the block it was recorded within.
+    within: Vec<Within>,
     /// The first and last session-wide lines of its statements.
     lines: (u32, u32),
     internals: Vec<Arc<Slot>>,
+    /// The variables it uses that are not its own, by the global names they are bound to.
+    externals: Vec<External>,
     /// For each op, the internals whose last use it is.
     release_after: Vec<Vec<usize>>,
     /// The ops (node weight: op index) and their dependencies.
@@ -286,12 +325,6 @@ impl Graph {
         self.internals
     }
 
-    /// The first and last session-wide lines of its statements (and of the functions they
-    /// call): where the ops a replay pushes come from (see `pushed_within`).
-    pub(crate) fn lines(&self) -> (u32, u32) {
-        self.lines
-    }
-
     /// Whether one of its statements is at session-wide line `line`: an op of that line failing
     /// on the engine was pushed by one of its replays.
     pub(crate) fn has_statement_at(&self, line: u32) -> bool {
@@ -307,7 +340,13 @@ impl Graph {
 
     /// Analyses a recording.
     pub(crate) fn new(name: &str, recording: Recording) -> Graph {
-        let Recording { ops, internals, .. } = recording;
+        let Recording {
+            ops,
+            within,
+            internals,
+            externals,
+            ..
+        } = recording;
         let dag = dependency_dag(&ops);
         let mut release_after = vec![Vec::new(); ops.len()];
         for (internal_index, internal) in internals.iter().enumerate() {
@@ -325,10 +364,12 @@ impl Graph {
         let lines = ops.iter().map(RecordedOp::line);
         let lines = (lines.clone().min().unwrap_or(0), lines.max().unwrap_or(0));
         Graph {
-            name: name.to_string(),
+            name: Arc::from(name),
             ops,
+            within,
             lines,
             internals,
+            externals,
             release_after,
             dag,
             pool: BufferPool::new(),
@@ -348,7 +389,7 @@ impl Graph {
 
     /// The same graph under another name.
     pub(crate) fn named(mut self, name: &str) -> Graph {
-        self.name = name.to_string();
+        self.name = Arc::from(name);
         self
     }
 
@@ -363,7 +404,41 @@ impl Graph {
         for internal in &mut self.internals {
             *internal = slots.slot(internal);
         }
+        for external in &mut self.externals {
+            external.slot = slots.slot(&external.slot);
+        }
         self.prepared = None;
+    }
+
+    /// The variables it uses that are not its own, with the global names they were bound to.
+    pub(crate) fn externals(&self) -> &[External] {
+        &self.externals
+    }
+
+    /// Makes its ops use `now` in place of the variable of external `index`: its name was
+    /// deleted and bound again since (a replay uses the variable the name is bound to now, as a
+    /// function call does). `now` must be a variable the graph does not use yet, so the DAG,
+    /// and each op's in-place updates, stand as analysed. What a replay pushes is made again.
+    pub(crate) fn rebind(&mut self, index: usize, now: Arc<Slot>) {
+        let old = std::mem::replace(&mut self.externals[index].slot, now.clone());
+        for op in &mut self.ops {
+            op.each_slot(|slot| {
+                if Arc::ptr_eq(slot, &old) {
+                    *slot = now.clone();
+                }
+            });
+        }
+        self.prepared = None;
+    }
+
+    /// Whether one of its ops reads or writes `slot`.
+    pub(crate) fn uses(&self, slot: &Arc<Slot>) -> bool {
+        self.ops.iter().any(|op| {
+            op.inputs()
+                .iter()
+                .chain(op.outputs())
+                .any(|used| Arc::ptr_eq(used, slot))
+        })
     }
 
     /// Makes the graph's communications go through `comm` from its next run on: the session's
@@ -419,16 +494,19 @@ impl Graph {
         for (op, rank) in self.ops.iter_mut().zip(ranks) {
             op.set_priority(rank.round().clamp(0.0, i32::MAX as f64) as i32);
         }
-        self.replay(engine, counters, ReplayOptions::default());
+        self.replay(engine, counters, ReplayOptions::default(), None);
     }
 
     /// Pushes the recorded ops, with releases of internal buffers and bulking as `options` say;
-    /// each communication is posted afresh, numbered from `counters`.
+    /// each communication is posted afresh, numbered from `counters`. With `run`, the pushes
+    /// are within a `run` frame of `pushed_within` at the `run` statement's `site` (its session
+    /// source chunk and byte offset), which knows the frames each op was recorded within.
     pub(crate) fn replay(
         &mut self,
         engine: &engine::Engine,
         counters: &mut CommCounters,
         options: ReplayOptions,
+        run: Option<(&mut PushedWithin, (usize, usize))>,
     ) {
         let keeps = |index| self.is_small(index, options);
         let stale = self.prepared.as_ref().is_none_or(|prepared| {
@@ -437,19 +515,47 @@ impl Graph {
         });
         if stale {
             let kept: Vec<bool> = (0..self.internals.len()).map(keeps).collect();
-            let segments = self.segments_for(options, &kept);
+            let (segments, covers) = self.segments_for(options, &kept);
+            let within = self.replay_within(&covers);
             self.prepared = Some(Prepared {
                 options,
                 kept,
                 segments,
+                within,
             });
         }
         if let Some(prepared) = &self.prepared {
+            let run = run.map(|(pushed_within, site)| {
+                let ops = prepared.within.clone();
+                pushed_within.enter_run(engine, &self.name, site, self.lines, ops);
+                pushed_within
+            });
             for segment in &prepared.segments {
                 segment.push(engine, counters);
             }
+            if let Some(pushed_within) = run {
+                pushed_within.leave(engine);
+            }
         }
         self.runs += 1;
+    }
+
+    /// The frames each engine op of a replay was recorded within, by engine op; `covers` says
+    /// which recorded ops each runs. `None` when every op was recorded in the block itself.
+    fn replay_within(&self, covers: &[std::ops::Range<usize>]) -> Option<ReplayWithin> {
+        if self.within.iter().all(Within::is_empty) {
+            return None;
+        }
+        Some(
+            covers
+                .iter()
+                .map(|ops| {
+                    ops.clone()
+                        .map(|op| (self.ops[op].line(), self.within[op].clone()))
+                        .collect()
+                })
+                .collect(),
+        )
     }
 
     /// Whether internal buffer `index` is kept from run to run under `options`: the graph has
@@ -521,8 +627,12 @@ impl Graph {
     }
 
     /// The engine ops of one replay under `options`, the buffers `kept` (by internal index)
-    /// never released.
-    fn segments_for(&self, options: ReplayOptions, kept: &[bool]) -> Vec<Segment> {
+    /// never released; with, by engine op in push order, the recorded ops it runs.
+    fn segments_for(
+        &self,
+        options: ReplayOptions,
+        kept: &[bool],
+    ) -> (Vec<Segment>, Vec<std::ops::Range<usize>>) {
         let released = |index: &usize| !kept[*index];
         let recycles = options.lazy && kept.iter().any(|kept| !kept);
         let context = SegmentContext {
@@ -535,8 +645,8 @@ impl Graph {
         let mut builder = SegmentBuilder::new(options.bulk, context);
         for (op_index, op) in self.ops.iter().enumerate() {
             match op {
-                RecordedOp::Compute(op) => builder.op(op, self.unsized_outputs(op)),
-                RecordedOp::Comm(op) => builder.comm(op),
+                RecordedOp::Compute(op) => builder.op(op_index, op, self.unsized_outputs(op)),
+                RecordedOp::Comm(op) => builder.comm(op_index, op),
             }
             if options.lazy && options.recycle {
                 for &internal_index in &self.release_after[op_index] {
@@ -583,23 +693,31 @@ impl Graph {
         path
     }
 
+    /// The options of the latest replay (the defaults before the first).
+    fn options(&self) -> ReplayOptions {
+        self.prepared
+            .as_ref()
+            .map_or_else(ReplayOptions::default, |prepared| prepared.options)
+    }
+
     /// Whether internal buffer `index` is kept from run to run, by the size the graph measured
     /// last and the latest replay's options.
     fn is_kept(&self, index: usize) -> bool {
-        let options = self
-            .prepared
-            .as_ref()
-            .map_or_else(ReplayOptions::default, |prepared| prepared.options);
+        let options = self.options();
         options.lazy && self.is_small(index, options)
     }
 
-    /// Peak bytes of one run, eager (every name keeps its buffer from its first write) against
-    /// graph (internal buffers live from first write to last use, those kept from run to run for
-    /// the whole run), from the sizes of the last run; `None` before the first run.
+    /// Peak bytes of one run under the latest replay's options, eager (every name keeps its
+    /// buffer from its first write) against graph (internal buffers live from first write to
+    /// last use, those kept from run to run for the whole run; with `recycle = 0` to the end of
+    /// the run, with `lazy = 0` for the graph's whole life: as eager), from the sizes of the
+    /// last run; `None` before the first run.
     pub(crate) fn memory_estimate(&self) -> Option<(u64, u64)> {
         if self.runs == 0 {
             return None;
         }
+        let options = self.options();
+        let recycles = options.lazy && options.recycle;
         let kept = |slot: &Arc<Slot>| {
             self.internals
                 .iter()
@@ -636,6 +754,9 @@ impl Graph {
                 }
             }
             graph_peak = graph_peak.max(graph_live);
+            if !recycles {
+                continue;
+            }
             for &internal_index in &self.release_after[op_index] {
                 if !self.is_kept(internal_index) {
                     graph_live -= size_of(&self.internals[internal_index]);
@@ -645,10 +766,38 @@ impl Graph {
         Some((eager, graph_peak))
     }
 
-    /// What `print NAME` shows: ops, edges, critical path, memory eager against graph; the same
-    /// on every engine and run.
+    /// How the report describes the graph's own buffers under the latest replay's options.
+    fn buffers_line(&self) -> String {
+        let n = self.internals.len();
+        if n == 0 {
+            return "no internal buffers".to_string();
+        }
+        let options = self.options();
+        let buffers = count(n, "internal buffer");
+        if !options.lazy {
+            return format!("{buffers}, kept for the graph's whole life (`lazy = 0`)");
+        }
+        let released = if options.recycle {
+            "released after their last reader"
+        } else {
+            "released at the end of each run (`recycle = 0`)"
+        };
+        let n_kept = (0..n).filter(|&index| self.is_kept(index)).count();
+        if n_kept == 0 {
+            return format!("{buffers}, {released}");
+        }
+        format!(
+            "{buffers}: {} {released}, {n_kept} smaller than {} kept from run to run",
+            n - n_kept,
+            format_bytes(options.recycle_from),
+        )
+    }
+
+    /// What `print NAME` shows: ops, edges, critical path, memory eager against graph under the
+    /// latest replay's options; the same on every engine and run.
     pub(crate) fn report(&self) -> String {
-        // Edges by each kind of conflict they carry (one edge may carry two).
+        // The kinds of conflict the edges carry (one edge may carry two: `A = C * 2` after
+        // `C = A + 2` is one edge, RAW on C and WAR on A).
         let mut counts = [0usize; 3];
         for kinds in self.dag.edge_weights() {
             for kind in kinds {
@@ -656,7 +805,7 @@ impl Graph {
             }
         }
         let mut report = format!(
-            "graph {}: {}, {} ({} RAW, {} WAR, {} WAW), critical path {}, {}\n",
+            "graph {}: {}, {} (carrying {} RAW, {} WAR, {} WAW), critical path {}, {}\n",
             self.name,
             count(self.ops.len(), "op"),
             count(self.dag.edge_count(), "edge"),
@@ -666,23 +815,7 @@ impl Graph {
             count(self.critical_path().len(), "op"),
             count(self.runs, "run"),
         );
-        let n_kept = (0..self.internals.len())
-            .filter(|&index| self.is_kept(index))
-            .count();
-        let _ = match &self.prepared {
-            Some(prepared) if n_kept > 0 => writeln!(
-                report,
-                "  {}: {} released after their last reader, {n_kept} smaller than {} kept from run to run",
-                count(self.internals.len(), "internal buffer"),
-                self.internals.len() - n_kept,
-                format_bytes(prepared.options.recycle_from),
-            ),
-            _ => writeln!(
-                report,
-                "  {}, released after their last reader",
-                count(self.internals.len(), "internal buffer")
-            ),
-        };
+        let _ = writeln!(report, "  {}", self.buffers_line());
         match self.memory_estimate() {
             Some((eager, graph)) => {
                 let saved = if eager == 0 {
@@ -703,15 +836,23 @@ impl Graph {
     }
 
     /// The report with what was measured while it ran: how many allocations the buffer pool
-    /// served (a figure that depends on the schedule: how releases and allocations interleaved).
+    /// served, and the bytes of the free buffers it holds (figures that depend on the schedule:
+    /// how releases and allocations interleaved).
     pub(crate) fn report_measured(&self) -> String {
         let mut report = self.report();
         let _ = writeln!(
             report,
-            "  allocations served by the pool (avoided): {}",
-            self.pool.reused()
+            "  allocations served by the pool (avoided): {}; free buffers it holds: {}",
+            self.pool.reused(),
+            format_bytes(self.pool.held_bytes())
         );
         report
+    }
+
+    /// Bytes of the free buffers its pool holds now, for later runs: host memory, though no
+    /// variable's, whose amount depends on the schedule.
+    pub(crate) fn pooled_bytes(&self) -> u64 {
+        self.pool.held_bytes()
     }
 
     /// The DAG in Graphviz DOT, edges labelled with their variable and RAW/WAR/WAW (`A RAW`),

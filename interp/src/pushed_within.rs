@@ -11,6 +11,12 @@
 //! [`MAX_CHANGES`] entries (far more than the ops the backlog lets run unfinished); before it
 //! forgets older ones it notes where the failed ops among them, not reported yet, were pushed,
 //! so a failure early in a long run still names its place when the run's end reports it.
+//!
+//! A `run` of a graph is a frame too, at the `run` statement. The graph's ops were recorded
+//! within calls (and iterations of loops in its block) that its replays do not make again: each
+//! recorded op keeps those frames ([`Within`]), and the `run` frame holds them by the replay's
+//! engine ops ([`ReplayWithin`]), so a replayed op that fails names them inside the `run`, as
+//! the same call outside a graph would.
 
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
@@ -33,7 +39,28 @@ enum Kind {
     Call(Arc<str>),
     /// A `for` loop with these counters.
     Loop(Arc<[Arc<str>]>),
+    /// A `run` of the graph of this name, with the frames its engine ops were recorded within.
+    Run(Arc<str>, Option<ReplayWithin>),
 }
+
+/// The frames, inside its graph's block, that a recorded op was recorded within (calls, loop
+/// iterations), innermost first; none for an op of the block itself.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Within(Option<Arc<[FrameAt]>>);
+
+/// A frame, and its iteration when a loop.
+type FrameAt = (Arc<Frame>, Row);
+
+impl Within {
+    /// Whether the op was recorded in the block itself, within no call or loop.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+/// By engine op of a replay, in push order: the session-wide line and the [`Within`] of each
+/// recorded op it runs, in order (several in a bulk).
+pub(crate) type ReplayWithin = Arc<[Box<[(u32, Within)]>]>;
 
 /// A call of a user's function or a `for` loop, and the frame it was entered within.
 #[derive(Debug)]
@@ -61,6 +88,14 @@ impl Frame {
         let same_kind = match (&self.kind, kind) {
             (Kind::Call(mine), Kind::Call(theirs)) => mine == theirs,
             (Kind::Loop(mine), Kind::Loop(theirs)) => mine == theirs,
+            (Kind::Run(mine, my_ops), Kind::Run(theirs, their_ops)) => {
+                mine == theirs
+                    && match (my_ops, their_ops) {
+                        (Some(mine), Some(theirs)) => Arc::ptr_eq(mine, theirs),
+                        (None, None) => true,
+                        _ => false,
+                    }
+            }
             _ => false,
         };
         same_kind
@@ -89,7 +124,37 @@ impl Frame {
                     .collect();
                 format!("in the loop at {place}, at {}", at.join(", "))
             }
+            Kind::Run(graph, _) => format!("in `run {graph}` at {place}"),
         }
+    }
+
+    /// For a `run` frame: the frames within the graph that its replay's op `op` was recorded
+    /// within, innermost first, for its statement of session-wide line `line` (the one at
+    /// `position` among a bulk's, when known); `from` is the replay's first op. Empty for any
+    /// other frame.
+    fn recorded_within(
+        &self,
+        op: u64,
+        from: u64,
+        line: u32,
+        position: Option<usize>,
+    ) -> &[FrameAt] {
+        let Kind::Run(_, Some(ops)) = &self.kind else {
+            return &[];
+        };
+        let Some(recorded) = op
+            .checked_sub(from)
+            .and_then(|offset| ops.get(usize::try_from(offset).ok()?))
+        else {
+            return &[];
+        };
+        let statement = match position {
+            Some(position) => recorded.get(position).filter(|(at, _)| *at == line),
+            None => recorded.iter().find(|(at, _)| *at == line),
+        };
+        statement
+            .and_then(|(_, within)| within.0.as_deref())
+            .unwrap_or(&[])
     }
 }
 
@@ -169,15 +234,14 @@ pub(crate) struct PushedWithin {
     rows: VecDeque<RowRun>,
     /// Ops numbered below it may have had change points that were forgotten.
     forgotten_below: u64,
-    /// Where failed ops whose change points were forgotten were pushed, by op id.
-    of_failed: HashMap<u64, (Arc<Frame>, Row)>,
+    /// Where failed ops whose change points were forgotten were pushed, by op id, with the op
+    /// from which that frame held.
+    of_failed: HashMap<u64, (Arc<Frame>, Row, u64)>,
     /// The frame being run now, innermost, and its iteration.
     current: Option<Arc<Frame>>,
     row: Row,
     /// The frame left last: the next one entered in the same place shares it.
     last_left: Option<Arc<Frame>>,
-    /// The lines of the graphs replayed (see [`PushedWithin::note_replay`]).
-    replayed: Vec<(u32, u32)>,
 }
 
 impl PushedWithin {
@@ -193,13 +257,39 @@ impl PushedWithin {
         self.enter(engine, Kind::Call(function.clone()), site, body_lines);
     }
 
-    /// Notes that a graph whose statements span `lines` was replayed: its ops, pushed within
-    /// the frame around its `run`, come from those lines, not from the frame's body.
-    #[inline]
-    pub(crate) fn note_replay(&mut self, lines: (u32, u32)) {
-        if !self.replayed.contains(&lines) {
-            self.replayed.push(lines);
+    /// The ops `engine` numbers next are pushed by a `run` of `graph`, written at `site`, whose
+    /// statements (and the functions they call) span `lines`; `ops` holds the frames its
+    /// engine ops were recorded within. [`PushedWithin::leave`] ends it.
+    pub(crate) fn enter_run(
+        &mut self,
+        engine: &engine::Engine,
+        graph: &Arc<str>,
+        site: (usize, usize),
+        lines: (u32, u32),
+        ops: Option<ReplayWithin>,
+    ) {
+        self.enter(engine, Kind::Run(graph.clone(), ops), site, lines);
+    }
+
+    /// The frames, innermost first, that an op recorded now in a block entered within `base`
+    /// is recorded within: those entered since (calls, loops of the block), each with its
+    /// iteration.
+    pub(crate) fn within_since(&self, base: &Option<Arc<Frame>>) -> Within {
+        let mut chain = Vec::new();
+        let mut at = self.current.as_ref().map(|frame| (frame, self.row));
+        while let Some((frame, row)) = at {
+            if base.as_ref().is_some_and(|base| Arc::ptr_eq(base, frame)) {
+                break;
+            }
+            chain.push((frame.clone(), row));
+            at = frame.outer.as_ref().map(|(outer, row)| (outer, *row));
         }
+        Within((!chain.is_empty()).then(|| chain.into()))
+    }
+
+    /// The frame being run now, innermost: where a recorded block's own frames start.
+    pub(crate) fn current(&self) -> Option<Arc<Frame>> {
+        self.current.clone()
     }
 
     /// The ops `engine` numbers next are pushed within a `for` loop over `counters`, written at
@@ -313,8 +403,8 @@ impl PushedWithin {
             if self.of_failed.len() >= engine::MAX_KEPT_FAILURES {
                 break;
             }
-            if let Some((frame, row)) = self.innermost(op) {
-                self.of_failed.insert(op.0, (frame.clone(), row));
+            if let Some((frame, row, from)) = self.innermost(op) {
+                self.of_failed.insert(op.0, (frame.clone(), row, from));
             }
         }
         // The last point at or below the cut still holds from the cut on.
@@ -325,9 +415,9 @@ impl PushedWithin {
         self.forgotten_below = self.forgotten_below.max(cut);
     }
 
-    /// The innermost frame op `op` was pushed within, and its iteration, from the change points
-    /// kept.
-    fn innermost(&self, op: engine::OpId) -> Option<(&Arc<Frame>, Row)> {
+    /// The innermost frame op `op` was pushed within, its iteration, and the op from which that
+    /// frame held, from the change points kept.
+    fn innermost(&self, op: engine::OpId) -> Option<(&Arc<Frame>, Row, u64)> {
         if op.0 < self.forgotten_below {
             return None;
         }
@@ -342,10 +432,11 @@ impl PushedWithin {
             Some((from, row)) if from >= change.from => row,
             _ => change.row,
         };
-        Some((frame, row))
+        Some((frame, row, change.from))
     }
 
-    /// The frames op `op`, of session-wide line `line`, was pushed within, innermost first,
+    /// The frames op `op`, of session-wide line `line` (the statement at `position` among a
+    /// graph's bulk's, when known), was pushed within, innermost first,
     /// rendered as reports name them (`` in `f`, called at script.dep:6:5 ``, `in the loop at
     /// script.dep:4:1, at i = 3`); empty for an op pushed at the top level or whose frames were
     /// forgotten.
@@ -354,24 +445,30 @@ impl PushedWithin {
         sources: &[SourceChunk],
         op: engine::OpId,
         line: u32,
+        position: Option<usize>,
     ) -> Vec<String> {
-        let innermost = match self.of_failed.get(&op.0) {
-            Some((frame, row)) => (frame, *row),
+        let (frame, row, from) = match self.of_failed.get(&op.0) {
+            Some((frame, row, from)) => (frame, *row, *from),
             None => match self.innermost(op) {
                 Some(innermost) => innermost,
                 None => return Vec::new(),
             },
         };
-        let in_lines = |(first, last): (u32, u32)| (first..=last).contains(&line);
-        if !in_lines(innermost.0.body_lines) && !self.replayed.iter().any(|&lines| in_lines(lines))
-        {
+        let (first, last) = frame.body_lines;
+        if !(first..=last).contains(&line) {
             return Vec::new();
         }
-        std::iter::successors(Some(innermost), |(frame, _)| {
+        let recorded = frame
+            .recorded_within(op.0, from, line, position)
+            .iter()
+            .map(|(frame, row)| (frame, *row));
+        let pushed = std::iter::successors(Some((frame, row)), |(frame, _)| {
             frame.outer.as_ref().map(|(outer, row)| (outer, *row))
-        })
-        .map(|(frame, row)| frame.describe(sources, row))
-        .collect()
+        });
+        recorded
+            .chain(pushed)
+            .map(|(frame, row)| frame.describe(sources, row))
+            .collect()
     }
 }
 
@@ -422,25 +519,25 @@ mod tests {
         let in_g_again = push(&engine, 1, false);
         calls.leave(&engine);
         let top_again = push(&engine, 1, false);
-        assert!(calls.describe(&sources, top, 7).is_empty());
+        assert!(calls.describe(&sources, top, 7, None).is_empty());
         assert_eq!(
-            calls.describe(&sources, in_f, 2),
+            calls.describe(&sources, in_f, 2, None),
             [
                 "in `f`, called at s.dep:5:10",
                 "in `g`, called at s.dep:7:5"
             ]
         );
         assert_eq!(
-            calls.describe(&sources, in_g, 5),
+            calls.describe(&sources, in_g, 5, None),
             ["in `g`, called at s.dep:7:5"]
         );
         assert_eq!(
-            calls.describe(&sources, in_g_again, 5),
+            calls.describe(&sources, in_g_again, 5, None),
             ["in `g`, called at s.dep:7:5"]
         );
-        assert!(calls.describe(&sources, top_again, 7).is_empty());
+        assert!(calls.describe(&sources, top_again, 7, None).is_empty());
         // An op on a line outside the innermost function's body was not pushed by that call.
-        assert!(calls.describe(&sources, in_f, 7).is_empty());
+        assert!(calls.describe(&sources, in_f, 7, None).is_empty());
     }
 
     #[test]
@@ -484,16 +581,16 @@ mod tests {
         }
         assert!(calls.frames.len() <= MAX_CHANGES);
         assert!(calls.frames.front().unwrap().from > ran.0);
-        assert!(calls.describe(&sources, ran, 2).is_empty());
+        assert!(calls.describe(&sources, ran, 2, None).is_empty());
         assert_eq!(
-            calls.describe(&sources, failed, 2),
+            calls.describe(&sources, failed, 2, None),
             ["in `f`, called at s.dep:1:1"]
         );
         // The last call's op, and the one pushed before the call.
         let in_last_call = OpId(engine.next_op_id().0 - 1);
-        assert_eq!(calls.describe(&sources, in_last_call, 2).len(), 1);
+        assert_eq!(calls.describe(&sources, in_last_call, 2, None).len(), 1);
         assert!(calls
-            .describe(&sources, OpId(in_last_call.0 - 1), 2)
+            .describe(&sources, OpId(in_last_call.0 - 1), 2, None)
             .is_empty());
     }
 
@@ -520,20 +617,20 @@ mod tests {
         within.leave(&engine);
         let after = push(&engine, 1, false);
         assert_eq!(
-            within.describe(&sources, pushed[3], 2),
+            within.describe(&sources, pushed[3], 2, None),
             [
                 "in the loop at s.dep:2:1, at m = 2, p = 0",
                 "in the loop at s.dep:1:1, at i = 1"
             ]
         );
         assert_eq!(
-            within.describe(&sources, pushed[2], 5),
+            within.describe(&sources, pushed[2], 5, None),
             [
                 "in `g`, called at s.dep:5:3",
                 "in the loop at s.dep:1:1, at i = 0"
             ]
         );
-        assert!(within.describe(&sources, after, 7).is_empty());
+        assert!(within.describe(&sources, after, 7, None).is_empty());
         // An iteration that pushed nothing adds no point.
         within.enter_loop(&engine, &["k"], (0, 0), (1, 7));
         let n_points = within.rows.len() + within.frames.len();
@@ -561,14 +658,14 @@ mod tests {
         }
         assert!(within.rows.len() <= MAX_CHANGES);
         assert_eq!(
-            within.describe(&sources, failed, 2),
+            within.describe(&sources, failed, 2, None),
             ["in the loop at s.dep:1:1, at i = 0"]
         );
         // Forgotten: no iteration rather than a wrong one.
-        assert!(within.describe(&sources, ran, 2).is_empty());
+        assert!(within.describe(&sources, ran, 2, None).is_empty());
         let last = OpId(engine.next_op_id().0 - 1);
         assert_eq!(
-            within.describe(&sources, last, 2),
+            within.describe(&sources, last, 2, None),
             [format!("in the loop at s.dep:1:1, at i = {}", n - 1)]
         );
     }
@@ -587,7 +684,7 @@ mod tests {
         for i in [0, 1, 4_567, 99_999] {
             let in_it = OpId(firsts[i as usize].0 + 2);
             assert_eq!(
-                within.describe(&sources, in_it, 2),
+                within.describe(&sources, in_it, 2, None),
                 [format!("in the loop at s.dep:1:1, at i = {}", 10 - 3 * i)]
             );
         }

@@ -84,9 +84,10 @@ pub(crate) struct FailedStep {
     /// The bulk's label (the engine op's), and the message of its error.
     bulk: Arc<str>,
     bulk_message: String,
-    /// The failing statement's label and line.
+    /// The failing statement's label and line, and its place among the bulk's statements.
     pub(crate) label: Arc<str>,
     pub(crate) line: u32,
+    pub(crate) position: usize,
     /// What went wrong in it.
     pub(crate) message: String,
 }
@@ -129,6 +130,10 @@ pub(crate) struct SegmentBuilder {
     batch: Vec<engine::BatchOp>,
     open: Vec<Step>,
     open_device: engine::Device,
+    /// The recorded ops of the open bulk, by index.
+    open_ops: Option<std::ops::Range<usize>>,
+    /// By engine op pushed, in order: the recorded ops it runs.
+    covers: Vec<std::ops::Range<usize>>,
 }
 
 impl SegmentBuilder {
@@ -142,15 +147,20 @@ impl SegmentBuilder {
             batch: Vec::new(),
             open: Vec::new(),
             open_device: engine::Device::Cpu,
+            open_ops: None,
+            covers: Vec::new(),
         }
     }
 
-    /// Adds a recorded op, which notes the sizes of the internal buffers `sized` after it runs.
-    pub(crate) fn op(&mut self, op: &ComputeOp, sized: Vec<(usize, Arc<Slot>)>) {
+    /// Adds recorded op `index`, which notes the sizes of the internal buffers `sized` after it
+    /// runs.
+    pub(crate) fn op(&mut self, index: usize, op: &ComputeOp, sized: Vec<(usize, Arc<Slot>)>) {
         if self.bulk == 1 || (!self.open.is_empty() && op.device != self.open_device) {
             self.close();
         }
         self.open_device = op.device;
+        let first = self.open_ops.as_ref().map_or(index, |open| open.start);
+        self.open_ops = Some(first..index + 1);
         self.open
             .push(Step::Compute(Arc::new(op.clone()), sized.into()));
         if self.bulk == 1 {
@@ -158,11 +168,12 @@ impl SegmentBuilder {
         }
     }
 
-    /// Adds a recorded communication: a segment of its own, closing the open bulk.
-    pub(crate) fn comm(&mut self, op: &CommOp) {
+    /// Adds recorded communication `index`: a segment of its own, closing the open bulk.
+    pub(crate) fn comm(&mut self, index: usize, op: &CommOp) {
         self.close();
         self.end_batch();
         self.segments.push(Segment::Comm(op.clone()));
+        self.covers.push(index..index + 1);
     }
 
     /// Adds the release of internal buffer `index`, held by `slot`, after the last op that
@@ -196,11 +207,11 @@ impl SegmentBuilder {
         }
     }
 
-    /// The segments, in push order.
-    pub(crate) fn finish(mut self) -> Vec<Segment> {
+    /// The segments, in push order, and by engine op they push, the recorded ops it runs.
+    pub(crate) fn finish(mut self) -> (Vec<Segment>, Vec<std::ops::Range<usize>>) {
         self.close();
         self.end_batch();
-        self.segments
+        (self.segments, self.covers)
     }
 
     /// Ends the batch being built: its ops become one segment.
@@ -217,6 +228,7 @@ impl SegmentBuilder {
             return;
         }
         let steps: Vec<Step> = std::mem::take(&mut self.open);
+        self.covers.push(self.open_ops.take().unwrap_or(0..0));
         let (mut reads, mut writes) = (Vec::new(), Vec::new());
         let mut labels: Vec<&Arc<str>> = Vec::new();
         let (mut line, mut priority) = (0, i32::MIN);
@@ -321,7 +333,7 @@ impl engine::OpBody for SegmentBody {
             recycle_from: self.recycle_from,
         };
         run_steps(&self.steps, &where_to, ctx).map_err(|(step, message)| {
-            let Some(op) = step else {
+            let Some((op, position)) = step else {
                 return message;
             };
             let bulk_message = format!("`{}`: {message}", op.label);
@@ -330,6 +342,7 @@ impl engine::OpBody for SegmentBody {
                 bulk_message: bulk_message.clone(),
                 label: op.label.clone(),
                 line: op.line,
+                position,
                 message,
             });
             bulk_message
@@ -344,13 +357,16 @@ struct StepContext<'a> {
     recycle_from: u64,
 }
 
+/// The op of a bulk that failed, and its place among the bulk's ops.
+type FailingStep = (Arc<ComputeOp>, usize);
+
 /// Runs a segment's steps in order; the first failure stops it. Returns the failure's message,
-/// with the failing op when the segment is a bulk.
+/// with the failing op and its place among the segment's ops when the segment is a bulk.
 fn run_steps(
     steps: &[Step],
     context: &StepContext<'_>,
     ctx: &engine::OpContext,
-) -> Result<(), (Option<Arc<ComputeOp>>, String)> {
+) -> Result<(), (Option<FailingStep>, String)> {
     let StepContext {
         pool,
         sizes,
@@ -361,11 +377,13 @@ fn run_steps(
         .filter(|step| matches!(step, Step::Compute(..)))
         .nth(1)
         .is_some();
+    let mut position = 0;
     for step in steps {
         match step {
             Step::Compute(op, sized) => {
                 op.execute(pool, ctx)
-                    .map_err(|message| (bulked.then(|| op.clone()), message))?;
+                    .map_err(|message| (bulked.then(|| (op.clone(), position)), message))?;
+                position += 1;
                 for (index, slot) in sized {
                     if let Some(bytes) = slot.bytes_now() {
                         sizes[*index].store(bytes as u64, Ordering::Relaxed);

@@ -595,6 +595,17 @@ impl Session {
             .map(crate::graph::Graph::report_measured)
     }
 
+    /// Bytes of the free buffers the recorded graphs' pools hold for their later runs: counted
+    /// in the host's tensor memory, though no variable holds them, and how many depends on the
+    /// schedule (how a run's releases and allocations interleaved), so the summary counts them
+    /// apart from the memory in use.
+    pub fn graph_pooled_bytes(&self) -> u64 {
+        self.graphs
+            .values()
+            .map(crate::graph::Graph::pooled_bytes)
+            .sum()
+    }
+
     /// A recorded graph's DAG in Graphviz DOT (for `:dag NAME` and `%dag NAME`).
     pub fn graph_dot(&self, name: &str) -> Option<String> {
         self.graphs.get(name).map(|graph| graph.dot(&self.places))

@@ -102,7 +102,23 @@ pub(crate) fn render_op_error(
     pushed_within: &PushedWithin,
     error: &engine::OpError,
 ) -> Report {
-    let error = &failed_statement(graphs, error).unwrap_or_else(|| error.clone());
+    match failed_statement(graphs, error) {
+        Some((statement, position)) => {
+            render_statement_error(sources, graphs, pushed_within, &statement, Some(position))
+        }
+        None => render_statement_error(sources, graphs, pushed_within, error, None),
+    }
+}
+
+/// [`render_op_error`] of the failure of a statement: one that failed alone, or the one at
+/// `position` among the statements of a graph's bulk.
+fn render_statement_error(
+    sources: &[SourceChunk],
+    graphs: &HashMap<String, Graph>,
+    pushed_within: &PushedWithin,
+    error: &engine::OpError,
+    position: Option<usize>,
+) -> Report {
     let located = locate_line(sources, error.line);
     let rendered = match &located {
         Some((path, local_line, line_text)) => {
@@ -121,15 +137,18 @@ pub(crate) fn render_op_error(
     // Where it was pushed: the calls and loop iterations around it, innermost first. Failing
     // that (forgotten, adopted from another engine), an observed loop's op still names its
     // iteration in its label (` i=4`).
-    let mut frames = pushed_within.describe(sources, error.op, error.line);
-    // A recorded statement's op is pushed by a `run` of its graph, in the frames around that.
-    let replayed = graphs
-        .iter()
-        .filter(|(_, graph)| graph.has_statement_at(error.line))
-        .map(|(name, _)| name.as_str())
-        .min();
-    if let Some(name) = replayed {
-        frames.insert(0, format!("in `run {name}`"));
+    let mut frames = pushed_within.describe(sources, error.op, error.line, position);
+    // A recorded statement's op is pushed by a `run` of its graph; where the frames were
+    // forgotten (adopted from another engine), its graph is still named.
+    if frames.is_empty() {
+        let replayed = graphs
+            .iter()
+            .filter(|(_, graph)| graph.has_statement_at(error.line))
+            .map(|(name, _)| name.as_str())
+            .min();
+        if let Some(name) = replayed {
+            frames.push(format!("in `run {name}`"));
+        }
     }
     let (_, iteration) = label_parts(&error.label);
     let rendered = match iteration {
@@ -214,6 +233,8 @@ pub(crate) fn locate_line(sources: &[SourceChunk], line: u32) -> Option<(String,
 /// The failures of one statement, folded into one report (see [`take_failures`]).
 struct Folded {
     first: Arc<engine::OpError>,
+    /// The first failure's place among the statements of a graph's bulk, when it failed in one.
+    position: Option<usize>,
     n_more: u64,
     /// How many of the others had another message than the first's.
     n_other_messages: u64,
@@ -238,7 +259,8 @@ impl Folded {
         graphs: &HashMap<String, Graph>,
         pushed_within: &PushedWithin,
     ) -> Report {
-        let mut report = render_op_error(sources, graphs, pushed_within, &self.first);
+        let mut report =
+            render_statement_error(sources, graphs, pushed_within, &self.first, self.position);
         report.repeats = self.n_more;
         if self.n_more > 0 {
             let times = if self.n_more == 1 { "time" } else { "times" };
@@ -349,31 +371,34 @@ pub(crate) fn take_failures(
 }
 
 /// For a failed bulk of one of `graphs`' ops, the failure of the statement in it that failed.
+/// With its place among the bulk's statements.
 fn failed_statement(
     graphs: &HashMap<String, Graph>,
     failure: &engine::OpError,
-) -> Option<engine::OpError> {
+) -> Option<(engine::OpError, usize)> {
     let step = graphs
         .values()
         .find_map(|graph| graph.failed_step(failure))?;
-    Some(engine::OpError {
+    let error = engine::OpError {
         op: failure.op,
         label: step.label,
         line: step.line,
         message: step.message,
         cancelled: false,
-    })
+    };
+    Some((error, step.position))
 }
 
 /// `failure` as its statement failed: for a bulk of one of `graphs`' ops, the failure of the
 /// statement in it that failed.
+/// With its place among the bulk's statements.
 fn as_statement(
     graphs: &HashMap<String, Graph>,
     failure: Arc<engine::OpError>,
-) -> Arc<engine::OpError> {
+) -> (Arc<engine::OpError>, Option<usize>) {
     match failed_statement(graphs, &failure) {
-        Some(statement) => Arc::new(statement),
-        None => failure,
+        Some((statement, position)) => (Arc::new(statement), Some(position)),
+        None => (failure, None),
     }
 }
 
@@ -402,11 +427,11 @@ fn fold_by_statement(
             .any(|reported| Arc::ptr_eq(reported, &failure))
         {
             *reported_at
-                .entry(statement_key(&as_statement(graphs, failure)))
+                .entry(statement_key(&as_statement(graphs, failure).0))
                 .or_default() += 1;
             continue;
         }
-        let failure = as_statement(graphs, failure);
+        let (failure, position) = as_statement(graphs, failure);
         let key = statement_key(&failure);
         match index_of.get(&key) {
             Some(&index) => distinct[index].add(failure),
@@ -414,6 +439,7 @@ fn fold_by_statement(
                 index_of.insert(key, distinct.len());
                 distinct.push(Folded {
                     first: failure,
+                    position,
                     n_more: 0,
                     n_other_messages: 0,
                     last_other_message: None,

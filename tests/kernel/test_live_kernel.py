@@ -387,7 +387,7 @@ def test_graph_and_dag_show_a_recorded_graph(kernel):
     assert reply["content"]["status"] == "ok", reply["content"]
     text = stdout_of(messages)
     assert "recorded graphs: step" in text, text
-    assert "graph step: 2 ops, 1 edge (1 RAW, 0 WAR, 0 WAW)" in text and "peak memory per run" in text, text
+    assert "graph step: 2 ops, 1 edge (carrying 1 RAW, 0 WAR, 0 WAW)" in text and "peak memory per run" in text, text
     reply, messages = kernel.execute("%dag step")
     assert reply["content"]["status"] == "ok", reply["content"]
     dot, svg = dag_of(messages)

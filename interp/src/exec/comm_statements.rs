@@ -253,7 +253,7 @@ impl Runner<'_> {
         };
         if let Some(recording) = &mut self.recording {
             // Numbered when a replay pushes it: each replay is a fresh communication.
-            recording.ops.push(RecordedOp::Comm(op));
+            recording.push(RecordedOp::Comm(op), self.scope.pushed_within);
             return;
         }
         let op = op.numbered(self.scope.comm_counters);

@@ -53,9 +53,9 @@ impl Runner<'_> {
             return Err(self.error(
                 span,
                 format!(
-                    "`{}` takes {} arguments ({}), got {}",
+                    "`{}` takes {} ({}), got {}",
                     func.text,
-                    function.params.len(),
+                    dep_views::text::count(function.params.len(), "argument"),
                     function.params.join(", "),
                     args.len()
                 ),

@@ -2,11 +2,12 @@
 
 use dep_grammar as grammar;
 use rustc_hash::FxHashMap as HashMap;
+use std::sync::Arc;
 
 use super::{Flow, Frame, Runner};
 use crate::bindings::Binding;
 use crate::error::RunError;
-use crate::graph::{Graph, RecordedBlock, Recording};
+use crate::graph::{External, Graph, RecordedBlock, Recording};
 
 impl Runner<'_> {
     /// Records `body` as the graph `name` (replacing an earlier one of that name).
@@ -49,7 +50,8 @@ impl Runner<'_> {
                 "here",
             ));
         }
-        self.recording = Some(Recording::new(block));
+        let base = self.scope.pushed_within.current();
+        self.recording = Some(Recording::new(block, base));
         self.frames.push(Frame {
             locals: HashMap::default(),
             writes_globals: true,
@@ -63,7 +65,10 @@ impl Runner<'_> {
         let mut recording = self
             .recording
             .take()
-            .unwrap_or_else(|| Recording::new(block));
+            .unwrap_or_else(|| Recording::new(block, None));
+        if block == RecordedBlock::Graph {
+            recording.externals = self.externals_of(&recording);
+        }
         if block == RecordedBlock::PriorityAuto {
             recording.internals.clear();
             for (name, local) in frame.map(|frame| frame.locals).unwrap_or_default() {
@@ -78,6 +83,99 @@ impl Runner<'_> {
                 Err(self.error(stmt.span, "`return` inside a recorded block", "here"))
             }
         }
+    }
+
+    /// The variables the ops of `recording` use that are bound to global names (every one that
+    /// is not the graph's own), by name, sorted.
+    fn externals_of(&self, recording: &Recording) -> Vec<External> {
+        let used: rustc_hash::FxHashSet<*const crate::slot::Slot> = recording
+            .ops
+            .iter()
+            .flat_map(|op| op.inputs().iter().chain(op.outputs()))
+            .map(Arc::as_ptr)
+            .collect();
+        let uses = |slot: &Arc<crate::slot::Slot>| used.contains(&Arc::as_ptr(slot));
+        let mut externals = Vec::new();
+        for (name, binding) in self.scope.globals.iter() {
+            let name: Arc<str> = Arc::from(name.as_str());
+            match binding {
+                Binding::Tensor(slot) if uses(slot) => externals.push(External {
+                    name,
+                    entry: None,
+                    slot: slot.clone(),
+                }),
+                Binding::Slots(slots) => {
+                    for (index, slot) in slots.iter().enumerate().filter(|(_, slot)| uses(slot)) {
+                        externals.push(External {
+                            name: name.clone(),
+                            entry: Some(index),
+                            slot: slot.clone(),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        externals.sort_by(|a, b| (&a.name, a.entry).cmp(&(&b.name, b.entry)));
+        externals
+    }
+
+    /// Before `run NAME`: makes the graph use the variables its names are bound to now. A name
+    /// deleted and bound again since the graph was recorded (`del X`, then `X = ones(3)`) is
+    /// the new variable from this run on, as a function reads the global its name is bound to
+    /// at each call; a name deleted and not bound again, or bound to something that is not a
+    /// variable, is an error here, at the `run`, before anything is pushed.
+    pub(super) fn rebind_graph(&mut self, name: &grammar::Name) -> Result<(), RunError> {
+        let Some(graph) = self.scope.graphs.get(&name.text) else {
+            return Ok(());
+        };
+        let mut moves = Vec::new();
+        for (index, external) in graph.externals().iter().enumerate() {
+            let now = match (self.scope.globals.get(&*external.name), external.entry) {
+                (Some(Binding::Tensor(slot)), None) => Some(slot),
+                (Some(Binding::Slots(slots)), Some(entry)) => slots.get(entry),
+                _ => None,
+            };
+            let shown = match external.entry {
+                Some(entry) => format!("{}[{entry}]", external.name),
+                None => external.name.to_string(),
+            };
+            match now {
+                Some(slot) if Arc::ptr_eq(slot, &external.slot) => {}
+                Some(slot) if !graph.uses(slot) => moves.push((index, slot.clone())),
+                Some(_) => {
+                    return Err(self.error(
+                        name.span,
+                        format!(
+                            "graph `{}` uses `{shown}`, bound since it was recorded to a variable the graph already uses under another name; record the graph again",
+                            name.text
+                        ),
+                        "run here",
+                    ))
+                }
+                None => {
+                    let what = if self.scope.globals.contains_key(&*external.name) {
+                        "is no longer the variable it was"
+                    } else {
+                        "was deleted"
+                    };
+                    return Err(self.error(
+                        name.span,
+                        format!(
+                            "graph `{}` reads or writes `{shown}`, which {what} after the graph was recorded; assign `{}` before `run {}`",
+                            name.text, external.name, name.text
+                        ),
+                        "run here",
+                    ));
+                }
+            }
+        }
+        if let Some(graph) = self.scope.graphs.get_mut(&name.text) {
+            for (index, slot) in moves {
+                graph.rebind(index, slot);
+            }
+        }
+        Ok(())
     }
 
     /// Refuses `run NAME` inside a function when the graph writes globals: a function never

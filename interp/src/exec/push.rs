@@ -358,7 +358,7 @@ impl Runner<'_> {
         if let Some(recording) = &mut self.recording {
             // Temporaries of a recorded statement are the graph's own buffers, released by
             // liveness on replay.
-            recording.ops.push(RecordedOp::Compute(op));
+            recording.push(RecordedOp::Compute(op), self.scope.pushed_within);
             return None;
         }
         let op = PushableOp::new(op);

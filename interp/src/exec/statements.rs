@@ -56,10 +56,10 @@ impl Runner<'_> {
                 return Err(self.error(
                     stmt.span,
                     format!(
-                        "`{}` returns {} values but {} names are assigned",
+                        "`{}` returns {} but {}",
                         func.text,
-                        results.len(),
-                        targets.len()
+                        dep_views::text::count(results.len(), "value"),
+                        crate::compute::names_assigned(targets.len())
                     ),
                     "in this assignment",
                 ));
