@@ -31,6 +31,7 @@ mod lower;
 mod parse;
 #[cfg(test)]
 mod parse_tests;
+mod placement;
 #[cfg(test)]
 mod property_tests;
 mod sexpr;

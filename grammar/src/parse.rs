@@ -10,6 +10,7 @@ use crate::ast::Program;
 use crate::chunk::Chunker;
 use crate::diagnostic::Diagnostic;
 use crate::lower::Lowerer;
+use crate::placement;
 use crate::syntax_error::syntax_error;
 
 /// The most syntax errors reported for one source (a binary file would
@@ -65,7 +66,14 @@ pub fn parse(source: &str) -> ParseOutput {
             Some(problem) => Err(problem),
             None => match StatementParser::parse(Rule::single_statement, text) {
                 Ok(mut pairs) => match pairs.next() {
-                    Some(pair) => Lowerer::new(chunk.span.start).statement(pair),
+                    Some(pair) => {
+                        Lowerer::new(chunk.span.start)
+                            .statement(pair)
+                            .and_then(|statement| match placement::misplaced(&statement) {
+                                Some(misplaced) => Err(misplaced),
+                                None => Ok(statement),
+                            })
+                    }
                     None => Err(Diagnostic::new(
                         "internal error: empty parse",
                         chunk.span,

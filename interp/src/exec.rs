@@ -279,22 +279,7 @@ impl<'a> Runner<'a> {
                         "defined here",
                     ));
                 }
-                if let Some((index, param)) = params.iter().enumerate().find(|(index, param)| {
-                    params[..*index]
-                        .iter()
-                        .any(|earlier| earlier.text == param.text)
-                }) {
-                    return Err(self.error(
-                        param.span,
-                        format!(
-                            "`{}` names two parameters of `{}` (parameter {})",
-                            param.text,
-                            name.text,
-                            index + 1
-                        ),
-                        "a parameter named twice",
-                    ));
-                }
+                // A parameter named twice is refused when the statement is parsed.
                 let function = Function {
                     name: Arc::from(name.text.as_str()),
                     params: params

@@ -511,10 +511,12 @@ fn an_edge_carries_every_conflict_between_its_two_ops() {
 fn what_cannot_be_recorded_is_refused_with_its_place() {
     let mut session = session(Policy::Naive, 1);
     let mut out = Vec::new();
+    session.run_source("g.dep", "A = 1", &mut out).unwrap();
+    // Found as the input is parsed: nothing of it runs.
     let error = session
         .run_source(
             "g.dep",
-            "A = 1\ngraph g {\n  B = A + 1\n  print B\n}\n",
+            "C = 2\ngraph g {\n  B = A + 1\n  print B\n}\n",
             &mut out,
         )
         .unwrap_err();
@@ -525,6 +527,7 @@ fn what_cannot_be_recorded_is_refused_with_its_place() {
         "{error}"
     );
     assert!(error.to_string().contains("--> g.dep:4:3"), "{error}");
+    assert!(!session.variables().iter().any(|var| var.name == "C"));
     let error = session
         .run_source("g.dep", "run nothing\n", &mut out)
         .unwrap_err();
