@@ -97,6 +97,63 @@ fn recorded_reference(dir: &TestDir, n: usize) -> String {
     )
 }
 
+/// Collectives whose ranks disagree, each with the error every rank gives and the place of
+/// rank 0's statement: MPI and simulated ranks give the same. (Under mpirun, different sizes were
+/// MPI's own error, with no statement and no rank; the same size in another shape, a broadcast
+/// into a larger buffer, another collective or another root gave wrong values silently.)
+const DISAGREEING: [(&str, &str, &str); 6] = [
+    (
+        "x = ones(rank() + 2)\nx = allreduce(x)\nprint x\n",
+        "allreduce: rank 1 has shape [3] but rank 0 has [2]; every rank must give the same shape",
+        "ranks.dep:2:1",
+    ),
+    (
+        "x = reshape(arange(6), 2, 3)\nwith rank = 1 { x = reshape(arange(6), 3, 2) }\nx = allreduce(x)\nprint x\n",
+        "allreduce: rank 1 has shape [3, 2] but rank 0 has [2, 3]",
+        "ranks.dep:3:1",
+    ),
+    (
+        "x = arange(rank() + 2)\nbroadcast(x, 0)\nprint x\n",
+        "broadcast: rank 1 has shape [3] but rank 0 has [2]",
+        "ranks.dep:2:1",
+    ),
+    (
+        "x = ones(rank() + 2)\ny = allgather(x)\nprint y\n",
+        "allgather: rank 1 has shape [3] but rank 0 has [2]",
+        "ranks.dep:2:1",
+    ),
+    (
+        "x = ones(3) * (rank() + 1)\nwith rank = 0 { x = allreduce(x) }\nwith rank = 1 { broadcast(x, 1) }\nprint x\n",
+        "collective number 1: rank 1 runs broadcast with root 1 (line 3) but rank 0 runs allreduce (line 2); every rank must run the same collectives, with the same root, in the same order",
+        "ranks.dep:2:17",
+    ),
+    (
+        "x = ones(3)\ny = reduce(x, rank())\nprint y\n",
+        "collective number 1: rank 1 runs reduce with root 1 (line 2) but rank 0 runs reduce with root 0 (line 2)",
+        "ranks.dep:2:1",
+    ),
+];
+
+/// Asserts that `run` of a DISAGREEING script failed with dep's error `expected` on rank 0, at
+/// `place`, and nothing else went wrong.
+fn assert_disagreement(run: &Run, expected: &str, place: &str) {
+    assert_eq!(run.code, 1, "{expected}\n{}", run.stderr);
+    let own = format!("error (rank 0): {expected}");
+    let at = run
+        .stderr
+        .find(&own)
+        .unwrap_or_else(|| panic!("{own}\n{}", run.stderr));
+    assert!(
+        run.stderr[at..].contains(&format!("/{place}\n")),
+        "{place}\n{}",
+        run.stderr
+    );
+    for wrong in ["MPI Error", "MPI_ERR", "panicked"] {
+        assert!(!run.stderr.contains(wrong), "{wrong}\n{}", run.stderr);
+    }
+    assert_eq!(run.stdout, "", "nothing printed after the collective");
+}
+
 /// The golden output of a sample run on simulated ranks.
 fn sample_golden(name: &str) -> String {
     let path = crate::util::repo_root().join(format!("samples/expected/{name}.out"));
@@ -264,8 +321,8 @@ mod mpi {
 
     use super::{alone, gathered_reference, recorded_reference, GATHERED, RECORDED};
     use super::{
-        assert_close, assert_rank_views, communications_reference, data_parallel, COMMUNICATIONS,
-        FAILED_INPUT, VIEW_FLAGS,
+        assert_close, assert_disagreement, assert_rank_views, communications_reference,
+        data_parallel, COMMUNICATIONS, DISAGREEING, FAILED_INPUT, VIEW_FLAGS,
     };
     use crate::util::{dep_binary, repo_root, Run, TestDir};
 
@@ -540,6 +597,39 @@ print y
             "took {:?}\n{}",
             started.elapsed(),
             run.stderr
+        );
+    }
+
+    #[test]
+    fn collectives_whose_ranks_disagree_fail_with_deps_error_naming_the_statement() {
+        let dir = TestDir::new();
+        for (script, expected, place) in DISAGREEING {
+            let run = mpirun(&dir, 2, script, &[], &[("DEP_COMM_TIMEOUT", "20")]);
+            assert_disagreement(&run, expected, place);
+        }
+    }
+
+    /// A collective one rank never reaches: its timeout is the error, then the job ends through
+    /// MPI_Abort (before, leaving with the request in flight panicked: exit 134, backtraces).
+    #[test]
+    fn a_collective_that_times_out_ends_the_job_with_its_error_and_no_panic() {
+        let dir = TestDir::new();
+        let script = "x = ones(3)\nwith rank = 0 { x = allreduce(x) }\nprint x\n";
+        let started = Instant::now();
+        let run = mpirun(&dir, 2, script, &[], &[("DEP_COMM_TIMEOUT", "1")]);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(
+            run.stderr
+                .contains("error (rank 0): allreduce: rank 0 waited")
+                && run.stderr.contains("ranks.dep:2:17"),
+            "{}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "took {:?}",
+            started.elapsed()
         );
     }
 
@@ -891,6 +981,15 @@ fn a_failing_simulated_rank_ends_the_job_with_its_error() {
         run.stderr
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn simulated_collectives_whose_ranks_disagree_fail_as_under_mpirun() {
+    let dir = TestDir::new();
+    for (script, expected, place) in DISAGREEING {
+        let run = simulated(&dir, 2, script, &[]);
+        assert_disagreement(&run, expected, place);
+    }
 }
 
 #[test]
