@@ -72,9 +72,9 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
         view_plan,
         rank_views.is_some(),
         &mut |failed| {
-            if let (Ranks::Simulated(comms), true) = (ranks, failed) {
-                // The other ranks stop waiting for rank 0.
-                comms[0].end_job("rank 0 failed".to_string());
+            if let (Ranks::Simulated(comms), Some(reason)) = (ranks, failed) {
+                // The other ranks stop waiting for rank 0, and stop at their next statement.
+                comms[0].end_job(reason.to_string());
             }
             // Rank 0's summary counts the memory every rank keeps at its end.
             if let Some(others) = &mut others {
@@ -129,7 +129,7 @@ fn warn_of_unreceived(comm: &LocalRanks) {
 /// Runs `source` (named `path`, parsed as `parsed`) in this process's session, as rank `ranks.rank()`, with the
 /// views of `view_plan`; returns the exit code, and with `keep_run` what this rank recorded
 /// (for the views of every rank). `before_views` is called once this rank's ops ended, before
-/// its views are written, with whether it failed.
+/// its views are written, with why it failed, if it did (`rank 0 failed`).
 fn run_source_as_rank(
     args: &RunArgs,
     ranks: &Ranks,
@@ -137,7 +137,7 @@ fn run_source_as_rank(
     (path, source, parsed): (&str, &str, &dep_grammar::ParseOutput),
     view_plan: Option<ViewPlan>,
     keep_run: bool,
-    before_views: &mut dyn FnMut(bool),
+    before_views: &mut dyn FnMut(Option<&str>),
 ) -> (u8, Option<dep_views::ranks::RankRun>) {
     let mut session = Session::new(config);
     if let Some(comm) = ranks.communicator() {
@@ -171,7 +171,15 @@ fn run_source_as_rank(
     if let Some(watcher) = watcher {
         watcher.stop();
     }
-    before_views(outcome.error.is_some() || waited.failures.is_some() || waited.interrupted);
+    let rank = ranks.rank();
+    let failed = if outcome.interrupted || waited.interrupted {
+        Some(format!("rank {rank} was interrupted (Ctrl-C)"))
+    } else if outcome.error.is_some() || waited.failures.is_some() {
+        Some(format!("rank {rank} failed"))
+    } else {
+        None
+    };
+    before_views(failed.as_deref());
     // Views come before the error reports, so that the last line printed is the error.
     let (views_written, kept) = match (&view_plan, recorder) {
         (Some(plan), Some(recorder)) => plan.finish(&session, recorder, path),

@@ -992,6 +992,107 @@ fn simulated_collectives_whose_ranks_disagree_fail_as_under_mpirun() {
     }
 }
 
+/// A loop of allreduces long enough (seconds) to show whether the other ranks stop.
+const LONG_LOOP: &str =
+    "for i in 0..200000 {\n  x = allreduce(x)\n  x = x / ranks()\n}\nprint x[0]\n";
+
+/// One simulated rank fails (rank 0 or rank 1) while the others run a long loop of
+/// communications: they stop at their next statement, as under mpirun (before, they ran the whole
+/// loop, each refused communication spawning a thread, for a minute or more).
+#[test]
+fn a_failing_simulated_rank_stops_the_others_at_their_next_statement() {
+    let dir = TestDir::new();
+    for failing in [0, 1] {
+        let script = format!(
+            "x = ones(1000)\nwith rank = {failing} {{ y = ones(2) @ ones(3) ; print y }}\n{LONG_LOOP}"
+        );
+        let path = dir.write("ranks.dep", &script);
+        let started = std::time::Instant::now();
+        let run = Run::of(
+            dir.dep()
+                .arg("run")
+                .arg(&path)
+                .args(["--engine", "sim", "--ranks", "3"])
+                .env("DEP_COMM_TIMEOUT", "60"),
+        )
+        .expect_code(1);
+        assert!(
+            run.stderr.contains(&format!(
+                "error (rank {failing}): matmul: shapes [2] and [3] are not aligned"
+            )),
+            "{}",
+            run.stderr
+        );
+        let other = 1 - failing;
+        assert!(
+            run.stderr.contains(&format!(
+                "error (rank {other}): the job ended: rank {failing} failed"
+            )),
+            "{}",
+            run.stderr
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(8),
+            "rank {failing} failing took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// Ctrl-C stops every simulated rank, not only rank 0 (before, the others ran on, at full
+/// CPU, until a second Ctrl-C).
+#[test]
+fn ctrl_c_stops_every_simulated_rank() {
+    use std::io::Read;
+    let dir = TestDir::new();
+    let script = format!(
+        "x = ones(1000)\n{}",
+        LONG_LOOP.replace("200000", "100000000")
+    );
+    let path = dir.write("ranks.dep", &script);
+    let mut child = dir
+        .dep()
+        .arg("run")
+        .arg(&path)
+        .args(["--engine", "sim", "--ranks", "2"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start dep");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for dep") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the simulated ranks did not stop after one Ctrl-C");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stderr);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("error (rank 0): interrupted"), "{stderr}");
+    // Rank 1 learns of it from rank 0's end (`rank 0 was interrupted (Ctrl-C)`), or from the
+    // communication the interrupt cancelled on rank 0 (`rank 0 failed (... did not run)`).
+    assert!(
+        stderr.contains("error (rank 1): the job ended: rank 0 ")
+            && stderr.contains("stopped before this statement"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn ranks_outside_the_simulator_is_an_error_saying_where_real_ranks_come_from() {
     let dir = TestDir::new();

@@ -4,6 +4,7 @@
 //! timer thread fails what waits longer than the timeout.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,9 @@ struct Shared {
     size: usize,
     timeout: Duration,
     state: Mutex<State>,
+    /// Whether `State::ended` is set: read before every statement of every rank, so kept out
+    /// of the lock.
+    ended: AtomicBool,
     /// Told when something starts waiting, so that the timer looks at its deadline.
     waiting: Condvar,
 }
@@ -67,6 +71,7 @@ impl LocalRanks {
             size: size.max(1),
             timeout,
             state: Mutex::new(State::default()),
+            ended: AtomicBool::new(false),
             waiting: Condvar::new(),
         });
         (0..size.max(1))
@@ -89,6 +94,7 @@ impl LocalRanks {
     pub fn end_job(&self, reason: String) {
         let mut state = self.lock();
         state.ended.get_or_insert(reason);
+        self.shared.ended.store(true, Ordering::SeqCst);
         let receivers = std::mem::take(&mut state.receivers);
         let collectives = std::mem::take(&mut state.collectives);
         let message = format!(
@@ -222,7 +228,19 @@ impl Communicator for LocalRanks {
         self.shared.size
     }
 
+    fn ended(&self) -> Option<String> {
+        if !self.shared.ended.load(Ordering::SeqCst) {
+            return None;
+        }
+        self.lock().ended.clone()
+    }
+
     fn abandon(&self, what: String) {
+        if self.shared.ended.load(Ordering::SeqCst) {
+            // Every communication fails already: nothing to end (and no thread to spawn for
+            // each of a loop's refused communications).
+            return;
+        }
         // Off the caller's thread: the caller may be an engine worker inside an op's start,
         // and ending the job completes other ops of this rank's engine.
         let reason = format!("rank {} failed ({what})", self.rank);

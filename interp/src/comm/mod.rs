@@ -130,6 +130,13 @@ pub trait Communicator: Send + Sync {
     /// now and what starts later fails at once, instead of waiting for peers that wait for the
     /// missing one. `what` says which communication.
     fn abandon(&self, what: String);
+    /// Why the job ended, once it did (a rank failed, or was interrupted): a rank that learns it
+    /// stops before its next statement, as the failed rank would under mpirun, whose
+    /// `MPI_Abort` ends every process. `None` while the job runs, and for communicators whose
+    /// job ends by other means.
+    fn ended(&self) -> Option<String> {
+        None
+    }
 }
 
 /// How long a communication waits for its peers when `DEP_COMM_TIMEOUT` does not say.
