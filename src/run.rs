@@ -102,12 +102,35 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
             code
         }
         None => {
-            if let (Some(rank_views), Some(own_run), 0) = (&rank_views, own_run, code) {
-                // Every rank that succeeded sends its events to rank 0 (a failing one ends the
-                // job instead).
-                if let Some(runs) = ranks.gather_runs(own_run) {
-                    rank_views.write(runs);
+            match (&rank_views, own_run) {
+                (Some(rank_views), Some(own_run)) if code == 0 => {
+                    // Every rank that succeeded sends its events to rank 0 (a failing one ends
+                    // the job instead).
+                    if let Some(runs) = ranks.gather_runs(own_run) {
+                        rank_views.write(runs);
+                    }
                 }
+                // A failing rank ends the job (MPI_Abort) once this returns: rank 0 writes
+                // what it recorded itself, and every failing rank says what the views lack.
+                (Some(rank_views), own_run) => {
+                    let rank = ranks.rank();
+                    let views = rank_views.asked_for();
+                    match (own_run.filter(|_| rank == 0), views) {
+                        (Some(own_run), views) => {
+                            if let Some(views) = views {
+                                eprintln!(
+                                    "note: rank 0 failed: {views} hold rank 0's events only (its MPI_Abort ends the other ranks before they send theirs)"
+                                );
+                            }
+                            rank_views.write(vec![own_run]);
+                        }
+                        (None, Some(views)) => eprintln!(
+                            "note (rank {rank}): rank {rank} failed: {views} get none of its events (its MPI_Abort ends the job before rank 0 gathers them; a failing rank 0 writes its own)"
+                        ),
+                        (None, None) => {}
+                    }
+                }
+                (None, _) => {}
             }
             code
         }

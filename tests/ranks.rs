@@ -633,6 +633,40 @@ print y
         );
     }
 
+    /// A failing job's views: rank 0, failing, writes its own events and says so; another
+    /// failing rank says that the views get none of its events (before, both silently wrote
+    /// nothing).
+    #[test]
+    fn a_failing_job_writes_what_rank_0_recorded_and_says_what_the_views_lack() {
+        let dir = TestDir::new();
+        let flags = ["--trace", "t.json", "--timeline", "t.svg"];
+        let failing = |rank: usize| {
+            format!("with rank = {rank} {{ y = ones(2) @ ones(3) ; print y }}\nx = allreduce(ones(2))\nprint x\n")
+        };
+        let run = mpirun(&dir, 2, &failing(0), &flags, &[]);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(
+            run.stderr.contains("note: rank 0 failed: --trace t.json and --timeline t.svg hold rank 0's events only"),
+            "{}",
+            run.stderr
+        );
+        let trace = std::fs::read_to_string(dir.path().join("t.json")).expect("a trace");
+        assert!(
+            trace.contains("rank 0") && trace.contains("ones(2) @ ones(3)"),
+            "{trace}"
+        );
+        assert!(dir.path().join("t.svg").exists());
+
+        let dir = TestDir::new();
+        let run = mpirun(&dir, 2, &failing(1), &flags, &[]);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(
+            run.stderr.contains("note (rank 1): rank 1 failed: --trace t.json and --timeline t.svg get none of its events"),
+            "{}",
+            run.stderr
+        );
+    }
+
     #[test]
     fn every_rank_prints_with_its_prefix_when_asked() {
         let dir = TestDir::new();
