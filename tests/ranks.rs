@@ -732,6 +732,34 @@ print x
             .unwrap_or_else(|| panic!("no busy line: {stderr}"))
     }
 
+    /// Rank 0 waits 300 ms in an allreduce for rank 1's work: the wait is communication, not
+    /// busy time of the worker that posted it (before, rank 0's `cpu:0` showed 100%, and a
+    /// data-parallel run on 4 ranks over 300%).
+    #[test]
+    fn waiting_for_a_communication_is_not_worker_busy_time() {
+        let dir = TestDir::new();
+        let script =
+            "x = ones(10)\nwith rank = 1 { x = work(300, x) }\nx = allreduce(x)\nprint x[0]\n";
+        let run = mpirun(&dir, 2, script, &["--summary", "--threads", "1"], &[]).expect_code(0);
+        let busy = busy_line(&run.stderr);
+        let shares: Vec<f64> = busy
+            .split('(')
+            .skip(1)
+            .filter_map(|part| part.split('%').next()?.parse().ok())
+            .collect();
+        assert!(!shares.is_empty(), "{busy}");
+        assert!(
+            shares.iter().all(|share| *share < 50.0),
+            "rank 0 only waits: {busy}\n{}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.contains("rank 0: compute busy"),
+            "{}",
+            run.stderr
+        );
+    }
+
     #[test]
     fn ranks_on_one_machine_share_its_cores_as_workers_and_the_summary_says_so() {
         // Every rank may run on every core (mpirun binds 2 ranks to a core each otherwise).
