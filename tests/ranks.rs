@@ -1155,6 +1155,35 @@ fn ctrl_c_stops_every_simulated_rank() {
     );
 }
 
+/// Each rank reads a rank held in a variable between its `recv` and its `send`: under the
+/// simulated engine the read waits for the `recv` (the virtual clock stops at a host read until
+/// every op pushed before it has ended), so the ranks wait for each other. The timeout says so,
+/// and how to write it (MPI's engines run it).
+#[test]
+fn a_simulated_recv_that_times_out_says_how_host_reads_wait() {
+    let dir = TestDir::new();
+    let path = dir.write(
+        "ranks.dep",
+        "x = full(rank() + 1, 3)\nother = 1 - rank()\ny = recv(other, 3)\nsend(x, other)\nprint y\n",
+    );
+    let run = Run::of(
+        dir.dep()
+            .arg("run")
+            .arg(&path)
+            .args(["--engine", "sim", "--ranks", "2"])
+            .env("DEP_COMM_TIMEOUT", "1"),
+    )
+    .expect_code(1);
+    assert!(
+        run.stderr.contains("waited 1.0 s for rank")
+            && run
+                .stderr
+                .contains("on simulated ranks, a value read on the host"),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn ranks_outside_the_simulator_is_an_error_saying_where_real_ranks_come_from() {
     let dir = TestDir::new();

@@ -329,6 +329,11 @@ impl Communicator for LocalRanks {
     }
 }
 
+/// What a timeout adds among ranks in this process (simulated, where the host's virtual clock
+/// stops at a value it reads until every op pushed before has ended): the usual deadlock of
+/// simulated ranks that mpirun's do not have, so that the script can be mended.
+const SIMULATED_WAIT: &str = "; on simulated ranks, a value read on the host (a `print`, a rank or a shape held in a variable) first waits for every communication pushed before it, so ranks that each read one between a `recv` and the `send` the other waits for wait for each other: read such values before the communications";
+
 /// The timer: fails every receive and collective that has waited longer than the timeout. Ends
 /// when the ranks it serves are gone.
 fn expire_loop(shared: &Arc<Shared>) {
@@ -350,7 +355,8 @@ fn expire_loop(shared: &Arc<Shared>) {
             .collect();
         for key @ (from, to, _) in overdue {
             if let Some(waiter) = state.receivers.remove(&key) {
-                let message = timeout_message("recv", to, Some(from), now - waiter.since);
+                let message =
+                    timeout_message("recv", to, Some(from), now - waiter.since) + SIMULATED_WAIT;
                 expired.push((waiter.done, Err(message)));
             }
         }
@@ -375,7 +381,8 @@ fn expire_loop(shared: &Arc<Shared>) {
                     .map_or("collective", |header| header.kind.name());
                 let missing = collective.parts.iter().position(Option::is_none);
                 for (rank, waiter) in collective.waiters {
-                    let message = timeout_message(what, rank, missing, now - waiter.since);
+                    let message =
+                        timeout_message(what, rank, missing, now - waiter.since) + SIMULATED_WAIT;
                     expired.push((waiter.done, Err(message)));
                 }
             }
