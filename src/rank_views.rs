@@ -53,6 +53,26 @@ impl RankViews {
         })
     }
 
+    /// The files it writes, as their flags name them: `--trace t.json and --timeline t.svg`;
+    /// `None` when it writes none (only the summary's lines).
+    pub(crate) fn asked_for(&self) -> Option<String> {
+        let mut views: Vec<String> = self
+            .traces
+            .iter()
+            .map(|path| format!("--trace {}", path.display()))
+            .collect();
+        views.extend(
+            self.timeline
+                .iter()
+                .map(|path| format!("--timeline {}", path.display())),
+        );
+        let (last, first) = views.split_last()?;
+        Some(match first {
+            [] => last.clone(),
+            first => format!("{} and {last}", first.join(", ")),
+        })
+    }
+
     /// Writes the merged trace and timeline and prints each rank's figures (to stderr, under
     /// rank 0's summary, with the line of [`CoreShare::note`] when the ranks on this machine
     /// shared its cores out as workers). `runs` are every rank's, in rank order. Returns whether every file was

@@ -72,9 +72,9 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
         view_plan,
         rank_views.is_some(),
         &mut |failed| {
-            if let (Ranks::Simulated(comms), true) = (ranks, failed) {
-                // The other ranks stop waiting for rank 0.
-                comms[0].end_job("rank 0 failed".to_string());
+            if let (Ranks::Simulated(comms), Some(reason)) = (ranks, failed) {
+                // The other ranks stop waiting for rank 0, and stop at their next statement.
+                comms[0].end_job(reason.to_string());
             }
             // Rank 0's summary counts the memory every rank keeps at its end.
             if let Some(others) = &mut others {
@@ -102,12 +102,35 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
             code
         }
         None => {
-            if let (Some(rank_views), Some(own_run), 0) = (&rank_views, own_run, code) {
-                // Every rank that succeeded sends its events to rank 0 (a failing one ends the
-                // job instead).
-                if let Some(runs) = ranks.gather_runs(own_run) {
-                    rank_views.write(runs);
+            match (&rank_views, own_run) {
+                (Some(rank_views), Some(own_run)) if code == 0 => {
+                    // Every rank that succeeded sends its events to rank 0 (a failing one ends
+                    // the job instead).
+                    if let Some(runs) = ranks.gather_runs(own_run) {
+                        rank_views.write(runs);
+                    }
                 }
+                // A failing rank ends the job (MPI_Abort) once this returns: rank 0 writes
+                // what it recorded itself, and every failing rank says what the views lack.
+                (Some(rank_views), own_run) => {
+                    let rank = ranks.rank();
+                    let views = rank_views.asked_for();
+                    match (own_run.filter(|_| rank == 0), views) {
+                        (Some(own_run), views) => {
+                            if let Some(views) = views {
+                                eprintln!(
+                                    "note: rank 0 failed: {views} hold rank 0's events only (its MPI_Abort ends the other ranks before they send theirs)"
+                                );
+                            }
+                            rank_views.write(vec![own_run]);
+                        }
+                        (None, Some(views)) => eprintln!(
+                            "note (rank {rank}): rank {rank} failed: {views} get none of its events (its MPI_Abort ends the job before rank 0 gathers them; a failing rank 0 writes its own)"
+                        ),
+                        (None, None) => {}
+                    }
+                }
+                (None, _) => {}
             }
             code
         }
@@ -129,7 +152,7 @@ fn warn_of_unreceived(comm: &LocalRanks) {
 /// Runs `source` (named `path`, parsed as `parsed`) in this process's session, as rank `ranks.rank()`, with the
 /// views of `view_plan`; returns the exit code, and with `keep_run` what this rank recorded
 /// (for the views of every rank). `before_views` is called once this rank's ops ended, before
-/// its views are written, with whether it failed.
+/// its views are written, with why it failed, if it did (`rank 0 failed`).
 fn run_source_as_rank(
     args: &RunArgs,
     ranks: &Ranks,
@@ -137,7 +160,7 @@ fn run_source_as_rank(
     (path, source, parsed): (&str, &str, &dep_grammar::ParseOutput),
     view_plan: Option<ViewPlan>,
     keep_run: bool,
-    before_views: &mut dyn FnMut(bool),
+    before_views: &mut dyn FnMut(Option<&str>),
 ) -> (u8, Option<dep_views::ranks::RankRun>) {
     let mut session = Session::new(config);
     if let Some(comm) = ranks.communicator() {
@@ -171,7 +194,15 @@ fn run_source_as_rank(
     if let Some(watcher) = watcher {
         watcher.stop();
     }
-    before_views(outcome.error.is_some() || waited.failures.is_some() || waited.interrupted);
+    let rank = ranks.rank();
+    let failed = if outcome.interrupted || waited.interrupted {
+        Some(format!("rank {rank} was interrupted (Ctrl-C)"))
+    } else if outcome.error.is_some() || waited.failures.is_some() {
+        Some(format!("rank {rank} failed"))
+    } else {
+        None
+    };
+    before_views(failed.as_deref());
     // Views come before the error reports, so that the last line printed is the error.
     let (views_written, kept) = match (&view_plan, recorder) {
         (Some(plan), Some(recorder)) => plan.finish(&session, recorder, path),

@@ -97,6 +97,63 @@ fn recorded_reference(dir: &TestDir, n: usize) -> String {
     )
 }
 
+/// Collectives whose ranks disagree, each with the error every rank gives and the place of
+/// rank 0's statement: MPI and simulated ranks give the same. (Under mpirun, different sizes were
+/// MPI's own error, with no statement and no rank; the same size in another shape, a broadcast
+/// into a larger buffer, another collective or another root gave wrong values silently.)
+const DISAGREEING: [(&str, &str, &str); 6] = [
+    (
+        "x = ones(rank() + 2)\nx = allreduce(x)\nprint x\n",
+        "allreduce: rank 1 has shape [3] but rank 0 has [2]; every rank must give the same shape",
+        "ranks.dep:2:1",
+    ),
+    (
+        "x = reshape(arange(6), 2, 3)\nwith rank = 1 { x = reshape(arange(6), 3, 2) }\nx = allreduce(x)\nprint x\n",
+        "allreduce: rank 1 has shape [3, 2] but rank 0 has [2, 3]",
+        "ranks.dep:3:1",
+    ),
+    (
+        "x = arange(rank() + 2)\nbroadcast(x, 0)\nprint x\n",
+        "broadcast: rank 1 has shape [3] but rank 0 has [2]",
+        "ranks.dep:2:1",
+    ),
+    (
+        "x = ones(rank() + 2)\ny = allgather(x)\nprint y\n",
+        "allgather: rank 1 has shape [3] but rank 0 has [2]",
+        "ranks.dep:2:1",
+    ),
+    (
+        "x = ones(3) * (rank() + 1)\nwith rank = 0 { x = allreduce(x) }\nwith rank = 1 { broadcast(x, 1) }\nprint x\n",
+        "collective number 1: rank 1 runs broadcast with root 1 (line 3) but rank 0 runs allreduce (line 2); every rank must run the same collectives, with the same root, in the same order",
+        "ranks.dep:2:17",
+    ),
+    (
+        "x = ones(3)\ny = reduce(x, rank())\nprint y\n",
+        "collective number 1: rank 1 runs reduce with root 1 (line 2) but rank 0 runs reduce with root 0 (line 2)",
+        "ranks.dep:2:1",
+    ),
+];
+
+/// Asserts that `run` of a DISAGREEING script failed with dep's error `expected` on rank 0, at
+/// `place`, and nothing else went wrong.
+fn assert_disagreement(run: &Run, expected: &str, place: &str) {
+    assert_eq!(run.code, 1, "{expected}\n{}", run.stderr);
+    let own = format!("error (rank 0): {expected}");
+    let at = run
+        .stderr
+        .find(&own)
+        .unwrap_or_else(|| panic!("{own}\n{}", run.stderr));
+    assert!(
+        run.stderr[at..].contains(&format!("/{place}\n")),
+        "{place}\n{}",
+        run.stderr
+    );
+    for wrong in ["MPI Error", "MPI_ERR", "panicked"] {
+        assert!(!run.stderr.contains(wrong), "{wrong}\n{}", run.stderr);
+    }
+    assert_eq!(run.stdout, "", "nothing printed after the collective");
+}
+
 /// The golden output of a sample run on simulated ranks.
 fn sample_golden(name: &str) -> String {
     let path = crate::util::repo_root().join(format!("samples/expected/{name}.out"));
@@ -264,8 +321,8 @@ mod mpi {
 
     use super::{alone, gathered_reference, recorded_reference, GATHERED, RECORDED};
     use super::{
-        assert_close, assert_rank_views, communications_reference, data_parallel, COMMUNICATIONS,
-        FAILED_INPUT, VIEW_FLAGS,
+        assert_close, assert_disagreement, assert_rank_views, communications_reference,
+        data_parallel, COMMUNICATIONS, DISAGREEING, FAILED_INPUT, VIEW_FLAGS,
     };
     use crate::util::{dep_binary, repo_root, Run, TestDir};
 
@@ -544,6 +601,73 @@ print y
     }
 
     #[test]
+    fn collectives_whose_ranks_disagree_fail_with_deps_error_naming_the_statement() {
+        let dir = TestDir::new();
+        for (script, expected, place) in DISAGREEING {
+            let run = mpirun(&dir, 2, script, &[], &[("DEP_COMM_TIMEOUT", "20")]);
+            assert_disagreement(&run, expected, place);
+        }
+    }
+
+    /// A collective one rank never reaches: its timeout is the error, then the job ends through
+    /// MPI_Abort (before, leaving with the request in flight panicked: exit 134, backtraces).
+    #[test]
+    fn a_collective_that_times_out_ends_the_job_with_its_error_and_no_panic() {
+        let dir = TestDir::new();
+        let script = "x = ones(3)\nwith rank = 0 { x = allreduce(x) }\nprint x\n";
+        let started = Instant::now();
+        let run = mpirun(&dir, 2, script, &[], &[("DEP_COMM_TIMEOUT", "1")]);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(
+            run.stderr
+                .contains("error (rank 0): allreduce: rank 0 waited")
+                && run.stderr.contains("ranks.dep:2:17"),
+            "{}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "took {:?}",
+            started.elapsed()
+        );
+    }
+
+    /// A failing job's views: rank 0, failing, writes its own events and says so; another
+    /// failing rank says that the views get none of its events (before, both silently wrote
+    /// nothing).
+    #[test]
+    fn a_failing_job_writes_what_rank_0_recorded_and_says_what_the_views_lack() {
+        let dir = TestDir::new();
+        let flags = ["--trace", "t.json", "--timeline", "t.svg"];
+        let failing = |rank: usize| {
+            format!("with rank = {rank} {{ y = ones(2) @ ones(3) ; print y }}\nx = allreduce(ones(2))\nprint x\n")
+        };
+        let run = mpirun(&dir, 2, &failing(0), &flags, &[]);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(
+            run.stderr.contains("note: rank 0 failed: --trace t.json and --timeline t.svg hold rank 0's events only"),
+            "{}",
+            run.stderr
+        );
+        let trace = std::fs::read_to_string(dir.path().join("t.json")).expect("a trace");
+        assert!(
+            trace.contains("rank 0") && trace.contains("ones(2) @ ones(3)"),
+            "{trace}"
+        );
+        assert!(dir.path().join("t.svg").exists());
+
+        let dir = TestDir::new();
+        let run = mpirun(&dir, 2, &failing(1), &flags, &[]);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(
+            run.stderr.contains("note (rank 1): rank 1 failed: --trace t.json and --timeline t.svg get none of its events"),
+            "{}",
+            run.stderr
+        );
+    }
+
+    #[test]
     fn every_rank_prints_with_its_prefix_when_asked() {
         let dir = TestDir::new();
         let run = mpirun(&dir, 2, "print rank()\n", &["--all-ranks"], &[]).expect_code(0);
@@ -606,6 +730,34 @@ print x
             .lines()
             .find(|line| line.trim_start().starts_with("busy:"))
             .unwrap_or_else(|| panic!("no busy line: {stderr}"))
+    }
+
+    /// Rank 0 waits 300 ms in an allreduce for rank 1's work: the wait is communication, not
+    /// busy time of the worker that posted it (before, rank 0's `cpu:0` showed 100%, and a
+    /// data-parallel run on 4 ranks over 300%).
+    #[test]
+    fn waiting_for_a_communication_is_not_worker_busy_time() {
+        let dir = TestDir::new();
+        let script =
+            "x = ones(10)\nwith rank = 1 { x = work(300, x) }\nx = allreduce(x)\nprint x[0]\n";
+        let run = mpirun(&dir, 2, script, &["--summary", "--threads", "1"], &[]).expect_code(0);
+        let busy = busy_line(&run.stderr);
+        let shares: Vec<f64> = busy
+            .split('(')
+            .skip(1)
+            .filter_map(|part| part.split('%').next()?.parse().ok())
+            .collect();
+        assert!(!shares.is_empty(), "{busy}");
+        assert!(
+            shares.iter().all(|share| *share < 50.0),
+            "rank 0 only waits: {busy}\n{}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.contains("rank 0: compute busy"),
+            "{}",
+            run.stderr
+        );
     }
 
     #[test]
@@ -891,6 +1043,145 @@ fn a_failing_simulated_rank_ends_the_job_with_its_error() {
         run.stderr
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn simulated_collectives_whose_ranks_disagree_fail_as_under_mpirun() {
+    let dir = TestDir::new();
+    for (script, expected, place) in DISAGREEING {
+        let run = simulated(&dir, 2, script, &[]);
+        assert_disagreement(&run, expected, place);
+    }
+}
+
+/// A loop of allreduces long enough (seconds) to show whether the other ranks stop.
+const LONG_LOOP: &str =
+    "for i in 0..200000 {\n  x = allreduce(x)\n  x = x / ranks()\n}\nprint x[0]\n";
+
+/// One simulated rank fails (rank 0 or rank 1) while the others run a long loop of
+/// communications: they stop at their next statement, as under mpirun (before, they ran the whole
+/// loop, each refused communication spawning a thread, for a minute or more).
+#[test]
+fn a_failing_simulated_rank_stops_the_others_at_their_next_statement() {
+    let dir = TestDir::new();
+    for failing in [0, 1] {
+        let script = format!(
+            "x = ones(1000)\nwith rank = {failing} {{ y = ones(2) @ ones(3) ; print y }}\n{LONG_LOOP}"
+        );
+        let path = dir.write("ranks.dep", &script);
+        let started = std::time::Instant::now();
+        let run = Run::of(
+            dir.dep()
+                .arg("run")
+                .arg(&path)
+                .args(["--engine", "sim", "--ranks", "3"])
+                .env("DEP_COMM_TIMEOUT", "60"),
+        )
+        .expect_code(1);
+        assert!(
+            run.stderr.contains(&format!(
+                "error (rank {failing}): matmul: shapes [2] and [3] are not aligned"
+            )),
+            "{}",
+            run.stderr
+        );
+        let other = 1 - failing;
+        assert!(
+            run.stderr.contains(&format!(
+                "error (rank {other}): the job ended: rank {failing} failed"
+            )),
+            "{}",
+            run.stderr
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(8),
+            "rank {failing} failing took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// Ctrl-C stops every simulated rank, not only rank 0 (before, the others ran on, at full
+/// CPU, until a second Ctrl-C).
+#[test]
+fn ctrl_c_stops_every_simulated_rank() {
+    use std::io::Read;
+    let dir = TestDir::new();
+    let script = format!(
+        "x = ones(1000)\n{}",
+        LONG_LOOP.replace("200000", "100000000")
+    );
+    let path = dir.write("ranks.dep", &script);
+    let mut child = dir
+        .dep()
+        .arg("run")
+        .arg(&path)
+        .args(["--engine", "sim", "--ranks", "2"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start dep");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for dep") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the simulated ranks did not stop after one Ctrl-C");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stderr);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("error (rank 0): interrupted"), "{stderr}");
+    // Rank 1 learns of it from rank 0's end (`rank 0 was interrupted (Ctrl-C)`), or from the
+    // communication the interrupt cancelled on rank 0 (`rank 0 failed (... did not run)`).
+    assert!(
+        stderr.contains("error (rank 1): the job ended: rank 0 ")
+            && stderr.contains("stopped before this statement"),
+        "{stderr}"
+    );
+}
+
+/// Each rank reads a rank held in a variable between its `recv` and its `send`: under the
+/// simulated engine the read waits for the `recv` (the virtual clock stops at a host read until
+/// every op pushed before it has ended), so the ranks wait for each other. The timeout says so,
+/// and how to write it (MPI's engines run it).
+#[test]
+fn a_simulated_recv_that_times_out_says_how_host_reads_wait() {
+    let dir = TestDir::new();
+    let path = dir.write(
+        "ranks.dep",
+        "x = full(rank() + 1, 3)\nother = 1 - rank()\ny = recv(other, 3)\nsend(x, other)\nprint y\n",
+    );
+    let run = Run::of(
+        dir.dep()
+            .arg("run")
+            .arg(&path)
+            .args(["--engine", "sim", "--ranks", "2"])
+            .env("DEP_COMM_TIMEOUT", "1"),
+    )
+    .expect_code(1);
+    assert!(
+        run.stderr.contains("waited 1.0 s for rank")
+            && run
+                .stderr
+                .contains("on simulated ranks, a value read on the host"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]

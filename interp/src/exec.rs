@@ -196,7 +196,9 @@ impl<'a> Runner<'a> {
     }
 
     /// Stops the input with an "interrupted" error at `span` if the user asked to stop (Ctrl-C,
-    /// a kernel interrupt), cancelling the ops that have not started.
+    /// a kernel interrupt), or with the reason the job ended if it ended while the input ran (a
+    /// simulated rank failed: the others stop as MPI_Abort stops them), cancelling the ops that
+    /// have not started.
     fn check_interrupt(&self, span: grammar::Span) -> Result<(), RunError> {
         if self
             .scope
@@ -210,6 +212,16 @@ impl<'a> Runner<'a> {
                 "interrupted: ops that had not started are cancelled; running ops finish",
                 "stopped before this statement",
             ));
+        }
+        if !self.scope.job_ended_at_start {
+            if let Some(reason) = self.scope.comm.ended() {
+                self.scope.engine.cancel_pending();
+                return Err(self.error(
+                    span,
+                    format!("the job ended: {reason}"),
+                    "stopped before this statement",
+                ));
+            }
         }
         Ok(())
     }

@@ -706,6 +706,7 @@ impl Session {
             cancel_mark: self.engine.cancel_mark(),
             comm: &self.comm,
             comm_counters: &mut self.comm_counters,
+            job_ended_at_start: self.comm.ended().is_some(),
         }
     }
 

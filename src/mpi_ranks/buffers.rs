@@ -22,6 +22,8 @@ const POOL_BYTES: usize = 64 << 20;
 pub(super) struct EpochBuffers {
     sent: Arena<Tensor>,
     received: Arena<Vec<f32>>,
+    /// The collectives' headers: each rank's own, and every rank's gathered.
+    headers: Arena<Vec<u64>>,
     /// Whether anything was lent out this epoch.
     used: Cell<bool>,
 }
@@ -51,6 +53,15 @@ impl EpochBuffers {
         let (at, buffer) = self.receive(pool, values.len());
         buffer.copy_from_slice(values);
         (at, buffer)
+    }
+
+    /// Lends `own` (this rank's header of a collective) to a request that gathers every rank's,
+    /// and a buffer for the `ranks` headers it gathers.
+    pub(super) fn header(&self, own: &[u64], ranks: usize) -> (&[u64], &mut [u64]) {
+        self.used.set(true);
+        let sent = self.headers.alloc(own.to_vec());
+        let gathered = self.headers.alloc(vec![0; own.len() * ranks]);
+        (sent, gathered)
     }
 
     /// Whether anything was lent this epoch.

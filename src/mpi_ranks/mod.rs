@@ -9,6 +9,14 @@
 //! with `MPI_Improbe` as their messages arrive), tests them while it waits for more, and calls
 //! each op's `CommDone` from that thread as its request finishes, which completes the op.
 //!
+//! Agreement: before a collective moves any data, every rank's side of it (which collective, its
+//! root, the shape of its values: a `CollectiveHeader`, a few words) is gathered on a
+//! communicator of their own (`MPI_Iallgather`, the same size on every rank, so it always
+//! matches). The collective is posted only if every rank's agrees; otherwise every rank fails
+//! its op with the same error, saying what differs, and posts nothing (two ranks' different
+//! sizes would be MPI's own error, which ends the job without naming the statement; a different
+//! shape or collective of the same size would give wrong values silently).
+//!
 //! Buffers: a posted request borrows its buffers until it completes, so the thread runs in
 //! epochs: an `mpi::request::scope` with the [`buffers::EpochBuffers`] its requests borrow,
 //! ended as soon as no request is in flight. A request sends straight from the input's tensor
@@ -39,7 +47,9 @@ use mpi::request::{LocalScope, Request};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator as _, CommunicatorCollectives, Destination, Root, Source};
 
-use dep_interp::comm::{timeout, timeout_message, CommDone, CommRequest, Communicator};
+use dep_interp::comm::{
+    disagreement, timeout, timeout_message, CollectiveHeader, CommDone, CommRequest, Communicator,
+};
 
 use buffers::{EpochBuffers, Pool, Received};
 use pace::{Disconnected, Pacer};
@@ -180,8 +190,10 @@ fn progress(
         return;
     };
     let world = universe.world();
-    // Views travel on a communicator of their own, apart from the script's messages.
+    // Views travel on a communicator of their own, apart from the script's messages; so do the
+    // collectives' headers, which may then run ahead of the collectives themselves.
     let views = world.duplicate();
+    let headers = world.duplicate();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
     let local_ranks = world.split_shared(world.rank()).size() as usize;
     let _ = ready.send(Ok((rank, size, local_ranks)));
@@ -192,9 +204,12 @@ fn progress(
         rank,
         size,
         views,
+        headers,
         timeout: timeout(),
         next_collective: 0,
+        next_header: 0,
         held: BTreeMap::new(),
+        agreeing: BTreeMap::new(),
         receives: Vec::new(),
         finishing: false,
         ended: None,
@@ -206,7 +221,6 @@ fn progress(
         match end {
             EpochEnd::Drained => {}
             EpochEnd::Finish => break,
-            EpochEnd::Abort(code) => world.abort(code),
         }
     }
     // The views' communicator is freed before MPI is finalized.
@@ -214,14 +228,13 @@ fn progress(
     drop(universe);
 }
 
-/// How an epoch ended.
+/// How an epoch ended. (An abort ends none: `MPI_Abort` is called inside the epoch, while the
+/// requests still in flight are alive, since leaving the scope with one would panic.)
 enum EpochEnd {
     /// Nothing in flight: give the buffers back and go on.
     Drained,
     /// Asked to finish, and nothing is left.
     Finish,
-    /// Asked to abort, or to finish with requests that never completed.
-    Abort(i32),
 }
 
 /// A communication waiting on this thread: what it is, for whom, since when.
@@ -248,6 +261,36 @@ struct InFlight<'a, 's> {
     waiting: Waiting,
 }
 
+/// Posted requests that will never be tested again (their op failed): kept until `MPI_Abort`,
+/// since a request dropped before it completes panics.
+#[derive(Default)]
+struct Abandoned<'a, 's> {
+    /// Collectives and sends.
+    data: Vec<Request<'a, [f32], &'s LocalScope<'a>>>,
+    /// Collectives' headers.
+    headers: Vec<Request<'a, [u64], &'s LocalScope<'a>>>,
+}
+
+impl Abandoned<'_, '_> {
+    fn is_empty(&self) -> bool {
+        self.data.is_empty() && self.headers.is_empty()
+    }
+}
+
+/// The gathering of every rank's header of collective `seq`.
+struct HeaderFlight<'a, 's> {
+    seq: u64,
+    request: Request<'a, [u64], &'s LocalScope<'a>>,
+}
+
+/// A collective whose header went out: what it is and who waits, and, once every rank's header
+/// came back, whether they agree.
+struct Agreeing {
+    request: CommRequest,
+    waiting: Waiting,
+    verdict: Option<Result<(), String>>,
+}
+
 /// What a completed request gives its op.
 #[derive(Clone, Copy)]
 enum Outcome {
@@ -271,10 +314,16 @@ struct Progress {
     /// The communicator the views are gathered on.
     views: SimpleCommunicator,
     timeout: Duration,
+    /// The communicator the collectives' headers are gathered on.
+    headers: SimpleCommunicator,
     /// The number of the next collective to post: collectives are posted in push order.
     next_collective: u64,
-    /// Collectives that came before their turn.
+    /// The number of the next collective whose header to gather, in push order too.
+    next_header: u64,
+    /// Collectives that came before their turn to send their header.
     held: BTreeMap<u64, (CommRequest, Waiting)>,
+    /// Collectives whose header went out, until they are posted.
+    agreeing: BTreeMap<u64, Agreeing>,
     receives: Vec<Receive>,
     finishing: bool,
     /// Why this rank is failing, once a communication of it will never start: every
@@ -291,21 +340,30 @@ impl Progress {
         inbox: &mpsc::Receiver<Command>,
     ) -> EpochEnd {
         let mut in_flight: Vec<InFlight<'a, 's>> = Vec::new();
+        let mut header_flights: Vec<HeaderFlight<'a, 's>> = Vec::new();
         // Requests whose op failed on the timeout: still posted, so kept until MPI_Abort.
-        let mut abandoned: Vec<Request<'a, [f32], &'s LocalScope<'a>>> = Vec::new();
+        let mut abandoned = Abandoned::default();
         loop {
-            let busy = !in_flight.is_empty() || !self.receives.is_empty();
+            let busy = !in_flight.is_empty()
+                || !header_flights.is_empty()
+                || !self.agreeing.is_empty()
+                || !self.receives.is_empty();
             if !busy && self.finishing && self.held.is_empty() {
-                return if abandoned.is_empty() {
-                    EpochEnd::Finish
-                } else {
-                    EpochEnd::Abort(1)
-                };
+                if !abandoned.is_empty() {
+                    // Requests that never completed: MPI cannot be finalized.
+                    world.abort(1);
+                }
+                return EpochEnd::Finish;
             }
-            if in_flight.is_empty() && abandoned.is_empty() && buffers.used() {
+            if in_flight.is_empty()
+                && header_flights.is_empty()
+                && abandoned.is_empty()
+                && buffers.used()
+            {
                 return EpochEnd::Drained;
             }
-            let bytes_in_flight = in_flight.iter().map(|flight| flight.bytes).sum();
+            let bytes_in_flight = in_flight.iter().map(|flight| flight.bytes).sum::<usize>()
+                + header_flights.len() * CollectiveHeader::WORDS * 8 * self.size;
             let in_flight_now = busy.then_some(bytes_in_flight);
             let first = match self.pacer.wait(in_flight_now, inbox) {
                 Ok(first) => first,
@@ -325,16 +383,21 @@ impl Progress {
                         self.accept(request, done, world, scope, buffers, &mut in_flight)
                     }
                     Command::Abandon(reason) => {
-                        self.end(reason, &mut in_flight, &mut abandoned);
+                        self.end(reason, &mut in_flight, &mut header_flights, &mut abandoned);
                     }
                     Command::Gather(bytes, reply) => {
                         let _ = reply.send(self.gather(bytes));
                     }
-                    Command::Abort(code) => return EpochEnd::Abort(code),
+                    // Here, with every request in flight alive: MPI_Abort ends the process.
+                    Command::Abort(code) => world.abort(code),
                     Command::Finish => self.finishing = true,
                 }
             }
-            progressed |= self.test_in_flight(&mut in_flight, &mut abandoned);
+            self.send_headers(scope, buffers, &mut header_flights);
+            progressed |= self.test_headers(&mut header_flights, &mut abandoned);
+            progressed |= self.post_agreed(world, scope, buffers, &mut in_flight);
+            let headers_in_flight = !header_flights.is_empty();
+            progressed |= self.test_in_flight(&mut in_flight, headers_in_flight, &mut abandoned);
             progressed |= self.match_receives(world);
             self.expire_held();
             if progressed {
@@ -424,80 +487,199 @@ impl Progress {
                     since,
                 };
                 self.held.insert(seq, (request, waiting));
-                while let Some((request, waiting)) = self.held.remove(&self.next_collective) {
-                    self.next_collective += 1;
-                    let bytes = match &request {
-                        CommRequest::AllReduce { data, .. }
-                        | CommRequest::Broadcast { data, .. }
-                        | CommRequest::Reduce { data, .. }
-                        | CommRequest::Send { data, .. } => std::mem::size_of_val(data.data()),
-                        CommRequest::AllGather { data, .. } => {
-                            std::mem::size_of_val(data.data()) * self.size
-                        }
-                        CommRequest::Recv { .. } => 0,
+            }
+        }
+    }
+
+    /// Sends the headers of the collectives held, in push order: each gathers every rank's
+    /// header of the collective on their communicator (see the module's doc).
+    fn send_headers<'a, 's>(
+        &mut self,
+        scope: &'s LocalScope<'a>,
+        buffers: &'a EpochBuffers,
+        header_flights: &mut Vec<HeaderFlight<'a, 's>>,
+    ) {
+        while let Some((request, waiting)) = self.held.remove(&self.next_header) {
+            let seq = self.next_header;
+            self.next_header += 1;
+            let Some(header) = request.header() else {
+                (waiting.done)(Err("a message was taken for a collective".to_string()));
+                continue;
+            };
+            let (own, gathered) = buffers.header(&header.encode(), self.size);
+            header_flights.push(HeaderFlight {
+                seq,
+                request: self.headers.immediate_all_gather_into(scope, own, gathered),
+            });
+            self.agreeing.insert(
+                seq,
+                Agreeing {
+                    request,
+                    waiting,
+                    verdict: None,
+                },
+            );
+        }
+    }
+
+    /// Compares every rank's header of the collectives whose headers came back; fails those
+    /// waited for past the timeout (a rank never reached the collective).
+    fn test_headers<'a, 's>(
+        &mut self,
+        header_flights: &mut Vec<HeaderFlight<'a, 's>>,
+        abandoned: &mut Abandoned<'a, 's>,
+    ) -> bool {
+        let mut progressed = false;
+        for HeaderFlight { seq, request } in std::mem::take(header_flights) {
+            match request.test_with_data() {
+                Ok((_, words)) => {
+                    progressed = true;
+                    let headers: Option<Vec<CollectiveHeader>> = words
+                        .chunks(CollectiveHeader::WORDS)
+                        .map(CollectiveHeader::decode)
+                        .collect();
+                    let verdict = match headers {
+                        Some(headers) => match disagreement(seq, &headers) {
+                            Some(message) => Err(message),
+                            None => Ok(()),
+                        },
+                        None => Err(format!(
+                            "collective number {}: a rank sent a header this rank cannot read (is every rank the same dep?)",
+                            seq + 1
+                        )),
                     };
-                    let (request, result) =
-                        match request {
-                            CommRequest::AllReduce { data, .. } => {
-                                let (at, receive) = buffers.receive(&mut self.pool, data.len());
-                                let send = buffers.send(data);
-                                let request = world.immediate_all_reduce_into(
-                                    scope,
-                                    send,
-                                    receive,
-                                    SystemOperation::sum(),
-                                );
-                                (request, Outcome::Buffer(at))
-                            }
-                            CommRequest::Broadcast { root, data, .. } => {
-                                let (at, buffer) = buffers.copy(&mut self.pool, data.data());
-                                let request = world
-                                    .process_at_rank(root as i32)
-                                    .immediate_broadcast_into(scope, buffer);
-                                (request, Outcome::Buffer(at))
-                            }
-                            // The root's buffer gets the sum; another rank's request holds its
-                            // own values, which it gets back.
-                            CommRequest::Reduce { root, data, .. } if root == self.rank => {
-                                let (at, receive) = buffers.receive(&mut self.pool, data.len());
-                                let send = buffers.send(data);
-                                let request = world
-                                    .process_at_rank(root as i32)
-                                    .immediate_reduce_into_root(
-                                        scope,
-                                        send,
-                                        receive,
-                                        SystemOperation::sum(),
-                                    );
-                                (request, Outcome::Buffer(at))
-                            }
-                            CommRequest::Reduce { root, data, .. } => {
-                                let send = buffers.send(data);
-                                let request = world
-                                    .process_at_rank(root as i32)
-                                    .immediate_reduce_into(scope, send, SystemOperation::sum());
-                                (request, Outcome::Copy)
-                            }
-                            CommRequest::AllGather { data, .. } => {
-                                let (at, receive) =
-                                    buffers.receive(&mut self.pool, data.len() * self.size);
-                                let send = buffers.send(data);
-                                let request = world.immediate_all_gather_into(scope, send, receive);
-                                (request, Outcome::Buffer(at))
-                            }
-                            CommRequest::Send { .. } | CommRequest::Recv { .. } => {
-                                unreachable!("only collectives are held")
-                            }
-                        };
-                    in_flight.push(InFlight {
-                        request,
-                        bytes,
-                        result,
-                        waiting,
-                    });
+                    if let Some(agreeing) = self.agreeing.get_mut(&seq) {
+                        agreeing.verdict = Some(verdict);
+                    }
+                }
+                Err(request) => {
+                    let overdue = self
+                        .agreeing
+                        .get(&seq)
+                        .is_none_or(|agreeing| agreeing.waiting.since.elapsed() >= self.timeout);
+                    if overdue {
+                        if let Some(agreeing) = self.agreeing.remove(&seq) {
+                            let waiting = agreeing.waiting;
+                            let message = timeout_message(
+                                waiting.what,
+                                self.rank,
+                                None,
+                                waiting.since.elapsed(),
+                            );
+                            (waiting.done)(Err(message));
+                        }
+                        abandoned.headers.push(request);
+                    } else {
+                        header_flights.push(HeaderFlight { seq, request });
+                    }
                 }
             }
         }
+        progressed
+    }
+
+    /// Posts the collectives whose every rank's header agreed, in push order (MPI matches
+    /// collectives by the order they are called); fails those whose headers disagreed, which
+    /// every rank then leaves out alike.
+    fn post_agreed<'a, 's>(
+        &mut self,
+        world: &SimpleCommunicator,
+        scope: &'s LocalScope<'a>,
+        buffers: &'a EpochBuffers,
+        in_flight: &mut Vec<InFlight<'a, 's>>,
+    ) -> bool {
+        let mut progressed = false;
+        while self
+            .agreeing
+            .get(&self.next_collective)
+            .is_some_and(|agreeing| agreeing.verdict.is_some())
+        {
+            let Some(Agreeing {
+                request,
+                waiting,
+                verdict: Some(verdict),
+            }) = self.agreeing.remove(&self.next_collective)
+            else {
+                break;
+            };
+            self.next_collective += 1;
+            progressed = true;
+            match verdict {
+                Ok(()) => self.post_collective(request, waiting, world, scope, buffers, in_flight),
+                Err(message) => (waiting.done)(Err(message)),
+            }
+        }
+        progressed
+    }
+
+    /// Posts a collective every rank agreed on.
+    fn post_collective<'a, 's>(
+        &mut self,
+        request: CommRequest,
+        waiting: Waiting,
+        world: &SimpleCommunicator,
+        scope: &'s LocalScope<'a>,
+        buffers: &'a EpochBuffers,
+        in_flight: &mut Vec<InFlight<'a, 's>>,
+    ) {
+        let bytes = match &request {
+            CommRequest::AllReduce { data, .. }
+            | CommRequest::Broadcast { data, .. }
+            | CommRequest::Reduce { data, .. }
+            | CommRequest::Send { data, .. } => std::mem::size_of_val(data.data()),
+            CommRequest::AllGather { data, .. } => std::mem::size_of_val(data.data()) * self.size,
+            CommRequest::Recv { .. } => 0,
+        };
+        let (request, result) = match request {
+            CommRequest::AllReduce { data, .. } => {
+                let (at, receive) = buffers.receive(&mut self.pool, data.len());
+                let send = buffers.send(data);
+                let request =
+                    world.immediate_all_reduce_into(scope, send, receive, SystemOperation::sum());
+                (request, Outcome::Buffer(at))
+            }
+            CommRequest::Broadcast { root, data, .. } => {
+                let (at, buffer) = buffers.copy(&mut self.pool, data.data());
+                let request = world
+                    .process_at_rank(root as i32)
+                    .immediate_broadcast_into(scope, buffer);
+                (request, Outcome::Buffer(at))
+            }
+            // The root's buffer gets the sum; another rank's request holds its
+            // own values, which it gets back.
+            CommRequest::Reduce { root, data, .. } if root == self.rank => {
+                let (at, receive) = buffers.receive(&mut self.pool, data.len());
+                let send = buffers.send(data);
+                let request = world
+                    .process_at_rank(root as i32)
+                    .immediate_reduce_into_root(scope, send, receive, SystemOperation::sum());
+                (request, Outcome::Buffer(at))
+            }
+            CommRequest::Reduce { root, data, .. } => {
+                let send = buffers.send(data);
+                let request = world.process_at_rank(root as i32).immediate_reduce_into(
+                    scope,
+                    send,
+                    SystemOperation::sum(),
+                );
+                (request, Outcome::Copy)
+            }
+            CommRequest::AllGather { data, .. } => {
+                let (at, receive) = buffers.receive(&mut self.pool, data.len() * self.size);
+                let send = buffers.send(data);
+                let request = world.immediate_all_gather_into(scope, send, receive);
+                (request, Outcome::Buffer(at))
+            }
+            CommRequest::Send { .. } | CommRequest::Recv { .. } => {
+                return (waiting.done)(Err("a message was taken for a collective".to_string()));
+            }
+        };
+        in_flight.push(InFlight {
+            request,
+            bytes,
+            result,
+            waiting,
+        });
     }
 
     /// Gathers every rank's bytes on rank 0, blocking (see [`Command::Gather`]).
@@ -521,30 +703,39 @@ impl Progress {
         &mut self,
         reason: String,
         in_flight: &mut Vec<InFlight<'a, 's>>,
-        abandoned: &mut Vec<Request<'a, [f32], &'s LocalScope<'a>>>,
+        header_flights: &mut Vec<HeaderFlight<'a, 's>>,
+        abandoned: &mut Abandoned<'a, 's>,
     ) {
         let message = format!("the job is ending: {reason}");
         self.ended.get_or_insert(reason);
         let held = std::mem::take(&mut self.held)
             .into_values()
             .map(|(_, waiting)| waiting);
+        let agreeing = std::mem::take(&mut self.agreeing)
+            .into_values()
+            .map(|agreeing| agreeing.waiting);
         let receives = self.receives.drain(..).map(|receive| receive.waiting);
-        for waiting in held.chain(receives).collect::<Vec<_>>() {
+        for waiting in held.chain(agreeing).chain(receives).collect::<Vec<_>>() {
             (waiting.done)(Err(message.clone()));
         }
         for flight in in_flight.drain(..) {
             (flight.waiting.done)(Err(message.clone()));
-            abandoned.push(flight.request);
+            abandoned.data.push(flight.request);
         }
+        abandoned
+            .headers
+            .extend(header_flights.drain(..).map(|flight| flight.request));
     }
 
     /// Finishes the requests that completed, and fails those that waited past the timeout. A
-    /// result that completes with nothing else in flight is kept in its buffer for the end of the
-    /// epoch, which comes next (see the module's doc); the others are copied out now.
+    /// result that completes with nothing else in flight (no request, and no header:
+    /// `headers_in_flight`) is kept in its buffer for the end of the epoch, which comes next
+    /// (see the module's doc); the others are copied out now.
     fn test_in_flight<'a, 's>(
         &mut self,
         in_flight: &mut Vec<InFlight<'a, 's>>,
-        abandoned: &mut Vec<Request<'a, [f32], &'s LocalScope<'a>>>,
+        headers_in_flight: bool,
+        abandoned: &mut Abandoned<'a, 's>,
     ) -> bool {
         let mut completed = Vec::new();
         let mut still = Vec::with_capacity(in_flight.len());
@@ -565,7 +756,7 @@ impl Progress {
                         waiting.since.elapsed(),
                     );
                     (waiting.done)(Err(message));
-                    abandoned.push(request);
+                    abandoned.data.push(request);
                 }
                 Err(request) => still.push(InFlight {
                     request,
@@ -576,7 +767,7 @@ impl Progress {
             }
         }
         *in_flight = still;
-        let epoch_ends = in_flight.is_empty() && abandoned.is_empty();
+        let epoch_ends = in_flight.is_empty() && !headers_in_flight && abandoned.is_empty();
         let progressed = !completed.is_empty();
         for (result, data, waiting) in completed {
             match result {
@@ -618,8 +809,9 @@ impl Progress {
         progressed
     }
 
-    /// Fails collectives held past the timeout (an earlier one never started here: its op
-    /// failed or was skipped).
+    /// Fails collectives held past the timeout, before their header went out or after every
+    /// rank's came back (an earlier one never started here: its op failed or was skipped, or
+    /// its header was not answered).
     fn expire_held(&mut self) {
         let timeout = self.timeout;
         let expired: Vec<u64> = self
@@ -628,16 +820,33 @@ impl Progress {
             .filter(|(_, (_, waiting))| waiting.since.elapsed() >= timeout)
             .map(|(seq, _)| *seq)
             .collect();
+        let agreed: Vec<u64> = self
+            .agreeing
+            .iter()
+            .filter(|(_, agreeing)| {
+                agreeing.verdict.is_some() && agreeing.waiting.since.elapsed() >= timeout
+            })
+            .map(|(seq, _)| *seq)
+            .collect();
+        let mut overdue: Vec<(u64, Waiting)> = Vec::new();
         for seq in expired {
             if let Some((_, waiting)) = self.held.remove(&seq) {
-                let message = format!(
-                    "{}: collective {seq} of rank {} waited {:.1} s for the collectives pushed before it on this rank (DEP_COMM_TIMEOUT)",
-                    waiting.what,
-                    self.rank,
-                    waiting.since.elapsed().as_secs_f64()
-                );
-                (waiting.done)(Err(message));
+                overdue.push((seq, waiting));
             }
+        }
+        for seq in agreed {
+            if let Some(agreeing) = self.agreeing.remove(&seq) {
+                overdue.push((seq, agreeing.waiting));
+            }
+        }
+        for (seq, waiting) in overdue {
+            let message = format!(
+                "{}: collective {seq} of rank {} waited {:.1} s for the collectives pushed before it on this rank (DEP_COMM_TIMEOUT)",
+                waiting.what,
+                self.rank,
+                waiting.since.elapsed().as_secs_f64()
+            );
+            (waiting.done)(Err(message));
         }
     }
 }

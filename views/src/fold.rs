@@ -215,8 +215,15 @@ pub struct RunFold {
     first_push_ns: Option<u64>,
     last_ns: u64,
     n_by_state: [usize; N_STATES],
-    /// Each worker's busy time, by index; `None` for one that ran no op.
+    /// Each worker's busy time, by index; `None` for one that ran no op. Communications are
+    /// not in it: see `comm_spans`.
     busy_ns: Vec<Option<u64>>,
+    /// The spans of each worker's communications (ops on `Device::Net`), by index. An
+    /// asynchronous communication only posts its request on a worker, and then waits for its
+    /// peers while the worker runs other ops: its time is the worker's busy time only on a
+    /// lane of the network's own (`net:0`: the per-device policy's, the simulator's), and
+    /// there the union of the spans, since several may be in flight at once.
+    comm_spans: Vec<Vec<(u64, u64)>>,
     /// The longest path so far.
     critical: Option<Critical>,
     /// The ops' labels, each once: live ops and paths name them by number, so that an op
@@ -1112,8 +1119,14 @@ impl RunFold {
         live.finished = true;
         live.message = message.map(str::to_string);
         if let Some((worker, start_ns)) = live.started {
-            // Its start made the worker's entry.
-            if let Some(Some(busy)) = self.busy_ns.get_mut(worker as usize) {
+            if live.device == Device::Net {
+                let index = worker as usize;
+                if self.comm_spans.len() <= index {
+                    self.comm_spans.resize(index + 1, Vec::new());
+                }
+                self.comm_spans[index].push((start_ns, time_ns.max(start_ns)));
+            } else if let Some(Some(busy)) = self.busy_ns.get_mut(worker as usize) {
+                // Its start made the worker's entry.
                 *busy += time_ns.saturating_sub(start_ns);
             }
         }
@@ -1400,7 +1413,11 @@ impl RunFold {
             .filter_map(|lane| match lane {
                 TraceLane::Worker(worker, name) => {
                     let busy = self.busy_ns.get(*worker as usize).copied().flatten();
-                    Some((name.clone(), busy.unwrap_or(0)))
+                    let comm = match self.comm_spans.get(*worker as usize) {
+                        Some(spans) if is_network_lane(name) => covered_ns(spans),
+                        _ => 0,
+                    };
+                    Some((name.clone(), busy.unwrap_or(0) + comm))
                 }
                 TraceLane::Device(_) => None,
             })
@@ -1478,6 +1495,28 @@ const ALL_STATES: [OpState; N_STATES] = [
     OpState::Cancelled,
 ];
 
+/// Whether a worker's lane is the network's own (`net:0`), where communications are its work,
+/// rather than a compute worker's, which only posts them.
+pub fn is_network_lane(name: &str) -> bool {
+    name.starts_with("net")
+}
+
+/// The time the union of `spans` covers: spans in flight at once count once.
+pub fn covered_ns(spans: &[(u64, u64)]) -> u64 {
+    let mut spans = spans.to_vec();
+    spans.sort_unstable();
+    let mut covered = 0;
+    let mut reach = 0;
+    for (start, end) in spans {
+        let start = start.max(reach);
+        if end > start {
+            covered += end - start;
+            reach = end;
+        }
+    }
+    covered
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1540,5 +1579,13 @@ mod tests {
             .map(|index| format!("{} (line 2)", label(index)))
             .collect();
         assert_eq!(shown, expected);
+    }
+
+    #[test]
+    fn communications_in_flight_at_once_cover_their_union_and_only_network_lanes_count_them() {
+        assert_eq!(covered_ns(&[]), 0);
+        assert_eq!(covered_ns(&[(10, 20), (0, 5), (15, 30), (18, 19)]), 25);
+        assert!(is_network_lane("net:0"));
+        assert!(!is_network_lane("cpu:0") && !is_network_lane("main"));
     }
 }

@@ -104,12 +104,25 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
         // A running op counts up to now while the run goes on; in a run that ended, an op
         // that never finished does not count.
         let live = replay.now_ns().is_some();
-        let busy: u64 = replay
-            .bars(lane)
+        // Communications count as in the summary (`fold::RunFold`): only on a lane of the
+        // network's own, once where several are in flight.
+        let network = crate::fold::is_network_lane(&replay.lane_name(lane));
+        let bars = replay.bars(lane);
+        let counted = bars
             .iter()
-            .filter(|bar| live || bar.op.finished_ns.is_some())
+            .filter(|bar| live || bar.op.finished_ns.is_some());
+        let (comm, compute): (Vec<&Bar<'_>>, Vec<&Bar<'_>>) =
+            counted.partition(|bar| bar.op.device == dep_engine::Device::Net);
+        let comm: Vec<(u64, u64)> = comm
+            .iter()
+            .filter(|_| network)
+            .map(|bar| (bar.start_ns, bar.end_ns))
+            .collect();
+        let busy: u64 = compute
+            .iter()
             .map(|bar| bar.end_ns - bar.start_ns)
-            .sum();
+            .sum::<u64>()
+            + crate::fold::covered_ns(&comm);
         let _ = writeln!(
             svg,
             r#"<rect x="{LEFT_PX}" y="{y:.1}" width="{plot:.1}" height="{BAR_PX}" fill="{}"/><text x="10" y="{:.1}">{}</text><text x="{:.1}" y="{:.1}" text-anchor="end" fill="{}" font-size="9">{:.0}%</text>"#,

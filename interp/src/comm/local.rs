@@ -4,12 +4,17 @@
 //! timer thread fails what waits longer than the timeout.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::{timeout_message, CommDone, CommRequest, Communicator};
+use super::{
+    disagreement, timeout_message, CollectiveHeader, CollectiveKind, CommDone, CommRequest,
+    Communicator,
+};
+use crate::tensor::Tensor;
 
 /// One rank of a group of ranks in this process.
 pub struct LocalRanks {
@@ -21,6 +26,9 @@ struct Shared {
     size: usize,
     timeout: Duration,
     state: Mutex<State>,
+    /// Whether `State::ended` is set: read before every statement of every rank, so kept out
+    /// of the lock.
+    ended: AtomicBool,
     /// Told when something starts waiting, so that the timer looks at its deadline.
     waiting: Condvar,
 }
@@ -37,29 +45,11 @@ struct State {
     ended: Option<String>,
 }
 
-/// Which collective, and its root.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum CollectiveKind {
-    AllReduce,
-    Broadcast(usize),
-    Reduce(usize),
-    AllGather,
-}
-
-impl CollectiveKind {
-    fn name(self) -> &'static str {
-        match self {
-            CollectiveKind::AllReduce => "allreduce",
-            CollectiveKind::Broadcast(_) => "broadcast",
-            CollectiveKind::Reduce(_) => "reduce",
-            CollectiveKind::AllGather => "allgather",
-        }
-    }
-}
-
 /// A collective some ranks have joined.
 struct Collective {
-    kind: CollectiveKind,
+    seq: u64,
+    /// Each rank's side (which collective, its root, its shape), once it joined.
+    headers: Vec<Option<CollectiveHeader>>,
     /// Each rank's values, once it joined.
     parts: Vec<Option<Vec<f32>>>,
     waiters: Vec<(usize, Waiter)>,
@@ -81,6 +71,7 @@ impl LocalRanks {
             size: size.max(1),
             timeout,
             state: Mutex::new(State::default()),
+            ended: AtomicBool::new(false),
             waiting: Condvar::new(),
         });
         (0..size.max(1))
@@ -103,6 +94,7 @@ impl LocalRanks {
     pub fn end_job(&self, reason: String) {
         let mut state = self.lock();
         state.ended.get_or_insert(reason);
+        self.shared.ended.store(true, Ordering::SeqCst);
         let receivers = std::mem::take(&mut state.receivers);
         let collectives = std::mem::take(&mut state.collectives);
         let message = format!(
@@ -152,7 +144,7 @@ impl LocalRanks {
     fn join_collective(
         &self,
         seq: u64,
-        kind: CollectiveKind,
+        header: CollectiveHeader,
         data: Vec<f32>,
         done: CommDone,
     ) -> Deliveries {
@@ -162,10 +154,12 @@ impl LocalRanks {
             return vec![(done, Err(ended))];
         }
         let collective = state.collectives.entry(seq).or_insert_with(|| Collective {
-            kind,
+            seq,
+            headers: vec![None; size],
             parts: vec![None; size],
             waiters: Vec::new(),
         });
+        collective.headers[self.rank] = Some(header);
         collective.parts[self.rank] = Some(data);
         collective.waiters.push((
             self.rank,
@@ -190,27 +184,13 @@ fn job_ended(state: &State) -> Option<String> {
     Some(format!("the job ended: {reason}"))
 }
 
-/// The results of a collective every rank has joined.
+/// The results of a collective every rank has joined: an error for every rank when they
+/// disagree on which collective it is, its root or the shape of their values.
 fn finish_collective(collective: Collective) -> Deliveries {
+    let headers: Vec<CollectiveHeader> = collective.headers.into_iter().flatten().collect();
     let parts: Vec<Vec<f32>> = collective.parts.into_iter().flatten().collect();
-    let kind = collective.kind;
-    let reference = match kind {
-        CollectiveKind::Broadcast(root) | CollectiveKind::Reduce(root) => root,
-        CollectiveKind::AllReduce | CollectiveKind::AllGather => 0,
-    };
-    let mismatch = parts
-        .iter()
-        .enumerate()
-        .find(|(_, part)| part.len() != parts[reference].len())
-        .map(|(rank, part)| {
-            format!(
-                "{}: rank {rank} has {} values but rank {reference} has {}; every rank must give the same shape",
-                kind.name(),
-                part.len(),
-                parts[reference].len()
-            )
-        });
-    let result = match (mismatch, kind) {
+    let kind = headers[0].kind;
+    let result = match (disagreement(collective.seq, &headers), kind) {
         (Some(message), _) => Err(message),
         (None, CollectiveKind::Broadcast(root)) => Ok(parts[root].clone()),
         (None, CollectiveKind::AllGather) => Ok(parts.concat()),
@@ -248,7 +228,19 @@ impl Communicator for LocalRanks {
         self.shared.size
     }
 
+    fn ended(&self) -> Option<String> {
+        if !self.shared.ended.load(Ordering::SeqCst) {
+            return None;
+        }
+        self.lock().ended.clone()
+    }
+
     fn abandon(&self, what: String) {
+        if self.shared.ended.load(Ordering::SeqCst) {
+            // Every communication fails already: nothing to end (and no thread to spawn for
+            // each of a loop's refused communications).
+            return;
+        }
         // Off the caller's thread: the caller may be an engine worker inside an op's start,
         // and ending the job completes other ops of this rank's engine.
         let reason = format!("rank {} failed ({what})", self.rank);
@@ -273,24 +265,28 @@ impl Communicator for LocalRanks {
             return done(Err(ended));
         }
         // The mailboxes keep values apart from the sender's tensor, which may change later.
+        let join = |seq, kind, line, data: Tensor, done| {
+            let header = CollectiveHeader::new(kind, line, data.shape());
+            self.join_collective(seq, header, data.data().to_vec(), done)
+        };
         let deliveries = match request {
-            CommRequest::AllReduce { seq, data } => {
-                self.join_collective(seq, CollectiveKind::AllReduce, data.data().to_vec(), done)
+            CommRequest::AllReduce { seq, line, data } => {
+                join(seq, CollectiveKind::AllReduce, line, data, done)
             }
-            CommRequest::Broadcast { seq, root, data } => self.join_collective(
+            CommRequest::Broadcast {
                 seq,
-                CollectiveKind::Broadcast(root),
-                data.data().to_vec(),
-                done,
-            ),
-            CommRequest::Reduce { seq, root, data } => self.join_collective(
+                line,
+                root,
+                data,
+            } => join(seq, CollectiveKind::Broadcast(root), line, data, done),
+            CommRequest::Reduce {
                 seq,
-                CollectiveKind::Reduce(root),
-                data.data().to_vec(),
-                done,
-            ),
-            CommRequest::AllGather { seq, data } => {
-                self.join_collective(seq, CollectiveKind::AllGather, data.data().to_vec(), done)
+                line,
+                root,
+                data,
+            } => join(seq, CollectiveKind::Reduce(root), line, data, done),
+            CommRequest::AllGather { seq, line, data } => {
+                join(seq, CollectiveKind::AllGather, line, data, done)
             }
             CommRequest::Send { to, tag, data } => {
                 let data = data.data().to_vec();
@@ -333,6 +329,11 @@ impl Communicator for LocalRanks {
     }
 }
 
+/// What a timeout adds among ranks in this process (simulated, where the host's virtual clock
+/// stops at a value it reads until every op pushed before has ended): the usual deadlock of
+/// simulated ranks that mpirun's do not have, so that the script can be mended.
+const SIMULATED_WAIT: &str = "; on simulated ranks, a value read on the host (a `print`, a rank or a shape held in a variable) first waits for every communication pushed before it, so ranks that each read one between a `recv` and the `send` the other waits for wait for each other: read such values before the communications";
+
 /// The timer: fails every receive and collective that has waited longer than the timeout. Ends
 /// when the ranks it serves are gone.
 fn expire_loop(shared: &Arc<Shared>) {
@@ -354,7 +355,8 @@ fn expire_loop(shared: &Arc<Shared>) {
             .collect();
         for key @ (from, to, _) in overdue {
             if let Some(waiter) = state.receivers.remove(&key) {
-                let message = timeout_message("recv", to, Some(from), now - waiter.since);
+                let message =
+                    timeout_message("recv", to, Some(from), now - waiter.since) + SIMULATED_WAIT;
                 expired.push((waiter.done, Err(message)));
             }
         }
@@ -371,10 +373,16 @@ fn expire_loop(shared: &Arc<Shared>) {
             .collect();
         for seq in overdue {
             if let Some(collective) = state.collectives.remove(&seq) {
-                let what = collective.kind.name();
+                let what = collective
+                    .headers
+                    .iter()
+                    .flatten()
+                    .next()
+                    .map_or("collective", |header| header.kind.name());
                 let missing = collective.parts.iter().position(Option::is_none);
                 for (rank, waiter) in collective.waiters {
-                    let message = timeout_message(what, rank, missing, now - waiter.since);
+                    let message =
+                        timeout_message(what, rank, missing, now - waiter.since) + SIMULATED_WAIT;
                     expired.push((waiter.done, Err(message)));
                 }
             }
@@ -450,7 +458,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let deliveries = ranks[0].join_collective(
             0,
-            CollectiveKind::AllReduce,
+            CollectiveHeader::new(CollectiveKind::AllReduce, 1, &[1]),
             vec![1.0],
             Box::new(move |result| {
                 let _ = tx.send(result);
@@ -471,7 +479,14 @@ mod tests {
         let mut waiting = Vec::new();
         for (rank, comm) in ranks.iter().enumerate() {
             let data = values(vec![rank as f32, 10.0]);
-            waiting.push(started(comm, CommRequest::AllReduce { seq: 0, data }));
+            waiting.push(started(
+                comm,
+                CommRequest::AllReduce {
+                    seq: 0,
+                    line: 1,
+                    data,
+                },
+            ));
             if rank < 2 {
                 assert!(
                     waiting[rank].try_recv().is_err(),
@@ -491,6 +506,7 @@ mod tests {
             &comm,
             CommRequest::AllReduce {
                 seq: 0,
+                line: 1,
                 data: values(vec![1.5]),
             },
         );
@@ -531,6 +547,7 @@ mod tests {
             &ranks[0],
             CommRequest::Broadcast {
                 seq: 0,
+                line: 1,
                 root: 1,
                 data: values(vec![0.0; 2]),
             },
@@ -539,6 +556,7 @@ mod tests {
             &ranks[1],
             CommRequest::Broadcast {
                 seq: 0,
+                line: 1,
                 root: 1,
                 data: values(vec![7.0, 8.0]),
             },
@@ -549,6 +567,7 @@ mod tests {
             &ranks[0],
             CommRequest::AllReduce {
                 seq: 1,
+                line: 1,
                 data: values(vec![0.0; 3]),
             },
         );
@@ -556,14 +575,78 @@ mod tests {
             &ranks[1],
             CommRequest::AllReduce {
                 seq: 1,
+                line: 1,
                 data: values(vec![0.0; 2]),
             },
         );
         let error = a.recv().unwrap().unwrap_err();
         assert!(
-            error.contains("rank 1 has 2 values but rank 0 has 3"),
+            error.contains("rank 1 has shape [2] but rank 0 has [3]"),
             "{error}"
         );
+    }
+
+    /// The same number of values in another shape, another collective, or another root:
+    /// every rank's op fails, saying what differs (before, the first two were summed or
+    /// broadcast as if they agreed).
+    #[test]
+    fn ranks_must_agree_on_shape_collective_and_root_not_only_on_size() {
+        let ranks = LocalRanks::group(2, Duration::from_secs(5));
+        let matrix = |rows: usize, cols: usize| {
+            Tensor::from_vec(vec![rows, cols], vec![1.0; rows * cols]).expect("a matrix")
+        };
+        let mismatched = [
+            (
+                CommRequest::AllReduce {
+                    seq: 0,
+                    line: 2,
+                    data: matrix(2, 3),
+                },
+                CommRequest::AllReduce {
+                    seq: 0,
+                    line: 2,
+                    data: matrix(3, 2),
+                },
+                "allreduce: rank 1 has shape [3, 2] but rank 0 has [2, 3]",
+            ),
+            (
+                CommRequest::AllReduce {
+                    seq: 1,
+                    line: 2,
+                    data: values(vec![1.0]),
+                },
+                CommRequest::Broadcast {
+                    seq: 1,
+                    line: 3,
+                    root: 1,
+                    data: values(vec![1.0]),
+                },
+                "collective number 2: rank 1 runs broadcast with root 1 (line 3) but rank 0 runs allreduce (line 2)",
+            ),
+            (
+                CommRequest::Reduce {
+                    seq: 2,
+                    line: 4,
+                    root: 0,
+                    data: values(vec![1.0]),
+                },
+                CommRequest::Reduce {
+                    seq: 2,
+                    line: 4,
+                    root: 1,
+                    data: values(vec![1.0]),
+                },
+                "rank 1 runs reduce with root 1 (line 4) but rank 0 runs reduce with root 0 (line 4)",
+            ),
+        ];
+        for (first, second, expected) in mismatched {
+            let a = started(&ranks[0], first);
+            let b = started(&ranks[1], second);
+            for rx in [a, b] {
+                let error = rx.recv().unwrap().unwrap_err();
+                assert!(error.contains(expected), "{error}");
+            }
+        }
     }
 
     #[test]
@@ -573,6 +656,7 @@ mod tests {
             &ranks[0],
             CommRequest::AllReduce {
                 seq: 0,
+                line: 1,
                 data: values(vec![1.0]),
             },
         );
@@ -604,6 +688,7 @@ mod tests {
             &ranks[0],
             CommRequest::AllReduce {
                 seq: 0,
+                line: 1,
                 data: values(vec![1.0]),
             },
         );

@@ -13,12 +13,14 @@
 //! become ready in; the k-th `send` from rank a to rank b carries tag k, and so does the k-th
 //! `recv` on b from a, so messages match in push order too.
 
+mod agree;
 mod local;
 pub(crate) mod ops;
 mod peers;
 
 use std::time::Duration;
 
+pub use agree::{disagreement, CollectiveHeader, CollectiveKind};
 pub use local::LocalRanks;
 pub use peers::{PeerRanks, PeerReport};
 
@@ -39,6 +41,8 @@ pub enum CommRequest {
     AllReduce {
         /// The collective's number, in push order.
         seq: u64,
+        /// The line of its statement, which errors name to the other ranks.
+        line: u32,
         /// This rank's values.
         data: Tensor,
     },
@@ -46,6 +50,8 @@ pub enum CommRequest {
     Broadcast {
         /// The collective's number, in push order.
         seq: u64,
+        /// The line of its statement, which errors name to the other ranks.
+        line: u32,
         /// The rank whose values everyone gets.
         root: usize,
         /// This rank's values (the root's are sent; the others' give the length).
@@ -55,6 +61,8 @@ pub enum CommRequest {
     Reduce {
         /// The collective's number, in push order.
         seq: u64,
+        /// The line of its statement, which errors name to the other ranks.
+        line: u32,
         /// The rank that gets the sum.
         root: usize,
         /// This rank's values.
@@ -64,6 +72,8 @@ pub enum CommRequest {
     AllGather {
         /// The collective's number, in push order.
         seq: u64,
+        /// The line of its statement, which errors name to the other ranks.
+        line: u32,
         /// This rank's values.
         data: Tensor,
     },
@@ -85,6 +95,25 @@ pub enum CommRequest {
     },
 }
 
+impl CommRequest {
+    /// This rank's side of a collective, which every rank's must agree with (see
+    /// [`disagreement`]); `None` for a message.
+    pub fn header(&self) -> Option<CollectiveHeader> {
+        let (kind, line, data) = match self {
+            CommRequest::AllReduce { line, data, .. } => (CollectiveKind::AllReduce, line, data),
+            CommRequest::Broadcast {
+                root, line, data, ..
+            } => (CollectiveKind::Broadcast(*root), line, data),
+            CommRequest::Reduce {
+                root, line, data, ..
+            } => (CollectiveKind::Reduce(*root), line, data),
+            CommRequest::AllGather { line, data, .. } => (CollectiveKind::AllGather, line, data),
+            CommRequest::Send { .. } | CommRequest::Recv { .. } => return None,
+        };
+        Some(CollectiveHeader::new(kind, *line, data.shape()))
+    }
+}
+
 /// How a rank talks to the others. Implementations finish every request exactly once, never
 /// block the caller of [`Communicator::start`] on the network, and fail a request that waits
 /// longer than [`timeout`] for its peers.
@@ -101,6 +130,13 @@ pub trait Communicator: Send + Sync {
     /// now and what starts later fails at once, instead of waiting for peers that wait for the
     /// missing one. `what` says which communication.
     fn abandon(&self, what: String);
+    /// Why the job ended, once it did (a rank failed, or was interrupted): a rank that learns it
+    /// stops before its next statement, as the failed rank would under mpirun, whose
+    /// `MPI_Abort` ends every process. `None` while the job runs, and for communicators whose
+    /// job ends by other means.
+    fn ended(&self) -> Option<String> {
+        None
+    }
 }
 
 /// How long a communication waits for its peers when `DEP_COMM_TIMEOUT` does not say.

@@ -145,7 +145,7 @@ impl CommOp {
                 bytes: bytes_moved(&kind, &shape, comm.size()),
                 ..engine::sim::Cost::default()
             });
-            let request = match request(&kind, value) {
+            let request = match request(&kind, line, value) {
                 Ok(request) => request,
                 Err(message) => return completion.complete(Err(message)),
             };
@@ -164,9 +164,9 @@ impl CommOp {
     }
 }
 
-/// The request of a communication whose input (none for `recv`) is `value`: the tensor itself,
-/// shared, not copied.
-fn request(kind: &CommKind, value: Option<Tensor>) -> Result<CommRequest, String> {
+/// The request of a communication at `line` whose input (none for `recv`) is `value`: the
+/// tensor itself, shared, not copied.
+fn request(kind: &CommKind, line: u32, value: Option<Tensor>) -> Result<CommRequest, String> {
     if let CommKind::Recv { from, tag, .. } = kind {
         return Ok(CommRequest::Recv {
             from: *from,
@@ -175,18 +175,28 @@ fn request(kind: &CommKind, value: Option<Tensor>) -> Result<CommRequest, String
     }
     let data = value.ok_or_else(|| "a communication that sends has no input".to_string())?;
     Ok(match kind {
-        CommKind::AllReduce { seq } => CommRequest::AllReduce { seq: *seq, data },
+        CommKind::AllReduce { seq } => CommRequest::AllReduce {
+            seq: *seq,
+            line,
+            data,
+        },
         CommKind::Broadcast { seq, root } => CommRequest::Broadcast {
             seq: *seq,
+            line,
             root: *root,
             data,
         },
         CommKind::Reduce { seq, root } => CommRequest::Reduce {
             seq: *seq,
+            line,
             root: *root,
             data,
         },
-        CommKind::AllGather { seq } => CommRequest::AllGather { seq: *seq, data },
+        CommKind::AllGather { seq } => CommRequest::AllGather {
+            seq: *seq,
+            line,
+            data,
+        },
         CommKind::Send { to, tag } => CommRequest::Send {
             to: *to,
             tag: *tag,
