@@ -46,6 +46,24 @@ impl Stmt {
     pub fn text<'source>(&self, source: &'source str) -> &'source str {
         self.span.text(source).trim()
     }
+
+    /// The keyword of a statement only the host does (`print`, `wait`, `seed`, `del`, `def`,
+    /// `device`, `save`), which a recorded block (`graph`, `priority auto`) cannot replay.
+    pub fn host_only_keyword(&self) -> Option<&'static str> {
+        match &self.kind {
+            StmtKind::Print(_) => Some("print"),
+            StmtKind::Wait => Some("wait"),
+            StmtKind::Seed(_) => Some("seed"),
+            StmtKind::Del(_) => Some("del"),
+            StmtKind::Def { .. } => Some("def"),
+            StmtKind::Device { .. } => Some("device"),
+            StmtKind::Expr(expr) => match &expr.kind {
+                ExprKind::Call { func, .. } if func.text == "save" => Some("save"),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
 }
 
 /// The kinds of statements.

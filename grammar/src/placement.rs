@@ -5,7 +5,7 @@
 //! after the statements before it had run and printed: `dep check` reports them with the
 //! syntax errors, at their place.
 
-use crate::ast::{Block, ExprKind, Stmt, StmtKind};
+use crate::ast::{Block, Stmt, StmtKind};
 use crate::Diagnostic;
 
 /// The first misplaced statement within the top-level statement `stmt`, if any.
@@ -24,7 +24,7 @@ struct Within {
 
 fn check(stmt: &Stmt, within: Within) -> Option<Diagnostic> {
     if let Some(block) = within.recorded {
-        if let Some(keyword) = host_only(stmt) {
+        if let Some(keyword) = stmt.host_only_keyword() {
             return Some(Diagnostic::new(
                 format!(
                     "`{keyword}` cannot be recorded in a {block}: a {block} holds computations \
@@ -92,23 +92,6 @@ fn check(stmt: &Stmt, within: Within) -> Option<Diagnostic> {
 
 fn check_block(block: &Block, within: Within) -> Option<Diagnostic> {
     block.statements.iter().find_map(|stmt| check(stmt, within))
-}
-
-/// The keyword of a statement only the host does, which a recorded block cannot replay.
-fn host_only(stmt: &Stmt) -> Option<&'static str> {
-    match &stmt.kind {
-        StmtKind::Print(_) => Some("print"),
-        StmtKind::Wait => Some("wait"),
-        StmtKind::Seed(_) => Some("seed"),
-        StmtKind::Del(_) => Some("del"),
-        StmtKind::Def { .. } => Some("def"),
-        StmtKind::Device { .. } => Some("device"),
-        StmtKind::Expr(expr) => match &expr.kind {
-            ExprKind::Call { func, .. } if func.text == "save" => Some("save"),
-            _ => None,
-        },
-        _ => None,
-    }
 }
 
 #[cfg(test)]

@@ -229,16 +229,8 @@ impl<'a> Runner<'a> {
     fn exec_stmt(&mut self, stmt: &grammar::Stmt) -> Result<Flow, RunError> {
         self.check_interrupt(stmt.span)?;
         if self.recording.is_some() {
-            let refused = match &stmt.kind {
-                StmtKind::Print(_) => Some("print"),
-                StmtKind::Wait => Some("wait"),
-                StmtKind::Seed(_) => Some("seed"),
-                StmtKind::Del(_) => Some("del"),
-                StmtKind::Def { .. } => Some("def"),
-                StmtKind::Device { .. } => Some("device"),
-                _ => None,
-            };
-            if let Some(keyword) = refused {
+            // Refused where parsing could not see it: in a function a recorded block calls.
+            if let Some(keyword) = stmt.host_only_keyword() {
                 self.refuse_while_recording(stmt, keyword)?;
             }
         }
