@@ -194,23 +194,30 @@ pub(crate) fn overtaken_replay() -> Replay {
         .join("\n");
     // B ends only once the ten reads have ended, whichever order the workers take them in
     // (a loaded machine may ready them all at once when A ends, and a worker's own queue is
-    // last in, first out); a deadline keeps a broken engine from hanging the test.
+    // last in, first out), and the reads end only once D is pushed (a pusher held up on a
+    // loaded machine could push D after they ended, and a cut would find it not pushed yet);
+    // a deadline keeps a broken engine from hanging the test.
     let reads_done = Arc::new(AtomicUsize::new(0));
+    let all_pushed = Arc::new(AtomicUsize::new(0));
+    let wait_until = |count: &AtomicUsize, at_least: usize| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while count.load(Ordering::SeqCst) < at_least && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
     bench.push_script(&script, &|line| {
         let reads_done = Arc::clone(&reads_done);
+        let all_pushed = Arc::clone(&all_pushed);
         Box::new(move || match line {
-            2 => {
-                let deadline = Instant::now() + Duration::from_secs(30);
-                while reads_done.load(Ordering::SeqCst) < 10 && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
+            2 => wait_until(&reads_done, 10),
             3..=12 => {
+                wait_until(&all_pushed, 1);
                 reads_done.fetch_add(1, Ordering::SeqCst);
             }
             _ => {}
         })
     });
+    all_pushed.store(1, Ordering::SeqCst);
     bench.engine.wait_all();
     let mut events = bench.log.events();
     crate::renumber_times(&mut events);
