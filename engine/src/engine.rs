@@ -365,6 +365,11 @@ impl Engine {
         self.shared.threads
     }
 
+    /// The workers (streams) the engine gives each GPU.
+    pub fn gpu_streams(&self) -> usize {
+        self.shared.gpu_streams
+    }
+
     /// Whether events go to a sink.
     pub fn is_observed(&self) -> bool {
         self.shared.sink.is_some()

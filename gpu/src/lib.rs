@@ -54,11 +54,11 @@ pub use api::{binary, binary_scalar, full, matmul, unary};
 pub use detect::{detect, placement_error, GpuAvailability, DISABLE_ENV};
 pub use eval::{run_op, GpuBackend, GpuValue};
 pub use philox::{reference_normal, reference_uniform, Draw, GpuRng};
-pub use runtime::take_deferred_errors;
 pub use runtime::{
     choose_sync_every_op, copy_to_device, download, synchronize_opened, upload, DeviceBuffer,
     GpuConfig, GpuDevice, GpuOpContext, GpuRuntime, GpuTensor, KernelSpan, SYNC_ENV,
 };
+pub use runtime::{is_open, take_deferred_errors};
 pub use timing::flush_kernel_times;
 
 /// The tensors, under the name the CUDA layer has always reached them by.

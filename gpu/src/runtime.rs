@@ -150,6 +150,18 @@ pub fn take_deferred_errors() -> Vec<String> {
         .collect()
 }
 
+/// Whether GPU `index` has been opened (by an op or by the interpreter placing ops on it).
+/// Never initialises CUDA nor opens a device.
+pub fn is_open(index: u16) -> bool {
+    let Some(Ok(runtime)) = RUNTIME.get() else {
+        return false;
+    };
+    runtime
+        .devices
+        .get(usize::from(index))
+        .is_some_and(|device| matches!(device.get(), Some(Ok(_))))
+}
+
 /// Waits until everything enqueued on the GPUs opened so far (kernels, copies, frees) has run:
 /// a GPU op completes when its kernels are enqueued, so `wait` also needs this to mean "done".
 /// The first failure names its device. Never initialises CUDA nor opens a device.
