@@ -174,6 +174,9 @@ impl Runner<'_> {
     /// (an H200's `x = randn(1024, 1024)` took 359 ms, its kernel 12.5 ms). A device already
     /// open costs a lookup; one that cannot open is an error at the place that names it.
     fn open_gpu(&self, index: u16, span: Span) -> Result<(), RunError> {
+        if crate::gpu::is_open(index) {
+            return Ok(());
+        }
         let config = crate::gpu::GpuConfig::from_env(self.scope.engine.gpu_streams());
         crate::gpu::GpuRuntime::get(config)
             .and_then(|runtime| runtime.device(index).map(|_| ()))
