@@ -147,6 +147,18 @@ impl Ranks {
         }
     }
 
+    /// Waits for rank 0 to report a failure every rank saw alike and end the job (MPI_Abort,
+    /// which ends this process too); returns after ten seconds should it not. At once
+    /// for simulated ranks, whose reports rank 0 writes.
+    pub(crate) fn wait_for_rank_0_to_end_the_job(&self) {
+        #[cfg(feature = "mpi")]
+        if let Ranks::Mpi(mpi) = self {
+            if mpi.size() > 1 {
+                std::thread::sleep(RANK_0_REPORT_TIME);
+            }
+        }
+    }
+
     /// Gathers every rank's recording on rank 0 (over MPI), `own` being this rank's: every
     /// rank's, in rank order, on rank 0; `None` on the others, and when the gathering failed
     /// (said on stderr).
@@ -167,6 +179,11 @@ impl Ranks {
         label_rank_error(rendered, self.rank(), self.size())
     }
 }
+
+/// How long a rank that saw the same failure as every other waits for rank 0 to report it and
+/// end the job before it reports it itself.
+#[cfg(feature = "mpi")]
+const RANK_0_REPORT_TIME: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Each rank's share of its machine's cores, as CPU workers: ranks that share a machine would
 /// otherwise each start a worker per core, and on a machine with fewer cores than their busy

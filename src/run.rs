@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use signal_hook::consts::SIGINT;
 
-use dep_interp::comm::LocalRanks;
+use dep_interp::comm::{failed_on_every_rank, LocalRanks};
 use dep_interp::driver::{Driver, Input, Interrupt, Listener};
 use dep_interp::{ErrorKind, RunError, Session};
 
@@ -197,7 +197,13 @@ fn run_source_as_rank(
     let rank = ranks.rank();
     let failed = if outcome.interrupted || waited.interrupted {
         Some(format!("rank {rank} was interrupted (Ctrl-C)"))
-    } else if outcome.error.is_some() || waited.failures.is_some() {
+    } else if outcome
+        .error
+        .iter()
+        .chain(&waited.failures)
+        .any(|error| !failed_on_every_rank(&error.to_string()))
+    {
+        // (A failure every rank sees alike ends no job: each rank fails there by itself.)
         Some(format!("rank {rank} failed"))
     } else {
         None
@@ -343,6 +349,13 @@ fn report(ranks: &Ranks, error: &RunError) -> u8 {
                 eprintln!("{error}");
             }
             EXIT_USAGE
+        }
+        // Every rank saw the same failure: said once, by rank 0, whose abort ends this rank;
+        // said here too should rank 0 not end the job in time.
+        _ if ranks.rank() != 0 && failed_on_every_rank(&error.to_string()) => {
+            ranks.wait_for_rank_0_to_end_the_job();
+            eprintln!("{}", ranks.label_error(&error.to_string()));
+            EXIT_RUNTIME
         }
         _ => {
             eprintln!("{}", ranks.label_error(&error.to_string()));

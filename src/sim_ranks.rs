@@ -118,7 +118,7 @@ fn outcome(
     let mut out = RankOutput::new(Vec::new(), ran.rank, size, all_ranks);
     let _ = out.write_all(&ran.output);
     let _ = out.write_all(&waited.output);
-    let errors: Vec<_> = ran.errors.into_iter().chain(waited.errors).collect();
+    let mut errors: Vec<_> = ran.errors.into_iter().chain(waited.errors).collect();
     let code = errors
         .iter()
         .map(|error| match error.kind {
@@ -127,6 +127,8 @@ fn outcome(
         })
         .max()
         .unwrap_or(0);
+    // A failure every rank saw alike is rank 0's to report, as under mpirun.
+    errors.retain(|error| !dep_interp::comm::failed_on_every_rank(&error.to_string()));
     Outcome {
         run,
         stdout: out.into_inner(),

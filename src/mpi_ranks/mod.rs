@@ -48,7 +48,8 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator as _, CommunicatorCollectives, Destination, Root, Source};
 
 use dep_interp::comm::{
-    disagreement, timeout, timeout_message, CollectiveHeader, CommDone, CommRequest, Communicator,
+    disagreement, fails_on_every_rank, timeout, timeout_message, CollectiveHeader, CommDone,
+    CommRequest, Communicator,
 };
 
 use buffers::{EpochBuffers, Pool, Received};
@@ -543,10 +544,10 @@ impl Progress {
                             Some(message) => Err(message),
                             None => Ok(()),
                         },
-                        None => Err(format!(
+                        None => Err(fails_on_every_rank(format!(
                             "collective number {}: a rank sent a header this rank cannot read (is every rank the same dep?)",
                             seq + 1
-                        )),
+                        ))),
                     };
                     if let Some(agreeing) = self.agreeing.get_mut(&seq) {
                         agreeing.verdict = Some(verdict);

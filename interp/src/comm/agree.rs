@@ -5,6 +5,8 @@
 //! gather them, [`CollectiveHeader::encode`]d in a fixed number of words, before posting the
 //! collective itself, so that a mismatch is dep's error and never MPI's).
 
+use std::sync::{Mutex, PoisonError};
+
 use crate::tensor::shape::fmt_shape;
 
 /// Which collective a rank runs, with its root.
@@ -178,11 +180,46 @@ fn shape_hash(shape: &[usize]) -> u64 {
     hash
 }
 
+/// The messages of the failures this process saw that every rank sees alike (see
+/// [`fails_on_every_rank`]).
+static FAILED_ON_EVERY_RANK: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Notes `message` as a failure every rank of the job sees alike, at the same collective (each
+/// compares the same headers), and returns it: rank 0 alone reports such a failure, and it does
+/// not end the job for the others, which fail there by themselves (every rank's report of one
+/// mistake said the same thing several times, and under mpirun the first rank to abort cut the
+/// others' reports short).
+pub fn fails_on_every_rank(message: String) -> String {
+    let mut noted = FAILED_ON_EVERY_RANK
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if !noted.contains(&message) {
+        noted.push(message.clone());
+    }
+    message
+}
+
+/// Whether `report` (an error as a rank reports it) is of a failure every rank sees alike
+/// ([`fails_on_every_rank`]).
+pub fn failed_on_every_rank(report: &str) -> bool {
+    FAILED_ON_EVERY_RANK
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .any(|message| report.contains(message.as_str()))
+}
+
 /// What the ranks disagree on in collective number `seq` (from 0, in push order), given every
 /// rank's header in rank order: a different collective or root than rank 0's, or a shape other
 /// than the root's (rank 0's for an allreduce or an allgather). `None` when they agree. Every
-/// rank that compares the same headers gets the same message.
+/// rank that compares the same headers gets the same message, noted as one that fails on every
+/// rank.
 pub fn disagreement(seq: u64, headers: &[CollectiveHeader]) -> Option<String> {
+    first_disagreement(seq, headers).map(fails_on_every_rank)
+}
+
+/// [`disagreement`]'s message, not noted.
+fn first_disagreement(seq: u64, headers: &[CollectiveHeader]) -> Option<String> {
     let first = headers.first()?;
     if let Some((rank, other)) = headers
         .iter()

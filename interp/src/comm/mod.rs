@@ -20,7 +20,9 @@ mod peers;
 
 use std::time::Duration;
 
-pub use agree::{disagreement, CollectiveHeader, CollectiveKind};
+pub use agree::{
+    disagreement, failed_on_every_rank, fails_on_every_rank, CollectiveHeader, CollectiveKind,
+};
 pub use local::LocalRanks;
 pub use peers::{PeerRanks, PeerReport};
 

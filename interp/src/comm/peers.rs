@@ -300,7 +300,9 @@ fn serve(
                 return;
             }
         };
-        if !errors.is_empty() {
+        // A failure every rank sees alike ends no job: each rank fails there by itself.
+        let fails_alone = |error: &RunError| !crate::comm::failed_on_every_rank(&error.to_string());
+        if errors.iter().any(fails_alone) {
             comm.end_job(format!("rank {rank} failed"));
         }
         let report = PeerReport {
