@@ -197,13 +197,7 @@ fn run_source_as_rank(
     let rank = ranks.rank();
     let failed = if outcome.interrupted || waited.interrupted {
         Some(format!("rank {rank} was interrupted (Ctrl-C)"))
-    } else if outcome
-        .error
-        .iter()
-        .chain(&waited.failures)
-        .any(|error| !failed_on_every_rank(&error.to_string()))
-    {
-        // (A failure every rank sees alike ends no job: each rank fails there by itself.)
+    } else if outcome.error.is_some() || waited.failures.is_some() {
         Some(format!("rank {rank} failed"))
     } else {
         None

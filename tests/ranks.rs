@@ -1062,6 +1062,42 @@ fn simulated_collectives_whose_ranks_disagree_fail_as_under_mpirun() {
     }
 }
 
+/// A disagreement ends no job early (every rank fails there by itself), but a rank still
+/// waiting for a collective rank 0 never runs stops once rank 0 has failed, rather than wait
+/// out the communication timeout.
+#[test]
+fn after_a_disagreement_a_rank_left_waiting_stops_when_rank_0_ends() {
+    let dir = TestDir::new();
+    let script = "x = ones(rank() + 2)\nx = allreduce(x)\nwith rank = 1 { y = allreduce(ones(3)) }\nprint x\n";
+    let path = dir.write("ranks.dep", script);
+    let run = Run::of(
+        dir.dep()
+            .env("DEP_COMM_TIMEOUT", "600")
+            .arg("run")
+            .arg(&path)
+            .args(["--engine", "sim", "--ranks", "2"]),
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("error (rank 0): allreduce: rank 1 has shape [3] but rank 0 has [2]"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("error (rank 1): the job ended: rank 0 failed"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        run.stderr.matches("error (rank").count(),
+        2,
+        "{}",
+        run.stderr
+    );
+}
+
 /// A loop of allreduces long enough (seconds) to show whether the other ranks stop.
 const LONG_LOOP: &str =
     "for i in 0..200000 {\n  x = allreduce(x)\n  x = x / ranks()\n}\nprint x[0]\n";
