@@ -1,7 +1,7 @@
 //! Where statements may stand, checked when a top-level statement is parsed: a `return`
-//! inside a function, a recorded block (`graph`, `priority auto`) at the top level, no
-//! statement that only the host can do (`print`, `wait`, `save`, ...) recorded in one, and no
-//! parameter named twice. Each of these would otherwise fail only when its statement runs,
+//! inside a function, with no statement after it in its block (none would run), a recorded
+//! block (`graph`, `priority auto`) at the top level, no statement that only the host can do
+//! (`print`, `wait`, `save`, ...) recorded in one, and no parameter named twice. Each of these would otherwise fail only when its statement runs,
 //! after the statements before it had run and printed: `dep check` reports them with the
 //! syntax errors, at their place.
 
@@ -91,7 +91,22 @@ fn check(stmt: &Stmt, within: Within) -> Option<Diagnostic> {
 }
 
 fn check_block(block: &Block, within: Within) -> Option<Diagnostic> {
-    block.statements.iter().find_map(|stmt| check(stmt, within))
+    for (index, stmt) in block.statements.iter().enumerate() {
+        if let Some(diagnostic) = check(stmt, within) {
+            return Some(diagnostic);
+        }
+        let after_return = matches!(stmt.kind, StmtKind::Return(_))
+            .then(|| block.statements.get(index + 1))
+            .flatten();
+        if let Some(never_run) = after_return {
+            return Some(Diagnostic::new(
+                "this statement comes after a `return` in its block, so it never runs",
+                never_run.span,
+                "never runs",
+            ));
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -123,6 +138,16 @@ mod tests {
                 "x",
             ),
             ("return 1", "`return` outside a function", "return 1"),
+            (
+                "def f(x) {\n  return x\n  y = x + 1\n}",
+                "this statement comes after a `return` in its block, so it never runs",
+                "y = x + 1",
+            ),
+            (
+                "def f(x) {\n  for i in 0..2 {\n    return x\n    print i\n  }\n  return x\n}",
+                "this statement comes after a `return` in its block, so it never runs",
+                "print i",
+            ),
             (
                 "for i in 0..2 { return i }",
                 "`return` outside a function",
