@@ -13,9 +13,9 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use dep_interp::comm::{LocalRanks, PeerRanks, PeerReport};
+use dep_interp::comm::{self, LocalRanks, PeerRanks, PeerReport};
 use dep_interp::driver::Input;
-use dep_interp::SessionConfig;
+use dep_interp::{RunError, SessionConfig};
 
 use crate::ranks::RankOutput;
 
@@ -127,8 +127,12 @@ fn outcome(
         })
         .max()
         .unwrap_or(0);
-    // A failure every rank saw alike is rank 0's to report, as under mpirun.
-    errors.retain(|error| !dep_interp::comm::failed_on_every_rank(&error.to_string()));
+    // A failure every rank saw alike is rank 0's to report, as under mpirun, and so is what it
+    // led to here: this rank stopped where rank 0, failing, ended the job.
+    let alike = |error: &RunError| comm::failed_on_every_rank(&error.to_string());
+    if errors.iter().any(alike) {
+        errors.retain(|error| !alike(error) && !comm::is_job_ended(&error.to_string()));
+    }
     Outcome {
         run,
         stdout: out.into_inner(),

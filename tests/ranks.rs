@@ -1064,7 +1064,8 @@ fn simulated_collectives_whose_ranks_disagree_fail_as_under_mpirun() {
 
 /// A disagreement ends no job early (every rank fails there by itself), but a rank still
 /// waiting for a collective rank 0 never runs stops once rank 0 has failed, rather than wait
-/// out the communication timeout.
+/// out the communication timeout (it would then report that timeout); as under mpirun, where
+/// rank 0's abort ends it, rank 0's report is the only one.
 #[test]
 fn after_a_disagreement_a_rank_left_waiting_stops_when_rank_0_ends() {
     let dir = TestDir::new();
@@ -1084,15 +1085,9 @@ fn after_a_disagreement_a_rank_left_waiting_stops_when_rank_0_ends() {
         "{}",
         run.stderr
     );
-    assert!(
-        run.stderr
-            .contains("error (rank 1): the job ended: rank 0 failed"),
-        "{}",
-        run.stderr
-    );
     assert_eq!(
         run.stderr.matches("error (rank").count(),
-        2,
+        1,
         "{}",
         run.stderr
     );

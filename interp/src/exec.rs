@@ -218,7 +218,7 @@ impl<'a> Runner<'a> {
                 self.scope.engine.cancel_pending();
                 return Err(self.error(
                     span,
-                    format!("the job ended: {reason}"),
+                    crate::comm::job_ended(&reason),
                     "stopped before this statement",
                 ));
             }

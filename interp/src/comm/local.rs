@@ -97,10 +97,7 @@ impl LocalRanks {
         self.shared.ended.store(true, Ordering::SeqCst);
         let receivers = std::mem::take(&mut state.receivers);
         let collectives = std::mem::take(&mut state.collectives);
-        let message = format!(
-            "the job ended: {}",
-            state.ended.as_deref().unwrap_or_default()
-        );
+        let message = super::job_ended(state.ended.as_deref().unwrap_or_default());
         drop(state);
         let waiters = receivers.into_values().chain(
             collectives
@@ -181,7 +178,7 @@ impl LocalRanks {
 /// What a communication that starts after the job ended fails with.
 fn job_ended(state: &State) -> Option<String> {
     let reason = state.ended.as_deref()?;
-    Some(format!("the job ended: {reason}"))
+    Some(super::job_ended(reason))
 }
 
 /// The results of a collective every rank has joined: an error for every rank when they

@@ -28,6 +28,21 @@ pub use peers::{PeerRanks, PeerReport};
 
 use crate::tensor::Tensor;
 
+/// How a rank's statement or communication that a failure elsewhere stopped begins its message.
+const JOB_ENDED: &str = "the job ended: ";
+
+/// The error of a rank's statement or communication that `reason` (another rank's failure)
+/// stopped: `the job ended: rank 1 failed`.
+pub fn job_ended(reason: &str) -> String {
+    format!("{JOB_ENDED}{reason}")
+}
+
+/// Whether `report` (an error as a rank reports it) is of a statement or communication that
+/// another rank's failure stopped ([`job_ended`]).
+pub fn is_job_ended(report: &str) -> bool {
+    report.contains(JOB_ENDED)
+}
+
 /// Called once when a communication ends: with the values received (the sum of an allreduce,
 /// the root's values of a broadcast, the sum of a reduce on its root and the rank's own values
 /// elsewhere, every rank's values of an allgather, a message; nothing for a send), or with what
