@@ -47,12 +47,14 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
         Ok(read) => read,
         Err(code) => return code,
     };
-    // A script with a syntax error runs nothing; it gets no views either, so that a trace or a
-    // page of an earlier run is not replaced by an empty one and no summary of nothing is printed.
+    // A script with a syntax error (or a mistake its text alone shows: `early_errors`) runs
+    // nothing; it gets no views either, so that a trace or a page of an earlier run is not
+    // replaced by an empty one and no summary of nothing is printed.
     // The error is the same on every rank: no other simulated rank starts, and rank 0 says it.
     let parsed = dep_grammar::parse(&source);
+    let runs = parsed.is_ok() && dep_interp::early_errors(&parsed.program, &|_| false).is_empty();
     let others = match ranks {
-        Ranks::Simulated(comms) if parsed.is_ok() => Some(OtherRanks::start(
+        Ranks::Simulated(comms) if runs => Some(OtherRanks::start(
             comms,
             &config,
             &path,
@@ -61,7 +63,7 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
         )),
         _ => None,
     };
-    let mut view_plan = ViewPlan::from_args(args).filter(|_| parsed.is_ok());
+    let mut view_plan = ViewPlan::from_args(args).filter(|_| runs);
     let rank_views = RankViews::take(&mut view_plan, ranks, core_share);
     let mut others = others;
     let (code, own_run) = run_source_as_rank(
@@ -284,18 +286,27 @@ pub(crate) fn check(file: &Path) -> ExitCode {
         Err(code) => return ExitCode::from(code),
     };
     let parsed = dep_grammar::parse(&source);
-    if parsed.diagnostics.is_empty() {
+    // With no syntax error, the mistakes `dep run` would report before running anything.
+    let early = match parsed.diagnostics.is_empty() {
+        true => dep_interp::early_errors(&parsed.program, &|_| false),
+        false => Vec::new(),
+    };
+    if parsed.diagnostics.is_empty() && early.is_empty() {
         println!(
             "{path}: ok ({})",
             dep_views::text::count(parsed.program.statements.len(), "statement")
         );
         return ExitCode::SUCCESS;
     }
+    let diagnostics = [&parsed.diagnostics[..], &early[..]].concat();
     eprint!(
         "{}",
-        dep_grammar::render_diagnostics(&parsed.diagnostics, &path, &source)
+        dep_grammar::render_diagnostics(&diagnostics, &path, &source)
     );
-    let (n_errors, stopped) = parsed.n_errors();
+    let (n_errors, stopped) = match early.len() {
+        0 => parsed.n_errors(),
+        n => (n, false),
+    };
     let plural = if n_errors == 1 { "" } else { "s" };
     match stopped {
         true => eprintln!(

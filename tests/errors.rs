@@ -432,6 +432,47 @@ fn a_loop_over_range_is_found_by_check_and_nothing_runs() {
     assert_eq!(run.stderr, expected);
 }
 
+/// A builtin redefined and a communication inside an expression are found by `dep check`, and
+/// `dep run` runs nothing of the file: `dep check` said ok, and the run printed what came before
+/// them, then failed with exit 1.
+#[test]
+fn a_builtin_redefined_and_a_communication_in_an_expression_are_found_before_anything_runs() {
+    let dir = TestDir::new();
+    dir.write(
+        "case.dep",
+        "print 1\nx = ones(3)\nx = allreduce(x) + 1\ndef sum(v) {\n  return v\n}\n",
+    );
+    let expected = "\
+error: allreduce is a statement of its own (x = allreduce(x), broadcast(x, root), y = reduce(x, root), y = allgather(x), send(x, to), x = recv(from, shape...)), not part of an expression
+ --> case.dep:3:5
+  |
+3 | x = allreduce(x) + 1
+  |     ^^^^^^^^^^^^ here
+
+error: `sum` is a builtin and cannot be redefined
+ --> case.dep:4:5
+  |
+4 | def sum(v) {
+  |     ^^^ defined here
+";
+    let check = Run::of(dir.dep().args(["check", "case.dep"])).expect_code(2);
+    assert_eq!(check.stdout, "");
+    assert_eq!(
+        check.stderr,
+        format!("{expected}dep: 2 syntax errors in case.dep\n")
+    );
+    let run = Run::of(dir.dep().args(["run", "case.dep"])).expect_code(2);
+    assert_eq!(run.stdout, "", "nothing runs");
+    assert_eq!(run.stderr, expected);
+    // A function of the communication's name is the user's to call.
+    dir.write(
+        "own.dep",
+        "def allreduce(v) {\n  return v * 2\n}\nx = allreduce(ones(2)) + 1\nprint x\n",
+    );
+    let own = Run::of(dir.dep().args(["run", "own.dep"])).expect_code(0);
+    assert_eq!(own.stdout, "[3. 3.]\n");
+}
+
 /// A statement of another language (`if`, `while`, `import`) or NumPy's assignment to an index
 /// inside a block, at any depth, is named as at the top level, at the statement, by `dep check`
 /// and `dep run` alike: they said "expected `,`, found name `i`" and "expected `}`, found `=`".

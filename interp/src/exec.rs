@@ -279,7 +279,7 @@ impl<'a> Runner<'a> {
                 if builtins::lookup(&name.text).is_some() {
                     return Err(self.error(
                         name.span,
-                        format!("`{}` is a builtin and cannot be redefined", name.text),
+                        crate::early_errors::builtin_redefined(&name.text),
                         "defined here",
                     ));
                 }

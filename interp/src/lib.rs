@@ -20,6 +20,7 @@ pub mod comm;
 pub mod commands;
 mod compute;
 pub mod driver;
+mod early_errors;
 mod error;
 mod evaluate;
 mod exec;
@@ -45,6 +46,7 @@ pub use dep_gpu as gpu;
 /// and its users have always reached them by.
 pub use dep_tensor as tensor;
 
+pub use early_errors::early_errors;
 pub use error::{ErrorKind, Report, RunError};
 pub use session::{
     interactive_kept_events, InterruptCheck, Session, SessionConfig, VariableInfo,

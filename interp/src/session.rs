@@ -408,10 +408,20 @@ impl Session {
         let source: Arc<str> = Arc::from(source);
         let first_line = self.lines_so_far + 1;
         self.lines_so_far += grammar::LineIndex::new(&source).line_count() as u32;
-        if !parsed.diagnostics.is_empty() {
+        // Mistakes the text alone shows are reported with its syntax errors, before any of it
+        // runs (see `early_errors`).
+        let early;
+        let diagnostics = match parsed.diagnostics.is_empty() {
+            true => {
+                early =
+                    crate::early_errors(&parsed.program, &|name| self.functions.contains_key(name));
+                &early
+            }
+            false => &parsed.diagnostics,
+        };
+        if !diagnostics.is_empty() {
             let line_index = grammar::LineIndex::new(&source);
-            let reports = parsed
-                .diagnostics
+            let reports = diagnostics
                 .iter()
                 .map(|diagnostic| Report {
                     message: diagnostic.message.clone(),

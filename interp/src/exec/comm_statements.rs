@@ -15,22 +15,12 @@ use crate::error::RunError;
 use crate::graph::RecordedOp;
 use crate::slot::Slot;
 
-/// The communication statements, by the name they are called with.
-const COMM_NAMES: [&str; 6] = [
-    "allreduce",
-    "broadcast",
-    "reduce",
-    "allgather",
-    "send",
-    "recv",
-];
-
 impl Runner<'_> {
     /// The communication call `expr` is, if it is one (a user's function of that name wins).
     fn comm_call<'e>(&self, expr: &'e grammar::Expr) -> Option<CallParts<'e>> {
         match &expr.kind {
             ExprKind::Call { func, args, kwargs }
-                if COMM_NAMES.contains(&func.text.as_str())
+                if crate::early_errors::COMM_NAMES.contains(&func.text.as_str())
                     && self.lookup(&func.text).is_none()
                     && !self.scope.functions.contains_key(&func.text) =>
             {

@@ -249,10 +249,9 @@ impl Runner<'_> {
                             "clock_cycles is used in a loop: for i, j in clock_cycles(m, n) { ... }"
                                 .to_string()
                         }
-                        "allreduce" | "broadcast" | "reduce" | "allgather" | "recv" | "send" => format!(
-                            "{} is a statement of its own (x = allreduce(x), broadcast(x, root), y = reduce(x, root), y = allgather(x), send(x, to), x = recv(from, shape...)), not part of an expression",
-                            func.text
-                        ),
+                        name if crate::early_errors::COMM_NAMES.contains(&name) => {
+                            crate::early_errors::comm_in_expression(name)
+                        }
                         _ => match self.lookup(&func.text) {
                             Some((binding, _)) => {
                                 let name = &func.text;
