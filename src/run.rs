@@ -37,13 +37,13 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
 fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
     let mut config = match args.session_config() {
         Ok(config) => config,
-        Err(message) => return usage_code(&message),
+        Err(message) => return rank_usage_code(ranks, &message),
     };
     if let Some(Err(message)) = ViewPlan::from_args(args).map(|plan| plan.check_paths(&args.file)) {
-        return usage_code(&message);
+        return rank_usage_code(ranks, &message);
     }
     let core_share = ranks.share_cores(&mut config, args.threads_chosen());
-    let (path, source) = match read_script(&args.file) {
+    let (path, source) = match read_script(&args.file, &|report| say_once(ranks, report)) {
         Ok(read) => read,
         Err(code) => return code,
     };
@@ -281,7 +281,7 @@ fn watch_interrupts(interrupt: Interrupt) {
 
 /// Parses a script and reports every syntax error.
 pub(crate) fn check(file: &Path) -> ExitCode {
-    let (path, source) = match read_script(file) {
+    let (path, source) = match read_script(file, &|report| eprint!("{report}")) {
         Ok(read) => read,
         Err(code) => return ExitCode::from(code),
     };
@@ -317,16 +317,48 @@ pub(crate) fn check(file: &Path) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
-fn read_script(file: &Path) -> Result<(String, String), u8> {
+/// Reads the script `file`: its path as reports name it and its text, or the exit code of a
+/// usage error, which `say` writes (`dep: cannot read ...`, or where the text is not UTF-8).
+fn read_script(file: &Path, say: &dyn Fn(&str)) -> Result<(String, String), u8> {
     let path = file.display().to_string();
     match read_source(file) {
         Ok(source) => Ok((path, source)),
-        Err(ReadError::Io(message)) => Err(usage_code(&message)),
+        Err(ReadError::Io(message)) => {
+            say(&format!("dep: {message}\n"));
+            Err(EXIT_USAGE)
+        }
         Err(ReadError::NotText(rendered)) => {
-            eprint!("{rendered}");
+            say(&rendered);
             Err(EXIT_USAGE)
         }
     }
+}
+
+/// Writes `report`, a usage error that every rank of an MPI job meets alike (each has the same
+/// arguments): rank 0 writes it, then ends the job; another rank waits for that and writes it
+/// only should rank 0 not end the job in time (a file only its machine lacks), naming its rank.
+/// Every rank wrote it, and two ranks aborting at once made Open MPI print errors of its own.
+fn say_once(ranks: &Ranks, report: &str) {
+    let rank = ranks.rank();
+    if rank == 0 {
+        eprint!("{report}");
+        return;
+    }
+    ranks.wait_for_rank_0_to_end_the_job();
+    let mut labelled = match report.strip_prefix("dep: ") {
+        Some(rest) => format!("dep (rank {rank}): {rest}"),
+        None => ranks.label_error(report),
+    };
+    if !labelled.ends_with('\n') {
+        labelled.push('\n');
+    }
+    eprint!("{labelled}");
+}
+
+/// The exit code of the usage error `message`, written as [`say_once`] does.
+fn rank_usage_code(ranks: &Ranks, message: &str) -> u8 {
+    say_once(ranks, &format!("dep: {message}\n"));
+    EXIT_USAGE
 }
 
 /// Why a script could not be read.
@@ -348,11 +380,10 @@ pub(crate) fn read_source(file: &Path) -> Result<String, ReadError> {
 
 fn report(ranks: &Ranks, error: &RunError) -> u8 {
     match error.kind {
-        // Every rank parsed the same text: said once, by rank 0, as a single run says it.
+        // Every rank parsed the same text: said once, by rank 0, as a single run says it (another
+        // rank that ended the job first cut it short).
         ErrorKind::Parse => {
-            if ranks.rank() == 0 {
-                eprintln!("{error}");
-            }
+            say_once(ranks, &format!("{error}\n"));
             EXIT_USAGE
         }
         // Every rank saw the same failure: said once, by rank 0, whose abort ends this rank;

@@ -375,6 +375,44 @@ print sum(x), sum(y), sum(z)
         Run::of(&mut command)
     }
 
+    /// What every rank meets alike, a usage error or a syntax error, is said once, by rank 0,
+    /// whose abort ends the job: each rank said it (and two aborts at once made Open MPI print
+    /// errors of its own), and a rank that ended the job first could cut rank 0's report off.
+    #[test]
+    fn usage_and_syntax_errors_are_said_once_by_rank_0() {
+        let dir = TestDir::new();
+        let syntax = mpirun(&dir, 3, "x = ones(3)\nx = allreduce(x) + 1\n", &[], &[]);
+        assert_eq!(syntax.code, 2, "{}", syntax.stderr);
+        assert_eq!(
+            syntax.stderr.matches("error").count(),
+            syntax.stderr.matches("errorcode").count() + 1,
+            "{}",
+            syntax.stderr
+        );
+        assert!(
+            syntax
+                .stderr
+                .contains("error: allreduce is a statement of its own"),
+            "{}",
+            syntax.stderr
+        );
+        let usage = mpirun(
+            &dir,
+            3,
+            "x = 1\n",
+            &["--trace", "no/such/folder/t.json"],
+            &[],
+        );
+        assert_eq!(usage.code, 2, "{}", usage.stderr);
+        assert_eq!(
+            usage.stderr.matches("dep: --trace: cannot write").count(),
+            1,
+            "{}",
+            usage.stderr
+        );
+        assert!(!usage.stderr.contains("dep (rank"), "{}", usage.stderr);
+    }
+
     #[test]
     fn allreduce_broadcast_and_messages_give_the_serial_values_on_2_and_4_ranks() {
         let dir = TestDir::new();
