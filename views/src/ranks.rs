@@ -548,8 +548,8 @@ pub fn summary_text(figures: &[RankFigures]) -> String {
         let overlap = match figure.comm_ns {
             0 => String::new(),
             _ => format!(
-                ", {:.0}% of it overlapped with compute",
-                100.0 * figure.overlap_fraction()
+                ", {} of it overlapped with compute",
+                crate::util::format_percent(figure.hidden_ns, figure.comm_ns)
             ),
         };
         text.push_str(&format!(

@@ -13,7 +13,7 @@ use dep_engine::{OpId, OpState};
 
 use crate::color::Role;
 use crate::replay::{Bar, Lane, Replay};
-use crate::util::{escape_xml, format_ns, truncate};
+use crate::util::{escape_xml, format_ns, format_percent, truncate};
 
 /// How the timeline is drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,7 +65,7 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
         .span_ns
         .map_or(end, |span_ns| end.max(start.saturating_add(span_ns)));
     let span = (axis_end - start).max(1) as f64;
-    let run_span = (end - start).max(1) as f64;
+    let run_span = (end - start).max(1);
     let plot = width - LEFT_PX - RIGHT_PX;
     let x_of = |time: u64| LEFT_PX + time.saturating_sub(start) as f64 / span * plot;
     let critical: Vec<_> = replay.critical_path();
@@ -125,14 +125,14 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
             + crate::fold::covered_ns(&comm);
         let _ = writeln!(
             svg,
-            r#"<rect x="{LEFT_PX}" y="{y:.1}" width="{plot:.1}" height="{BAR_PX}" fill="{}"/><text x="10" y="{:.1}">{}</text><text x="{:.1}" y="{:.1}" text-anchor="end" fill="{}" font-size="9">{:.0}%</text>"#,
+            r#"<rect x="{LEFT_PX}" y="{y:.1}" width="{plot:.1}" height="{BAR_PX}" fill="{}"/><text x="10" y="{:.1}">{}</text><text x="{:.1}" y="{:.1}" text-anchor="end" fill="{}" font-size="9">{}</text>"#,
             Role::Idle.hex(),
             y + 15.0,
             escape_xml(&truncate(&replay.lane_name(lane), 11)),
             LEFT_PX - 6.0,
             y + 15.0,
             Role::Dim.hex(),
-            busy as f64 * 100.0 / run_span,
+            escape_xml(&format_percent(busy, run_span)),
         );
     }
 
