@@ -443,6 +443,15 @@ fn rank_prefix(name: &str) -> Option<usize> {
     number.parse().ok()
 }
 
+/// A worker's lane as its own rank names it: without the rank a job's merged views name it
+/// after (`r2 net:0`: `net:0`); the name of a lane of one process's views as it is.
+pub(crate) fn lane_within_rank(name: &str) -> &str {
+    match rank_prefix(name) {
+        Some(_) => name.split_once(' ').map_or(name, |(_, own)| own),
+        None => name,
+    }
+}
+
 /// A merged name without its rank (`r2 cpu0`: `cpu0`; `dev:r2 gpu0:s0`: `dev:gpu0:s0`).
 fn strip_rank_prefix(name: &str) -> String {
     let (head, rest) = match name.strip_prefix("dev:") {
