@@ -1293,6 +1293,24 @@ fn a_jobs_network_lanes_are_busy_with_its_communications_in_every_view() {
     assert_eq!(shares, ["0%", "92%", "88%", "8%", "0%", "92%", "88%", "8%"]);
 }
 
+/// The timeline of a job names each lane whole: the two streams of a rank's GPU, cut at 11
+/// columns, both read `dev:r0 gpu…`, with different busy shares beside them.
+#[test]
+fn a_jobs_timeline_tells_the_streams_of_a_ranks_gpu_apart() {
+    let dir = TestDir::new();
+    let script = "device gpu0 = sim(launch_us=5, latency_us=0, streams=2)\na = ones(16)\nwith gpu0 {\n  b = work(1, a)\n  d = work(2, a)\n}\n";
+    simulated(&dir, 2, script, &["--timeline", "t.svg"]).expect_code(0);
+    let svg = std::fs::read_to_string(dir.path().join("t.svg")).unwrap();
+    for rank in 0..2 {
+        for stream in 0..2 {
+            let label =
+                format!(r#"lengthAdjust="spacingAndGlyphs">dev:r{rank} gpu0:s{stream}</text>"#);
+            assert!(svg.contains(&label), "{label} in {svg}");
+        }
+    }
+    assert!(!svg.contains("gpu…"), "{svg}");
+}
+
 /// `dep replay` of a trace of several ranks steps forward in time through every rank's events
 /// at once, and names each rank's variables (`r1 x`) and ops (`(r1:3)`) by their rank: it used
 /// to step through rank 0's whole run, then back to the start for rank 1's, with two rows named
