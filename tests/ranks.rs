@@ -1329,6 +1329,58 @@ fn a_replayed_summary_of_several_ranks_says_it_adds_them_up() {
     assert!(!run.stdout.contains("ranks of the trace"), "{}", run.stdout);
 }
 
+/// The network lane of each rank is busy with its communications in every view of the job: the
+/// timeline and `dep replay` of its trace named it `r0 net:0`, which they did not take for a
+/// network lane, and said `0%` and `r0 net:0 0 ns (0%)` (parallelism 3.60) where the run's
+/// summary said `net:0 88.9 µs (8%)`: a 1 MiB allreduce over 2 ranks, 1 MiB on the default
+/// 12.5 GB/s link after 5 µs of latency.
+#[test]
+fn a_jobs_network_lanes_are_busy_with_its_communications_in_every_view() {
+    let dir = TestDir::new();
+    let script = "x = ones(262144)\ny = work(1)\nx = allreduce(x)\nz = work(1, x)\n";
+    let args = ["--summary", "--trace", "t.json", "--timeline", "t.svg"];
+    let run = simulated(&dir, 2, script, &args).expect_code(0);
+    let busy = "busy: main 0 ns (0%), cpu:0 1.05 ms (92%), cpu:1 1.00 ms (88%), net:0 88.9 µs (8%)";
+    assert!(run.stderr.contains(busy), "{}", run.stderr);
+    let replayed = Run::of(dir.dep().args(["replay", "--end", "t.json"])).expect_code(0);
+    let summary = &replayed.stdout[replayed.stdout.find("\nsummary: ").unwrap()..];
+    // The summary wraps its busy line; each rank's lanes as that rank's own summary says them.
+    let summary = summary.replace("\n  ", " ");
+    for rank in 0..2 {
+        let lanes = format!(
+            "r{rank} main 0 ns (0%), r{rank} cpu:0 1.05 ms (92%), r{rank} cpu:1 1.00 ms (88%), r{rank} net:0 88.9 µs (8%)"
+        );
+        assert!(summary.contains(&lanes), "{summary}");
+    }
+    assert!(summary.contains("parallelism: 3.75 "), "{summary}");
+    let svg = std::fs::read_to_string(dir.path().join("t.svg")).unwrap();
+    let shares: Vec<&str> = svg
+        .split(r#"font-size="9">"#)
+        .skip(1)
+        .filter_map(|text| text.split_once("</text>").map(|(share, _)| share))
+        .filter(|text| text.ends_with('%'))
+        .collect();
+    assert_eq!(shares, ["0%", "92%", "88%", "8%", "0%", "92%", "88%", "8%"]);
+}
+
+/// The timeline of a job names each lane whole: the two streams of a rank's GPU, cut at 11
+/// columns, both read `dev:r0 gpu…`, with different busy shares beside them.
+#[test]
+fn a_jobs_timeline_tells_the_streams_of_a_ranks_gpu_apart() {
+    let dir = TestDir::new();
+    let script = "device gpu0 = sim(launch_us=5, latency_us=0, streams=2)\na = ones(16)\nwith gpu0 {\n  b = work(1, a)\n  d = work(2, a)\n}\n";
+    simulated(&dir, 2, script, &["--timeline", "t.svg"]).expect_code(0);
+    let svg = std::fs::read_to_string(dir.path().join("t.svg")).unwrap();
+    for rank in 0..2 {
+        for stream in 0..2 {
+            let label =
+                format!(r#"lengthAdjust="spacingAndGlyphs">dev:r{rank} gpu0:s{stream}</text>"#);
+            assert!(svg.contains(&label), "{label} in {svg}");
+        }
+    }
+    assert!(!svg.contains("gpu…"), "{svg}");
+}
+
 /// `dep replay` of a trace of several ranks steps forward in time through every rank's events
 /// at once, and names each rank's variables (`r1 x`) and ops (`(r1:3)`) by their rank: it used
 /// to step through rank 0's whole run, then back to the start for rank 1's, with two rows named

@@ -327,13 +327,15 @@ fn a_chain_of_kernels_no_host_op_waits_for_is_the_critical_path() {
 
 /// The cost model charges an op the bytes it reads and writes and a copy the bytes it moves
 /// (latency + max(flops / flop/s, bytes / bytes/s)): 4 MB made on the CPU (20 GB/s, 1 µs) take
-/// 201 µs, copied over PCIe (25 GB/s, 10 µs) 170 µs; `work(ms)` takes exactly its time.
+/// 201 µs, copied over PCIe (25 GB/s, 10 µs) 170 µs; `work(ms)` takes exactly its time. A
+/// slice copies what it selects (2 MB of G read and written: 201 µs) and a tensor literal its
+/// elements, as every op (both were charged nothing: 1 µs, the latency alone).
 #[test]
 fn simulated_ops_are_charged_the_bytes_they_move() {
     let dir = TestDir::new();
     let script = dir.write(
         "bytes.dep",
-        "G = ones(1000000)\nK = to(G, gpu0)\nS = sum(G)\nW = work(2, G)\nwait\n",
+        "G = ones(1000000)\nK = to(G, gpu0)\nS = sum(G)\nW = work(2, G)\nT = G[0:500000]\nL = [G[0:250000], G[250000:500000]]\nwait\n",
     );
     run_sim(&dir, script.to_str().unwrap(), &["--trace", "t.json"]);
     let trace: serde_json::Value =
@@ -352,6 +354,12 @@ fn simulated_ops_are_charged_the_bytes_they_move() {
     assert_eq!(durations["K = to(G, gpu0)"], 170.0, "{durations:?}");
     assert_eq!(durations["S = sum(G)"], 201.0, "{durations:?}");
     assert_eq!(durations["W = work(2, G)"], 2001.0, "{durations:?}");
+    assert_eq!(durations["T = G[0:500000]"], 201.0, "{durations:?}");
+    // Its two slices (2 MB read and written), then its 2 MB of elements read and written.
+    assert_eq!(
+        durations["L = [G[0:250000], G[250000:500000]]"], 401.0,
+        "{durations:?}"
+    );
 }
 
 /// A simulated device's fields are bounded so that every duration fits the virtual clock: a

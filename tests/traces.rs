@@ -385,6 +385,47 @@ fn the_memory_in_use_at_the_end_is_the_same_on_every_engine() {
     }
 }
 
+/// The summary counts an allocation for each buffer a value is made in, and none for a buffer
+/// kept for a later value: `y = x @ x` in a loop, whose result is made in y's old buffer (the
+/// op's spare), counted two per statement, and a graph's pool one more for every buffer
+/// released into it (4 per run of a graph that makes 2 values, both in buffers of its pool).
+#[test]
+fn a_buffer_kept_for_reuse_is_no_allocation() {
+    let dir = TestDir::new();
+    let allocations = |script: &str, engine: &str, threads: &str| -> u64 {
+        let stderr = summary_of(&dir, script, engine, threads, 0);
+        let (before, _) = stderr
+            .split_once(" allocations\n")
+            .unwrap_or_else(|| panic!("{stderr}"));
+        before.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let graph = |runs: u32| {
+        format!(
+            "X = ones(128, 128)\nW = ones(128, 128)\ngraph g {{\n  H = X @ W\n  G = H * 2\n  X = G + 1\n}}\nfor i in 0..{runs} {{ run g }}\n"
+        )
+    };
+    for (engine, threads) in ENGINES {
+        let mut counts = Vec::new();
+        for n in [2, 12] {
+            let script =
+                format!("x = ones(64, 64)\ny = ones(64, 64)\nfor i in 0..{n} {{ y = x @ x }}\n");
+            dir.write("loop.dep", &script);
+            dir.write("graph.dep", &graph(n));
+            counts.push((
+                allocations("loop.dep", engine, threads),
+                allocations("graph.dep", engine, threads),
+            ));
+        }
+        let (statements, runs) = (counts[1].0 - counts[0].0, counts[1].1 - counts[0].1);
+        assert_eq!(statements, 10, "one buffer per statement on {engine}");
+        // A run makes H, G and X, X where G was when nobody else holds G.
+        assert!(runs <= 30, "{runs} allocations in 10 runs on {engine}");
+        if *engine == "naive" {
+            assert_eq!(runs, 20, "the two buffers its pool serves");
+        }
+    }
+}
+
 /// The free buffers a graph's pool holds for its later runs are counted apart from the memory
 /// in use at the end: how many it holds depends on how a run's releases and allocations
 /// interleaved (the MLP step ended with 1.3 MiB in use on the naive engine and 1.8 MiB on the

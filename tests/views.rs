@@ -1501,3 +1501,49 @@ fn a_second_ctrl_c_erases_the_watch_panel_before_leaving() {
         "{rest:?}"
     );
 }
+
+/// A worker's share of the wall time reads 100% only when it was busy all the time, and 0%
+/// only when it never was: under the simulated engine, a worker busy 10.001 ms of a 10.011 ms
+/// run read `(100%)` in the summary and the timeline, and one busy 11 µs of 10 ms read `(0%)`.
+#[test]
+fn a_busy_share_reads_all_or_nothing_only_when_it_is() {
+    let dir = TestDir::new();
+    let cases = [
+        (
+            "a = work(10)\nb = work(10.01)\n",
+            "  busy: main 0 ns (0%), cpu:0 10.00 ms (>99%), cpu:1 10.01 ms (100%)\n",
+            ["0%", ">99%", "100%"],
+        ),
+        (
+            "a = work(10)\nb = work(0.01)\n",
+            "  busy: main 0 ns (0%), cpu:0 10.00 ms (100%), cpu:1 11 µs (<1%)\n",
+            ["0%", "100%", "<1%"],
+        ),
+    ];
+    for (source, busy, lanes) in cases {
+        let script = dir.write("share.dep", source);
+        let run = Run::of(dir.dep().arg("run").arg(&script).args([
+            "--engine",
+            "sim",
+            "--threads",
+            "2",
+            "--summary",
+            "--timeline",
+            "t.svg",
+        ]))
+        .expect_code(0);
+        assert!(run.stderr.contains(busy), "{source}{}", run.stderr);
+        let svg = read(&dir, "t.svg");
+        let shares: Vec<&str> = svg
+            .split(r#"font-size="9">"#)
+            .skip(1)
+            .filter_map(|text| text.split_once("</text>").map(|(share, _)| share))
+            .filter(|text| text.ends_with('%'))
+            .collect();
+        let escaped: Vec<String> = lanes
+            .iter()
+            .map(|share| share.replace('>', "&gt;").replace('<', "&lt;"))
+            .collect();
+        assert_eq!(shares, escaped, "{source}");
+    }
+}

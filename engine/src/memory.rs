@@ -41,6 +41,14 @@ impl MemoryMeter {
         self.allocations.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts `bytes` in use again, with no allocation: a buffer one value gave up and that is
+    /// kept for a later one (by a graph's pool, or as an op's spare), whose bytes stay counted
+    /// until it is taken; taking it and making the later value counts that value's allocation.
+    pub fn in_use_again(&self, bytes: u64) {
+        let now = self.current.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+    }
+
     /// Counts `bytes` no longer in use.
     pub fn freed(&self, bytes: u64) {
         self.current.fetch_sub(bytes, Ordering::Relaxed);
@@ -83,5 +91,19 @@ mod tests {
         );
         meter.reset_peak();
         assert_eq!(meter.stats().peak_bytes, 70);
+    }
+
+    /// A buffer kept for reuse counts its bytes again but no allocation: a graph's pool and an
+    /// op's spare counted one each time they took a buffer back, two per reused buffer.
+    #[test]
+    fn a_buffer_kept_for_reuse_is_no_allocation() {
+        let meter = MemoryMeter::new();
+        meter.allocated(100);
+        meter.freed(100);
+        meter.in_use_again(100);
+        assert_eq!(meter.stats().allocations, 1);
+        assert_eq!(meter.stats().current_bytes, 100);
+        meter.in_use_again(30);
+        assert_eq!(meter.stats().peak_bytes, 130);
     }
 }

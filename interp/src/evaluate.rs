@@ -155,7 +155,12 @@ fn eval_node<B: Backend>(
                     },
                 });
             }
-            backend.index(base, &specs)
+            let result = backend.index(base, &specs)?;
+            // A copy of the elements it selects: it reads them and writes them.
+            if cx.is_simulated() {
+                report_bytes(cx, 2.0 * bytes::<B>(&result));
+            }
+            Ok(result)
         }
         // The op runs on the link's destination: on the host, the value is where it is (the
         // simulated engine charges the copy's bytes over the link); on a GPU, the inputs were
@@ -183,7 +188,13 @@ fn eval_node<B: Backend>(
                     fmt_shape(B::shape(other))
                 )));
             }
-            backend.stack(values)
+            let read: f64 = values.iter().map(bytes::<B>).sum();
+            let result = backend.stack(values)?;
+            // It reads its elements and writes them together.
+            if cx.is_simulated() {
+                report_bytes(cx, read + bytes::<B>(&result));
+            }
+            Ok(result)
         }
     }
 }

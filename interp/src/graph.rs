@@ -818,14 +818,14 @@ impl Graph {
         let _ = writeln!(report, "  {}", self.buffers_line());
         match self.memory_estimate() {
             Some((eager, graph)) => {
-                let saved = if eager == 0 {
-                    0.0
-                } else {
-                    100.0 * (1.0 - graph as f64 / eager as f64)
+                // A graph that takes more than eager mode says so as a negative saving.
+                let saved = match graph <= eager || eager == 0 {
+                    true => dep_views::format_percent(eager.saturating_sub(graph), eager),
+                    false => format!("-{}", dep_views::format_percent(graph - eager, eager)),
                 };
                 let _ = writeln!(
                     report,
-                    "  peak memory per run: eager {}, graph {} ({saved:.0}% less)",
+                    "  peak memory per run: eager {}, graph {} ({saved} less)",
                     format_bytes(eager),
                     format_bytes(graph)
                 );

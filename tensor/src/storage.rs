@@ -105,7 +105,7 @@ impl BufferPool {
     /// Keeps a released buffer for a later allocation of the same length. Its bytes stay counted
     /// as in use: the pool holds them.
     pub fn give(&self, values: Vec<f32>) {
-        CPU_MEMORY.allocated(bytes_of(&values));
+        CPU_MEMORY.in_use_again(bytes_of(&values));
         self.returned.fetch_add(1, Ordering::Relaxed);
         let mut free = self
             .free
@@ -188,7 +188,7 @@ thread_local! {
 /// its length: `y = x + 1` in a loop then writes into `y`'s old buffer instead of allocating.
 /// The spare stays counted as memory in use until it is reused or, unused, freed at the end.
 pub fn with_spare<T>(spare: Vec<f32>, body: impl FnOnce() -> T) -> T {
-    CPU_MEMORY.allocated(bytes_of(&spare));
+    CPU_MEMORY.in_use_again(bytes_of(&spare));
     SPARE.set(Some(spare));
     let result = body();
     if let Some(unused) = SPARE.take() {

@@ -1496,9 +1496,10 @@ const ALL_STATES: [OpState; N_STATES] = [
 ];
 
 /// Whether a worker's lane is the network's own (`net:0`), where communications are its work,
-/// rather than a compute worker's, which only posts them.
+/// rather than a compute worker's, which only posts them; also in the views of a job of
+/// several ranks, which name each rank's lanes after it (`r1 net:0`).
 pub fn is_network_lane(name: &str) -> bool {
-    name.starts_with("net")
+    crate::ranks::lane_within_rank(name).starts_with("net")
 }
 
 /// The time the union of `spans` covers: spans in flight at once count once.
@@ -1587,5 +1588,8 @@ mod tests {
         assert_eq!(covered_ns(&[(10, 20), (0, 5), (15, 30), (18, 19)]), 25);
         assert!(is_network_lane("net:0"));
         assert!(!is_network_lane("cpu:0") && !is_network_lane("main"));
+        // A job's merged views name each rank's lanes after it: its network lane is one too.
+        assert!(is_network_lane("r0 net:0") && is_network_lane("r12 net:0"));
+        assert!(!is_network_lane("r1 cpu:0") && !is_network_lane("r1 main"));
     }
 }

@@ -24,6 +24,10 @@ pub struct Frame {
     pub named: Vec<FrameOp>,
 }
 
+/// Why a waiting op waits once every access it queued is granted: the engine has yet to make
+/// it ready (the step between its last grant and its readiness, or a snapshot taken there).
+pub(crate) const ALL_GRANTED: &str = "has every grant: the engine makes it ready next";
+
 /// One live variable and its queue.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FrameVar {
@@ -248,12 +252,17 @@ impl Frame {
     /// Why `op` waits, in words, one clause per blocked variable naming every access it waits
     /// behind: `waits for A: read by B = A @ A (line 2), running on cpu:0, and by C = A @ A
     /// (line 3), running on cpu:1`. A waiting op with nothing ahead of it (just pushed, or the
-    /// op before it has just ended) waits for the engine's grants: it says so. `None` for an op
-    /// that does not wait.
+    /// op before it has just ended) waits for the engine's grants: it says so; once every
+    /// access it queued is granted, it waits for nothing but being made ready, and says that.
+    /// `None` for an op that does not wait.
     pub fn why_waiting(&self, op: &FrameOp) -> Option<String> {
         if op.waits_on.is_empty() {
             if op.state != OpState::Waiting {
                 return None;
+            }
+            let mut accesses = self.vars.iter().flat_map(|var| &var.queue);
+            if accesses.all(|access| access.op != op.id || access.granted) {
+                return Some(ALL_GRANTED.to_string());
             }
             return Some("waits for its grants: nothing is ahead of it in its queues".to_string());
         }

@@ -410,11 +410,12 @@ const PLAYER_JS: &str = r#"
     return [Math.min(first, Math.max(end - room, 0)), end];
   }
   function why(vars, opId) {
-    var clauses = [];
+    var clauses = [], allGranted = true;
     vars.forEach(function (v) {
       var lastWrite = null, readsSince = [];
       state.queues.get(v).forEach(function (a) {
         if (!a.granted && a.op === opId) {
+          allGranted = false;
           var behind = !a.write || !readsSince.length ? (lastWrite === null ? [] : [lastWrite]) : readsSince.slice();
           var writes = !a.write || !readsSince.length;
           if (behind.length) {
@@ -430,8 +431,10 @@ const PLAYER_JS: &str = r#"
         if (a.write) { lastWrite = a.op; readsSince = []; } else readsSince.push(a.op);
       });
     });
-    // Nothing ahead of it: just pushed, or the op before it has just ended (Frame::why_waiting).
+    // Nothing ahead of it: just pushed, or the op before it has just ended; or every access
+    // granted, before it is made ready (Frame::why_waiting).
     return clauses.length ? 'waits ' + clauses.join('; and ')
+      : allGranted ? 'has every grant: the engine makes it ready next'
       : 'waits for its grants: nothing is ahead of it in its queues';
   }
   // How many of the run's ops were pushed before the op at position p, left out of the page or
@@ -543,6 +546,12 @@ mod tests {
         assert!(rows_of_a
             .iter()
             .all(|row| row.matches("dep-acc ").count() <= MAX_QUEUE_ENTRIES));
+    }
+
+    /// The player says what `Frame::why_waiting` says of an op whose every access is granted.
+    #[test]
+    fn player_script_says_why_an_op_with_every_grant_waits_as_rust_does() {
+        assert!(PLAYER_JS.contains(&format!("'{}'", crate::frame::ALL_GRANTED)));
     }
 
     #[test]

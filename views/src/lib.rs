@@ -79,7 +79,7 @@ pub use crate::{
     stepper::Stepper,
     summary::{KernelGaps, Summary},
     text::TextStyle,
-    util::format_ns,
+    util::{format_ns, format_percent},
 };
 
 #[cfg(test)]

@@ -466,6 +466,15 @@ fn rank_prefix(name: &str) -> Option<usize> {
     number.parse().ok()
 }
 
+/// A worker's lane as its own rank names it: without the rank a job's merged views name it
+/// after (`r2 net:0`: `net:0`); the name of a lane of one process's views as it is.
+pub(crate) fn lane_within_rank(name: &str) -> &str {
+    match rank_prefix(name) {
+        Some(_) => name.split_once(' ').map_or(name, |(_, own)| own),
+        None => name,
+    }
+}
+
 /// A merged name without its rank (`r2 cpu0`: `cpu0`; `dev:r2 gpu0:s0`: `dev:gpu0:s0`).
 fn strip_rank_prefix(name: &str) -> String {
     let (head, rest) = match name.strip_prefix("dev:") {
@@ -571,8 +580,8 @@ pub fn summary_text(figures: &[RankFigures]) -> String {
         let overlap = match figure.comm_ns {
             0 => String::new(),
             _ => format!(
-                ", {:.0}% of it overlapped with compute",
-                100.0 * figure.overlap_fraction()
+                ", {} of it overlapped with compute",
+                crate::util::format_percent(figure.hidden_ns, figure.comm_ns)
             ),
         };
         text.push_str(&format!(

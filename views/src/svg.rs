@@ -13,7 +13,7 @@ use dep_engine::{OpId, OpState};
 
 use crate::color::Role;
 use crate::replay::{Bar, Lane, Replay};
-use crate::util::{escape_xml, format_ns, truncate};
+use crate::util::{self, escape_xml, format_ns, format_percent, truncate};
 
 /// How the timeline is drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +54,8 @@ const TOP_PX: f64 = 40.0;
 const LEFT_PX: f64 = 120.0;
 const RIGHT_PX: f64 = 24.0;
 const AXIS_PX: f64 = 34.0;
+/// The width a lane's name takes at most, left of its busy share.
+const LANE_LABEL_PX: f64 = 72.6;
 
 /// The timeline of a replay as a standalone SVG document.
 pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
@@ -65,7 +67,7 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
         .span_ns
         .map_or(end, |span_ns| end.max(start.saturating_add(span_ns)));
     let span = (axis_end - start).max(1) as f64;
-    let run_span = (end - start).max(1) as f64;
+    let run_span = (end - start).max(1);
     let plot = width - LEFT_PX - RIGHT_PX;
     let x_of = |time: u64| LEFT_PX + time.saturating_sub(start) as f64 / span * plot;
     let critical: Vec<_> = replay.critical_path();
@@ -125,14 +127,14 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
             + crate::fold::covered_ns(&comm);
         let _ = writeln!(
             svg,
-            r#"<rect x="{LEFT_PX}" y="{y:.1}" width="{plot:.1}" height="{BAR_PX}" fill="{}"/><text x="10" y="{:.1}">{}</text><text x="{:.1}" y="{:.1}" text-anchor="end" fill="{}" font-size="9">{:.0}%</text>"#,
+            r#"<rect x="{LEFT_PX}" y="{y:.1}" width="{plot:.1}" height="{BAR_PX}" fill="{}"/><text x="10" y="{:.1}"{}</text><text x="{:.1}" y="{:.1}" text-anchor="end" fill="{}" font-size="9">{}</text>"#,
             Role::Idle.hex(),
             y + 15.0,
-            escape_xml(&truncate(&replay.lane_name(lane), 11)),
+            lane_label(&replay.lane_name(lane)),
             LEFT_PX - 6.0,
             y + 15.0,
             Role::Dim.hex(),
-            busy as f64 * 100.0 / run_span,
+            escape_xml(&format_percent(busy, run_span)),
         );
     }
 
@@ -534,9 +536,28 @@ fn tick_label(offset_ns: u64) -> String {
     }
 }
 
+/// The rest of a lane's `<text` element: its name, whole. A name of up to 11 columns is
+/// written as it is; one of up to 16 (a job's lanes, `dev:r0 gpu0:s0`) is squeezed into the
+/// same width, and a longer one is cut there, with its full name as a tooltip. Cut at 11
+/// columns, both streams of a rank's GPU read `dev:r0 gpu…`, with different figures beside.
+fn lane_label(name: &str) -> String {
+    match util::width(name) {
+        0..=11 => format!(">{}", escape_xml(name)),
+        12..=16 => format!(
+            r#" textLength="{LANE_LABEL_PX}" lengthAdjust="spacingAndGlyphs">{}"#,
+            escape_xml(name)
+        ),
+        _ => format!(
+            "><title>{}</title>{}",
+            escape_xml(name),
+            escape_xml(&truncate(name, 11))
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{axis, dependencies_title};
+    use super::{axis, dependencies_title, lane_label};
 
     /// The tick labels of an axis from `start` to `end`.
     fn tick_labels(start: u64, end: u64) -> Vec<String> {
@@ -546,6 +567,22 @@ mod tests {
             .skip(1)
             .map(|rest| rest.split('<').next().unwrap_or_default().to_string())
             .collect()
+    }
+
+    /// Two lanes of one rank's GPU are told apart: cut at 11 columns, `dev:r0 gpu0:s0` and
+    /// `dev:r0 gpu0:s1` both read `dev:r0 gpu…`.
+    #[test]
+    fn a_lanes_name_is_whole_or_its_tooltip_is() {
+        assert_eq!(lane_label("cpu:0"), ">cpu:0");
+        assert_eq!(lane_label("dev:gpu0:s0"), ">dev:gpu0:s0");
+        assert_eq!(
+            lane_label("dev:r0 gpu0:s1"),
+            r#" textLength="72.6" lengthAdjust="spacingAndGlyphs">dev:r0 gpu0:s1"#
+        );
+        assert_eq!(
+            lane_label("dev:r12 gpu10->gpu11"),
+            "><title>dev:r12 gpu10-&gt;gpu11</title>dev:r12 gp…"
+        );
     }
 
     /// A run of no ops lasted no time: its axis says `0`, not `0` to `1 ns`.

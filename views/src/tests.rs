@@ -514,6 +514,20 @@ fn stepping_shows_queued_accesses_between_push_and_grant() {
               ↳ B = A + 1 (line 2) waits for its grants: nothing is ahead of it in its queues
         "#]],
     );
+    // Every access granted, not yet ready: it waits for no grant any more (it said it did).
+    check_text(
+        step_text(&replay, pushed + 3),
+        expect![[r#"
+        step 10/38 at 9 µs: granted B to B = A + 1 (line 2)
+        queues  (● granted, ○ waiting)
+          A ● R B = A + 1 (line 2)
+          B ● W B = A + 1 (line 2)
+        op                                                     line state     worker        start   duration
+        A = 2                                                     1 done      main           4 µs       1 µs
+        B = A + 1                                                 2 waiting   -                 -          -
+          ↳ B = A + 1 (line 2) has every grant: the engine makes it ready next
+    "#]],
+    );
 }
 
 /// Pushes seed 000 on one worker whose first op blocks until released, and shows the live view.

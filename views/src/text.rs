@@ -326,12 +326,8 @@ pub fn summary(summary: &Summary, style: &TextStyle) -> String {
         .busy_ns
         .iter()
         .map(|(worker, busy)| {
-            let share = if summary.wall_ns == 0 {
-                0.0
-            } else {
-                *busy as f64 * 100.0 / summary.wall_ns as f64
-            };
-            format!("{worker} {} ({share:.0}%)", format_ns(*busy))
+            let share = util::format_percent(*busy, summary.wall_ns);
+            format!("{worker} {} ({share})", format_ns(*busy))
         })
         .collect();
     for line in wrap(&format!("busy: {}", busy.join(", ")), style.columns() - 2) {

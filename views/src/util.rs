@@ -135,6 +135,28 @@ pub fn format_ns(ns: u64) -> String {
     }
 }
 
+/// `part` as a share of `whole`, in whole percent, as every view writes a share: rounded to
+/// the nearest, except that a share short of all of it never reads `100%` and a share above
+/// nothing never reads `0%` (a worker busy 99.6% of the run is `>99%`, one busy 0.2% is
+/// `<1%`), so that a view never shows a worker always busy, or never, when it was not. A
+/// `whole` of 0 is a share of nothing: `0%`.
+pub fn format_percent(part: u64, whole: u64) -> String {
+    if whole == 0 || part == 0 {
+        return "0%".to_string();
+    }
+    if part >= whole {
+        // More than the whole (never for a worker's busy time) is said as it is.
+        return format!("{:.0}%", part as f64 * 100.0 / whole as f64);
+    }
+    let share = part as f64 * 100.0 / whole as f64;
+    match share {
+        share if share < 0.5 => "<1%".to_string(),
+        share if share >= 99.5 => ">99%".to_string(),
+        // Halves up, as `Math.round` in the pages' scripts (`{:.0}` rounds them to even).
+        share => format!("{}%", share.round()),
+    }
+}
+
 /// `ns / unit`, rounded half up: in integers, so that the replay player's script (which rounds
 /// with `Math.round`) writes the same digits.
 fn rounded(ns: u64, unit: u64) -> u64 {
@@ -217,6 +239,23 @@ mod tests {
         // The unit follows the value before rounding, in the script too.
         assert_eq!(format_ns(999_995_000), "1000.00 ms");
         assert_eq!(format_ns(u64::MAX), "18446744073.71 s");
+    }
+
+    /// A share short of the whole never reads 100%, and one above nothing never 0%: a worker
+    /// busy 99.95% of a run read `(100%)`, always busy, and one busy 0.01% read `(0%)`.
+    #[test]
+    fn a_share_reads_all_or_nothing_only_when_it_is() {
+        assert_eq!(format_percent(1_000, 1_000), "100%");
+        assert_eq!(format_percent(0, 1_000), "0%");
+        assert_eq!(format_percent(0, 0), "0%");
+        assert_eq!(format_percent(9_995, 10_000), ">99%");
+        assert_eq!(format_percent(421_431, 421_432), ">99%");
+        assert_eq!(format_percent(9_949, 10_000), "99%");
+        assert_eq!(format_percent(1, 10_000), "<1%");
+        assert_eq!(format_percent(49, 10_000), "<1%");
+        assert_eq!(format_percent(50, 10_000), "1%");
+        assert_eq!(format_percent(1, 3), "33%");
+        assert_eq!(format_percent(2, 3), "67%");
     }
 
     #[test]
