@@ -303,6 +303,10 @@ enum AttributeAccess {
 /// Python's and NumPy's modules always in a user's fingers.
 const MODULES: [&str; 8] = ["np", "numpy", "torch", "mx", "nd", "tf", "jnp", "math"];
 
+/// The ends of the file names a script names (`load("x.npy")`, a script, a table):
+/// `x.npy` without its quotes, and not called, is a file name, not a method `npy` of `x`.
+const FILE_EXTENSIONS: [&str; 6] = ["npy", "npz", "dep", "csv", "txt", "json"];
+
 /// The diagnostic for an attribute, a method or a module's member (`A.T`, `A.shape`,
 /// `x.sum()`, `np.ones(3)`), if the `.` at `span` of `source` follows a name, a `)` or a `]`
 /// and comes before a name: dep has none of them, and the diagnostic says what to write
@@ -353,6 +357,16 @@ fn attribute_access(source: &str, span: Span) -> Option<AttributeAccess> {
     let access = &source[owner_start..end];
     let value = if owner.is_empty() { "x" } else { owner };
     let (message, label) = match (owner, attribute) {
+        (owner, _)
+            if !owner.is_empty()
+                && FILE_EXTENSIONS.contains(&last)
+                && !source[end..].trim_start().starts_with('(') =>
+        {
+            (
+            format!("`{access}` is a file name without its quotes"),
+            format!("a file name is a string: `\"{access}\"`"),
+            )
+        }
         (owner, _) if MODULES.contains(&owner) => (
             format!("dep has no modules (`{access}`)"),
             format!("builtins are called by their name alone: `{last}(...)`"),

@@ -639,6 +639,34 @@ fn attributes_methods_and_modules_say_what_to_write_instead() {
     );
 }
 
+/// A file name written without its quotes (`load(data.npy)`) says to quote it, not to call a
+/// builtin `npy` (it said ``a builtin takes the value as its first argument: `npy(data, ...)` ``).
+#[test]
+fn a_file_name_without_quotes_says_to_quote_it() {
+    check_errors(
+        "X = load(data.npy)\nsave(X, out.npy)\nY = X.dot(W)\n",
+        expect![[r#"
+            error: `data.npy` is a file name without its quotes
+             --> test.dep:1:10
+              |
+            1 | X = load(data.npy)
+              |          ^^^^^^^^ a file name is a string: `"data.npy"`
+
+            error: `out.npy` is a file name without its quotes
+             --> test.dep:2:9
+              |
+            2 | save(X, out.npy)
+              |         ^^^^^^^ a file name is a string: `"out.npy"`
+
+            error: dep has no attributes or methods (`X.dot`)
+             --> test.dep:3:5
+              |
+            3 | Y = X.dot(W)
+              |     ^^^^^ a builtin takes the value as its first argument: `dot(X, ...)`
+        "#]],
+    );
+}
+
 /// A block opened Python's way (`def f(x):`) says that dep's blocks are in braces, with the
 /// head written dep's way, a `range` as `start..end` and a body on the same line inside.
 #[test]

@@ -536,12 +536,31 @@ fn is_temporary_name(name: &str) -> bool {
 /// once nothing is pending, why its last write waited when it did (from the event log).
 fn why(session: &Session, name: &str) -> Result<String, String> {
     let Some(var) = session.var_of(name) else {
+        // A name first assigned inside a recorded graph is the graph's own buffer: a variable
+        // the engine keeps for the graph's runs, which no name binds between them.
+        let graph = (session.graphs.iter())
+            .filter(|(_, graph)| graph.has_internal_named(name))
+            .map(|(graph_name, _)| graph_name)
+            .min();
         // A variable the views show without a binding (a function's argument `f.x#1`, its
         // result `return#2`, its local `h'`; a name deleted while ops still use it, shown
-        // `A (deleted)`): asked while it is live, the live frame answers for it.
-        if let Some(text) = live_frame(session).why(name) {
+        // `A (deleted)`; a graph's own buffer while a run uses it): asked while it is live, the
+        // live frame answers for it.
+        let frame = live_frame(session);
+        let in_use = || {
+            (frame.vars.iter())
+                .any(|candidate| &*candidate.name == name && !candidate.queue.is_empty())
+        };
+        if let Some(text) = frame.why(name).filter(|_| graph.is_none() || in_use()) {
             // A line of its own, as every answer is: the REPL's panel redraws below it.
             return Ok(text + "\n");
+        }
+        if let Some(graph) = graph {
+            // Between runs it holds nothing a name could read: `print` says so too.
+            return Err(format!(
+                "`{name}` is first assigned inside graph `{graph}`, so it is the graph's own \
+                 buffer, not kept after a run; assign `{name}` before `graph {graph}` to read it"
+            ));
         }
         if is_temporary_name(name) {
             return Err(format!(
@@ -1133,6 +1152,43 @@ mod tests {
         assert!(error.contains("`engine sim 3 --ranks 2`"), "{error}");
         assert_eq!(session.ranks(), 2);
         assert!(session.peers().is_some());
+    }
+
+    /// `why` of a name first assigned inside a recorded graph says that it is the graph's own
+    /// buffer, as `print` does, while no run uses it: it said `Z is ready: nothing reads or
+    /// writes it now` of a name `print` and `:vars` do not know.
+    #[test]
+    fn why_of_a_graphs_own_buffer_says_what_it_is() {
+        let mut session = observed_threaded_session();
+        let source = "X = ones(2)\ngraph g { Z = X + 1 }";
+        session
+            .run_source("t.dep", source, &mut std::io::sink())
+            .unwrap();
+        for _ in 0..2 {
+            let error = run(&mut session, Command::Why("Z".into())).err();
+            assert_eq!(
+                error.as_deref(),
+                Some(
+                    "`Z` is first assigned inside graph `g`, so it is the graph's own buffer, \
+                     not kept after a run; assign `Z` before `graph g` to read it"
+                )
+            );
+            session
+                .run_source("t.dep", "run g", &mut std::io::sink())
+                .unwrap();
+            session.wait_all();
+        }
+        // While a run uses it, the live queues answer for it.
+        session
+            .run_source(
+                "t.dep",
+                "Y = work(800, X)\nX = Y\nrun g",
+                &mut std::io::sink(),
+            )
+            .unwrap();
+        let text = why_text(&mut session, "Z");
+        assert!(text.starts_with("Z will be written by Z = X + 1"), "{text}");
+        session.cancel();
     }
 
     /// `why` of a list or of a slot past its end, `dag .svg` and `engine sim --ranks` without N

@@ -275,7 +275,7 @@ impl Driver {
         let ran = match session.peers() {
             Some(peers) => {
                 if ran.is_err() {
-                    peers.end_job("rank 0 failed".to_string());
+                    peers.end_job(rank_0_ended(interrupted));
                 }
                 // Rank 0's interrupts, those of its input and those while it waits for the
                 // peers, are theirs too.
@@ -362,7 +362,7 @@ impl Driver {
         let mut failures = session.take_failures();
         if let Some(peers) = session.peers() {
             if failures.is_err() {
-                peers.end_job("rank 0 failed".to_string());
+                peers.end_job(rank_0_ended(interrupted));
             }
             failures = failures.and(first_error(peers.wait(&|| self.interrupt.since(mark))));
         }
@@ -411,6 +411,16 @@ pub fn blank(text: &str) -> String {
     text.chars()
         .map(|c| if c == '\n' { '\n' } else { ' ' })
         .collect()
+}
+
+/// Why rank 0 ended a job of simulated ranks, as the other ranks and every later communication
+/// report it (`the job ended: rank 0 was interrupted`): an interrupt is no failure of rank 0's.
+fn rank_0_ended(interrupted: bool) -> String {
+    if interrupted {
+        "rank 0 was interrupted".to_string()
+    } else {
+        "rank 0 failed".to_string()
+    }
 }
 
 #[cfg(test)]
@@ -601,6 +611,47 @@ mod tests {
             assert_eq!(session.n_unfinished(), 0);
             assert!(started.elapsed() < Duration::from_secs(20), "{policy}");
         }
+    }
+
+    /// An interrupt of an input on simulated ranks ends their job, and what then fails says that
+    /// rank 0 was interrupted: it said `the job ended: rank 0 failed`, which it had not.
+    #[test]
+    fn a_job_of_ranks_ended_by_an_interrupt_says_so() {
+        let driver = Driver::new(1);
+        let mut session = session(engine::Policy::Threaded);
+        let command = crate::commands::parse('%', "engine sim --ranks 2").unwrap();
+        crate::commands::run(&mut session, command).unwrap();
+        let interrupt = driver.interrupt();
+        let mark = driver.mark();
+        let interrupter = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            interrupt.interrupt()
+        });
+        // Both ranks wait for a message the other never sends.
+        let source = "w = recv(1 - rank(), 4)\nprint w";
+        let mut kept = Kept::default();
+        let outcome = driver.run(
+            &mut session,
+            &Input::new("cell[1]", source),
+            mark,
+            &mut kept,
+        );
+        interrupter.join().unwrap();
+        assert!(outcome.interrupted);
+        driver.wait(&mut session, mark);
+        let mark = driver.mark();
+        let outcome = driver.run(
+            &mut session,
+            &Input::new("cell[2]", "v = allreduce(ones(2))\nprint v"),
+            mark,
+            &mut kept,
+        );
+        let error = outcome.error.expect("the job ended").to_string();
+        assert!(
+            error.contains("the job ended: rank 0 was interrupted"),
+            "{error}"
+        );
+        assert!(!error.contains("rank 0 failed"), "{error}");
     }
 
     /// Under the simulated policy the wait lets the virtual clock run to its end: every op of

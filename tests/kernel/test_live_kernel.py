@@ -143,8 +143,17 @@ def test_a_second_interrupt_stops_waiting_for_a_running_op_which_goes_on(kernel)
     assert reply["content"]["ename"] == "Interrupted"
     assert time.monotonic() - started < 4.5, "the cell waited for the running op"
     assert "1 running op goes on" in reply["content"]["evalue"], reply["content"]["evalue"]
-    errors = [m for m in kernel.iopub_until_idle(msg_id) if m["msg_type"] == "error"]
+    messages = kernel.iopub_until_idle(msg_id)
+    errors = [m for m in messages if m["msg_type"] == "error"]
     traceback = "\n".join(errors[0]["content"]["traceback"])
+    # The last display, drawn while the op goes on, times it up to then, as the displays
+    # before it did (it used to say `0 ns+` and `... in all`, timed to the op's start).
+    displays = [m for m in messages if m["msg_type"] in ("display_data", "update_display_data")]
+    last = displays[-1]["content"]["data"]["text/plain"]
+    heading = last.splitlines()[0]
+    assert "1 running" in heading and heading.endswith(" so far"), last
+    row = next(line for line in last.splitlines() if line.startswith("w = work(6000, ones(2))"))
+    assert re.search(r"\d+\.\d+ s\+$", row), last
     # What the message says of the variables is what they hold: nothing cancelled was written.
     assert "Every variable keeps its last computed value" in traceback, traceback
     assert "hold a `cancelled` error" not in traceback, traceback

@@ -81,7 +81,9 @@ struct About {
     title: String,
     policy: engine::Policy,
     elapsed_ns: u64,
-    finished: bool,
+    /// Whether the input ended with every op of it: its time is then the whole ("in all"), else
+    /// the time so far (a last display that stopped waiting for ops still running).
+    ended: bool,
 }
 
 /// How a terminal lays a [`LiveView`] out as text ([`LiveView::text_with`]).
@@ -272,8 +274,9 @@ impl LiveFold {
         // Only the ops shown are named: a redraw's cost does not grow with the cell.
         view.frame.name_places(&source.places);
         if self.timeline {
-            // While the cell runs, its timeline reaches now: a running op's bar grows with it.
-            self.replay.set_now((!finished).then_some(now_ns));
+            // While the cell runs, its timeline reaches now: a running op's bar grows with it
+            // (also in a last display drawn while ops go on).
+            self.replay.set_now((!view.about.ended).then_some(now_ns));
             // Its lanes are named as the rows name their workers: workers start on first use,
             // after the fold began (the first cell on a new engine).
             self.replay.set_worker_names(worker_names);
@@ -586,13 +589,15 @@ impl LiveFold {
         // The time a display is drawn at: the clock's while an op is unfinished, else the
         // log's last event, so that a display drawn while the interpreter works on after its
         // ops ended does not count that time, and the cell's last display ("in all") never says
-        // less than one before it ("so far").
+        // less than one before it ("so far"). A last display drawn while ops go on (a cell that
+        // stopped waiting for them) is drawn at the clock too: its running ops have run until
+        // now, not until the last event.
         let all_ended = STATES
             .into_iter()
             .zip(n_by_state)
             .all(|(state, count)| count == 0 || state.is_finished());
         let last_ns = match time_range {
-            Some((_, last)) if finished || all_ended => last,
+            Some((_, last)) if all_ended => last,
             None if finished => first_ns,
             _ => now_ns,
         };
@@ -654,7 +659,7 @@ impl LiveFold {
             title: title.to_string(),
             policy,
             elapsed_ns: last_ns.saturating_sub(first_ns),
-            finished,
+            ended: finished && all_ended,
         };
         let heading = heading(&about, &counts, ops.len());
 
@@ -994,7 +999,7 @@ fn heading(about: &About, counts: &[(engine::OpState, usize)], n_shown: usize) -
     heading.push_str(&format!(
         " · {} {}",
         views::format_ns(about.elapsed_ns),
-        if about.finished { "in all" } else { "so far" }
+        if about.ended { "in all" } else { "so far" }
     ));
     if n_shown < n_ops {
         heading.push_str(&format!(" · showing {n_shown} of {n_ops} ops"));
@@ -1580,6 +1585,42 @@ mod tests {
         gate.open();
     }
 
+    /// The last display of a cell that stopped waiting for an op still running (a second
+    /// interrupt) counts that op's time up to the clock, as the display before it did, not up
+    /// to the log's last event: it said `0 ns+` and `... in all` for an op that had run a while.
+    #[test]
+    fn a_last_display_drawn_while_an_op_runs_counts_its_time_up_to_now() {
+        let gate = Arc::new(std::sync::Barrier::new(2));
+        let (_engine, _vars, source) = source_with_ops(0, Some(gate.clone()));
+        let mut gate = OpenOnDrop(Some(gate));
+        let mut fold = LiveFold::new(&source);
+        thread::sleep(Duration::from_millis(60));
+        let before = fold.view(&source, false);
+        thread::sleep(Duration::from_millis(20));
+        let last = fold.view(&source, true);
+        gate.open();
+        let running = |view: &LiveView| {
+            let op = view
+                .frame
+                .ops
+                .iter()
+                .find(|op| &*op.label == "gate")
+                .unwrap();
+            assert_eq!(op.state, engine::OpState::Running, "{}", view.heading);
+            view.frame.time_ns - op.started_ns.unwrap()
+        };
+        assert!(running(&before) >= 50_000_000, "{}", before.text(None));
+        assert!(
+            running(&last) >= running(&before) + 15_000_000,
+            "{}",
+            last.text(None)
+        );
+        assert!(last.heading.contains("1 running"), "{}", last.heading);
+        assert!(last.heading.ends_with(" so far"), "{}", last.heading);
+        let html = last.html(None);
+        assert!(html.contains("dep-timeline"), "{html}");
+    }
+
     /// A view of the REPL's kind of moment: one op done, one running, two waiting behind it, X
     /// idle.
     fn sample_view() -> LiveView {
@@ -1655,7 +1696,7 @@ mod tests {
             title: "<repl>".to_string(),
             policy: engine::Policy::Threaded,
             elapsed_ns: 1_200_000_000,
-            finished: false,
+            ended: false,
         };
         LiveView {
             heading: heading(&about, &counts, frame.ops.len()),
@@ -1943,7 +1984,7 @@ mod tests {
         .collect();
         let all_ended = ops.iter().all(|op| op.state.is_finished());
         let last_ns = match replay.events().last() {
-            Some(last) if finished || all_ended => last.time_ns,
+            Some(last) if all_ended => last.time_ns,
             None if finished => first_ns,
             _ => now_ns,
         };
@@ -1955,7 +1996,7 @@ mod tests {
             title: title.to_string(),
             policy,
             elapsed_ns: last_ns.saturating_sub(first_ns),
-            finished,
+            ended: finished && all_ended,
         };
         let heading = heading(&about, &counts, ops.len());
 

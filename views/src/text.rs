@@ -77,12 +77,11 @@ pub fn queues(frame: &Frame, style: &TextStyle) -> String {
         }
         for (index, access) in var.queue.iter().enumerate() {
             let op = frame.op(access.op);
-            let label = op.map_or_else(|| access.op.to_string(), |op| op.describe());
+            let label = op.map_or_else(|| access.op.to_string(), queue_label);
             let entry = format!(
-                "{} {} {}",
+                "{} {} {label}",
                 if access.granted { "●" } else { "○" },
                 if access.write { "W" } else { "R" },
-                truncate(&label, 32)
             );
             let separator = if index == 0 { "" } else { " │ " };
             let n_left = var.queue.len() - index;
@@ -106,6 +105,28 @@ pub fn queues(frame: &Frame, style: &TextStyle) -> String {
         text.push('\n');
     }
     text
+}
+
+/// How many columns a queue entry gives its op's statement and place together, unless the place
+/// alone leaves the statement fewer than [`QUEUE_LEAST_STATEMENT`].
+const QUEUE_LABEL_COLUMNS: usize = 32;
+/// The fewest columns a queue entry gives its op's statement.
+const QUEUE_LEAST_STATEMENT: usize = 12;
+
+/// An op as a queue entry names it: its statement cut to fit, keeping the loop counters at its
+/// end ([`truncate`]), then its place whole (`set(x, 0, work(70… i=0 (<repl>:2)`), so that the
+/// entries of a loop's ops, and of ops on different lines, stay told apart.
+fn queue_label(op: &FrameOp) -> String {
+    let place = util::line_column(op.line, op.place.as_deref());
+    let place = match (&op.place, place.is_empty()) {
+        (_, true) => String::new(),
+        (Some(_), false) => format!(" ({place})"),
+        (None, false) => format!(" (line {place})"),
+    };
+    let room = QUEUE_LABEL_COLUMNS
+        .saturating_sub(width(&place))
+        .max(QUEUE_LEAST_STATEMENT);
+    format!("{}{place}", truncate(&op.label, room))
 }
 
 /// The ops table: statement, line, state, worker, start and duration; under every waiting op,
@@ -738,6 +759,57 @@ mod tests {
         assert_eq!(cut, "op \x1b[1;34mrunn…\x1b[0m");
         assert_eq!(shown_width(&cut), 8);
         assert_eq!(fit_lines("abcdef\nab\n", 3), "ab…\nab\n");
+    }
+
+    /// A queue entry cut to fit keeps its op's loop counters and its place whole: the writes of
+    /// a loop's ops to one variable read apart (they were all `W C = work(300, ones(2) * i) i…`,
+    /// the counters and the line cut off).
+    #[test]
+    fn a_queue_entry_cut_to_fit_keeps_the_loop_counters_and_the_place() {
+        let op = |id: u64, label: &str, place: &str| FrameOp {
+            id: dep_engine::OpId(id),
+            label: label.into(),
+            line: 1,
+            place: Some(place.into()),
+            state: OpState::Waiting,
+            device: dep_engine::Device::Cpu,
+            worker: None,
+            started_ns: None,
+            finished_ns: None,
+            waits_on: Vec::new(),
+        };
+        let access = |id: u64| dep_engine::AccessSnapshot {
+            op: dep_engine::OpId(id),
+            write: true,
+            granted: id == 0,
+        };
+        let frame = Frame {
+            time_ns: 0,
+            vars: vec![crate::frame::FrameVar {
+                id: dep_engine::VarId(0),
+                name: "C".into(),
+                queue: vec![access(0), access(1), access(2)],
+            }],
+            ops: vec![
+                op(0, "C = work(300, ones(2) * i) i=0", "<repl>:1"),
+                op(1, "C = work(300, ones(2) * i) i=1", "<repl>:1"),
+                op(2, "C = work(300, ones(2) * i) i=2", "cell[12]:3"),
+            ],
+            named: Vec::new(),
+        };
+        let text = queues(&frame, &TextStyle::plain(200));
+        let row = text.lines().nth(1).unwrap();
+        assert_eq!(
+            row,
+            "  C ● W C = work(300, on… i=0 (<repl>:1) │ ○ W C = work(300, on… i=1 (<repl>:1) \
+             │ ○ W C = work(300, … i=2 (cell[12]:3)",
+            "{text}"
+        );
+        // A short label is left whole.
+        assert_eq!(
+            queue_label(&op(3, "B = A + 1", "<repl>:4")),
+            "B = A + 1 (<repl>:4)"
+        );
     }
 
     /// The queues of a step take at most half the screen: the first ones, a line counting those
