@@ -293,7 +293,9 @@ fn a_wait_for_a_kernels_result_lasts_until_the_kernel_ends() {
 
 /// Without a host wait, a chain of kernels is still the critical path: device ops count the
 /// longer of their launch and their kernels, so the path is the 0.3 ms of kernels, not the
-/// 16 µs of launches the summary gave before; `dep replay` of its trace and the DOT agree.
+/// 16 µs of launches the summary gave before; `dep replay` of its trace, the DOT and the
+/// timeline agree (the timeline outlined the launches on the worker's lane, 5 µs each of the
+/// path's 0.3 ms, and not the kernels, which are its time).
 #[test]
 fn a_chain_of_kernels_no_host_op_waits_for_is_the_critical_path() {
     let dir = TestDir::new();
@@ -305,9 +307,40 @@ fn a_chain_of_kernels_no_host_op_waits_for_is_the_critical_path() {
     let run = run_sim(
         &dir,
         "kernels.dep",
-        &["--summary", "--trace", "t.json", "--dot", "g.dot"],
+        &[
+            "--summary",
+            "--trace",
+            "t.json",
+            "--dot",
+            "g.dot",
+            "--timeline",
+            "t.svg",
+        ],
     );
     assert!(run.stderr.contains(path), "{}", run.stderr);
+    // The kernels' bars on the device lane carry the path: each is outlined, not its launch.
+    let svg = std::fs::read_to_string(dir.path().join("t.svg")).unwrap();
+    let outlined: Vec<String> = svg
+        .lines()
+        .filter(|line| line.starts_with("<g><title>") && line.contains(r##"stroke="#c2410c""##))
+        .map(|line| {
+            let title = line["<g><title>".len()..].split(" from ").next().unwrap();
+            // A kernels' bar then says how long after its enqueue they ran.
+            title
+                .rsplit_once(", ")
+                .map_or(title, |(head, _)| head)
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        outlined,
+        [
+            "a = work(0.1, x) (line 5) · done · kernels on dev:gpu0:s0",
+            "b = work(0.1, a) (line 6) · done · kernels on dev:gpu0:s0",
+            "c = work(0.1, b) (line 7) · done · kernels on dev:gpu0:s0"
+        ],
+        "{svg}"
+    );
     let replayed = Run::of(dir.dep().args(["replay", "t.json", "--end"])).expect_code(0);
     assert!(
         replayed.stdout.contains(path) || replayed.stderr.contains(path),

@@ -624,7 +624,28 @@ impl Replay {
     /// longest chain of device ops alone, each counting the longer of its launch and its
     /// kernels (see [`OpRecord::work_ns`]), is the critical path where it is longer.
     pub fn critical_path(&self) -> Vec<OpId> {
-        self.longest_path().1
+        self.longest_path()
+            .1
+            .into_iter()
+            .map(|(op, _)| op)
+            .collect()
+    }
+
+    /// The critical path's ops, each with whether its kernels count for it: a device op on a
+    /// chain of device ops whose kernels' span is longer than its launch (its time on the path
+    /// is spent on a device lane, not on its worker's).
+    pub fn critical_path_lanes(&self) -> Vec<(OpId, bool)> {
+        self.longest_path()
+            .1
+            .into_iter()
+            .map(|(id, on_device)| {
+                let kernels_count = on_device
+                    && self.op(id).is_some_and(|op| {
+                        op.device_span.is_some() && op.work_ns() > op.duration_ns().unwrap_or(0)
+                    });
+                (id, kernels_count)
+            })
+            .collect()
     }
 
     /// The critical path's time: its ops' run times, or, for a chain of device ops, their work
@@ -633,7 +654,9 @@ impl Replay {
         self.longest_path().0
     }
 
-    fn longest_path(&self) -> (u64, Vec<OpId>) {
+    /// The critical path's time and its ops, each with whether it is counted on the chain of
+    /// device ops (by its work) rather than on the host's (by its run).
+    fn longest_path(&self) -> (u64, Vec<(OpId, bool)>) {
         let graph = self.graph();
         // Push order is a topological order (see the invariant), which `toposort` confirms.
         let order = petgraph::algo::toposort(&graph, None)
@@ -706,7 +729,7 @@ impl Replay {
         });
         let mut path = Vec::new();
         while let Some(node) = at {
-            path.push(ops[node.index()].id);
+            path.push((ops[node.index()].id, on_device));
             let link = if on_device { &device } else { &host }[node.index()];
             at = link.before.map(|(before, _)| before);
             on_device = link.before.is_some_and(|(_, on_device)| on_device);

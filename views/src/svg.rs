@@ -70,8 +70,13 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
     let run_span = (end - start).max(1);
     let plot = width - LEFT_PX - RIGHT_PX;
     let x_of = |time: u64| LEFT_PX + time.saturating_sub(start) as f64 / span * plot;
-    let critical: Vec<_> = replay.critical_path();
-    let on_path: HashSet<_> = critical.iter().copied().collect();
+    let critical = replay.critical_path_lanes();
+    let on_path: HashSet<_> = critical.iter().map(|(op, _)| *op).collect();
+    // The path's device ops whose kernels count for them: their device lanes' bars are outlined.
+    let on_device: HashSet<_> = (critical.iter())
+        .filter(|(_, kernels)| *kernels)
+        .map(|(op, _)| *op)
+        .collect();
 
     let mut svg = String::new();
     let _ = writeln!(
@@ -164,6 +169,7 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
                 y,
                 start,
                 on_path: &on_path,
+                on_device: &on_device,
                 x_of: &x_of,
             };
             let drawn = &bars[index..run_end];
@@ -325,17 +331,30 @@ struct BarDraw<'a> {
     /// The time at the left edge.
     start: u64,
     on_path: &'a HashSet<dep_engine::OpId>,
+    /// The ops of `on_path` whose kernels count for them (their device bar is on the path).
+    on_device: &'a HashSet<dep_engine::OpId>,
     x_of: &'a dyn Fn(u64) -> f64,
 }
 
 impl BarDraw<'_> {
+    /// Whether this lane's bar of `op` is where the critical path spends its time: its
+    /// worker's bar, or its kernels' on a device lane when those count for it (a chain of
+    /// kernels longer than their launches).
+    fn on_path(&self, op: OpId) -> bool {
+        self.on_path.contains(&op)
+            && match self.lane {
+                Lane::Worker(_) => !self.on_device.contains(&op),
+                Lane::Device(_) => self.on_device.contains(&op),
+            }
+    }
+
     /// The outline of a bar `width` pixels wide: none when it is too thin for its fill to show
-    /// inside one; the critical path's colour when it holds a worker's op on the path.
+    /// inside one; the critical path's colour when it holds an op's time on the path.
     fn stroke(&self, critical: bool, width: f64) -> String {
         if width < 4.0 {
             // An outline would cover a thin bar's fill.
             String::new()
-        } else if critical && matches!(self.lane, Lane::Worker(_)) {
+        } else if critical {
             format!(r#" stroke="{}" stroke-width="2""#, Role::Critical.hex())
         } else {
             r##" stroke="#ffffff" stroke-width="0.5""##.to_string()
@@ -372,7 +391,7 @@ impl BarDraw<'_> {
             escape_xml(&tooltip),
             self.y,
             Role::State(op.state).hex(),
-            self.stroke(self.on_path.contains(&op.id), width),
+            self.stroke(self.on_path(op.id), width),
         );
         let n_chars = ((width - 6.0) / CHAR_PX).floor();
         if n_chars >= 2.0 {
@@ -424,7 +443,7 @@ impl BarDraw<'_> {
             first.op.describe(),
             last.op.describe()
         );
-        let critical = run.iter().any(|bar| self.on_path.contains(&bar.op.id));
+        let critical = run.iter().any(|bar| self.on_path(bar.op.id));
         let _ = writeln!(
             svg,
             r#"<g><title>{}</title><rect x="{x:.1}" y="{:.1}" width="{width:.1}" height="{BAR_PX}" rx="2" fill="{}"{}/></g>"#,
