@@ -390,6 +390,31 @@ fn ctrl_c_after_lines_typed_at_once_cancels_what_they_pushed() {
     assert_eq!(repl.quit().0, 0);
 }
 
+/// Ctrl-C while `:engine` waits for the pending ops cancels those that have not started and
+/// keeps the engine: it said they were cancelled, yet the wait heard nothing, `Y = X + 1` ran
+/// and the engine was replaced once X's op ended.
+#[test]
+fn ctrl_c_while_engine_waits_cancels_what_has_not_started_and_keeps_the_engine() {
+    let mut repl = Repl::start();
+    repl.run("X = work(2500, ones(2))");
+    repl.run("Y = X + 1");
+    repl.line(":engine naive");
+    repl.expect("before replacing the engine");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    repl.control('c');
+    repl.expect("(Ctrl-C: the ops that had not started are cancelled");
+    let shown = repl.prompt();
+    assert!(
+        shown.contains("the engine was not replaced") && !shown.contains("engine: naive"),
+        "{shown:?}"
+    );
+    let shown = repl.run("print Y");
+    assert!(shown.contains("cancelled (Ctrl-C)"), "{shown:?}");
+    let shown = repl.run("print X + 1");
+    assert!(shown.contains("[2. 2.]"), "{shown:?}");
+    assert_eq!(repl.quit().0, 0);
+}
+
 /// A `print` of a variable whose new write a Ctrl-C cancelled shows no value as the new one:
 /// the value left is the earlier write's, which only a later `print` shows, as such.
 #[test]

@@ -720,6 +720,12 @@ impl Monitor {
         lock(&self.shared.worker_names).clone()
     }
 
+    /// The id the next op pushed will take (see [`Engine::next_op_id`]): a live view that
+    /// begins now tells the ops pushed before it by their ids.
+    pub fn next_op_id(&self) -> OpId {
+        OpId(self.shared.next_op.load(Ordering::Relaxed))
+    }
+
     /// Nanoseconds since the engine started.
     pub fn now_ns(&self) -> u64 {
         self.shared.now_ns()

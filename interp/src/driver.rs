@@ -319,6 +319,27 @@ impl Driver {
         self.wait_until(session, mark, u64::MAX, false).interrupted
     }
 
+    /// Waits for every op, those an earlier cell let go included, as replacing the engine
+    /// needs (`:engine`, `:threads`, `:reset`): an interrupt after `mark` cancels the pending
+    /// ones (running ones finish), and the `give_up_after`-th stops waiting (they go on).
+    /// Returns whether an interrupt arrived: the command that waited is then not run, as the
+    /// interrupt asked (it used to wait, deaf to interrupts, and replace the engine anyway).
+    pub fn wait_all_before_replacing(
+        &self,
+        session: &mut Session,
+        mark: u64,
+        give_up_after: u64,
+    ) -> bool {
+        self.interrupt.0.run_mark.store(mark, Ordering::SeqCst);
+        *self.interrupt.busy() = Some(session.monitor());
+        if self.interrupt.since(mark) > 0 {
+            session.cancel();
+        }
+        session.wait_all_or(&|| self.interrupt.since(mark) >= give_up_after);
+        *self.interrupt.busy() = None;
+        self.interrupt.since(mark) > 0
+    }
+
     fn wait_until(
         &self,
         session: &mut Session,
@@ -611,6 +632,45 @@ mod tests {
             assert_eq!(session.n_unfinished(), 0);
             assert!(started.elapsed() < Duration::from_secs(20), "{policy}");
         }
+    }
+
+    /// An interrupt while the engine is about to be replaced cancels what has not started, and a
+    /// second stops waiting for what runs, even for an op an earlier cell let go: the wait said
+    /// nothing was cancelled and heard no interrupt until every op had ended.
+    #[test]
+    fn the_wait_before_replacing_the_engine_hears_interrupts() {
+        let driver = Driver::new(1);
+        let mut session = session(engine::Policy::Threaded);
+        let mut kept = Kept::default();
+        let source = "X = work(3000, ones(2))\nY = X + 1";
+        let outcome = driver.run(&mut session, &Input::new("cell[1]", source), 0, &mut kept);
+        assert!(outcome.error.is_none());
+        session.let_go_unfinished();
+        let interrupt = driver.interrupt();
+        let mark = driver.mark();
+        let interrupter = std::thread::spawn(move || {
+            for _ in 0..2 {
+                std::thread::sleep(Duration::from_millis(200));
+                interrupt.interrupt();
+            }
+        });
+        let started = Instant::now();
+        assert!(driver.wait_all_before_replacing(&mut session, mark, 2));
+        assert!(
+            started.elapsed() < Duration::from_millis(2500),
+            "waited {:?} for X's op",
+            started.elapsed()
+        );
+        interrupter.join().unwrap();
+        let error = session.value("Y").unwrap_err();
+        assert!(
+            error.contains("has no value"),
+            "Y = X + 1 was cancelled: {error}"
+        );
+        // No interrupt: it waits for every op and says none came.
+        let mark = driver.mark();
+        assert!(!driver.wait_all_before_replacing(&mut session, mark, 2));
+        assert_eq!(session.n_unfinished(), 0);
     }
 
     /// An interrupt of an input on simulated ranks ends their job, and what then fails says that

@@ -379,9 +379,19 @@ impl Executor {
             self.driver.wait_idle(&mut self.session, mark);
         }
         if command.replaces_engine() {
+            // An interrupt cancels what has not started, a second stops waiting for the
+            // running ops (those an earlier cell let go too): the engine is then kept, and the
+            // cell ends as interrupted.
+            if self
+                .driver
+                .wait_all_before_replacing(&mut self.session, mark, GIVE_UP_AFTER)
+            {
+                output
+                    .stdout("the engine was not replaced: interrupted while waiting for its ops\n");
+                return Ok(());
+            }
             // The live display of the old engine shows its final state; a new one starts with
             // the next code.
-            self.session.wait_all();
             finish_display(display.take(), None);
         }
         match commands::run(&mut self.session, command).map_err(magic_error)? {

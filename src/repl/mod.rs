@@ -292,6 +292,16 @@ impl Ctx {
     fn run_command(&mut self, command: Command) -> Flow {
         if command.replaces_engine() {
             self.wait_for_pending("before replacing the engine");
+            // Ctrl-C cancels what has not started and stops the command; again, it stops
+            // waiting for the running ops (they go on, on the engine kept).
+            let mark = self.driver.mark();
+            if self
+                .driver
+                .wait_all_before_replacing(&mut self.session, mark, 2)
+            {
+                self.note("interrupted (Ctrl-C): the engine was not replaced");
+                return Flow::Continue;
+            }
         }
         if command.reads_history() {
             // A trace, timeline or DAG of ops still pending would show them waiting, or leave

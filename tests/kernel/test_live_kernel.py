@@ -195,6 +195,42 @@ def test_after_a_second_interrupt_only_a_cell_that_reads_the_running_op_waits_fo
         two_workers.close()
 
 
+def test_an_interrupt_while_engine_waits_for_ops_keeps_the_engine(tmp_path):
+    # %engine waits for every op, one an earlier cell let go included: it heard no interrupt
+    # until that op ended (the cell hung for its whole run), then replaced the engine anyway.
+    # Now the first interrupt cancels what has not started, the second stops waiting, and the
+    # engine is kept.
+    k = Kernel(str(tmp_path / "stderr.log"), env={**os.environ, "DEP_THREADS": "2"})
+    try:
+        msg_id = k.kc.execute("X = work(8000, ones(2))\nprint X")
+        for _ in range(2):
+            time.sleep(0.5)
+            k.kc.session.send(k.kc.control_channel.socket, "interrupt_request", {})
+            assert k.kc.control_channel.get_msg(timeout=10)["msg_type"] == "interrupt_reply"
+        assert "1 running op goes on" in k.shell_reply(msg_id, timeout=20)["content"]["evalue"]
+        k.iopub_until_idle(msg_id)
+        started = time.monotonic()
+        msg_id = k.kc.execute("Y = X + 1\n%engine naive\nprint 2")
+        for _ in range(2):
+            time.sleep(0.5)
+            k.kc.session.send(k.kc.control_channel.socket, "interrupt_request", {})
+            assert k.kc.control_channel.get_msg(timeout=10)["msg_type"] == "interrupt_reply"
+        reply = k.shell_reply(msg_id, timeout=20)
+        messages = k.iopub_until_idle(msg_id)
+        assert time.monotonic() - started < 4.0, "the cell waited for X's op"
+        assert reply["content"]["ename"] == "Interrupted", reply["content"]
+        out = stdout_of(messages)
+        assert "the engine was not replaced" in out and "2.0" not in out, out
+        reply, messages = k.execute("%vars")
+        out = stdout_of(messages)
+        assert re.search(r"^Y .* no value", out, re.M), out
+        reply, messages = k.execute("print 3")
+        assert any("threaded engine" in m["content"]["data"]["text/plain"]
+                   for m in messages if m["msg_type"] in ("display_data", "update_display_data")), messages
+    finally:
+        k.close()
+
+
 def test_an_interrupt_stops_a_loop_at_its_next_statement(kernel):
     # 1,000 iterations of 20 ms, each printing: 20 s unless the interrupt stops the loop itself.
     msg_id = kernel.kc.execute("x = ones(2)\nfor i in 0..1000 {\n  x = work(20, x + 1)\n  print i, sum(x)\n}")

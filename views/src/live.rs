@@ -84,6 +84,9 @@ struct About {
     /// Whether the input ended with every op of it: its time is then the whole ("in all"), else
     /// the time so far (a last display that stopped waiting for ops still running).
     ended: bool,
+    /// The unfinished ops of earlier inputs shown with this one's (an op an earlier cell let
+    /// go, which this one waits for): told apart in the heading, not counted as this input's.
+    n_earlier: usize,
 }
 
 /// How a terminal lays a [`LiveView`] out as text ([`LiveView::text_with`]).
@@ -173,6 +176,10 @@ pub struct LiveFold {
     /// Whether the fold keeps every event, to draw the timeline (the kernel's display); the
     /// terminal's panels keep only op records.
     timeline: bool,
+    /// The id of the first op pushed since the fold began: a live op numbered below it was
+    /// pushed by an earlier input (one a notebook's earlier cell let go), shown where it
+    /// explains a wait but not counted among this input's ops.
+    first_op: engine::OpId,
 }
 
 impl LiveFold {
@@ -194,6 +201,7 @@ impl LiveFold {
             active: BTreeSet::new(),
             cancelled_in_queues: HashSet::new(),
             timeline: true,
+            first_op: source.monitor.next_op_id(),
         }
     }
 
@@ -312,8 +320,9 @@ impl LiveFold {
         // (`EventLog::keeping_at_most`; a live display reads far more often than that): start
         // over with what it holds now.
         if source.log.n_clears() != self.n_clears || source.log.first_seq() > self.next_seq {
-            let timeline = self.timeline;
+            let (timeline, first_op) = (self.timeline, self.first_op);
             *self = LiveFold::new(source);
+            self.first_op = first_op;
             if !timeline {
                 self.replay = views::Replay::ops_only(source.monitor.worker_names());
                 self.timeline = false;
@@ -564,13 +573,19 @@ impl LiveFold {
         // shown differ from the log's. An op the log saw finish and forgot is counted already.
         let mut n_by_state = self.n_by_state;
         let mut live_only: Vec<&views::FrameOp> = Vec::new();
+        // Of those, the ops of earlier inputs (shown, not counted as this input's).
+        let mut earlier: HashSet<engine::OpId> = HashSet::new();
         // The log's unfinished ops that the snapshot shows further along, with that state.
         let mut further: HashMap<usize, engine::OpState> = HashMap::new();
         for op in &live.ops {
             match replay.op_position(op.id) {
                 None if replay.forgot(op.id) => {}
                 None => {
-                    n_by_state[state_index(op.state)] += 1;
+                    if op.id < self.first_op {
+                        earlier.insert(op.id);
+                    } else {
+                        n_by_state[state_index(op.state)] += 1;
+                    }
                     live_only.push(op);
                 }
                 Some(position) => {
@@ -660,8 +675,11 @@ impl LiveFold {
             policy,
             elapsed_ns: last_ns.saturating_sub(first_ns),
             ended: finished && all_ended,
+            n_earlier: earlier.len(),
         };
-        let heading = heading(&about, &counts, ops.len());
+        // The rows of this input's own ops, which the heading's counts count.
+        let n_own_shown = ops.iter().filter(|op| !earlier.contains(&op.id)).count();
+        let heading = heading(&about, &counts, n_own_shown);
 
         // The variables the cell's ops access, and the busy ones (which include every variable
         // a live op waits on: its waiting access is in that variable's queue).
@@ -1001,6 +1019,12 @@ fn heading(about: &About, counts: &[(engine::OpState, usize)], n_shown: usize) -
         views::format_ns(about.elapsed_ns),
         if about.ended { "in all" } else { "so far" }
     ));
+    if about.n_earlier > 0 {
+        heading.push_str(&format!(
+            " · {} of earlier inputs",
+            views::text::count(about.n_earlier, "unfinished op")
+        ));
+    }
     if n_shown < n_ops {
         heading.push_str(&format!(" · showing {n_shown} of {n_ops} ops"));
     }
@@ -1697,6 +1721,7 @@ mod tests {
             policy: engine::Policy::Threaded,
             elapsed_ns: 1_200_000_000,
             ended: false,
+            n_earlier: 0,
         };
         LiveView {
             heading: heading(&about, &counts, frame.ops.len()),
@@ -1997,6 +2022,7 @@ mod tests {
             policy,
             elapsed_ns: last_ns.saturating_sub(first_ns),
             ended: finished && all_ended,
+            n_earlier: 0,
         };
         let heading = heading(&about, &counts, ops.len());
 
@@ -2236,6 +2262,42 @@ mod tests {
         settle(&engine, 0);
         let view = check_same_as_whole_log(&mut fold, &source, true);
         assert_eq!(view.n_ops(), 3);
+    }
+
+    /// An op of an earlier input still running (one a notebook's earlier cell let go) shows in a
+    /// later cell's display, where the cell's ops wait for it, but is not counted as one of the
+    /// cell's ops: the heading said `4 ops: 1 running, 3 waiting` of a cell that had pushed 2
+    /// (then `2 ops` once they ended).
+    #[test]
+    fn an_earlier_inputs_op_is_shown_but_not_counted_as_this_inputs() {
+        let gate = Arc::new(std::sync::Barrier::new(2));
+        let (engine, vars, source) = source_with_ops(0, Some(gate.clone()));
+        let mut gate = OpenOnDrop(Some(gate));
+        // A new cell: the kernel clears the log, then the cell's display begins.
+        source.log.clear();
+        let mut fold = LiveFold::new(&source);
+        push_tiny_ops(&engine, &vars, 0..2);
+        let view = fold.view(&source, false);
+        let heading = &view.heading;
+        assert!(heading.contains(" · 2 ops: 2 waiting · "), "{heading}");
+        assert!(
+            heading.contains(" · 1 unfinished op of earlier inputs"),
+            "{heading}"
+        );
+        assert!(!heading.contains("showing"), "{heading}");
+        assert!(
+            view.frame.ops.iter().any(|op| &*op.label == "gate"),
+            "{}",
+            view.text(None)
+        );
+        gate.open();
+        engine.wait_all();
+        let last = fold.view(&source, true);
+        assert!(
+            last.heading.contains(" · 2 ops: 2 done · "),
+            "{}",
+            last.heading
+        );
     }
 
     /// An op cancelled before it started keeps its place in its queues until its turn comes, as
