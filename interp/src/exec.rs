@@ -156,11 +156,18 @@ pub(crate) struct Runner<'a> {
     /// read a loop counter (`j` of `with gpu = j`): an observed op's label tells those counters
     /// too, so that the ops a loop places on several devices are told apart.
     placed_by: Vec<Arc<str>>,
+    /// This runner among the process's, so that what it notes with its statement cache's
+    /// epoch (a graph's names checked, `Graph::names_checked`) is not taken for another's.
+    id: u64,
 }
+
+/// The number the next runner takes (`Runner::id`).
+static NEXT_RUNNER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl<'a> Runner<'a> {
     pub(crate) fn new(scope: Scope<'a>, source_index: usize, out: &'a mut dyn Write) -> Runner<'a> {
         Runner {
+            id: NEXT_RUNNER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             scope,
             out,
             source_index,

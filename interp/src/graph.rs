@@ -299,6 +299,8 @@ pub(crate) struct Graph {
     internals: Vec<Arc<Slot>>,
     /// The variables it uses that are not its own, by the global names they are bound to.
     externals: Vec<External>,
+    /// When its externals' names were last found bound to them (see [`Graph::names_checked`]).
+    names_checked: Option<(u64, u64)>,
     /// For each op, the internals whose last use it is.
     release_after: Vec<Vec<usize>>,
     /// The ops (node weight: op index) and their dependencies.
@@ -370,6 +372,7 @@ impl Graph {
             lines,
             internals,
             externals,
+            names_checked: None,
             release_after,
             dag,
             pool: BufferPool::new(),
@@ -407,6 +410,7 @@ impl Graph {
         for external in &mut self.externals {
             external.slot = slots.slot(&external.slot);
         }
+        self.names_checked = None;
         self.prepared = None;
     }
 
@@ -429,6 +433,19 @@ impl Graph {
             });
         }
         self.prepared = None;
+    }
+
+    /// The runner and its statement cache's epoch under which the names of its externals were
+    /// last found bound to its variables (`Runner::rebind_graph`): while both stand, no name
+    /// was bound anew and a run need not look them up again.
+    pub(crate) fn names_checked(&self) -> Option<(u64, u64)> {
+        self.names_checked
+    }
+
+    /// Notes that its externals' names were found bound to its variables under `at` (see
+    /// [`Graph::names_checked`]).
+    pub(crate) fn note_names_checked(&mut self, at: (u64, u64)) {
+        self.names_checked = Some(at);
     }
 
     /// Whether one of its ops reads or writes `slot`.

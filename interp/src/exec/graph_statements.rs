@@ -129,6 +129,11 @@ impl Runner<'_> {
         let Some(graph) = self.scope.graphs.get(&name.text) else {
             return Ok(());
         };
+        // No name was bound anew since this runner last checked them (a loop of runs).
+        let now = (self.id, self.cache.epoch());
+        if graph.names_checked() == Some(now) {
+            return Ok(());
+        }
         let mut moves = Vec::new();
         for (index, external) in graph.externals().iter().enumerate() {
             let now = match (self.scope.globals.get(&*external.name), external.entry) {
@@ -136,7 +141,9 @@ impl Runner<'_> {
                 (Some(Binding::Slots(slots)), Some(entry)) => slots.get(entry),
                 _ => None,
             };
-            let shown = match external.entry {
+            // Written only for an error: a run that finds every name bound as before (the
+            // usual case) allocates nothing.
+            let shown = || match external.entry {
                 Some(entry) => format!("{}[{entry}]", external.name),
                 None => external.name.to_string(),
             };
@@ -147,8 +154,9 @@ impl Runner<'_> {
                     return Err(self.error(
                         name.span,
                         format!(
-                            "graph `{}` uses `{shown}`, bound since it was recorded to a variable the graph already uses under another name; record the graph again",
-                            name.text
+                            "graph `{}` uses `{}`, bound since it was recorded to a variable the graph already uses under another name; record the graph again",
+                            name.text,
+                            shown()
                         ),
                         "run here",
                     ))
@@ -162,8 +170,11 @@ impl Runner<'_> {
                     return Err(self.error(
                         name.span,
                         format!(
-                            "graph `{}` reads or writes `{shown}`, which {what} after the graph was recorded; assign `{}` before `run {}`",
-                            name.text, external.name, name.text
+                            "graph `{}` reads or writes `{}`, which {what} after the graph was recorded; assign `{}` before `run {}`",
+                            name.text,
+                            shown(),
+                            external.name,
+                            name.text
                         ),
                         "run here",
                     ));
@@ -174,6 +185,7 @@ impl Runner<'_> {
             for (index, slot) in moves {
                 graph.rebind(index, slot);
             }
+            graph.note_names_checked(now);
         }
         Ok(())
     }

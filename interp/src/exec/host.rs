@@ -170,6 +170,14 @@ impl Runner<'_> {
     /// neighbour minus one.
     fn host_value(&mut self, expr: &grammar::Expr) -> Result<HostNumber, RunError> {
         match &expr.kind {
+            // A whole number below 2^53 is the number written, however it was written (`3`,
+            // `3.0`, `3e0`): only a larger one has its digits read again, float64 having
+            // perhaps rounded them (a loop's `with` settings are evaluated at every iteration).
+            ExprKind::Number(value)
+                if value.fract() == 0.0 && value.abs() < builtins::MAX_WHOLE =>
+            {
+                return Ok(HostNumber::Whole(*value as i128));
+            }
             ExprKind::Number(value) => {
                 let text = self.text(expr.span);
                 let whole = text
@@ -270,6 +278,12 @@ impl Runner<'_> {
     }
 
     pub(super) fn host_int(&mut self, expr: &grammar::Expr) -> Result<i64, RunError> {
+        // A whole number written as such, the usual setting or count, without 128-bit steps.
+        if let ExprKind::Number(value) = expr.kind {
+            if value.fract() == 0.0 && value.abs() < builtins::MAX_WHOLE {
+                return Ok(value as i64);
+            }
+        }
         let value = match self.host_value(expr)? {
             HostNumber::Fraction { floor, real } => {
                 let got = if real.fract() == 0.0 {
@@ -317,7 +331,8 @@ impl Runner<'_> {
 /// A number the runner computes on the host: whole while its arithmetic is exact.
 #[derive(Clone, Copy)]
 enum HostNumber {
-    /// Exact: written with digits only, a loop counter, a rank, or their exact arithmetic.
+    /// Exact: a whole number written below 2^53, or past it with digits only, a loop counter,
+    /// a rank, or their exact arithmetic.
     Whole(i128),
     /// A quotient of whole numbers that is not whole, `floor` below it exactly; `real` may
     /// have lost its fraction to float64's rounding.
