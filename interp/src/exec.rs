@@ -220,7 +220,7 @@ impl<'a> Runner<'a> {
                 "stopped before this statement",
             ));
         }
-        if !self.scope.job_ended_at_start {
+        if self.scope.watches_job_end {
             if let Some(reason) = self.scope.comm.ended() {
                 self.scope.engine.cancel_pending();
                 return Err(self.error(

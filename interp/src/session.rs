@@ -716,7 +716,7 @@ impl Session {
             cancel_mark: self.engine.cancel_mark(),
             comm: &self.comm,
             comm_counters: &mut self.comm_counters,
-            job_ended_at_start: self.comm.ended().is_some(),
+            watches_job_end: self.comm.size() > 1 && self.comm.ended().is_none(),
         }
     }
 

@@ -69,10 +69,10 @@ pub(crate) struct Scope<'s> {
     pub(crate) cancel_mark: u64,
     /// How this rank talks to the others.
     pub(crate) comm: &'s Arc<dyn Communicator>,
-    /// Whether the job of this rank's communicator had ended when this input began: one that
-    /// ends while it runs stops it (see `Communicator::ended`); after, the input runs, and only
-    /// its communications fail.
-    pub(crate) job_ended_at_start: bool,
+    /// Whether the job's end stops this input at its next statement (see
+    /// `Communicator::ended`): the job has other ranks, and had not ended when the input began
+    /// (after, the input runs, and only its communications fail). A rank alone never looks.
+    pub(crate) watches_job_end: bool,
     /// The numbering of communications, in push order.
     pub(crate) comm_counters: &'s mut CommCounters,
 }
