@@ -1311,6 +1311,29 @@ fn a_simulated_message_never_received_is_warned_of() {
     assert!(!run.stderr.contains("send number 1 "), "{}", run.stderr);
 }
 
+/// `dep replay` of a trace of several ranks names the critical path's ops by their rank and
+/// line (`r1:2`), as its table does: `(line 2)` did not say whose op it was.
+#[test]
+fn a_replayed_critical_path_of_several_ranks_names_each_ops_rank() {
+    let dir = TestDir::new();
+    let script = "x = ones(2)\nwith rank = 1 { y = work(5, x) }\nx = allreduce(x)\n";
+    simulated(&dir, 2, script, &["--trace", "t.json"]).expect_code(0);
+    for last in [None, Some("30")] {
+        let mut replay = dir.dep();
+        replay.args(["replay", "--end", "t.json"]);
+        if let Some(last) = last {
+            replay.args(["--last", last]);
+        }
+        let run = Run::of(&mut replay).expect_code(0);
+        let path = &run.stdout[run.stdout.find("critical path:").expect("a critical path")..];
+        assert!(
+            path.contains("y = work(5, x) (r1:2)") && !path.contains("(line "),
+            "--last {last:?}: {}",
+            run.stdout
+        );
+    }
+}
+
 /// `dep replay` of a trace of several ranks sums them all, where `dep run`'s summary was rank
 /// 0's: its summary says so.
 #[test]
