@@ -916,7 +916,8 @@ pub(crate) fn replay(args: &ReplayArgs) -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     if args.end {
         stepper.go_to(n_steps);
-        let summary = summary.unwrap_or_else(|| views::Summary::of(&replay));
+        let mut summary = summary.unwrap_or_else(|| views::Summary::of(&replay));
+        summary.name_places_from(&replay);
         let ranks = match ranks_of(replay.worker_names()) {
             n if n > 1 => format!(
                 "  (the {n} ranks of the trace together; the run's own summary was rank 0's)\n"

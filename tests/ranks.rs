@@ -1235,7 +1235,7 @@ fn ctrl_c_stops_every_simulated_rank() {
 /// Each rank reads a rank held in a variable between its `recv` and its `send`: under the
 /// simulated engine the read waits for the `recv` (the virtual clock stops at a host read until
 /// every op pushed before it has ended), so the ranks wait for each other. The timeout says so,
-/// and how to write it (MPI's engines run it).
+/// and how to write it (MPI's engines run it), its advice whole: not cut with `...`.
 #[test]
 fn a_simulated_recv_that_times_out_says_how_host_reads_wait() {
     let dir = TestDir::new();
@@ -1253,9 +1253,10 @@ fn a_simulated_recv_that_times_out_says_how_host_reads_wait() {
     .expect_code(1);
     assert!(
         run.stderr.contains("waited 1.0 s for rank")
+            && run.stderr.contains("on simulated ranks, a host read")
             && run
                 .stderr
-                .contains("on simulated ranks, a value read on the host"),
+                .contains("block each other: write the rank out, or send first\n"),
         "{}",
         run.stderr
     );
@@ -1308,6 +1309,29 @@ fn a_simulated_message_never_received_is_warned_of() {
         run.stderr
     );
     assert!(!run.stderr.contains("send number 1 "), "{}", run.stderr);
+}
+
+/// `dep replay` of a trace of several ranks names the critical path's ops by their rank and
+/// line (`r1:2`), as its table does: `(line 2)` did not say whose op it was.
+#[test]
+fn a_replayed_critical_path_of_several_ranks_names_each_ops_rank() {
+    let dir = TestDir::new();
+    let script = "x = ones(2)\nwith rank = 1 { y = work(5, x) }\nx = allreduce(x)\n";
+    simulated(&dir, 2, script, &["--trace", "t.json"]).expect_code(0);
+    for last in [None, Some("30")] {
+        let mut replay = dir.dep();
+        replay.args(["replay", "--end", "t.json"]);
+        if let Some(last) = last {
+            replay.args(["--last", last]);
+        }
+        let run = Run::of(&mut replay).expect_code(0);
+        let path = &run.stdout[run.stdout.find("critical path:").expect("a critical path")..];
+        assert!(
+            path.contains("y = work(5, x) (r1:2)") && !path.contains("(line "),
+            "--last {last:?}: {}",
+            run.stdout
+        );
+    }
 }
 
 /// `dep replay` of a trace of several ranks sums them all, where `dep run`'s summary was rank

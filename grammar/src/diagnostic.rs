@@ -177,8 +177,9 @@ impl QuotedLine {
 /// The most chars of a quote (between `` ` `` or `"`) kept in a headline.
 const MAX_QUOTE_CHARS: usize = 40;
 
-/// The most chars of a headline.
-const MAX_HEADLINE_CHARS: usize = 400;
+/// The most chars of a headline: a longer message is cut there with `...`, so the messages dep
+/// writes itself stay under it.
+pub const MAX_HEADLINE_CHARS: usize = 400;
 
 /// `message` with every quote longer than [`MAX_QUOTE_CHARS`] (a huge name or string echoed
 /// from the source) cut with `...`, and the whole cut to [`MAX_HEADLINE_CHARS`], so that a

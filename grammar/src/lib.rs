@@ -45,7 +45,7 @@ pub use ast::{
 };
 pub use complete::is_complete;
 pub use decode::{decode_source, InvalidUtf8};
-pub use diagnostic::{render_diagnostics, Diagnostic};
+pub use diagnostic::{render_diagnostics, Diagnostic, MAX_HEADLINE_CHARS};
 pub use parse::{parse, ParseOutput};
 pub use span::{LineColumn, LineIndex, Span};
 pub use tokens::{is_keyword, tokens, Token, TokenKind, KEYWORDS};

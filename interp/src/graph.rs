@@ -307,7 +307,10 @@ pub(crate) struct Graph {
     dag: DiGraph<usize, Dependencies>,
     pool: Arc<BufferPool>,
     /// The byte size of each internal buffer, as seen when it was last released (or, for one
-    /// kept from run to run, when the graph was last measured); ops write it as they run.
+    /// kept from run to run, when the graph was last measured); ops write it as they run. Then,
+    /// from `internals.len()` on, the byte size of each external variable (0: unknown) as the
+    /// first op of a run that uses it left it, or as the graph last measured it: the size the
+    /// memory estimate counts, which a variable deleted since keeps.
     internal_bytes: Arc<Vec<AtomicU64>>,
     /// The byte size of each internal buffer (0: unknown) when the graph was last measured, at
     /// a moment when every op it had pushed was done ([`Graph::measure`]); `None` until then.
@@ -362,7 +365,11 @@ impl Graph {
                 release_after[last_use].push(internal_index);
             }
         }
-        let internal_bytes = Arc::new(internals.iter().map(|_| AtomicU64::new(0)).collect());
+        let internal_bytes = Arc::new(
+            (0..internals.len() + externals.len())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        );
         let lines = ops.iter().map(RecordedOp::line);
         let lines = (lines.clone().min().unwrap_or(0), lines.max().unwrap_or(0));
         Graph {
@@ -617,6 +624,12 @@ impl Graph {
             })
             .collect();
         self.measured = Some(measured);
+        let external_bytes = &self.internal_bytes[self.internals.len()..];
+        for (external, noted) in self.externals.iter().zip(external_bytes) {
+            if let Some(bytes) = external.slot.bytes_now() {
+                noted.store(bytes as u64, Ordering::Relaxed);
+            }
+        }
     }
 
     /// The internal buffers `op` writes whose size the graph has not measured, for it to note
@@ -636,6 +649,24 @@ impl Graph {
                 (!known).then(|| (index, output.clone()))
             })
             .collect()
+    }
+
+    /// By op: the external variables (by index) whose size it notes as it runs, each at the
+    /// first computation that reads or writes it, so that the memory estimate counts the size
+    /// a run used, also once the variable is deleted.
+    fn external_first_uses(&self) -> Vec<Vec<usize>> {
+        let mut first_uses = vec![Vec::new(); self.ops.len()];
+        for (index, external) in self.externals.iter().enumerate() {
+            let first = self.ops.iter().position(|op| {
+                matches!(op, RecordedOp::Compute(_))
+                    && (op.inputs().iter().chain(op.outputs()))
+                        .any(|slot| Arc::ptr_eq(slot, &external.slot))
+            });
+            if let Some(first) = first {
+                first_uses[first].push(index);
+            }
+        }
+        first_uses
     }
 
     /// The statement whose failure made a bulk of this graph fail with `error`, if it did.
@@ -660,9 +691,17 @@ impl Graph {
             recycle_from: options.recycle_from,
         };
         let mut builder = SegmentBuilder::new(options.bulk, context);
+        let first_uses = self.external_first_uses();
         for (op_index, op) in self.ops.iter().enumerate() {
             match op {
-                RecordedOp::Compute(op) => builder.op(op_index, op, self.unsized_outputs(op)),
+                RecordedOp::Compute(op) => {
+                    let mut sized = self.unsized_outputs(op);
+                    sized.extend(first_uses[op_index].iter().map(|&external| {
+                        let slot = self.externals[external].slot.clone();
+                        (self.internals.len() + external, slot)
+                    }));
+                    builder.op(op_index, op, sized)
+                }
                 RecordedOp::Comm(op) => builder.comm(op_index, op),
             }
             if options.lazy && options.recycle {
@@ -728,7 +767,8 @@ impl Graph {
     /// buffer from its first write) against graph (internal buffers live from first write to
     /// last use, those kept from run to run for the whole run; with `recycle = 0` to the end of
     /// the run, with `lazy = 0` for the graph's whole life: as eager), from the sizes of the
-    /// last run; `None` before the first run.
+    /// last run (a variable not its own by the size it had there, also once deleted); `None`
+    /// before the first run.
     pub(crate) fn memory_estimate(&self) -> Option<(u64, u64)> {
         if self.runs == 0 {
             return None;
@@ -748,7 +788,18 @@ impl Graph {
                 .position(|internal| Arc::ptr_eq(internal, slot))
             {
                 Some(index) => self.internal_bytes[index].load(Ordering::Relaxed),
-                None => slot.peek().map_or(0, |value| value.nbytes() as u64),
+                None => {
+                    let noted = (self.externals.iter())
+                        .position(|external| Arc::ptr_eq(&external.slot, slot))
+                        .map_or(0, |index| {
+                            self.internal_bytes[self.internals.len() + index]
+                                .load(Ordering::Relaxed)
+                        });
+                    match noted {
+                        0 => slot.bytes_now().map_or(0, |bytes| bytes as u64),
+                        noted => noted,
+                    }
+                }
             }
         };
         let mut seen: Vec<&Arc<Slot>> = Vec::new();

@@ -5,6 +5,7 @@ use dep_engine::{OpId, OpState};
 
 use crate::fold::{NoTrace, RunFold};
 use crate::replay::Replay;
+use crate::util::describe_op_at;
 
 /// Figures of a run, folded from its events in one pass ([`Summary::of`] for a replay, or
 /// [`RunFold::finish`] while the run streams).
@@ -71,5 +72,19 @@ impl Summary {
             fold.push(event, &mut NoTrace);
         }
         fold.finish(replay.worker_names(), &mut NoTrace)
+    }
+
+    /// Names the critical path's ops by the places `replay` gives them (`r1:7` in a trace of
+    /// several ranks, see [`Replay::name_ranks`]; `cell[2]:3`), as its table and steps name
+    /// them: a fold describes an op by its line alone, which does not tell whose line it is.
+    /// An op the replay does not hold (before a `--last` cut) keeps its description.
+    pub fn name_places_from(&mut self, replay: &Replay) {
+        for (id, described) in &mut self.critical_path {
+            if let Some(op) = replay.op(*id) {
+                if let Some(place) = op.place.as_deref() {
+                    *described = describe_op_at(&op.label, op.line, Some(place));
+                }
+            }
+        }
     }
 }

@@ -328,8 +328,10 @@ impl Communicator for LocalRanks {
 
 /// What a timeout adds among ranks in this process (simulated, where the host's virtual clock
 /// stops at a value it reads until every op pushed before has ended): the usual deadlock of
-/// simulated ranks that mpirun's do not have, so that the script can be mended.
-const SIMULATED_WAIT: &str = "; on simulated ranks, a value read on the host (a `print`, a rank or a shape held in a variable) first waits for every communication pushed before it, so ranks that each read one between a `recv` and the `send` the other waits for wait for each other: read such values before the communications";
+/// simulated ranks that mpirun's do not have, so that the script can be mended. Short enough
+/// that the whole timeout message fits in a headline (`dep_grammar::MAX_HEADLINE_CHARS`), whose
+/// cut would fall in the advice.
+const SIMULATED_WAIT: &str = "; on simulated ranks, a host read (a `print`, a rank or a shape in a variable) waits for every communication before it, so ranks that each read one between a `recv` and the `send` the other waits for block each other: write the rank out, or send first";
 
 /// The timer: fails every receive and collective that has waited longer than the timeout. Ends
 /// when the ranks it serves are gone.
@@ -425,6 +427,28 @@ mod tests {
     use super::*;
     use crate::tensor::Tensor;
     use std::sync::mpsc;
+
+    /// The longest timeout among simulated ranks (a collective's name, a four-digit rank, the
+    /// longest timeout DEP_COMM_TIMEOUT takes, all the other ranks missing) is not cut in its
+    /// headline: the advice at its end is read whole, not cut off with `...`.
+    #[test]
+    fn a_simulated_timeout_with_its_advice_fits_in_a_headline() {
+        let longest = ["allreduce", "broadcast", "allgather", "reduce", "recv"]
+            .into_iter()
+            .flat_map(|what| {
+                [None, Some(9999)].map(|peer| {
+                    timeout_message(what, 9999, peer, Duration::from_secs(1_000_000))
+                        + SIMULATED_WAIT
+                })
+            })
+            .max_by_key(|message| message.chars().count())
+            .expect("messages");
+        assert!(
+            longest.chars().count() <= dep_grammar::MAX_HEADLINE_CHARS,
+            "{} chars: {longest}",
+            longest.chars().count()
+        );
+    }
 
     /// A vector of `data`, as a communication's input.
     fn values(data: Vec<f32>) -> Tensor {
