@@ -1232,16 +1232,17 @@ fn ctrl_c_stops_every_simulated_rank() {
     );
 }
 
-/// Each rank reads a rank held in a variable between its `recv` and its `send`: under the
-/// simulated engine the read waits for the `recv` (the virtual clock stops at a host read until
-/// every op pushed before it has ended), so the ranks wait for each other. The timeout says so,
-/// and how to write it (MPI's engines run it), its advice whole: not cut with `...`.
+/// Each rank reads, between its `recv` and its `send`, a rank held in a variable it had not
+/// read since it was written: under the simulated engine the read waits for the `recv` (the
+/// virtual clock stops at a host read until every op pushed before it has ended), so the ranks
+/// wait for each other. The timeout says so, and how to write it (MPI's engines run it), its
+/// advice whole: not cut with `...`.
 #[test]
 fn a_simulated_recv_that_times_out_says_how_host_reads_wait() {
     let dir = TestDir::new();
     let path = dir.write(
         "ranks.dep",
-        "x = full(rank() + 1, 3)\nother = 1 - rank()\ny = recv(other, 3)\nsend(x, other)\nprint y\n",
+        "x = full(rank() + 1, 3)\nother = 1 - rank()\ny = recv(1 - rank(), 3)\nsend(x, other)\nprint y\n",
     );
     let run = Run::of(
         dir.dep()
@@ -1256,10 +1257,32 @@ fn a_simulated_recv_that_times_out_says_how_host_reads_wait() {
             && run.stderr.contains("on simulated ranks, a host read")
             && run
                 .stderr
-                .contains("block each other: write the rank out, or send first\n"),
+                .contains("block each other: read before the `recv`, or send first\n"),
         "{}",
         run.stderr
     );
+}
+
+/// A rank held in a variable the host read before the `recv`, read again between the `recv`
+/// and the `send` with no write in between, needs no new wait: the ranks exchange their values
+/// on the simulated engine as under mpirun (it timed out, each rank's second read of `other`
+/// waiting for its own `recv`).
+#[test]
+fn a_variable_read_again_unchanged_waits_for_nothing_between_a_recv_and_a_send() {
+    let dir = TestDir::new();
+    let path = dir.write(
+        "ranks.dep",
+        "x = full(rank() + 1, 3)\nother = 1 - rank()\ny = recv(other, 3)\nsend(x, other)\nprint y\n",
+    );
+    let run = Run::of(
+        dir.dep()
+            .arg("run")
+            .arg(&path)
+            .args(["--engine", "sim", "--ranks", "2", "--all-ranks"])
+            .env("DEP_COMM_TIMEOUT", "5"),
+    )
+    .expect_code(0);
+    assert_eq!(run.stdout, "[r0] [2. 2. 2.]\n[r1] [1. 1. 1.]\n");
 }
 
 #[test]

@@ -88,6 +88,13 @@ impl std::fmt::Display for VarId {
 #[derive(Clone)]
 pub struct Var(Arc<VarInner>);
 
+/// A variable's writes as a host read saw them, with none pending (see [`Var::settled_writes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SettledWrites {
+    version: u64,
+    cancelled_mark: u64,
+}
+
 pub(crate) struct VarInner {
     id: VarId,
     name: Arc<str>,
@@ -122,6 +129,19 @@ impl Var {
     /// How many writes to it have completed.
     pub fn version(&self) -> u64 {
         lock(&self.0.state).version
+    }
+
+    /// Its writes as far as they went, when none is queued or running: how many completed and
+    /// the mark of the last one cancelled (see [`Var::cancelled_write_mark`]); `None` while one
+    /// is pending. The same answer twice means no write was pushed in between (a later one is
+    /// pending, completed or cancelled, and each changes the answer), so what the host read at
+    /// the first is still the value at the second, with no wait: the same on every run.
+    pub fn settled_writes(&self) -> Option<SettledWrites> {
+        let state = lock(&self.0.state);
+        (!state.queue.has_writes()).then_some(SettledWrites {
+            version: state.version,
+            cancelled_mark: state.cancelled_mark,
+        })
     }
 
     /// The error it holds, if the last write to complete failed (or was skipped: a cancelled

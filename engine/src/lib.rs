@@ -73,7 +73,8 @@ pub use crate::{
     device::{Device, MAX_GPUS},
     device_time::DeviceClock,
     engine::{
-        current_lane, Engine, Monitor, SharedOp, Var, VarId, CALLER_WORKER, MAX_KEPT_FAILURES,
+        current_lane, Engine, Monitor, SettledWrites, SharedOp, Var, VarId, CALLER_WORKER,
+        MAX_KEPT_FAILURES,
     },
     event::{Event, EventKind, EventLog, EventSink, Logged, Push, RanAtOnce, ReadRoom},
     memory::{MemoryMeter, MemoryStats},

@@ -45,6 +45,11 @@ impl<T: Clone + PartialEq> VarQueue<T> {
         }
     }
 
+    /// Whether a write is queued or running.
+    pub(crate) fn has_writes(&self) -> bool {
+        self.n_writes > 0
+    }
+
     /// Appends a read by `op`; returns whether it was granted at once.
     pub(crate) fn append_read(&mut self, op: T) -> bool {
         let granted = self.n_writes == 0;

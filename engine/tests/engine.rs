@@ -1554,3 +1554,44 @@ fn count_reaches_zero(engine: &Engine, n_ops: usize) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// A variable's settled writes: none while a write is pending; then an answer that a later
+/// write changes whether it completes or is cancelled, and that nothing else changes.
+#[test]
+fn settled_writes_change_with_every_write_pushed_and_only_then() {
+    let engine = engine(Policy::Threaded, 1);
+    let (a, b) = (engine.new_var("A"), engine.new_var("B"));
+    let settled = b.settled_writes().expect("nothing pushed");
+    let (slow, gate, started) = gated("slow");
+    engine.push(slow.writes(&[a.clone()]));
+    started.recv().expect("the slow op starts");
+    engine.push(
+        OpSpec::new("B = A", || Ok(()))
+            .reads(&[a.clone()])
+            .writes(&[b.clone()]),
+    );
+    assert_eq!(b.settled_writes(), None, "a write to B is pending");
+    drop(gate);
+    engine.wait_var(&b, 0).expect("B written");
+    let written = b.settled_writes().expect("every write done");
+    assert_ne!(written, settled);
+    // Reads change nothing.
+    engine.push(OpSpec::new("C = B", || Ok(())).reads(&[b.clone()]));
+    engine.wait_all();
+    assert_eq!(b.settled_writes(), Some(written));
+    // A cancelled write changes the answer too, though B keeps its version.
+    let (slow, gate, started) = gated("slow again");
+    engine.push(slow.writes(&[a.clone()]));
+    started.recv().expect("the slow op starts");
+    engine.push(
+        OpSpec::new("B = A again", || Ok(()))
+            .reads(&[a.clone()])
+            .writes(&[b.clone()]),
+    );
+    engine.cancel_pending();
+    drop(gate);
+    engine.wait_all();
+    assert_eq!(b.version(), 1);
+    let cancelled = b.settled_writes().expect("every write done");
+    assert_ne!(cancelled, written);
+}

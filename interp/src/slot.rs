@@ -39,6 +39,9 @@ pub struct Slot {
     /// its own, so that the push does not pull `value`'s line from the worker that last wrote
     /// it (on a 16-core machine that miss was a tenth of a threaded `c = c + b`).
     home: CachePadded<Mutex<engine::Device>>,
+    /// The variable's writes when the host last waited for it and read it (see
+    /// [`Slot::note_host_read`]).
+    host_read: Mutex<Option<engine::SettledWrites>>,
 }
 
 impl Slot {
@@ -49,7 +52,21 @@ impl Slot {
             value: Mutex::new(None),
             device_value: Mutex::new(None),
             home: CachePadded::new(Mutex::new(engine::Device::Cpu)),
+            host_read: Mutex::new(None),
         })
+    }
+
+    /// Notes that the host waited for this slot's writes and read its value.
+    pub(crate) fn note_host_read(&self) {
+        *lock(&self.host_read) = self.var.settled_writes();
+    }
+
+    /// Whether no write was pushed since the host last waited for this slot and read it: its
+    /// value then needs no new wait (under the simulated policy a wait stops the virtual clock
+    /// until every op pushed before it has ended, communications included).
+    pub(crate) fn read_by_host_since_written(&self) -> bool {
+        let noted = *lock(&self.host_read);
+        noted.is_some() && noted == self.var.settled_writes()
     }
 
     /// The current value (a cheap clone), or an error if nothing was ever written.

@@ -331,7 +331,7 @@ impl Communicator for LocalRanks {
 /// simulated ranks that mpirun's do not have, so that the script can be mended. Short enough
 /// that the whole timeout message fits in a headline (`dep_grammar::MAX_HEADLINE_CHARS`), whose
 /// cut would fall in the advice.
-const SIMULATED_WAIT: &str = "; on simulated ranks, a host read (a `print`, a rank or a shape in a variable) waits for every communication before it, so ranks that each read one between a `recv` and the `send` the other waits for block each other: write the rank out, or send first";
+const SIMULATED_WAIT: &str = "; on simulated ranks, a host read (a `print`, a variable's first read since written) waits for every communication before it, so ranks that each do one between a `recv` and the `send` the other awaits block each other: read before the `recv`, or send first";
 
 /// The timer: fails every receive and collective that has waited longer than the timeout. Ends
 /// when the ranks it serves are gone.

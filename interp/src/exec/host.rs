@@ -131,9 +131,13 @@ impl Runner<'_> {
                     "needed here",
                 ))
             }
-            Ok(()) => slot
-                .get()
-                .map_err(|message| self.error(span, message, "needed here")),
+            Ok(()) => {
+                let value = slot
+                    .get()
+                    .map_err(|message| self.error(span, message, "needed here"))?;
+                slot.note_host_read();
+                Ok(value)
+            }
             Err(error) => {
                 self.scope.reported.push(error.clone());
                 Err(RunError::runtime(self.scope.render_op_error(&error)))
@@ -242,7 +246,10 @@ impl Runner<'_> {
             }
             _ => {}
         }
-        let value = self.evaluate_now(expr)?;
+        let value = match self.read_again(expr) {
+            Some(value) => value,
+            None => self.evaluate_now(expr)?,
+        };
         match value.to_scalar() {
             Some(number) => Ok(HostNumber::Real(number as f64)),
             None => Err(self.error(
@@ -254,6 +261,24 @@ impl Runner<'_> {
                 "not a number",
             )),
         }
+    }
+
+    /// The value of variable `expr` when the host read it before and no write was pushed since
+    /// (a rank or a shape held in a variable, read at every use): no new wait, which under the
+    /// simulated policy would stop the virtual clock until every op pushed before it has ended,
+    /// so that two ranks each reading their peer again between a `recv` and the `send` the other
+    /// waits for would wait for each other. The same on every engine and every run.
+    fn read_again(&self, expr: &grammar::Expr) -> Option<Tensor> {
+        if self.recording.is_some() {
+            return None;
+        }
+        let Some(Binding::Tensor(slot)) = self.name_binding(expr) else {
+            return None;
+        };
+        if !slot.read_by_host_since_written() {
+            return None;
+        }
+        slot.get().ok()
     }
 
     /// Whether `expr` is made of numbers and loop counters only.
