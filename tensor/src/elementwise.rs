@@ -164,6 +164,32 @@ fn for_each_row(shape: &[usize], sa: &[usize], sb: &[usize], mut row: impl FnMut
     }
 }
 
+/// Whether two shapes are the same: a loop, cheaper than a call to compare memory for the few
+/// dimensions a shape has.
+#[inline]
+fn same_shape(a: &[usize], b: &[usize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(p, q)| p == q)
+}
+
+/// Computes `x op y` into `out` (empty) for `x` and `y` of one shape, or `y` a scalar.
+struct FlatKernel<'a> {
+    x: &'a [f32],
+    y: &'a [f32],
+    out: &'a mut Vec<f32>,
+}
+
+impl Visit for FlatKernel<'_> {
+    type Out = ();
+    #[inline(never)]
+    fn visit<F: Fn(f32, f32) -> f32 + Copy>(self, f: F) {
+        let FlatKernel { x, y, out } = self;
+        match y {
+            [q] if x.len() != 1 => out.extend(x.iter().map(|&p| f(p, *q))),
+            _ => out.extend(x.iter().zip(y).map(|(&p, &q)| f(p, q))),
+        }
+    }
+}
+
 /// Computes `a op b` into a fresh vector of the broadcast shape.
 struct NewKernel<'a> {
     a: &'a Tensor,
@@ -183,11 +209,13 @@ impl Visit for NewKernel<'_> {
             mut out,
         } = self;
         let (x, y) = (a.data(), b.data());
-        if a.shape() == b.shape() {
-            out.extend(x.iter().zip(y).map(|(&p, &q)| f(p, q)));
-        } else if y.len() == 1 && a.shape() == shape {
-            let q = y[0];
-            out.extend(x.iter().map(|&p| f(p, q)));
+        if same_shape(a.shape(), b.shape()) || (y.len() == 1 && same_shape(a.shape(), shape)) {
+            FlatKernel {
+                x,
+                y,
+                out: &mut out,
+            }
+            .visit(f);
         } else if x.len() == 1 && b.shape() == shape {
             let p = x[0];
             out.extend(y.iter().map(|&q| f(p, q)));
@@ -471,6 +499,16 @@ fn unary_values(op: UnaryOp, x: &[f32], out: &mut Vec<f32>) {
 /// then computes with [`binary`], which also reports shapes that do not broadcast). The values
 /// are [`binary`]'s.
 pub fn binary_into(a: &Tensor, op: BinaryOp, b: &Tensor, out: &mut Tensor) -> Option<()> {
+    let (x, y) = (a.data(), b.data());
+    let scalar_b = y.len() == 1 && b.shape().len() <= out.shape().len();
+    if same_shape(a.shape(), out.shape()) && (scalar_b || same_shape(b.shape(), out.shape())) {
+        // The common cases (operands of one shape, or a tensor and a single value of no more
+        // dimensions), without the broadcast checks.
+        let (_, values) = out.shape_and_buffer_if_unique()?;
+        values.clear();
+        with_op(op, FlatKernel { x, y, out: values });
+        return Some(());
+    }
     let fits = (a.shape() == out.shape() && broadcasts_to(b.shape(), a.shape()))
         || (b.shape() == out.shape() && broadcasts_to(a.shape(), b.shape()));
     if !fits {
@@ -546,6 +584,13 @@ mod tests {
         let mut out = t(&[2], &[0.0; 2]);
         assert_eq!(
             binary_into(&t(&[2], &[1., 2.]), BinaryOp::Add, &b, &mut out),
+            None
+        );
+        // A single value of more dimensions makes a result of more dimensions.
+        let mut out = t(&[2], &[0.0; 2]);
+        let one = t(&[1, 1], &[1.]);
+        assert_eq!(
+            binary_into(&t(&[2], &[1., 2.]), BinaryOp::Add, &one, &mut out),
             None
         );
     }
@@ -789,6 +834,16 @@ mod tests {
                         prop_assert!(inplace.bits_eq(&w));
                     } else {
                         prop_assert!(r.is_err());
+                    }
+                    // Into a dead buffer of `a`'s shape: the same values, or nothing written
+                    // when the result has another shape.
+                    let mut out = Tensor::from_vec(a.shape().to_vec(), vec![0.0; a.len()]).unwrap();
+                    let into = binary_into(&a, op, &b, &mut out);
+                    if w.shape() == a.shape() {
+                        prop_assert_eq!(into, Some(()));
+                        prop_assert!(out.bits_eq(&w));
+                    } else {
+                        prop_assert_eq!(into, None);
                     }
                 }
             }
