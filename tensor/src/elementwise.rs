@@ -314,7 +314,7 @@ impl Visit for InPlaceKernel<'_> {
         if target.is_empty() {
             return;
         }
-        if other.shape() == target_shape {
+        if same_shape(other.shape(), target_shape) {
             for (p, &q) in target.iter_mut().zip(y) {
                 *p = f(*p, q);
             }
