@@ -51,6 +51,8 @@
 
 use crate::clock::Clock;
 use crossbeam_utils::CachePadded;
+
+use crate::own_lines::OwnLines;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -103,7 +105,7 @@ pub(crate) struct VarInner {
     /// On a cache line of its own, written only when the variable's error changes: beside the
     /// queue, which the pushing thread and the workers write at every op, each check would
     /// read a line that another core holds, then fetch it again to write it.
-    has_error: CachePadded<AtomicBool>,
+    has_error: OwnLines<AtomicBool>,
 }
 
 struct VarState {
@@ -418,7 +420,7 @@ impl Engine {
                 error: None,
                 cancelled_mark: 0,
             }),
-            has_error: CachePadded::new(AtomicBool::new(false)),
+            has_error: OwnLines::new(AtomicBool::new(false)),
         });
         lock(&self.shared.vars).insert(id, Arc::downgrade(&inner));
         self.shared

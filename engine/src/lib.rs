@@ -58,6 +58,7 @@ mod event;
 mod loom_tests;
 mod memory;
 mod op;
+mod own_lines;
 mod ready_queue;
 pub mod sim;
 mod sim_feed;
@@ -79,6 +80,7 @@ pub use crate::{
     event::{Event, EventKind, EventLog, EventSink, Logged, Push, RanAtOnce, ReadRoom},
     memory::{MemoryMeter, MemoryStats},
     op::{AsyncOpFn, OpBody, OpContext, OpError, OpFn, OpId, OpSpec, OpState, Outcome},
+    own_lines::OwnLines,
     snapshot::{AccessSnapshot, Blocker, OpSnapshot, Snapshot, VarSnapshot},
 };
 

@@ -18,7 +18,6 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crossbeam_utils::CachePadded;
 use rustc_hash::FxHashMap;
 
 use dep_engine as engine;
@@ -38,7 +37,7 @@ pub struct Slot {
     /// interpreter's thread touches it, on every push that writes the slot: on a cache line of
     /// its own, so that the push does not pull `value`'s line from the worker that last wrote
     /// it (on a 16-core machine that miss was a tenth of a threaded `c = c + b`).
-    home: CachePadded<Mutex<engine::Device>>,
+    home: engine::OwnLines<Mutex<engine::Device>>,
     /// The variable's writes when the host last waited for it and read it (see
     /// [`Slot::note_host_read`]).
     host_read: Mutex<Option<engine::SettledWrites>>,
@@ -51,7 +50,7 @@ impl Slot {
             var,
             value: Mutex::new(None),
             device_value: Mutex::new(None),
-            home: CachePadded::new(Mutex::new(engine::Device::Cpu)),
+            home: engine::OwnLines::new(Mutex::new(engine::Device::Cpu)),
             host_read: Mutex::new(None),
         })
     }
