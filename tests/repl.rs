@@ -236,6 +236,47 @@ fn a_for_block_continues_over_several_lines() {
     assert_eq!(repl.quit().0, 0);
 }
 
+/// A colon command typed at a continuation runs, and the lines typed before it wait for the
+/// rest of their statement: `:vars` was taken as part of the loop, a syntax error once closed.
+#[test]
+fn a_colon_command_at_a_continuation_runs_and_keeps_the_unfinished_statement() {
+    let mut repl = Repl::start();
+    repl.run("A = ones(2)");
+    repl.line("for i in 0..3 {");
+    repl.expect("\n\r...> ");
+    repl.line(":vars");
+    let shown = repl.expect("\n\r...> ");
+    assert!(shown.contains("name  shape"), "{shown:?}");
+    assert!(
+        shown.contains("the unfinished statement is kept"),
+        "{shown:?}"
+    );
+    repl.line(":why A");
+    let shown = repl.expect("\n\r...> ");
+    assert!(shown.contains("A is ready"), "{shown:?}");
+    // A wrong command is told as at the prompt, and the statement is still kept.
+    repl.line(":why");
+    let shown = repl.expect("\n\r...> ");
+    assert!(shown.contains("usage: :why NAME"), "{shown:?}");
+    repl.line("  print i");
+    repl.expect("\n\r...> ");
+    let shown = repl.run("}");
+    assert!(shown.contains("0\r\n1\r\n2"), "{shown:?}");
+    assert!(!shown.contains("error"), "{shown:?}");
+    assert_eq!(repl.quit().0, 0);
+}
+
+/// Piped too, a command inside a block runs where it stands; a slice's end on a line of its own
+/// (`:3]`) is still code.
+#[test]
+fn a_piped_colon_command_inside_a_block_runs_and_a_slice_end_stays_code() {
+    let dir = TestDir::new();
+    let input = "A = ones(4)\nfor i in 0..2 {\n:vars\n  print i\n}\nB = A[1\n:3]\nprint B\n";
+    let run = run_piped(&dir, input, &[]).expect_code(0);
+    assert!(run.stdout.starts_with("name  shape"), "{}", run.stdout);
+    assert!(run.stdout.ends_with("0\n1\n[1. 1.]\n"), "{}", run.stdout);
+}
+
 #[test]
 fn why_explains_an_op_waiting_behind_a_long_matmul_while_the_panel_shows_it() {
     let mut repl = Repl::start();

@@ -5,7 +5,8 @@
 //! complete and the prompt comes back at once while its ops run: only `print`, `save`, `wait` and
 //! a shown expression value block, each for the variables it needs. A live panel under the input
 //! line shows the pending ops ([`panel`]). Colon commands inspect and steer the session
-//! (`dep_interp::commands`, shared with the kernel's `%` magics; the REPL only renders them).
+//! (`dep_interp::commands`, shared with the kernel's `%` magics; the REPL only renders them);
+//! one typed at a continuation runs too, the unfinished statement kept ([`command_in`]).
 //!
 //! When stdin is not a terminal, the same loop reads statements line by line like a script, with
 //! no prompt, and the exit code says whether any statement failed ([`run_piped`]).
@@ -358,7 +359,8 @@ impl Ctx {
             "Each statement is pushed into the engine as soon as it is complete, and the prompt\n\
              comes back while its ops run; `print X` waits for X only. Tab completes, Ctrl-R\n\
              searches the history, Ctrl-C cancels the ops that have not started, Ctrl-D waits\n\
-             for the pending ops and leaves.\n\n",
+             for the pending ops and leaves. A command typed inside an unfinished statement (at\n\
+             the `...>` prompt) runs at once, and the statement's lines are kept for the rest.\n\n",
         );
         out.push_str(&self.style.heading("Commands"));
         out.push('\n');
@@ -425,6 +427,24 @@ impl Ctx {
 fn colon_command(line: &str) -> Option<&str> {
     line.trim_start().strip_prefix(':')
 }
+
+/// Reads the text after `:` if `line` is a colon command where a statement is unfinished (a
+/// block or bracket open): any line starting with `:` at the prompt, but at a continuation only
+/// one whose first word names a command (`:vars`, `:why A`), so that a slice's end on a line
+/// of its own (`x[0` then `:n]`) stays code.
+fn command_in<'line>(buffer: &str, line: &'line str) -> Option<&'line str> {
+    colon_command(line).filter(|text| {
+        let word = text.split_whitespace().next().unwrap_or("");
+        buffer.is_empty()
+            || (commands::COMMANDS.iter())
+                .any(|info| info.name == word || info.aliases.contains(&word))
+    })
+}
+
+/// Said after a colon command run at a continuation: the unfinished statement waits for its
+/// next lines.
+const STILL_UNFINISHED: &str =
+    "(the unfinished statement is kept: go on typing it at `...>`; Ctrl-C drops it)";
 
 /// The interactive REPL on a terminal.
 fn run_interactive(config: SessionConfig) -> ExitCode {
@@ -532,25 +552,29 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
                 }
             }
         }
-        let flow = if buffer.is_empty() {
-            match colon_command(&line) {
-                Some(text) => match commands::parse(':', text) {
+        let flow = match command_in(&buffer, &line) {
+            Some(text) => {
+                // At a continuation too: the lines typed so far wait for the command.
+                let flow = match commands::parse(':', text) {
                     Ok(command) => ctx.run_command(command),
                     Err(message) => {
                         ctx.usage_error(&message);
                         Flow::Continue
                     }
-                },
-                None if line.trim().is_empty() => Flow::Continue,
-                None => {
-                    buffer.push_str(&line);
-                    Flow::Continue
+                };
+                if !buffer.is_empty() && flow == Flow::Continue {
+                    ctx.note(STILL_UNFINISHED);
                 }
+                flow
             }
-        } else {
-            buffer.push('\n');
-            buffer.push_str(&line);
-            Flow::Continue
+            None if buffer.is_empty() && line.trim().is_empty() => Flow::Continue,
+            None => {
+                if !buffer.is_empty() {
+                    buffer.push('\n');
+                }
+                buffer.push_str(&line);
+                Flow::Continue
+            }
         };
         if flow == Flow::Quit {
             break;
@@ -756,29 +780,28 @@ fn run_piped(config: SessionConfig) -> ExitCode {
                 break;
             }
         };
-        if buffer.is_empty() {
-            if let Some(text) = colon_command(&line) {
-                let flow = match commands::parse(':', text) {
-                    Ok(command) => ctx.run_command(command),
-                    Err(message) => {
-                        ctx.usage_error(&message);
-                        Flow::Continue
-                    }
-                };
-                if flow == Flow::Quit {
-                    break;
+        // A command inside an unfinished statement runs too; the statement's lines wait for it.
+        if let Some(text) = command_in(&buffer, &line) {
+            let flow = match commands::parse(':', text) {
+                Ok(command) => ctx.run_command(command),
+                Err(message) => {
+                    ctx.usage_error(&message);
+                    Flow::Continue
                 }
-                // As the prompt does: a `:load`ed script's ops get a moment to end, and their
-                // failures are reported here, before the next line.
-                ctx.settle();
-                ctx.report_new_failures();
-                continue;
+            };
+            if flow == Flow::Quit {
+                break;
             }
-        } else {
-            buffer.push('\n');
+            // As the prompt does: a `:load`ed script's ops get a moment to end, and their
+            // failures are reported here, before the next line.
+            ctx.settle();
+            ctx.report_new_failures();
+            continue;
         }
         if buffer.is_empty() {
             buffer_first_line = line_number;
+        } else {
+            buffer.push('\n');
         }
         buffer.push_str(&line);
         if dep_grammar::is_complete(&buffer) {
