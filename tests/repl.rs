@@ -749,6 +749,23 @@ fn piped_stdin_runs_like_a_script_and_exits_1_after_a_failure() {
     assert_eq!(run.stderr, "");
 }
 
+/// `:why` of a function's name says that it is one, where it was defined and what to ask
+/// instead, rather than "no variable named".
+#[test]
+fn why_of_a_function_says_where_it_was_defined_and_what_to_ask() {
+    let dir = TestDir::new();
+    let input = "A = ones(2)\ndef f(x) {\n  return x + 1\n}\nB = f(A)\n:why f\n";
+    let run = run_piped(&dir, input, &[]).expect_code(2);
+    assert!(
+        run.stderr.contains(
+            "`f` is a function (`def f(x)`, defined at <stdin>:2), not a variable: why explains \
+             the ops of a variable; ask why of one its calls write (`y = f(...)`, then why of `y`)"
+        ),
+        "{}",
+        run.stderr
+    );
+}
+
 /// `:engine` and `:threads` keep the variables a recorded graph reads and writes: a replay
 /// after the switch updates them, and `:graph` and `:dag` report it as before.
 #[test]

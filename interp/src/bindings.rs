@@ -71,4 +71,6 @@ pub(crate) struct Function {
     pub(crate) body: grammar::Block,
     /// The session source chunk the body's spans point into.
     pub(crate) source_index: usize,
+    /// Where its `def` statement starts in that chunk, for `why` of its name.
+    pub(crate) def_offset: usize,
 }

@@ -532,6 +532,33 @@ fn is_temporary_name(name: &str) -> bool {
     name.contains(['#', '\'']) && !name.contains(char::is_whitespace)
 }
 
+/// What `name` is when it names no variable but a function, a builtin or a recorded graph: `why`
+/// of it says so and what to ask instead, where "no variable named" would suggest a typo.
+fn not_a_variable(session: &Session, name: &str) -> Option<String> {
+    if let Some(function) = session.functions.get(name) {
+        let place = (session.sources.get(function.source_index))
+            .map(|chunk| format!(", defined at {}", chunk.line_place(function.def_offset)))
+            .unwrap_or_default();
+        return Some(format!(
+            "`{name}` is a function (`def {name}({})`{place}), not a variable: why explains the \
+             ops of a variable; ask why of one its calls write (`y = {name}(...)`, then why of `y`)",
+            function.params.join(", ")
+        ));
+    }
+    if crate::builtins::lookup(name).is_some() {
+        return Some(format!(
+            "`{name}` is a builtin, not a variable: why explains the ops of a variable; ask why \
+             of one its calls write (`y = {name}(...)`, then why of `y`)"
+        ));
+    }
+    session.graphs.contains_key(name).then(|| {
+        format!(
+            "`{name}` is a recorded graph, not a variable: why explains the ops of a variable; \
+             `graph {name}` reports the graph's ops and `dag {name}` draws them"
+        )
+    })
+}
+
 /// `why NAME`: why `name` is not ready: the op that will write it and every access that op waits for; or,
 /// once nothing is pending, why its last write waited when it did (from the event log).
 fn why(session: &Session, name: &str) -> Result<String, String> {
@@ -589,7 +616,9 @@ fn why(session: &Session, name: &str) -> Result<String, String> {
                     views::text::count(n, "slot"),
                     n.saturating_sub(1)
                 ),
-                (None, None) => format!("no variable named `{name}`"),
+                (None, None) => {
+                    not_a_variable(session, name).unwrap_or(format!("no variable named `{name}`"))
+                }
             },
         );
     };
@@ -1420,6 +1449,43 @@ mod tests {
             panic!("a name gone is an error");
         };
         assert_eq!(gone, "no variable named `A`");
+    }
+
+    /// `:why` of a function's name says it is a function, where its `def` is, and what to ask
+    /// instead; of a builtin's or a recorded graph's name, what they are: each said "no variable
+    /// named", as of a typo.
+    #[test]
+    fn why_of_a_function_a_builtin_or_a_graph_says_what_it_is() {
+        let mut session = observed_threaded_session();
+        let mut sink = std::io::sink();
+        session
+            .run_source("cell[1]", "A = ones(2)", &mut sink)
+            .unwrap();
+        let define = "B = A + 1\ndef f(x, y) {\n  return x + y\n}\ngraph g { C = A * 2 }";
+        session.run_source("cell[2]", define, &mut sink).unwrap();
+        let why_error =
+            |session: &mut Session, name: &str| match run(session, Command::Why(name.into())) {
+                Err(message) => message,
+                Ok(_) => panic!("why {name} is an error"),
+            };
+        assert_eq!(
+            why_error(&mut session, "f"),
+            "`f` is a function (`def f(x, y)`, defined at cell[2]:2), not a variable: why \
+             explains the ops of a variable; ask why of one its calls write (`y = f(...)`, then \
+             why of `y`)"
+        );
+        assert!(
+            why_error(&mut session, "matmul").starts_with("`matmul` is a builtin, not a variable"),
+        );
+        assert!(why_error(&mut session, "g")
+            .ends_with("`graph g` reports the graph's ops and `dag g` draws them"),);
+        assert_eq!(why_error(&mut session, "nope"), "no variable named `nope`");
+        // A variable of the name is what why explains.
+        session
+            .run_source("cell[3]", "f = ones(2)", &mut sink)
+            .unwrap();
+        session.engine().wait_all();
+        assert!(why_text(&mut session, "f").starts_with("f is ready"));
     }
 
     /// A call in one input names its locals apart from those of a call in an earlier input

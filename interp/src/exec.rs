@@ -299,6 +299,7 @@ impl<'a> Runner<'a> {
                         .collect(),
                     body: body.clone(),
                     source_index: self.source_index,
+                    def_offset: stmt.span.start,
                 };
                 self.scope
                     .functions

@@ -83,6 +83,16 @@ impl SourceChunk {
         format!("{}:{line}:{}", self.path, at.column)
     }
 
+    /// `path:line` of a byte offset in this chunk, as views name an op's place (`<repl>:7`).
+    pub(crate) fn line_place(&self, offset: usize) -> String {
+        let at = grammar::LineIndex::new(&self.text).line_column(offset);
+        format!(
+            "{}:{}",
+            self.path,
+            at.line as u32 + self.file_first_line - 1
+        )
+    }
+
     /// The session-wide line number of a byte offset in this chunk.
     pub(crate) fn line_of(&self, offset: usize) -> u32 {
         self.first_line
