@@ -97,6 +97,7 @@ pub(crate) fn spawn(
                 watch: true,
                 iopub,
                 driver: Driver::with_interrupt(interrupts),
+                events_of: None,
             };
             for job in queue {
                 // A bug in one request must not end the kernel: the request's reply channel is
@@ -118,6 +119,8 @@ struct Executor {
     iopub: Iopub,
     /// Runs the cells' code, interrupted by the control loop.
     driver: Driver,
+    /// The last cell that ran code (`cell[3]`), whose events the log holds: `%timeline` names it.
+    events_of: Option<String>,
 }
 
 /// Why a cell failed, as Jupyter shows it.
@@ -215,7 +218,7 @@ impl Executor {
     }
 
     fn run_cell(&mut self, code: &str, output: &CellOutput, mark: u64) -> Result<(), CellFailure> {
-        let path = format!("cell[{}]", self.execution_count);
+        let path = cell_path(self.execution_count);
         let (code_only, magics) = cut_magics(code);
         let magic_lines: Vec<String> = magics.iter().map(|(_, line)| line.clone()).collect();
         let mut steps = steps(&code_only, magics);
@@ -349,6 +352,7 @@ impl Executor {
     fn start_code(&mut self, ran_code: &mut bool) {
         if !*ran_code {
             self.session.forget_events();
+            self.events_of = Some(cell_path(self.execution_count));
             *ran_code = true;
         }
     }
@@ -412,15 +416,19 @@ impl Executor {
                 });
             }
             Outcome::Timeline(replay, span_ns) => {
+                // The log holds the last cell that ran code: the title says which.
                 let options = views::svg::TimelineOptions {
                     simulated: self.session.config().policy == engine::Policy::Sim,
                     span_ns,
+                    of: self.events_of.clone(),
                     ..Default::default()
                 };
                 let text_style = views::TextStyle::plain(TEXT_WIDTH);
+                let text =
+                    views::text::timeline(&replay, &text_style, span_ns, self.events_of.as_deref());
                 output.send(jp::DisplayData::new(jp::Media::new(vec![
                     jp::MediaType::Svg(views::svg::timeline(&replay, &options)),
-                    jp::MediaType::Plain(views::text::timeline(&replay, &text_style, span_ns)),
+                    jp::MediaType::Plain(text),
                 ])));
                 if let Some(forgotten) = commands::forgotten_events(&self.session) {
                     output.stdout(&format!("{forgotten}\n"));
@@ -461,6 +469,11 @@ impl Executor {
         }
         Ok(())
     }
+}
+
+/// The name reports and views give the cell of execution count `count`: `cell[3]`.
+fn cell_path(count: usize) -> String {
+    format!("cell[{count}]")
 }
 
 /// Shows a DAG: SVG when Graphviz is installed (the DOT text as its fallback), else the DOT
@@ -645,6 +658,16 @@ mod tests {
     /// An executor over a session of `policy`, whose outputs go nowhere (a silent request).
     fn silent_executor(policy: engine::Policy) -> (Executor, CellOutput) {
         let (queue, _) = tokio::sync::mpsc::unbounded_channel();
+        executor_into(policy, queue, true)
+    }
+
+    /// An executor over a session of `policy` whose cells' outputs go to `queue`, or nowhere
+    /// when `silent`.
+    fn executor_into(
+        policy: engine::Policy,
+        queue: tokio::sync::mpsc::UnboundedSender<crate::iopub::IopubItem>,
+        silent: bool,
+    ) -> (Executor, CellOutput) {
         let iopub = Iopub::new(queue, crate::message::Identity::new());
         let parent = jp::JupyterMessage::new(jp::ExecuteRequest::new(String::new()), None);
         let config = interp::SessionConfig {
@@ -660,8 +683,42 @@ mod tests {
             watch: false,
             iopub: iopub.clone(),
             driver: Driver::new(1),
+            events_of: None,
         };
-        (executor, CellOutput::new(iopub, parent, true))
+        (executor, CellOutput::new(iopub, parent, silent))
+    }
+
+    /// `%timeline` draws the last cell that ran code (the kernel's log holds only its events):
+    /// its title, SVG and text alike, names that cell, where it read as the whole session's.
+    #[test]
+    fn timeline_names_the_cell_it_draws() {
+        let (queue, mut published) = tokio::sync::mpsc::unbounded_channel();
+        let (mut executor, output) = executor_into(engine::Policy::Naive, queue, false);
+        assert!(executor.run_cell("A = ones(2)", &output, 0).is_ok());
+        executor.execution_count = 2;
+        assert!(executor
+            .run_cell("B = A + 1\nC = B * 2", &output, 0)
+            .is_ok());
+        executor.execution_count = 3;
+        assert!(executor.run_cell("%timeline", &output, 0).is_ok());
+        let mut timelines = Vec::new();
+        while let Ok(crate::iopub::IopubItem::Message(message)) = published.try_recv() {
+            if let jp::JupyterMessageContent::DisplayData(display) = message.content {
+                for media in display.data.content {
+                    match media {
+                        jp::MediaType::Svg(text) | jp::MediaType::Plain(text) => {
+                            timelines.push(text)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let [svg, text] = timelines.as_slice() else {
+            panic!("one timeline, as SVG and text: {timelines:?}");
+        };
+        assert!(svg.contains(">timeline of cell[2]: 2 ops, "), "{svg}");
+        assert!(text.starts_with("timeline of cell[2]  ("), "{text}");
     }
 
     /// A magic inside a block runs after the block, as it did when cells were split by

@@ -11,7 +11,9 @@ pub fn help() -> String {
         text.push_str(&format!("  {usage:<40} {doc}\n"));
     }
     text.push_str(
-        "\nEverything else in a cell is dep code: each statement is pushed to the engine.\n",
+        "\nEverything else in a cell is dep code: each statement is pushed to the engine.\n\
+         The event log holds the last cell that ran code: %timeline draws that cell (its title\n\
+         names it), and %dag, %trace and %why's history read its events.\n",
     );
     text
 }
@@ -55,6 +57,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("%trace FILE"), "{text}");
+        assert!(text.contains("%timeline draws that cell"), "{text}");
     }
 
     #[test]

@@ -335,7 +335,7 @@ impl Ctx {
             Outcome::Timeline(replay, span_ns) => {
                 say!(
                     "{}",
-                    views::text::timeline(&replay, &self.text_style(), span_ns)
+                    views::text::timeline(&replay, &self.text_style(), span_ns, None)
                 );
                 if let Some(forgotten) = commands::forgotten_events(&self.session) {
                     self.note(&forgotten);

@@ -309,6 +309,7 @@ impl LiveFold {
             span_ns: None,
             // Its tables count from the same first push as the axis.
             origin_note: false,
+            of: None,
         };
         Some(views::svg::timeline(&self.replay, &options))
     }

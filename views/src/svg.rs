@@ -16,7 +16,7 @@ use crate::replay::{Bar, Lane, Replay};
 use crate::util::{self, escape_xml, format_ns, format_percent, truncate};
 
 /// How the timeline is drawn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TimelineOptions {
     /// The picture's width in pixels.
     pub width_px: u32,
@@ -31,6 +31,9 @@ pub struct TimelineOptions {
     /// The title says where the axis's 0 lies on the clock traces and replays use (`, from the
     /// first push at 0.84 ms`); a live display, whose tables count from the same 0, leaves it.
     pub origin_note: bool,
+    /// What the timeline draws, named in its title (`timeline of cell[3]`) when it is not the
+    /// whole run: a notebook's log holds only its last cell that ran code.
+    pub of: Option<String>,
 }
 
 impl Default for TimelineOptions {
@@ -41,6 +44,7 @@ impl Default for TimelineOptions {
             simulated: false,
             span_ns: None,
             origin_note: true,
+            of: None,
         }
     }
 }
@@ -90,7 +94,8 @@ pub fn timeline(replay: &Replay, options: &TimelineOptions) -> String {
     );
     let _ = writeln!(
         svg,
-        r##"<rect width="100%" height="100%" fill="#ffffff"/><text x="12" y="22" font-size="13" font-weight="bold">timeline{}: {}, {} wall{}</text>"##,
+        r##"<rect width="100%" height="100%" fill="#ffffff"/><text x="12" y="22" font-size="13" font-weight="bold">timeline{}{}: {}, {} wall{}</text>"##,
+        (options.of.as_deref()).map_or(String::new(), |of| format!(" of {}", escape_xml(of))),
         if options.simulated {
             " (simulated: virtual time)"
         } else {

@@ -286,7 +286,7 @@ fn seed000_ops_timeline_and_summary() {
         "#]],
     );
     check_text(
-        text::timeline(&replay, &STYLE, None),
+        text::timeline(&replay, &STYLE, None, None),
         expect![[r#"
             timeline  (36 µs wall, from the first push at 1 µs; ━ critical path)
               main │·······▕A ···············▕B···············▕C ·············▕A···············▕D ··········▕wa│
@@ -311,7 +311,7 @@ fn seed000_ops_timeline_and_summary() {
 fn a_text_timeline_spans_at_least_its_span() {
     let replay = naive_replay(SEED_000);
     check_text(
-        text::timeline(&replay, &STYLE, Some(72_000)),
+        text::timeline(&replay, &STYLE, Some(72_000), None),
         expect![[r#"
             timeline  (36 µs wall, from the first push at 1 µs; ━ critical path)
               main │···▕A·······B········C·······A·······▕D·····w··············································│
@@ -806,7 +806,7 @@ fn gpu_chain_replay() -> Replay {
 fn gpu_kernels_show_on_a_device_lane_with_their_idle_gaps() {
     let replay = gpu_chain_replay();
     check_text(
-        text::timeline(&replay, &STYLE, None),
+        text::timeline(&replay, &STYLE, None, None),
         expect![[r#"
             timeline  (58 µs wall, from the first push at 1 µs; ━ critical path)
               main        │····X·········Y·········▕Z··························································│
@@ -1115,7 +1115,7 @@ fn no_view_shows_the_bookkeeping_of_temporaries() {
     assert!(frame.vars.iter().all(|var| &*var.name != "_#1"));
     for shown in [
         text::ops(&frame, &STYLE),
-        text::timeline(&replay, &STYLE, None),
+        text::timeline(&replay, &STYLE, None, None),
         text::summary(&summary, &STYLE),
         svg::timeline(&replay, &svg::TimelineOptions::default()),
         dot::dag(&replay),

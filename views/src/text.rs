@@ -241,8 +241,14 @@ fn ops_where(
 /// A compact Gantt chart: one lane per worker (then one per device lane, where GPU kernels ran),
 /// each op a bar holding as much of its statement as fits, `·` where the lane is idle; bars of
 /// the critical path are drawn with `━`. Its axis is at least `span_ns` long when given, so that
-/// two timelines share a scale.
-pub fn timeline(replay: &Replay, style: &TextStyle, span_ns: Option<u64>) -> String {
+/// two timelines share a scale. With `of`, its heading names what it draws (`timeline of
+/// cell[3]`) when that is not the whole run.
+pub fn timeline(
+    replay: &Replay,
+    style: &TextStyle,
+    span_ns: Option<u64>,
+    of: Option<&str>,
+) -> String {
     let lanes = replay.timeline_lanes();
     let name_width = lanes
         .iter()
@@ -259,7 +265,8 @@ pub fn timeline(replay: &Replay, style: &TextStyle, span_ns: Option<u64>) -> Str
     let mut text = String::new();
     text.push_str(&style.paint(
         &format!(
-            "timeline  ({} wall{}; ━ critical path)",
+            "timeline{}  ({} wall{}; ━ critical path)",
+            of.map_or(String::new(), |of| format!(" of {of}")),
             format_ns(end - start),
             origin_note(start)
         ),
