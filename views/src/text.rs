@@ -62,15 +62,22 @@ pub fn queues(frame: &Frame, style: &TextStyle) -> String {
         text.push_str("  no live variables\n");
         return text;
     }
+    // As wide as the longest name, so that names are shown whole and told apart, as long as
+    // a queue's first entry still has room; a name wider still is cut in its middle, its end
+    // kept (`learning_…rate_b`).
+    let most = (style.columns())
+        .saturating_sub(QUEUE_ROW_ROOM)
+        .max(QUEUE_LEAST_NAME);
     let name_width = frame
         .vars
         .iter()
         .map(|var| width(&var.name))
         .max()
         .unwrap_or(1)
-        .clamp(1, 12);
+        .clamp(1, most);
     for var in &frame.vars {
-        let mut row = format!("  {} ", pad(&var.name, name_width));
+        let name = util::cut_middle(&var.name, name_width);
+        let mut row = format!("  {name}{} ", " ".repeat(name_width - width(&name)));
         let mut used = width(&row);
         if var.queue.is_empty() {
             row.push_str(&style.paint("idle", Role::Dim));
@@ -106,6 +113,13 @@ pub fn queues(frame: &Frame, style: &TextStyle) -> String {
     }
     text
 }
+
+/// The columns a queue row keeps beside a long name: the indent and the space after the name,
+/// a first entry of [`QUEUE_LABEL_COLUMNS`] with its marks (`● W `), and the room of the
+/// separator or count that follows it.
+const QUEUE_ROW_ROOM: usize = 3 + 4 + QUEUE_LABEL_COLUMNS + 3;
+/// The fewest columns of the queues' name column where the terminal is too narrow for more.
+const QUEUE_LEAST_NAME: usize = 12;
 
 /// How many columns a queue entry gives its op's statement and place together, unless the place
 /// alone leaves the statement fewer than [`QUEUE_LEAST_STATEMENT`].
@@ -817,6 +831,61 @@ mod tests {
             queue_label(&op(3, "B = A + 1", "<repl>:4")),
             "B = A + 1 (<repl>:4)"
         );
+    }
+
+    /// The queues' name column is as wide as the longest name, as far as the terminal allows,
+    /// and a name wider still is cut in its middle: names were cut at 12 columns, at their end,
+    /// so that `learning_rate_layer_one_w` and `..._two_w` both read `learning_ra…`.
+    #[test]
+    fn queue_names_are_shown_whole_or_cut_apart() {
+        let names = [
+            "learning_rate_layer_one_w",
+            "learning_rate_layer_two_w",
+            "x",
+        ];
+        let frame = Frame {
+            time_ns: 0,
+            vars: (0..3u64)
+                .map(|id| crate::frame::FrameVar {
+                    id: dep_engine::VarId(id),
+                    name: names[id as usize].into(),
+                    queue: vec![dep_engine::AccessSnapshot {
+                        op: dep_engine::OpId(id),
+                        write: true,
+                        granted: true,
+                    }],
+                })
+                .collect(),
+            ops: (0..3u64)
+                .map(|id| FrameOp {
+                    id: dep_engine::OpId(id),
+                    label: format!("{} = ones(2)", names[id as usize]).into(),
+                    line: id as u32 + 1,
+                    place: None,
+                    state: OpState::Running,
+                    device: dep_engine::Device::Cpu,
+                    worker: None,
+                    started_ns: None,
+                    finished_ns: None,
+                    waits_on: Vec::new(),
+                })
+                .collect(),
+            named: Vec::new(),
+        };
+        expect_test::expect![[r#"
+            queues  (● granted, ○ waiting)
+              learning_rate_layer_one_w ● W learning_rate_layer_on… (line 1)
+              learning_rate_layer_two_w ● W learning_rate_layer_tw… (line 2)
+              x                         ● W x = ones(2) (line 3)
+        "#]]
+        .assert_eq(&queues(&frame, &TextStyle::plain(100)));
+        expect_test::expect![[r#"
+            queues  (● granted, ○ waiting)
+              learning_…er_one_w ● W learning_rate_layer_on… (line 1)
+              learning_…er_two_w ● W learning_rate_layer_tw… (line 2)
+              x                  ● W x = ones(2) (line 3)
+        "#]]
+        .assert_eq(&queues(&frame, &TextStyle::plain(60)));
     }
 
     /// The queues of a step take at most half the screen: the first ones, a line counting those

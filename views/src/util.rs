@@ -73,6 +73,32 @@ pub(crate) fn fit_heading(heading: &str, max_width: usize) -> String {
     truncate(heading, max_width)
 }
 
+/// `text` cut to at most `max_width` columns ([`width`]) in its middle, `…` where it was cut,
+/// its start and its end kept (`learning_…rate_b`): names that differ at their end, as a
+/// family of variables' names often do, stay told apart.
+pub(crate) fn cut_middle(text: &str, max_width: usize) -> String {
+    if width(text) <= max_width {
+        return text.to_string();
+    }
+    let Some(room) = max_width.checked_sub(1) else {
+        return String::new();
+    };
+    let start = head(text, room.div_ceil(2));
+    let mut end_width = room - width(&start);
+    let mut end: Vec<char> = Vec::new();
+    for c in text.chars().rev() {
+        let Some(left) =
+            end_width.checked_sub(unicode_width::UnicodeWidthChar::width(c).unwrap_or(0))
+        else {
+            break;
+        };
+        end_width = left;
+        end.push(c);
+    }
+    end.reverse();
+    format!("{start}…{}", end.into_iter().collect::<String>())
+}
+
 /// The longest start of `text` at most `max_width` columns wide.
 pub(crate) fn head(text: &str, max_width: usize) -> String {
     let mut used = 0;
@@ -256,6 +282,18 @@ mod tests {
         assert_eq!(format_percent(50, 10_000), "1%");
         assert_eq!(format_percent(1, 3), "33%");
         assert_eq!(format_percent(2, 3), "67%");
+    }
+
+    #[test]
+    fn a_name_cut_in_its_middle_keeps_its_start_and_end() {
+        assert_eq!(cut_middle("learning_rate_a", 20), "learning_rate_a");
+        assert_eq!(cut_middle("learning_rate_a", 12), "learni…ate_a");
+        assert_eq!(cut_middle("learning_rate_b", 12), "learni…ate_b");
+        assert_eq!(width(&cut_middle("learning_rate_b", 11)), 11);
+        // Wide characters never straddle the cut: one column is left blank instead.
+        assert_eq!(cut_middle("日本語のながい名前", 8), "日本…前");
+        assert_eq!(cut_middle("abc", 1), "…");
+        assert_eq!(cut_middle("abc", 0), "");
     }
 
     #[test]
