@@ -281,9 +281,19 @@ fn watch_interrupts(interrupt: Interrupt) {
 
 /// Parses a script and reports every syntax error.
 pub(crate) fn check(file: &Path) -> ExitCode {
-    let (path, source) = match read_script(file, &|report| eprint!("{report}")) {
-        Ok(read) => read,
-        Err(code) => return ExitCode::from(code),
+    let path = file.display().to_string();
+    let source = match read_source(file) {
+        Ok(source) => source,
+        Err(ReadError::Io(message)) => return usage_error(&message),
+        // Text that is not UTF-8 is an error in the file, counted as its syntax errors are
+        // (the rest of the file was not read).
+        Err(ReadError::NotText(rendered)) => {
+            eprint!("{rendered}");
+            eprintln!(
+                "dep: 1 syntax error in {path}: it is not UTF-8 text, so the rest was not read"
+            );
+            return ExitCode::from(EXIT_USAGE);
+        }
     };
     let parsed = dep_grammar::parse(&source);
     // With no syntax error, the mistakes `dep run` would report before running anything.
