@@ -52,7 +52,12 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
     // replaced by an empty one and no summary of nothing is printed.
     // The error is the same on every rank: no other simulated rank starts, and rank 0 says it.
     let parsed = dep_grammar::parse(&source);
-    let runs = parsed.is_ok() && dep_interp::early_errors(&parsed.program, &|_| false).is_empty();
+    // Found once: the session is handed them (a fresh one, which defined no function before).
+    let early = match parsed.is_ok() {
+        true => dep_interp::early_errors(&parsed.program, &|_| false),
+        false => Vec::new(),
+    };
+    let runs = parsed.is_ok() && early.is_empty();
     let others = match ranks {
         Ranks::Simulated(comms) if runs => Some(OtherRanks::start(
             comms,
@@ -70,7 +75,7 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
         args,
         ranks,
         config,
-        (&path, &source, &parsed),
+        (&path, &source, &parsed, &early),
         view_plan,
         rank_views.is_some(),
         &mut |failed| {
@@ -151,7 +156,7 @@ fn warn_of_unreceived(comm: &LocalRanks) {
     }
 }
 
-/// Runs `source` (named `path`, parsed as `parsed`) in this process's session, as rank `ranks.rank()`, with the
+/// Runs `source` (named `path`, parsed as `parsed`, with the early errors `early`) in this process's session, as rank `ranks.rank()`, with the
 /// views of `view_plan`; returns the exit code, and with `keep_run` what this rank recorded
 /// (for the views of every rank). `before_views` is called once this rank's ops ended, before
 /// its views are written, with why it failed, if it did (`rank 0 failed`).
@@ -159,7 +164,12 @@ fn run_source_as_rank(
     args: &RunArgs,
     ranks: &Ranks,
     config: dep_interp::SessionConfig,
-    (path, source, parsed): (&str, &str, &dep_grammar::ParseOutput),
+    (path, source, parsed, early): (
+        &str,
+        &str,
+        &dep_grammar::ParseOutput,
+        &[dep_grammar::Diagnostic],
+    ),
     view_plan: Option<ViewPlan>,
     keep_run: bool,
     before_views: &mut dyn FnMut(Option<&str>),
@@ -181,6 +191,7 @@ fn run_source_as_rank(
     let mark = driver.mark();
     let input = Input {
         parsed: Some(parsed),
+        early_errors: Some(early),
         ..Input::new(path, source)
     };
     let outcome = match &watcher {
@@ -281,9 +292,19 @@ fn watch_interrupts(interrupt: Interrupt) {
 
 /// Parses a script and reports every syntax error.
 pub(crate) fn check(file: &Path) -> ExitCode {
-    let (path, source) = match read_script(file, &|report| eprint!("{report}")) {
-        Ok(read) => read,
-        Err(code) => return ExitCode::from(code),
+    let path = file.display().to_string();
+    let source = match read_source(file) {
+        Ok(source) => source,
+        Err(ReadError::Io(message)) => return usage_error(&message),
+        // Text that is not UTF-8 is an error in the file, counted as its syntax errors are
+        // (the rest of the file was not read).
+        Err(ReadError::NotText(rendered)) => {
+            eprint!("{rendered}");
+            eprintln!(
+                "dep: 1 syntax error in {path}: it is not UTF-8 text, so the rest was not read"
+            );
+            return ExitCode::from(EXIT_USAGE);
+        }
     };
     let parsed = dep_grammar::parse(&source);
     // With no syntax error, the mistakes `dep run` would report before running anything.

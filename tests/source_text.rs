@@ -65,6 +65,15 @@ fn a_file_that_is_not_utf8_is_reported_at_its_first_bad_byte() {
         );
         assert!(!run.stderr.contains("stream did not contain"));
         assert!(run.stdout.is_empty(), "nothing runs: {}", run.stdout);
+        // `dep check` ends with the count of errors, as for any other error in the file.
+        let count =
+            "dep: 1 syntax error in bin.dep: it is not UTF-8 text, so the rest was not read\n";
+        assert_eq!(
+            run.stderr.ends_with(count),
+            command == "check",
+            "{command}: {}",
+            run.stderr
+        );
     }
     let loaded = piped(&dir, b":load bin.dep\nprint 7\n");
     assert!(

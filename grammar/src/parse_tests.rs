@@ -714,6 +714,45 @@ fn python_blocks_say_that_blocks_are_in_braces() {
     );
 }
 
+/// The lines indented under a `def` that failed (a body written Python's way) are its body: a
+/// `return` there is not reported as outside a function too, their own syntax errors are, and
+/// they are left out of the program. A statement back at the `def`'s indentation is not its.
+#[test]
+fn the_body_of_a_failed_def_brings_no_follow_on_errors() {
+    let source = "def f(x):\n    y = x * 2\n\n    return y\nprint f(1)\n";
+    let output = parse(source);
+    assert_eq!(output.diagnostics.len(), 1, "{:?}", output.diagnostics);
+    assert_eq!(output.program.to_string(), "(print (f 1))\n");
+    check_errors(
+        "  def f(x)\n    if x:\n      return x; return 2\n    return -x\n  return 0\ndef g(y):\n\treturn y\n",
+        expect![[r#"
+            error: expected `{`, found end of statement
+             --> test.dep:1:11
+              |
+            1 |   def f(x)
+              |           ^ expected `{`
+
+            error: dep has no `if` statement
+             --> test.dep:2:5
+              |
+            2 |     if x:
+              |     ^^ every statement runs; `with rank = 0 { ... }` runs a block on one rank only
+
+            error: `return` outside a function
+             --> test.dep:5:3
+              |
+            5 |   return 0
+              |   ^^^^^^^^ here
+
+            error: dep's blocks are in braces, not after `:`
+             --> test.dep:6:9
+              |
+            6 | def g(y):
+              |         ^ write `def g(y) { ... }`, the block's statements inside the braces
+        "#]],
+    );
+}
+
 /// A loop over Python's `range(n)` or `range(a, b)` is a syntax error that writes the range
 /// dep's way, in a block too: it parsed, and failed only when the loop ran. Other loops over a
 /// call parse as before.

@@ -8,9 +8,16 @@
 use crate::ast::{Block, Stmt, StmtKind};
 use crate::Diagnostic;
 
-/// The first misplaced statement within the top-level statement `stmt`, if any.
-pub(crate) fn misplaced(stmt: &Stmt) -> Option<Diagnostic> {
-    check(stmt, Within::default())
+/// The first misplaced statement within the top-level statement `stmt`, if any; `in_function`:
+/// `stmt` is meant to be in a function's body (one indented under a `def` that failed to parse).
+pub(crate) fn misplaced(stmt: &Stmt, in_function: bool) -> Option<Diagnostic> {
+    check(
+        stmt,
+        Within {
+            function: in_function,
+            recorded: None,
+        },
+    )
 }
 
 /// What a statement stands within.

@@ -80,6 +80,11 @@ pub struct Input<'a> {
     /// `source` parsed already (`grammar::parse(source)`), when the front-end parsed it to
     /// look at it first (the kernel, a cell with magics): the driver then does not parse again.
     pub parsed: Option<&'a grammar::ParseOutput>,
+    /// The mistakes `parsed`'s text alone shows (`early_errors(&parsed.program, ...)`), when
+    /// the front-end found them already, for a session that defined no function before (a
+    /// batch run, which decides by them whether its other ranks start): the session then does
+    /// not look again. Only with `parsed`.
+    pub early_errors: Option<&'a [grammar::Diagnostic]>,
 }
 
 impl<'a> Input<'a> {
@@ -91,6 +96,7 @@ impl<'a> Input<'a> {
             source,
             value_apart: false,
             parsed: None,
+            early_errors: None,
         }
     }
 }
@@ -231,11 +237,11 @@ impl Driver {
         }
         // Parsed once: the session runs the statements parsed here.
         let parsed_here;
-        let parsed = match input.parsed {
-            Some(parsed) => parsed,
+        let (parsed, early_errors) = match input.parsed {
+            Some(parsed) => (parsed, input.early_errors),
             None => {
                 parsed_here = grammar::parse(input.source);
-                &parsed_here
+                (&parsed_here, None)
             }
         };
         let value_apart = input.value_apart
@@ -259,6 +265,7 @@ impl Driver {
             input.first_line,
             input.source,
             parsed,
+            early_errors,
             listener.output(),
             value_apart.then_some(&mut value as &mut dyn Write),
         );
@@ -476,6 +483,37 @@ mod tests {
             show_expression_values: true,
             ..SessionConfig::default()
         })
+    }
+
+    /// The early errors a front-end found already (a batch run, before its session exists)
+    /// are the session's: it reports them, as its own, without looking again.
+    #[test]
+    fn early_errors_found_already_are_reported_and_not_looked_for_again() {
+        let driver = Driver::new(1);
+        let mut session = session(engine::Policy::Naive);
+        let mut kept = Kept::default();
+        let source = "print 1\nprint 2";
+        let parsed = grammar::parse(source);
+        let found = [grammar::Diagnostic::new(
+            "found before",
+            grammar::Span::new(8, 15),
+            "here",
+        )];
+        let input = Input {
+            parsed: Some(&parsed),
+            early_errors: Some(&found),
+            ..Input::new("t.dep", source)
+        };
+        let outcome = driver.run(&mut session, &input, driver.mark(), &mut kept);
+        let error = outcome.error.expect("the early error");
+        assert_eq!(error.kind, crate::ErrorKind::Parse);
+        assert!(
+            error
+                .to_string()
+                .starts_with("error: found before\n --> t.dep:2:1"),
+            "{error}"
+        );
+        assert!(kept.out.is_empty(), "nothing runs");
     }
 
     #[test]

@@ -387,20 +387,26 @@ impl Session {
         out: &mut dyn Write,
     ) -> Result<(), RunError> {
         let parsed = grammar::parse(source);
-        self.run_parsed(path, file_first_line, source, &parsed, out, None)
+        self.run_parsed(path, file_first_line, source, &parsed, None, out, None)
     }
 
     /// Runs `source` that the caller parsed already (`parsed` is `grammar::parse(source)`), as
     /// [`Session::run_source_from_line`] does, so that a front-end which looks at the statements
-    /// first (the driver, for a cell's trailing value) does not parse twice. With `value_out`, a
-    /// last statement that is an expression shows its value there rather than in `out`. Reports
+    /// first (the driver, for a cell's trailing value) does not parse twice. `early_errors`:
+    /// the mistakes the text alone shows (`crate::early_errors`), when the caller found them
+    /// already for this session (`None`: they are found here). With `value_out`, a last
+    /// statement that is an expression shows its value there rather than in `out`. Reports
     /// name places in `source` as written (`cell[3]:1:8`).
+    // The input's parts as the driver holds them: bundling them would make a type only for
+    // this call.
+    #[allow(clippy::too_many_arguments)]
     pub fn run_parsed(
         &mut self,
         path: &str,
         file_first_line: u32,
         source: &str,
         parsed: &grammar::ParseOutput,
+        early_errors: Option<&[grammar::Diagnostic]>,
         out: &mut dyn Write,
         value_out: Option<&mut dyn Write>,
     ) -> Result<(), RunError> {
@@ -411,13 +417,14 @@ impl Session {
         // Mistakes the text alone shows are reported with its syntax errors, before any of it
         // runs (see `early_errors`).
         let early;
-        let diagnostics = match parsed.diagnostics.is_empty() {
-            true => {
+        let diagnostics = match (parsed.diagnostics.is_empty(), early_errors) {
+            (true, Some(early_errors)) => early_errors,
+            (true, None) => {
                 early =
                     crate::early_errors(&parsed.program, &|name| self.functions.contains_key(name));
-                &early
+                &early[..]
             }
-            false => &parsed.diagnostics,
+            (false, _) => &parsed.diagnostics[..],
         };
         if !diagnostics.is_empty() {
             let line_index = grammar::LineIndex::new(&source);

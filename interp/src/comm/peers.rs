@@ -276,6 +276,7 @@ fn serve(
                     source: &source,
                     value_apart: false,
                     parsed: None,
+                    early_errors: None,
                 };
                 let outcome = driver.run(&mut session, &input, driver.mark(), &mut kept);
                 outcome.error.into_iter().collect()
