@@ -269,3 +269,26 @@ fn a_closed_stderr_ends_no_run_with_a_panic() {
     let status = child.wait().expect("wait for dep");
     assert_eq!(status.code(), Some(1), "{status:?}");
 }
+
+/// A number the host read from a variable is read again without a wait only while nothing
+/// wrote the variable since: after a graph's run (replayed one op at a time or in a bulk), an
+/// update in place and a write through `set`, the host reads the new value, on every engine.
+#[test]
+fn a_number_read_again_is_the_latest_after_every_kind_of_write() {
+    let dir = TestDir::new();
+    let path = dir.write(
+        "reads.dep",
+        "n = 2 * 1\ngraph g {\n  n = n + 1\n}\nprint zeros(n)\nrun g\nprint zeros(n)\n\
+         with bulk = 2 { run g }\nprint zeros(n)\nn += 1\nprint zeros(n)\nk = slots(1)\n\
+         set(k, 0, n - 3)\nprint zeros(k[0])\nset(k, 0, n - 4)\nprint zeros(k[0])\n",
+    );
+    for engine in ["naive", "threaded", "per-device", "sim"] {
+        let run =
+            Run::of(dir.dep().arg("run").arg(&path).args(["--engine", engine])).expect_code(0);
+        assert_eq!(
+            run.stdout, "[0. 0.]\n[0. 0. 0.]\n[0. 0. 0. 0.]\n[0. 0. 0. 0. 0.]\n[0. 0.]\n[0.]\n",
+            "{engine}: {}",
+            run.stderr
+        );
+    }
+}
