@@ -759,7 +759,7 @@ fn why_of_a_function_says_where_it_was_defined_and_what_to_ask() {
     assert!(
         run.stderr.contains(
             "`f` is a function (`def f(x)`, defined at <stdin>:2), not a variable: why explains \
-             the ops of a variable; ask why of one its calls write (`y = f(...)`, then why of `y`)"
+             the ops of a variable; ask it of a variable a call writes (`y = f(...)`, then why of `y`)"
         ),
         "{}",
         run.stderr

@@ -541,14 +541,14 @@ fn not_a_variable(session: &Session, name: &str) -> Option<String> {
             .unwrap_or_default();
         return Some(format!(
             "`{name}` is a function (`def {name}({})`{place}), not a variable: why explains the \
-             ops of a variable; ask why of one its calls write (`y = {name}(...)`, then why of `y`)",
+             ops of a variable; ask it of a variable a call writes (`y = {name}(...)`, then why of `y`)",
             function.params.join(", ")
         ));
     }
     if crate::builtins::lookup(name).is_some() {
         return Some(format!(
-            "`{name}` is a builtin, not a variable: why explains the ops of a variable; ask why \
-             of one its calls write (`y = {name}(...)`, then why of `y`)"
+            "`{name}` is a builtin, not a variable: why explains the ops of a variable; ask it of \
+             a variable a call writes (`y = {name}(...)`, then why of `y`)"
         ));
     }
     session.graphs.contains_key(name).then(|| {
@@ -1471,7 +1471,7 @@ mod tests {
         assert_eq!(
             why_error(&mut session, "f"),
             "`f` is a function (`def f(x, y)`, defined at cell[2]:2), not a variable: why \
-             explains the ops of a variable; ask why of one its calls write (`y = f(...)`, then \
+             explains the ops of a variable; ask it of a variable a call writes (`y = f(...)`, then \
              why of `y`)"
         );
         assert!(
