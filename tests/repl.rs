@@ -277,6 +277,22 @@ fn a_piped_colon_command_inside_a_block_runs_and_a_slice_end_stays_code() {
     assert!(run.stdout.ends_with("0\n1\n[1. 1.]\n"), "{}", run.stdout);
 }
 
+/// `:quit` inside an unfinished statement leaves without running it (it ran what was typed,
+/// and the parser's error for the missing `}` ended the REPL with exit code 2).
+#[test]
+fn a_piped_quit_inside_a_block_leaves_without_running_the_unfinished_statement() {
+    let dir = TestDir::new();
+    let input = "A = ones(2)\nprint A\nfor i in 0..2 {\n  print i\n:quit\nprint 7\n";
+    let run = run_piped(&dir, input, &[]).expect_code(0);
+    assert_eq!(run.stdout, "[1. 1.]\n");
+    assert!(
+        run.stderr
+            .contains("(the unfinished statement was not run)"),
+        "{}",
+        run.stderr
+    );
+}
+
 #[test]
 fn why_explains_an_op_waiting_behind_a_long_matmul_while_the_panel_shows_it() {
     let mut repl = Repl::start();

@@ -446,6 +446,9 @@ fn command_in<'line>(buffer: &str, line: &'line str) -> Option<&'line str> {
 const STILL_UNFINISHED: &str =
     "(the unfinished statement is kept: go on typing it at `...>`; Ctrl-C drops it)";
 
+/// Said when `:quit` leaves with a statement unfinished, which then never runs.
+const DROPPED_UNFINISHED: &str = "(the unfinished statement was not run)";
+
 /// The interactive REPL on a terminal.
 fn run_interactive(config: SessionConfig) -> ExitCode {
     let style = Style::from_env();
@@ -577,6 +580,9 @@ fn run_interactive(config: SessionConfig) -> ExitCode {
             }
         };
         if flow == Flow::Quit {
+            if !buffer.trim().is_empty() {
+                ctx.note(DROPPED_UNFINISHED);
+            }
             break;
         }
         if !buffer.is_empty() && dep_grammar::is_complete(&buffer) {
@@ -790,6 +796,10 @@ fn run_piped(config: SessionConfig) -> ExitCode {
                 }
             };
             if flow == Flow::Quit {
+                if !buffer.trim().is_empty() {
+                    ctx.note(DROPPED_UNFINISHED);
+                    buffer.clear();
+                }
                 break;
             }
             // As the prompt does: a `:load`ed script's ops get a moment to end, and their
