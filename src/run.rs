@@ -125,15 +125,15 @@ fn run_rank(args: &RunArgs, ranks: &Ranks) -> u8 {
                     match (own_run.filter(|_| rank == 0), views) {
                         (Some(own_run), views) => {
                             if let Some(views) = views {
-                                eprintln!(
+                                say(&format!(
                                     "note: rank 0 failed: {views} hold rank 0's events only (its MPI_Abort ends the other ranks before they send theirs)"
-                                );
+                                ));
                             }
                             rank_views.write(vec![own_run]);
                         }
-                        (None, Some(views)) => eprintln!(
+                        (None, Some(views)) => say(&format!(
                             "note (rank {rank}): rank {rank} failed: {views} get none of its events (its MPI_Abort ends the job before rank 0 gathers them; a failing rank 0 writes its own)"
-                        ),
+                        )),
                         (None, None) => {}
                     }
                 }
@@ -226,13 +226,10 @@ fn run_source_as_rank(
         // Every statement pushed, then Ctrl-C while the last ops ran: the run did not end as
         // written, whatever ran.
         (None, None) if waited.interrupted => {
-            eprintln!(
-                "{}",
-                ranks.label_error(
-                    "error: interrupted (Ctrl-C) while the script's last ops ran: those that had \
-                     not started are cancelled (they wrote nothing), running ones finished"
-                )
-            );
+            say(&ranks.label_error(
+                "error: interrupted (Ctrl-C) while the script's last ops ran: those that had not \
+                 started are cancelled (they wrote nothing), running ones finished",
+            ));
             EXIT_RUNTIME
         }
         (None, None) if views_written.is_err() => EXIT_RUNTIME,
@@ -362,18 +359,28 @@ fn read_script(file: &Path, say: &dyn Fn(&str)) -> Result<(String, String), u8> 
 fn say_once(ranks: &Ranks, report: &str) {
     let rank = ranks.rank();
     if rank == 0 {
-        eprint!("{report}");
+        say(report);
         return;
     }
     ranks.wait_for_rank_0_to_end_the_job();
-    let mut labelled = match report.strip_prefix("dep: ") {
+    let labelled = match report.strip_prefix("dep: ") {
         Some(rest) => format!("dep (rank {rank}): {rest}"),
         None => ranks.label_error(report),
     };
-    if !labelled.ends_with('\n') {
-        labelled.push('\n');
+    say(&labelled);
+}
+
+/// Writes `line`, and a newline if it has none, to stderr in one write. Under mpirun Open MPI
+/// forwards a rank's stderr in the pieces it was written in, and its own message of an abort
+/// can fall between two of them (a rank's note was cut after `note (rank `, `eprintln!`
+/// writing each piece of its format apart).
+fn say(line: &str) {
+    let mut text = String::with_capacity(line.len() + 1);
+    text.push_str(line);
+    if !text.ends_with('\n') {
+        text.push('\n');
     }
-    eprint!("{labelled}");
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
 /// The exit code of the usage error `message`, written as [`say_once`] does.
@@ -411,11 +418,11 @@ fn report(ranks: &Ranks, error: &RunError) -> u8 {
         // said here too should rank 0 not end the job in time.
         _ if ranks.rank() != 0 && failed_on_every_rank(&error.to_string()) => {
             ranks.wait_for_rank_0_to_end_the_job();
-            eprintln!("{}", ranks.label_error(&error.to_string()));
+            say(&ranks.label_error(&error.to_string()));
             EXIT_RUNTIME
         }
         _ => {
-            eprintln!("{}", ranks.label_error(&error.to_string()));
+            say(&ranks.label_error(&error.to_string()));
             EXIT_RUNTIME
         }
     }
