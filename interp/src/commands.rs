@@ -1368,11 +1368,13 @@ mod tests {
     }
 
     /// A variable whose only write was cancelled has no value, and `:why` says so; one that
-    /// had a value keeps it. (It said both keep what the last write that ran left.)
+    /// had a value keeps it. (It said both keep what the last write that ran left.) `A` runs
+    /// long enough for both answers to come while the cancelled writes still wait behind it, on
+    /// a loaded machine too (with 400 ms, a CI run saw B's cancelled write already ended).
     #[test]
     fn why_a_cancelled_only_write_leaves_no_value() {
         let mut session = observed_threaded_session();
-        let source = "B = ones(2)\nwait\nA = work(400, ones(2))\nY = A + 1\nB = A * 2";
+        let source = "B = ones(2)\nwait\nA = work(3000, ones(2))\nY = A + 1\nB = A * 2";
         session
             .run_source("t.dep", source, &mut std::io::sink())
             .unwrap();
